@@ -1,0 +1,113 @@
+"""Strata's sessions: tests, typecheck, lint, demo, bench (see README.md)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+from pathlib import Path
+
+import nox
+
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests", "typecheck", "lint"]
+
+ROOT = Path(__file__).parent
+# Dependency order: each package after those it imports.
+PACKAGES = ["evalframe", "guards", "fxbuild", "symbolic_vm", "aot", "inductor_lite", "compile_api"]
+PACKAGE_DIRS = [str(ROOT / "packages" / name) for name in PACKAGES]
+SRC_DIRS = [str(ROOT / "packages" / name / "src") for name in PACKAGES]
+# The CPU wheel: pip finds it locally; pinning it keeps pip from pulling a CUDA build.
+TORCH = "torch==2.13.0"
+TEST_DEPS = ["numpy", "pytest>=8", "hypothesis>=6", "networkx>=3", "attrs>=23", "typing-extensions>=4.8"]
+# Suites that need no torch, run again on every other CPython we support.
+TORCH_FREE_SUITES = {
+    "evalframe": ["packages/evalframe/tests"],
+    "symbolic_vm.bytecode": ["packages/symbolic_vm/tests/bytecode"],
+}
+OTHER_PYTHONS = ["3.12", "3.13"]
+
+
+def _install_strata(session: nox.Session) -> None:
+    # Non-editable installs: the tests see exactly what `pip install` of each package gives.
+    session.install(TORCH, *TEST_DEPS)
+    session.install("--no-build-isolation", "--no-deps", *PACKAGE_DIRS)
+
+
+def _other_interpreters() -> list[str]:
+    """Interpreters of OTHER_PYTHONS found under pyenv (our machines have them)."""
+    try:
+        root = subprocess.run(
+            ["pyenv", "root"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        root = os.path.expanduser("~/.pyenv")
+    found = []
+    for minor in OTHER_PYTHONS:
+        candidates = sorted(glob.glob(f"{root}/versions/{minor}.*/bin/python{minor}"))
+        if candidates:
+            found.append(candidates[-1])
+    return found
+
+
+def _run_torch_free_suites(session: nox.Session) -> None:
+    for python in _other_interpreters():
+        minor = Path(python).name.removeprefix("python")
+        venv = ROOT / ".nox" / f"torch-free-{minor}"
+        pip = str(venv / "bin" / "pip")
+        if not (venv / "bin" / "python").exists():
+            session.run(python, "-m", "venv", str(venv), external=True)
+            session.run(pip, "install", "-q", "pytest>=8", "attrs>=23", "typing-extensions>=4.8",
+                        "setuptools>=64", external=True)
+        session.run(pip, "install", "-q", "--no-build-isolation", "--no-deps",
+                    str(ROOT / "packages" / "evalframe"), external=True)
+        paths = [p for suite in TORCH_FREE_SUITES.values() for p in suite if (ROOT / p).exists()]
+        session.log(f"torch-free suites on Python {minor}: {', '.join(paths)}")
+        session.run(
+            str(venv / "bin" / "python"), "-m", "pytest", *paths, "-p", "no:cacheprovider",
+            env={"PYTHONPATH": str(ROOT / "packages" / "symbolic_vm" / "src")},
+            external=True, success_codes=[0, 5],
+        )
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's tests and the end-to-end tests, then the torch-free suites on 3.12/3.13."""
+    session.install("setuptools>=64", "wheel")
+    _install_strata(session)
+    # Exit code 5 is pytest's "no tests ran": not a failure of the project.
+    session.run("pytest", *(session.posargs or ["packages", "tests"]), success_codes=[0, 5])
+    if not session.posargs:
+        _run_torch_free_suites(session)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every package's source."""
+    session.install(TORCH, "mypy>=1.10", "attrs>=23", "typing-extensions>=4.8", "networkx>=3",
+                    "pytest>=8")
+    session.run("mypy", *SRC_DIRS)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff, and the import-linter contracts that enforce ARCHITECTURE.md's dependency table."""
+    session.install("ruff>=0.5", "import-linter>=2.0")
+    session.run("ruff", "check", ".")
+    session.run("lint-imports", env={"PYTHONPATH": os.pathsep.join(SRC_DIRS)})
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job: the TorchDynamo README's toy example through Strata (see README.md)."""
+    session.install("setuptools>=64", "wheel")
+    _install_strata(session)
+    session.run("python", "-m", "compile_api.demo", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks against eager and torch.compile (see benchmarks/README.md)."""
+    session.install("setuptools>=64", "wheel", "matplotlib")
+    _install_strata(session)
+    session.run("python", "benchmarks/run.py", *session.posargs)

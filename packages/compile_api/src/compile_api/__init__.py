@@ -1,0 +1,3 @@
+"""The torch.compile-compatible API of Strata."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Builds torch.fx GraphModules with fake-tensor example values."""
+
+__all__: list[str] = []
