@@ -1,3 +1,6 @@
 """Builds torch.fx GraphModules with fake-tensor example values."""
 
-__all__: list[str] = []
+from fxbuild.builder import GraphBuilder, is_fake
+from fxbuild.errors import FakePropagationError, FxBuildError
+
+__all__: list[str] = ["GraphBuilder", "FakePropagationError", "FxBuildError", "is_fake"]

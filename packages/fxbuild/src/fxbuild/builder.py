@@ -1,0 +1,225 @@
+"""GraphBuilder: one torch.fx graph, its placeholders, and fake-tensor example values."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch._guards import GuardSource, Source
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensor,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    GuardOnDataDependentSymNode,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    free_unbacked_symbols,
+)
+from torch.utils._pytree import tree_map
+
+from fxbuild.errors import FakePropagationError
+
+log = logging.getLogger("strata.fxbuild")
+
+_DATA_DEPENDENT_ERRORS: tuple[type[BaseException], ...] = (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    GuardOnDataDependentSymNode,
+    UnsupportedOperatorException,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class _PlaceholderSource(Source):  # type: ignore[misc]
+    """Names a graph input for the ShapeEnv (symbol provenance in its guards and messages)."""
+
+    input_name: str
+
+    @property
+    def _name_template(self) -> str:
+        return self.input_name
+
+    @functools.cached_property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+
+def _target_name(target: object) -> str:
+    name = getattr(target, "__name__", None)
+    return name if isinstance(name, str) else repr(target)
+
+
+class GraphBuilder:
+    """Builds one ``torch.fx.GraphModule`` with an example value on every node.
+
+    Placeholders take the names they are given (the user's locals), other nodes take the names
+    torch.fx gives by default (``abs_1``, ``add``, ``sum_1``). Every node's
+    ``meta["example_value"]`` is computed by running its target on fake tensors; with
+    ``dynamic=True`` every dimension of size >= 2 of every tensor input is a symbol of the
+    builder's ShapeEnv, and ``dynamic_dims`` on :meth:`placeholder` makes chosen dimensions
+    symbolic whatever ``dynamic`` says.
+    """
+
+    def __init__(self, *, dynamic: bool | None = False) -> None:
+        self.dynamic = dynamic
+        # One ShapeEnv always: mark_dynamic-style dims need it even when dynamic is off.
+        self.shape_env: ShapeEnv = ShapeEnv()
+        self.fake_mode: FakeTensorMode = FakeTensorMode(shape_env=self.shape_env)
+        self.graph = torch.fx.Graph()
+        self._example_inputs: list[object] = []
+        self._finished = False
+
+    # -- inputs -----------------------------------------------------------------------------
+
+    @property
+    def example_inputs(self) -> list[object]:
+        """The real input values, in placeholder order."""
+        return list(self._example_inputs)
+
+    def placeholder(
+        self, name: str, example: object, *, dynamic_dims: Collection[int] = ()
+    ) -> torch.fx.Node:
+        """Add a graph input named ``name`` whose real value is ``example``.
+
+        Tensors get a fake twin (symbolic sizes where dynamic); ints become SymInts when the builder
+        is dynamic; any other value is kept as its own example.
+        """
+        self._check_open()
+        # Placeholders stay first even when added after other nodes (lifted parameters).
+        anchor = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if anchor is None:
+            node = self.graph.placeholder(_identifier(name))
+        else:
+            with self.graph.inserting_before(anchor):
+                node = self.graph.placeholder(_identifier(name))
+        node.meta["example_value"] = self._fake_input(node.name, example, dynamic_dims)
+        self._example_inputs.append(example)
+        return node
+
+    def _fake_input(self, name: str, example: object, dynamic_dims: Collection[int]) -> object:
+        source = _PlaceholderSource(name)
+        if isinstance(example, torch.Tensor):
+            dims = set(dynamic_dims)
+            if self.dynamic:
+                dims |= {i for i, size in enumerate(example.shape) if size >= 2}
+            if not dims:
+                return self.fake_mode.from_tensor(example, static_shapes=True)
+            sizes = [
+                DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(example.dim())
+            ]
+            context: Any = StatelessSymbolicContext(dynamic_sizes=sizes)
+            return self.fake_mode.from_tensor(example, source=source, symbolic_context=context)
+        if isinstance(example, int) and not isinstance(example, bool) and self.dynamic:
+            symbol = self.shape_env.create_symbol(example, source)
+            return self.shape_env.create_symintnode(symbol, hint=example, source=source)
+        return example
+
+    # -- operations -------------------------------------------------------------------------
+
+    def call_function(
+        self,
+        target: Callable[..., Any],
+        args: Sequence[object],
+        kwargs: dict[str, object] | None = None,
+    ) -> torch.fx.Node:
+        """Add a ``call_function`` node; its example value comes from ``target`` run on fakes."""
+        return self._add("call_function", target, tuple(args), dict(kwargs or {}))
+
+    def call_method(
+        self, name: str, args: Sequence[object], kwargs: dict[str, object] | None = None
+    ) -> torch.fx.Node:
+        """Add a ``call_method`` node (``args[0]`` is the receiver)."""
+        return self._add("call_method", name, tuple(args), dict(kwargs or {}))
+
+    def example_value(self, node: torch.fx.Node) -> object:
+        """The fake example value of ``node``."""
+        return node.meta["example_value"]
+
+    def _add(
+        self, op: str, target: Any, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> torch.fx.Node:
+        self._check_open()
+        example = self._propagate(op, target, args, kwargs)
+        node = self.graph.create_node(op, target, args, kwargs)  # type: ignore[arg-type]
+        node.meta["example_value"] = example
+        return node
+
+    def _propagate(
+        self, op: str, target: Any, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> object:
+        def to_example(value: object) -> object:
+            return value.meta["example_value"] if isinstance(value, torch.fx.Node) else value
+
+        fake_args = tree_map(to_example, args)
+        fake_kwargs = tree_map(to_example, kwargs)
+        name = target if isinstance(target, str) else _target_name(target)
+        try:
+            with self.fake_mode:
+                if op == "call_method":
+                    receiver, *rest = fake_args
+                    result = getattr(receiver, target)(*rest, **fake_kwargs)
+                else:
+                    result = target(*fake_args, **fake_kwargs)
+        except _DATA_DEPENDENT_ERRORS as exc:
+            raise FakePropagationError(
+                f"{name} depends on tensor data and cannot run on fake tensors: {exc}",
+                target=name,
+                data_dependent=True,
+            ) from exc
+        except Exception as exc:
+            raise FakePropagationError(
+                f"{name} failed on fake example values: {type(exc).__name__}: {exc}",
+                target=name,
+                data_dependent=False,
+            ) from exc
+        # With a ShapeEnv, nonzero/item succeed on fakes with unbacked symbols; we do not capture
+        # data-dependent outputs (yet), so report them like the fake-mode refusals above.
+        if free_unbacked_symbols(result):
+            self.shape_env.pending_fresh_unbacked_symbols.clear()
+            raise FakePropagationError(
+                f"{name} has an output that depends on tensor data",
+                target=name,
+                data_dependent=True,
+            )
+        return result
+
+    # -- output -----------------------------------------------------------------------------
+
+    def finish(self, outputs: Sequence[object]) -> torch.fx.GraphModule:
+        """Close the graph with an output node returning ``tuple(outputs)``; return the module."""
+        self._check_open()
+        self.graph.output(tuple(outputs))  # type: ignore[arg-type]
+        self.graph.lint()
+        self._finished = True
+        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        log.debug("built graph:\n%s", gm.code)
+        return gm
+
+    def _check_open(self) -> None:
+        if self._finished:
+            raise RuntimeError("GraphBuilder.finish() was already called")
+
+
+def _identifier(name: str) -> str:
+    cleaned = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    if not cleaned or cleaned[0].isdigit():
+        cleaned = "_" + cleaned
+    return cleaned
+
+
+def is_fake(value: object) -> bool:
+    """True when ``value`` is a fake tensor (an example value)."""
+    return isinstance(value, FakeTensor)
+
+
+__all__ = ["GraphBuilder", "is_fake"]
