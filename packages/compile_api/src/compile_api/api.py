@@ -1,0 +1,268 @@
+"""compile, optimize, disable, run, reset, mark_dynamic: the torch.compile surface."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import torch
+
+import evalframe
+import symbolic_vm
+
+from .backends import Backend, lookup_backend
+from .frame_compiler import CompileContext, make_callback
+from .state import FrameRecord, state
+
+__all__ = [
+    "OptimizedModule",
+    "compile",
+    "disable",
+    "mark_dynamic",
+    "optimize",
+    "reset",
+    "run",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _backend_name(backend: str | Backend) -> str:
+    if isinstance(backend, str):
+        return backend
+    return getattr(backend, "__name__", type(backend).__name__)
+
+
+def _context(
+    backend: str | Backend,
+    *,
+    fullgraph: bool,
+    dynamic: bool | None,
+    on_record: Callable[[FrameRecord], None] | None = None,
+) -> CompileContext:
+    return CompileContext(
+        backend=lookup_backend(backend),
+        backend_name=_backend_name(backend),
+        fullgraph=fullgraph,
+        dynamic=dynamic,
+        on_record=on_record,
+    )
+
+
+def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
+    callback = make_callback(ctx)
+
+    @functools.wraps(fn)
+    def compiled(*args: Any, **kwargs: Any) -> Any:
+        previous = evalframe.set_callback(callback)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            evalframe.set_callback(previous)
+
+    compiled._strata_orig_callable = fn  # type: ignore[attr-defined]
+    compiled._strata_context = ctx  # type: ignore[attr-defined]
+    return compiled
+
+
+class OptimizedModule(torch.nn.Module):
+    """A module whose forward runs compiled; everything else is the original module's.
+
+    Attributes, parameters, buffers and ``state_dict`` (without a prefix) come from ``_orig_mod``.
+    """
+
+    _orig_mod: torch.nn.Module
+
+    def __init__(self, mod: torch.nn.Module, ctx: CompileContext) -> None:
+        super().__init__()
+        self._orig_mod = mod
+        self._strata_call = _wrap(mod, ctx)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._strata_call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        return self._orig_mod.named_parameters(*args, **kwargs)
+
+    def named_buffers(self, *args: Any, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        return self._orig_mod.named_buffers(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"OptimizedModule({self._orig_mod!r})"
+
+
+def compile(
+    model: Any = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str | Backend = "inductor",
+    mode: str | None = None,
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile a function or nn.Module, with torch.compile's meaning for every argument.
+
+    Works as a call (``compile(fn)``) and as a decorator (``@compile``,
+    ``@compile(fullgraph=True)``).
+    ``fullgraph=True`` raises ``Unsupported`` at the first construct that cannot be captured;
+    ``dynamic`` is False (specialise sizes), True (symbolic sizes) or None (automatic: a size that
+    changes is recompiled as symbolic). ``backend`` is a registered name or a callable
+    ``(gm, example_inputs) -> callable``.
+    """
+    if mode is not None and options is not None:
+        raise RuntimeError(
+            "Either mode or options can be specified, but both can't be specified at the same time."
+        )
+    if mode not in _MODES:
+        raise RuntimeError(
+            f"Unrecognized mode={mode!r}, should be one of: {', '.join(map(str, _MODES[1:]))}"
+        )
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"options must be a dict, got {type(options).__name__}")
+    if model is None:
+
+        def decorate(fn: Any) -> Any:
+            return compile(
+                fn,
+                fullgraph=fullgraph,
+                dynamic=dynamic,
+                backend=backend,
+                mode=mode,
+                options=options,
+                disable=disable,
+            )
+
+        return decorate
+    if not callable(model):
+        raise RuntimeError(
+            f"compile_api.compile expects a callable (a function or nn.Module), "
+            f"got an object of type {type(model).__name__}"
+        )
+    ctx = _context(backend, fullgraph=fullgraph, dynamic=dynamic)
+    if disable:
+        return model
+    if isinstance(model, torch.nn.Module):
+        return OptimizedModule(model, ctx)
+    return _wrap(model, ctx)
+
+
+class _Optimize:
+    """``optimize(backend)``: a decorator, or a context manager compiling what is called inside."""
+
+    def __init__(self, ctx: CompileContext) -> None:
+        self._ctx = ctx
+        self._callback = make_callback(ctx)
+        self._previous: list[object] = []
+
+    def __call__(self, fn: F) -> F:
+        if isinstance(fn, torch.nn.Module):
+            return OptimizedModule(fn, self._ctx)  # type: ignore[return-value]
+        if not callable(fn):
+            raise TypeError(f"optimize(...) decorates callables, got {type(fn).__name__}")
+        return _wrap(fn, self._ctx)  # type: ignore[return-value]
+
+    def __enter__(self) -> None:
+        self._previous.append(evalframe.set_callback(self._callback))
+
+    def __exit__(self, *exc: object) -> None:
+        evalframe.set_callback(self._previous.pop())  # type: ignore[arg-type]
+
+
+def optimize(
+    backend: str | Backend = "inductor", nopython: bool = False, dynamic: bool | None = None
+) -> _Optimize:
+    """The TorchDynamo README's API: ``@optimize(backend)`` or ``with optimize(backend): ...``."""
+    return _Optimize(_context(backend, fullgraph=nopython, dynamic=dynamic))
+
+
+def disable(fn: Any = None, recursive: bool = True) -> Any:
+    """Never compile ``fn`` (and, with recursive=True, anything it calls).
+
+    With recursive=False only ``fn``'s own frame runs uncompiled; functions it calls still compile.
+    Usable as ``@disable``, ``disable(fn)`` or ``@disable(recursive=False)``.
+    """
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+    if not callable(fn):
+        raise TypeError(f"disable expects a callable, got {type(fn).__name__}")
+    if not recursive:
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+        if isinstance(code, types.CodeType):
+            state.skip_codes.add(code)
+        return fn
+
+    @functools.wraps(fn)
+    def disabled(*args: Any, **kwargs: Any) -> Any:
+        previous = evalframe.set_callback(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            evalframe.set_callback(previous)
+
+    marker = getattr(symbolic_vm, "disable_marker", None)
+    if marker is not None:
+        marker(disabled)
+    return disabled
+
+
+@contextmanager
+def _run_only() -> Iterator[None]:
+    with evalframe.run_only():
+        yield
+
+
+def run(fn: Any = None) -> Any:
+    """Run with what is already compiled and never compile more (quiescence).
+
+    ``run(fn)`` returns a wrapper; ``with run():`` works as a context manager.
+    """
+    if fn is None:
+        return _run_only()
+
+    @functools.wraps(fn)
+    def cached_only(*args: Any, **kwargs: Any) -> Any:
+        with evalframe.run_only():
+            return fn(*args, **kwargs)
+
+    return cached_only
+
+
+def reset() -> None:
+    """Forget everything compiled: every code cache, record, timing and installed global."""
+    evalframe.clear_cache()
+    state.clear()
+    vm_reset = getattr(symbolic_vm, "reset", None)
+    if vm_reset is not None:
+        vm_reset()
+
+
+def mark_dynamic(t: torch.Tensor, index: int | list[int] | tuple[int, ...]) -> None:
+    """Compile dimension(s) ``index`` of ``t`` as symbolic from the first compile on."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"mark_dynamic expects a tensor, got {type(t).__name__}")
+    dims = [index] if isinstance(index, int) else list(index)
+    for dim in dims:
+        if not -t.dim() <= dim < t.dim():
+            raise IndexError(f"mark_dynamic: dim {dim} is out of range for a {t.dim()}-d tensor")
+    existing: set[int] = set(getattr(t, "_strata_dynamic_dims", ()))
+    existing.update(d % t.dim() for d in dims)
+    t._strata_dynamic_dims = existing  # type: ignore[attr-defined]

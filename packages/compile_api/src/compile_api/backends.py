@@ -1,0 +1,106 @@
+"""The backend registry: names -> callables (gm, example_inputs) -> compiled callable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
+
+import torch
+
+__all__ = ["Backend", "list_backends", "lookup_backend", "register_backend"]
+
+Backend: TypeAlias = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
+
+_REGISTRY: dict[str, Backend] = {}
+
+
+def register_backend(compiler_fn: Backend | None = None, *, name: str | None = None) -> Any:
+    """Register a backend under ``name`` (default: the function's name).
+
+    Usable as ``register_backend(fn)``, ``@register_backend`` or ``@register_backend(name="x")``.
+    """
+
+    def register(fn: Backend) -> Backend:
+        if not callable(fn):
+            raise TypeError(f"register_backend expects a callable, got {type(fn).__name__}")
+        key = name or getattr(fn, "__name__", None)
+        if not key:
+            raise ValueError("register_backend: pass name= for a callable without __name__")
+        if key in _REGISTRY and _REGISTRY[key] is not fn:
+            raise ValueError(f"a backend named {key!r} is already registered")
+        _REGISTRY[key] = fn
+        return fn
+
+    if compiler_fn is None:
+        return register
+    return register(compiler_fn)
+
+
+def list_backends(exclude_tags: Sequence[str] | None = ("debug", "experimental")) -> list[str]:
+    """Names of the registered backends, sorted (``exclude_tags`` kept for torch compatibility)."""
+    del exclude_tags
+    return sorted(_REGISTRY)
+
+
+def lookup_backend(backend: str | Backend) -> Backend:
+    """The callable for a backend name, or the callable itself."""
+    if isinstance(backend, str):
+        try:
+            return _REGISTRY[backend]
+        except KeyError:
+            raise ValueError(
+                f"unknown backend {backend!r}; registered backends: {', '.join(list_backends())}"
+            ) from None
+    if not callable(backend):
+        raise TypeError(
+            f"backend must be a name or a callable (gm, example_inputs) -> callable, "
+            f"got {type(backend).__name__}"
+        )
+    return backend
+
+
+def _identity_compiler(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Callable[..., Any]:
+    del example_inputs
+    return gm.forward
+
+
+@register_backend(name="eager")
+def eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """Runs the captured FX graph as it is (Python calling torch ops)."""
+    return _identity_compiler(gm, example_inputs)
+
+
+@register_backend(name="aot_eager")
+def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """aot's joint trace and default partition, with the graphs run as they are."""
+    import aot
+
+    return aot.aot_module_simplified(  # type: ignore[no-any-return]
+        gm, list(example_inputs), fw_compiler=_identity_compiler
+    )
+
+
+@register_backend(name="aot_eager_decomp_partition")
+def aot_eager_decomp_partition(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Callable[..., Any]:
+    """aot with the core decompositions and the min-cut partitioner, graphs run as they are."""
+    import aot
+
+    return aot.aot_module_simplified(  # type: ignore[no-any-return]
+        gm,
+        list(example_inputs),
+        fw_compiler=_identity_compiler,
+        partition_fn=aot.min_cut_partition,
+        decompositions=aot.core_decompositions(),
+    )
+
+
+@register_backend(name="inductor")
+def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """inductor_lite: fused C++/OpenMP (CPU) or Triton (CUDA) kernels."""
+    import inductor_lite
+
+    return inductor_lite.compile_fx(gm, list(example_inputs))  # type: ignore[no-any-return]

@@ -1,0 +1,78 @@
+"""compile_api's one configuration object, with an environment-variable override per field."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import attrs
+
+__all__ = ["Config", "config"]
+
+
+def _env_bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected a boolean (1/0/true/false), got {value!r}")
+
+
+def _env_str(value: str) -> str:
+    return value
+
+
+# field name -> (environment variable, parser)
+_ENV: dict[str, tuple[str, Callable[[str], object]]] = {
+    "cache_size_limit": ("STRATA_CACHE_SIZE_LIMIT", int),
+    "suppress_errors": ("STRATA_SUPPRESS_ERRORS", _env_bool),
+    "verbose": ("STRATA_VERBOSE", _env_bool),
+    "debug": ("STRATA_DEBUG", _env_bool),
+    "debug_function": ("STRATA_DEBUG_FUNCTION", _env_str),
+    "automatic_dynamic_shapes": ("STRATA_AUTOMATIC_DYNAMIC_SHAPES", _env_bool),
+    "optimize_ddp": ("STRATA_OPTIMIZE_DDP", _env_bool),
+}
+
+
+@attrs.define
+class Config:
+    """Settings that change how compile_api compiles; read at each compile, not at each call.
+
+    Every field can be set from the environment when compile_api is imported, e.g.
+    ``STRATA_CACHE_SIZE_LIMIT=16`` or ``STRATA_SUPPRESS_ERRORS=0``.
+    """
+
+    cache_size_limit: int = 8
+    """Compiled entries per code object; past it the code runs eagerly (with one warning)."""
+    suppress_errors: bool = True
+    """On an internal or backend error, warn and run eagerly instead of raising."""
+    verbose: bool = False
+    """Internal errors carry their full traceback in the warning."""
+    debug: bool = False
+    """Print each FX graph, the original and modified bytecode and the guards as frames compile."""
+    debug_function: str = ""
+    """When set, only functions of this name are compiled (STRATA_DEBUG_FUNCTION)."""
+    automatic_dynamic_shapes: bool = True
+    """With dynamic=None, a size that changes recompiles that dimension as symbolic."""
+    optimize_ddp: bool = True
+    """Split graphs of DistributedDataParallel modules at bucket boundaries."""
+
+    def load_env(self, environ: dict[str, str] | None = None) -> None:
+        """Apply the STRATA_* environment overrides to this object."""
+        env = os.environ if environ is None else environ
+        for field, (var, parse) in _ENV.items():
+            if var in env:
+                try:
+                    setattr(self, field, parse(env[var]))
+                except ValueError as err:
+                    raise ValueError(f"environment variable {var}: {err}") from None
+
+    @staticmethod
+    def env_var(field: str) -> str:
+        """The environment variable that overrides ``field``."""
+        return _ENV[field][0]
+
+
+config = Config()
+config.load_env()

@@ -1,0 +1,32 @@
+"""compile_api's exceptions (``Unsupported`` is symbolic_vm's, re-exported)."""
+
+from __future__ import annotations
+
+__all__ = ["BackendCompilerFailed", "InternalError"]
+
+
+class BackendCompilerFailed(RuntimeError):
+    """A backend raised (or returned something unusable) while compiling a graph."""
+
+    def __init__(self, backend_name: str, where: str, cause: BaseException) -> None:
+        super().__init__(
+            f"backend {backend_name!r} failed to compile a graph of {where}: "
+            f"{type(cause).__name__}: {cause}\n"
+            "Set compile_api.config.suppress_errors = True to run that graph eagerly instead."
+        )
+        self.backend_name = backend_name
+        self.cause = cause
+
+
+class InternalError(RuntimeError):
+    """A bug in Strata itself (not in the user's program), with how to reproduce it."""
+
+    def __init__(self, where: str, cause: BaseException) -> None:
+        super().__init__(
+            f"Strata internal error while compiling {where}: {type(cause).__name__}: {cause}\n"
+            "This is a bug in Strata, not in your program. To reproduce, call the function under "
+            "compile_api.compile(fn, backend='eager') with the same inputs; please report it with "
+            "that snippet. Set compile_api.config.suppress_errors = True to run such frames "
+            "eagerly."
+        )
+        self.cause = cause

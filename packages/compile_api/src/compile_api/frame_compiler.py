@@ -1,0 +1,344 @@
+"""The evalframe callback: capture a frame, compile its graphs, build its guards, return an Entry.
+
+Every decision about a frame is made here, in Python; evalframe only dispatches.
+"""
+
+from __future__ import annotations
+
+import dis
+import io
+import logging
+import os
+import sys
+import sysconfig
+import time
+import traceback
+import types
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+import torch
+
+import evalframe
+import guards
+import symbolic_vm
+
+from .backends import Backend
+from .config import config
+from .errors import BackendCompilerFailed, InternalError
+from .logs import channel
+from .state import FrameRecord, state
+
+__all__ = ["CompileContext", "make_callback", "skip_reason"]
+
+log = logging.getLogger("strata.compile_api")
+
+_GENERATOR_FLAGS = (
+    0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+)
+
+
+@attrs.frozen
+class CompileContext:
+    """What one ``compile(...)`` call asked for; its callback compiles frames accordingly."""
+
+    backend: Backend
+    backend_name: str
+    fullgraph: bool = False
+    dynamic: bool | None = None
+    on_record: Callable[[FrameRecord], None] | None = None
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+    import attr
+    import typing_extensions
+
+    for module in (torch, evalframe, guards, symbolic_vm, attr, typing_extensions):
+        file = getattr(module, "__file__", None)
+        if file:
+            dirs.add(os.path.dirname(file))
+    dirs.add(os.path.dirname(__file__))
+    for name in (
+        "fxbuild",
+        "aot",
+        "inductor_lite",
+        "numpy",
+        "sympy",
+        "networkx",
+        "triton",
+        "_pytest",
+        "pluggy",
+    ):
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None) if module is not None else None
+        if file:
+            dirs.add(os.path.dirname(file))
+    return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
+
+
+_LIBRARY_DIRS: tuple[str, ...] | None = None
+
+
+def skip_reason(code: types.CodeType) -> str | None:
+    """Why a code object is never compiled, or None when it may be."""
+    global _LIBRARY_DIRS
+    if code in state.skip_codes:
+        return "disabled with compile_api.disable(recursive=False)"
+    if code.co_flags & _GENERATOR_FLAGS:
+        return "generators and coroutines run eagerly"
+    filename = code.co_filename
+    if filename.startswith("<frozen") or "eval_with_key" in filename:
+        return "generated or frozen library code"
+    if _LIBRARY_DIRS is None:
+        _LIBRARY_DIRS = _library_dirs()
+    if filename.startswith(_LIBRARY_DIRS):
+        return "library code (torch, the standard library or Strata itself)"
+    return None
+
+
+def _warn_once(key: object, message: str) -> None:
+    with state.lock:
+        if key in state.warned:
+            return
+        state.warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _where(code: types.CodeType) -> str:
+    return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+@contextmanager
+def _timed(record: FrameRecord, phase: str) -> Iterator[None]:
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        elapsed = time.perf_counter() - start
+        record.times[phase] = record.times.get(phase, 0.0) + elapsed
+        state.times[phase].append(elapsed)
+
+
+def _tensor_shapes(f_locals: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    return {
+        name: tuple(value.shape)
+        for name, value in f_locals.items()
+        if isinstance(value, torch.Tensor)
+    }
+
+
+def _dynamic_dims(
+    code: types.CodeType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
+) -> dict[str, frozenset[int]]:
+    """Dims to make symbolic: mark_dynamic'd ones, plus automatic dynamic after a size change."""
+    dims: dict[str, set[int]] = {}
+    for name, value in f_locals.items():
+        marked = (
+            getattr(value, "_strata_dynamic_dims", None)
+            if isinstance(value, torch.Tensor)
+            else None
+        )
+        if marked:
+            dims.setdefault(f"L[{name!r}]", set()).update(marked)
+    shapes = _tensor_shapes(f_locals)
+    with state.lock:
+        previous = state.seen_shapes.get(code)
+        state.seen_shapes[code] = shapes
+        auto = state.auto_dynamic.setdefault(code, {})
+        if (
+            recompiling
+            and ctx.dynamic is None
+            and config.automatic_dynamic_shapes
+            and previous is not None
+        ):
+            for name, shape in shapes.items():
+                old = previous.get(name)
+                if old is None or len(old) != len(shape):
+                    continue
+                changed = {i for i, (a, b) in enumerate(zip(old, shape, strict=True)) if a != b}
+                source = f"L[{name!r}]"
+                if changed - auto.get(source, frozenset()):
+                    auto[source] = auto.get(source, frozenset()) | changed
+                    channel("dynamic").debug(
+                        "%s: size of %s changed at dims %s; recompiling them as dynamic",
+                        _where(code),
+                        source,
+                        sorted(changed),
+                    )
+        for source, auto_dims in auto.items():
+            dims.setdefault(source, set()).update(auto_dims)
+    return {source: frozenset(d) for source, d in dims.items()}
+
+
+def _recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[str]:
+    reasons: list[str] = []
+    for entry in evalframe.cache_entries(code):
+        failures = getattr(entry.guard, "failures", None)
+        if failures is None:
+            continue
+        try:
+            reasons.extend(failures(f_locals))
+        except Exception as err:  # a failing explanation must not stop a recompile
+            reasons.append(f"(could not explain guard failure: {err})")
+    return reasons
+
+
+def _compile_graph(ctx: CompileContext, graph: Any, code: types.CodeType) -> Callable[..., Any]:
+    """Run the backend on one captured graph, falling back to the graph itself on error."""
+    gm: torch.fx.GraphModule = graph.gm
+    try:
+        compiled = ctx.backend(gm, graph.example_inputs)
+        if not callable(compiled):
+            raise TypeError(f"the backend returned {type(compiled).__name__}, not a callable")
+    except Exception as err:
+        if not config.suppress_errors:
+            raise BackendCompilerFailed(ctx.backend_name, _where(code), err) from err
+        _warn_once(
+            ("backend", ctx.backend_name, type(err).__name__, str(err)),
+            f"Strata: backend {ctx.backend_name!r} failed on a graph of {_where(code)} "
+            f"({type(err).__name__}: {err}); running that graph eagerly. "
+            "Set compile_api.config.suppress_errors = False to raise instead.",
+        )
+        return gm.forward
+    return compiled  # type: ignore[no-any-return]
+
+
+def _format_debug(record: FrameRecord) -> str:
+    out = io.StringIO()
+    for graph in record.graphs:
+        out.write(f"\n__compiled_fn_ graph {graph.name} of {record.where}:\n")
+        out.write(graph.gm.code)
+    out.write(f"\nORIGINAL BYTECODE of {record.where}:\n")
+    dis.dis(record.code, file=out)
+    if record.transformed is not None:
+        out.write("\nMODIFIED BYTECODE:\n")
+        dis.dis(record.transformed, file=out)
+    out.write("\nGUARDS:\n" + record.guards_text + "\n")
+    return out.getvalue()
+
+
+def _log_record(record: FrameRecord) -> None:
+    for brk in record.breaks:
+        channel("graph_breaks").debug(
+            'Graph break in %s: %s\n  File "%s", line %s\n    %s',
+            record.code.co_name,
+            brk.reason,
+            brk.filename,
+            brk.lineno,
+            brk.source_line,
+        )
+    graph_code = channel("graph_code")
+    if graph_code.isEnabledFor(logging.DEBUG):
+        for graph in record.graphs:
+            graph_code.debug("%s of %s:\n%s", graph.name, record.where, graph.gm.code)
+    bytecode = channel("bytecode")
+    if bytecode.isEnabledFor(logging.DEBUG) and record.transformed is not None:
+        original, modified = io.StringIO(), io.StringIO()
+        dis.dis(record.code, file=original)
+        dis.dis(record.transformed, file=modified)
+        bytecode.debug(
+            "ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
+            record.where,
+            original.getvalue(),
+            record.transformed.co_name,
+            modified.getvalue(),
+        )
+    channel("guards").debug("GUARDS of %s:\n%s", record.where, record.guards_text)
+    if config.debug:
+        print(_format_debug(record))
+
+
+def _finish(record: FrameRecord, ctx: CompileContext) -> None:
+    with state.lock:
+        state.records.append(record)
+    if ctx.on_record is not None:
+        ctx.on_record(record)
+    _log_record(record)
+
+
+def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> object:
+    """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
+    code = frame.f_code
+    reason = skip_reason(code)
+    if reason is not None:
+        return evalframe.SKIP
+    if config.debug_function and code.co_name != config.debug_function:
+        return None
+    f_locals = dict(frame.f_locals)
+    recompiling = cache_size > 0
+    reasons = _recompile_reasons(code, f_locals) if recompiling else []
+    if cache_size >= config.cache_size_limit:
+        _warn_once(
+            ("cache_size_limit", code),
+            f"Strata: {_where(code)} hit config.cache_size_limit ({config.cache_size_limit}); "
+            f"it now runs eagerly for inputs that miss its cache. Last guard failures: "
+            f"{'; '.join(reasons) or 'unknown'}. Raise compile_api.config.cache_size_limit, or "
+            "use dynamic=True / mark_dynamic for changing sizes.",
+        )
+        return None
+    if recompiling:
+        channel("recompiles").debug(
+            "Recompiling %s, triggered by guard failure(s):\n%s",
+            _where(code),
+            "\n".join(f"    - {r}" for r in reasons) or "    - (unknown)",
+        )
+    record = FrameRecord(
+        code=code, transformed=None, backend=ctx.backend, recompile_reasons=reasons
+    )
+    capture_config = symbolic_vm.CaptureConfig(
+        fullgraph=ctx.fullgraph,
+        dynamic=ctx.dynamic,
+        dynamic_dims=_dynamic_dims(code, f_locals, ctx, recompiling),
+    )
+    try:
+        with _timed(record, "bytecode_analysis"):
+            result = symbolic_vm.capture(frame, capture_config)
+    except symbolic_vm.Unsupported as err:
+        if ctx.fullgraph:
+            raise
+        record.ran_eagerly = str(err)
+        record.breaks.append(err)
+        _finish(record, ctx)
+        return evalframe.SKIP
+    except Exception as err:
+        if not config.suppress_errors:
+            raise InternalError(_where(code), err) from err
+        detail = traceback.format_exc() if config.verbose else f"{type(err).__name__}: {err}"
+        _warn_once(
+            ("internal", code),
+            f"Strata could not compile {_where(code)} and runs it eagerly: {detail}\n"
+            "Set compile_api.config.suppress_errors = False to raise instead "
+            "(config.verbose = True shows the full traceback).",
+        )
+        record.ran_eagerly = f"internal error: {type(err).__name__}: {err}"
+        _finish(record, ctx)
+        return evalframe.SKIP
+
+    record.transformed = result.code
+    record.graphs = list(result.graphs)
+    record.breaks = list(result.breaks)
+    namespace = frame.f_globals
+    with _timed(record, "backend_compile"):
+        compiled = {graph.name: _compile_graph(ctx, graph, code) for graph in result.graphs}
+    with state.lock:
+        for name, value in [*compiled.items(), *result.globals_to_install.items()]:
+            namespace[name] = value
+            state.installed.append((namespace, name))
+    with _timed(record, "guard_building"):
+        check = guards.compile_guards(result.guards, namespace)
+    record.guards_text = check.text
+    _finish(record, ctx)
+    return evalframe.Entry(check, result.code)
+
+
+def make_callback(ctx: CompileContext) -> Callable[[types.FrameType, int], object]:
+    """The evalframe callback for one compile context."""
+
+    def callback(frame: types.FrameType, cache_size: int) -> object:
+        return compile_frame(frame, cache_size, ctx)
+
+    return callback

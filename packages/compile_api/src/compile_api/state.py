@@ -1,0 +1,63 @@
+"""What compile_api remembers between calls: records of compiled frames, timings, warnings.
+
+Everything here is cleared by ``reset()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections import defaultdict
+from typing import Any
+
+import attrs
+
+__all__ = ["FrameRecord", "State", "state"]
+
+
+@attrs.define
+class FrameRecord:
+    """One compile of one frame: what was captured and what it cost."""
+
+    code: types.CodeType
+    transformed: types.CodeType | None
+    backend: object
+    graphs: list[Any] = attrs.field(factory=list)  # symbolic_vm.CapturedGraph
+    breaks: list[Any] = attrs.field(factory=list)  # symbolic_vm.GraphBreak
+    guards_text: str = ""
+    recompile_reasons: list[str] = attrs.field(factory=list)
+    ran_eagerly: str = ""  # why the frame runs eagerly, when it does
+    times: dict[str, float] = attrs.field(factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"{self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno})"
+
+
+@attrs.define
+class State:
+    lock: threading.RLock = attrs.field(factory=threading.RLock)
+    records: list[FrameRecord] = attrs.field(factory=list)
+    times: dict[str, list[float]] = attrs.field(factory=lambda: defaultdict(list))
+    warned: set[object] = attrs.field(factory=set)
+    # code object -> {local name: shape} of the tensors it was last compiled for
+    seen_shapes: dict[types.CodeType, dict[str, tuple[int, ...]]] = attrs.field(factory=dict)
+    # code object -> {source name: dims made dynamic by automatic dynamic shapes}
+    auto_dynamic: dict[types.CodeType, dict[str, frozenset[int]]] = attrs.field(factory=dict)
+    # (globals dict, name) pairs this process installed, removed by reset()
+    installed: list[tuple[dict[str, Any], str]] = attrs.field(factory=list)
+    skip_codes: set[types.CodeType] = attrs.field(factory=set)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.records.clear()
+            self.times.clear()
+            self.warned.clear()
+            self.seen_shapes.clear()
+            self.auto_dynamic.clear()
+            for namespace, name in self.installed:
+                namespace.pop(name, None)
+            self.installed.clear()
+
+
+state = State()
