@@ -11,7 +11,7 @@ from . import logs as _logs
 from .api import OptimizedModule, compile, disable, mark_dynamic, optimize, reset, run
 from .backends import list_backends, lookup_backend, register_backend
 from .config import Config, config
-from .errors import BackendCompilerFailed, InternalError
+from .errors import BackendCompilerFailed, InternalError, InvalidBackend, NotCallableError
 from .explain import ExplainOutput, explain
 from .logs import set_logs
 from .profiling import CompileProfiler, compile_times
@@ -40,6 +40,8 @@ __all__ = [
     "Unsupported",
     "BackendCompilerFailed",
     "InternalError",
+    "InvalidBackend",
+    "NotCallableError",
 ]
 
 _logs.load_env()

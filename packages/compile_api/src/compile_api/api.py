@@ -15,6 +15,7 @@ import evalframe
 import symbolic_vm
 
 from .backends import Backend, lookup_backend
+from .errors import NotCallableError
 from .frame_compiler import CompileContext, make_callback
 from .state import FrameRecord, state
 
@@ -30,7 +31,7 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_MODES = (None, "default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _backend_name(backend: str | Backend) -> str:
@@ -153,9 +154,9 @@ def compile(
 
         return decorate
     if not callable(model):
-        raise RuntimeError(
-            f"compile_api.compile expects a callable (a function or nn.Module), "
-            f"got an object of type {type(model).__name__}"
+        raise NotCallableError(
+            f"A callable function is expected, but {type(model)} is provided "
+            "(compile_api.compile takes a function or an nn.Module)."
         )
     ctx = _context(backend, fullgraph=fullgraph, dynamic=dynamic)
     if disable:

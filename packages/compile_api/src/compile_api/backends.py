@@ -7,6 +7,8 @@ from typing import Any, TypeAlias
 
 import torch
 
+from .errors import InvalidBackend
+
 __all__ = ["Backend", "list_backends", "lookup_backend", "register_backend"]
 
 Backend: TypeAlias = Callable[[torch.fx.GraphModule, Sequence[Any]], Callable[..., Any]]
@@ -48,8 +50,8 @@ def lookup_backend(backend: str | Backend) -> Backend:
         try:
             return _REGISTRY[backend]
         except KeyError:
-            raise ValueError(
-                f"unknown backend {backend!r}; registered backends: {', '.join(list_backends())}"
+            raise InvalidBackend(
+                f"Invalid backend: {backend!r}; registered backends: {', '.join(list_backends())}"
             ) from None
     if not callable(backend):
         raise TypeError(

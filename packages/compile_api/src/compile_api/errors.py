@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["BackendCompilerFailed", "InternalError"]
+__all__ = ["BackendCompilerFailed", "InternalError", "InvalidBackend", "NotCallableError"]
+
+
+class InvalidBackend(RuntimeError):
+    """``backend=`` names no registered backend (torch.compile raises the same kind)."""
+
+
+class NotCallableError(TypeError, AssertionError):
+    """compile() of something that is not callable.
+
+    Also an AssertionError, because that is what torch.compile raises for the same mistake.
+    """
 
 
 class BackendCompilerFailed(RuntimeError):

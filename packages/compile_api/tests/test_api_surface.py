@@ -1,0 +1,107 @@
+"""The torch.compile surface: same errors for the same misuse, decorator and module forms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import compile_api
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "default", "options": {}},
+        {"mode": "bogus"},
+    ],
+)
+def test_bad_arguments_raise_what_torch_compile_raises(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(Exception) as theirs:
+        torch.compile(lambda x: x, **kwargs)
+    with pytest.raises(type(theirs.value)) as ours:
+        compile_api.compile(lambda x: x, **kwargs)
+    assert str(ours.value).split(",")[0] == str(theirs.value).split(",")[0]
+
+
+def test_compiling_a_non_callable_raises_like_torch_compile() -> None:
+    with pytest.raises(AssertionError):
+        torch.compile(1)  # type: ignore[call-overload]
+    with pytest.raises(AssertionError, match="callable"):
+        compile_api.compile(1)
+    with pytest.raises(TypeError):  # also a TypeError, which is what it really is
+        compile_api.compile(1)
+
+
+def test_unknown_backend_is_a_runtime_error_like_torch() -> None:
+    with pytest.raises(RuntimeError):
+        torch.compile(lambda x: x, backend="no-such-backend")
+    with pytest.raises(RuntimeError, match="no-such-backend"):
+        compile_api.compile(lambda x: x, backend="no-such-backend")
+
+
+def test_backend_registry() -> None:
+    for name in ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor"):
+        assert name in compile_api.list_backends()
+
+    def my_backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        return gm.forward
+
+    compile_api.register_backend(my_backend)
+    assert "my_backend" in compile_api.list_backends()
+    assert compile_api.lookup_backend("my_backend") is my_backend
+    with pytest.raises(ValueError, match="already registered"):
+        compile_api.register_backend(lambda gm, ex: gm, name="my_backend")
+    with pytest.raises(TypeError):
+        compile_api.register_backend(3, name="three")  # type: ignore[arg-type]
+
+
+def test_decorator_forms_keep_the_function_name() -> None:
+    @compile_api.compile
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    @compile_api.compile(fullgraph=True, backend="eager")
+    def g(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    assert f.__name__ == "f" and g.__name__ == "g"
+
+
+def test_disable_true_returns_the_model_itself() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    assert compile_api.compile(f, disable=True) is f
+
+
+def test_compiled_module_forwards_attributes_parameters_and_state_dict() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    model.custom = "hello"  # type: ignore[assignment]
+    opt = compile_api.compile(model, backend="eager")
+    assert isinstance(opt, torch.nn.Module)
+    assert opt._orig_mod is model
+    assert opt.custom == "hello"
+    assert list(opt.state_dict()) == list(model.state_dict())
+    assert [p is q for p, q in zip(opt.parameters(), model.parameters())] == [True, True]
+    opt.load_state_dict({k: torch.zeros_like(v) for k, v in model.state_dict().items()})
+    assert torch.count_nonzero(model[0].weight) == 0
+    opt.eval()
+    assert model.training is False
+
+
+def test_mark_dynamic_validates_its_dimension() -> None:
+    t = torch.randn(2, 3)
+    compile_api.mark_dynamic(t, 1)
+    assert t._strata_dynamic_dims == {1}  # type: ignore[attr-defined]
+    with pytest.raises(IndexError):
+        compile_api.mark_dynamic(t, 2)
+    with pytest.raises(TypeError):
+        compile_api.mark_dynamic([1, 2], 0)  # type: ignore[arg-type]
+
+
+def test_compile_times_has_every_phase() -> None:
+    times = compile_api.compile_times(repr="dict")
+    assert set(times) == {"bytecode_analysis", "guard_building", "backend_compile"}
+    assert "bytecode_analysis" in compile_api.compile_times()
