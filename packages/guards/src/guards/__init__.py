@@ -1,3 +1,69 @@
-"""Sources, guard kinds and a fast compiled guard check."""
+"""Sources, guard kinds and a fast compiled guard check.
 
-__all__: list[str] = []
+Build a ``GuardSet`` while tracing (one method per guard kind, each over a ``Source``),
+then ``compile_guards(guard_set, f_globals)`` into a ``CompiledGuards`` usable as
+``evalframe.Entry.guard``.
+"""
+
+from guards.check_fn import CompiledGuards, compile_guards
+from guards.errors import GuardError, ShapeGuardError, UnsupportedGuardValue
+from guards.guard import (
+    ConstantMatch,
+    DictKeys,
+    DispatchTls,
+    GlobalState,
+    Guard,
+    IdMatch,
+    Length,
+    Shape,
+    TensorMatch,
+    TypeMatch,
+)
+from guards.guard_set import GuardSet
+from guards.shape import shape_guards
+from guards.source import (
+    AttrSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    SizeSource,
+    Source,
+    StrideSource,
+    TypeSource,
+)
+from guards.tensor_spec import StrideRel, TensorSpec
+
+__all__ = [
+    # sources
+    "Source",
+    "LocalSource",
+    "GlobalSource",
+    "AttrSource",
+    "ItemSource",
+    "TypeSource",
+    "SizeSource",
+    "StrideSource",
+    # building guards
+    "GuardSet",
+    "shape_guards",
+    # compiled check
+    "compile_guards",
+    "CompiledGuards",
+    # guard records
+    "Guard",
+    "TensorMatch",
+    "TypeMatch",
+    "IdMatch",
+    "ConstantMatch",
+    "Length",
+    "DictKeys",
+    "DispatchTls",
+    "GlobalState",
+    "Shape",
+    "TensorSpec",
+    "StrideRel",
+    # errors
+    "GuardError",
+    "UnsupportedGuardValue",
+    "ShapeGuardError",
+]

@@ -1,0 +1,151 @@
+"""compile_guards: one flat generated Python function checking a whole GuardSet.
+
+The generated function has the shape::
+
+    def ___guard_check(L, *, G=<f_globals>, ___type_0=<class>, ...):
+        try:
+            v0 = L['x']
+            if type(v0) is not ___tensor_type_1: return False
+            ...
+        except Exception:
+            return False
+        return True
+
+Constants (classes, dtypes, weakrefs, torch functions) are bound as keyword-only defaults, so
+each is a fast local load instead of a global or attribute lookup per call.  Each source is
+read once into a local, in check order, bases before the values read through them.  Any
+exception while checking means "guard failed" (3.11 ``try`` is free until something raises).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from guards.guard import Guard
+from guards.guard_set import GuardSet
+from guards.source import Source
+
+__all__ = ["CompiledGuards", "compile_guards"]
+
+log = logging.getLogger("strata.guards")
+
+_FN_NAME = "___guard_check"
+
+
+class _CodeGen:
+    """Collects constant bindings and local names while guards emit their statements."""
+
+    def __init__(self) -> None:
+        self.consts: dict[str, object] = {}
+        self._const_ids: dict[int, str] = {}
+        self._temps = 0
+
+    def bind(self, value: object, hint: str) -> str:
+        name = self._const_ids.get(id(value))
+        if name is None:
+            name = f"___{hint}_{len(self.consts)}"
+            self.consts[name] = value
+            self._const_ids[id(value)] = name
+        return name
+
+    def temp(self, hint: str) -> str:
+        self._temps += 1
+        return f"{hint}{self._temps}"
+
+
+def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
+    gen = _CodeGen()
+    body: list[str] = []
+    local_of: dict[Source, str] = {}
+
+    def load(source: Source) -> str:
+        var = local_of.get(source)
+        if var is not None:
+            return var
+        base = source.base
+        base_expr = load(base) if base is not None else ""
+        expr = source.render(base_expr, gen.bind)
+        var = f"v{len(local_of)}"
+        local_of[source] = var
+        body.append(f"{var} = {expr}")
+        return var
+
+    for guard in guards:
+        var = load(guard.source) if guard.source is not None else ""
+        body.append(f"# {guard.kind}")
+        body.extend(guard.emit(var, gen))
+
+    params = "".join(f", {name}={name}" for name in gen.consts)
+    lines = [f"def {_FN_NAME}(L, *, G=G{params}):", "    try:"]
+    lines += [f"        {line}" for line in body]
+    lines += ["    except Exception:", "        return False", "    return True"]
+    return "\n".join(lines) + "\n", gen.consts
+
+
+class CompiledGuards:
+    """The compiled check of a GuardSet, usable as ``evalframe.Entry.guard``.
+
+    ``guards(f_locals)`` -> bool never raises.  ``failures(f_locals)`` says in words which
+    guards fail (slow; for recompile logs).  ``text`` lists the guards, one per line;
+    ``source_code`` is the generated check function; ``check`` the raw function itself
+    (one Python call less than calling this object).
+    """
+
+    def __init__(self, guards: list[Guard], f_globals: dict[str, Any]) -> None:
+        self.guards: list[Guard] = guards
+        self.f_globals = f_globals
+        self.source_code, consts = _generate(guards)
+        namespace: dict[str, object] = {"G": f_globals, **consts}
+        exec(compile(self.source_code, "<strata guards>", "exec"), namespace)
+        self.check: Callable[[dict[str, object]], bool] = namespace[_FN_NAME]  # type: ignore[assignment]
+
+    def __call__(self, f_locals: dict[str, object]) -> bool:
+        return self.check(f_locals)
+
+    @property
+    def text(self) -> str:
+        """The guards as text, one per line, in check order."""
+        return "\n".join(g.text() for g in self.guards)
+
+    def failures(self, f_locals: dict[str, object]) -> list[str]:
+        """Each failed guard in words, in check order; empty exactly when the check passes."""
+        env = {"L": f_locals, "G": self.f_globals}
+        values: dict[Source, object] = {}
+        errors: dict[Source, str] = {}
+        out: list[str] = []
+        for guard in self.guards:
+            value: object = None
+            if guard.source is not None:
+                source = guard.source
+                if source not in values and source not in errors:
+                    try:
+                        values[source] = eval(source.name(), env)
+                    except Exception as exc:
+                        errors[source] = f"{type(exc).__name__}: {exc}"
+                if source in errors:
+                    out.append(f"{guard.kind} {source.name()}: reading it raised {errors[source]}")
+                    continue
+                value = values[source]
+            try:
+                problem = guard.explain(value, f_locals, self.f_globals)
+            except Exception as exc:
+                problem = f"{guard.kind} {guard._name()}: checking raised {type(exc).__name__}: {exc}"
+            if problem is not None:
+                out.append(problem)
+        return out
+
+    def __repr__(self) -> str:
+        return f"CompiledGuards({len(self.guards)} guards)"
+
+
+def compile_guards(guard_set: GuardSet, f_globals: dict[str, Any]) -> CompiledGuards:
+    """Compile ``guard_set`` into one check function over a frame's ``f_locals``.
+
+    ``f_globals`` is the function's globals dict itself (not a copy): guards on globals read
+    it when they run, so rebinding a global is seen.
+    """
+    compiled = CompiledGuards(guard_set.guards, f_globals)
+    log.debug("compiled %d guards:\n%s", len(compiled.guards), compiled.source_code)
+    return compiled

@@ -1,0 +1,129 @@
+"""Turn a torch ShapeEnv's guards into SHAPE predicates over ``L``/``G``.
+
+Symbols are rendered as the expression of their source (usually a ``SizeSource``, giving
+``L['x'].size(0)``).  Three kinds of facts are collected, in this order:
+
+1. each symbol's value range from ``var_to_range`` (the ``>= 2`` lower bound that 0/1
+   specialisation implies, plus any bound guards tightened), when finite;
+2. replacements of a symbol by an integer (a specialisation the tracer made);
+3. every guard in ``shape_env.guards``, in the order recorded.
+
+Only integer arithmetic and comparisons are rendered (``+ - * ** // % max min abs``,
+``== != < <= > >=``, ``and or not``); anything else raises ShapeGuardError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import sympy
+import torch.utils._sympy.functions as symfn
+
+from guards.errors import ShapeGuardError
+from guards.source import Source
+
+__all__ = ["shape_guards", "render_sympy"]
+
+_REL_OPS: dict[type, str] = {
+    sympy.Eq: "==",
+    sympy.Ne: "!=",
+    sympy.Lt: "<",
+    sympy.Le: "<=",
+    sympy.Gt: ">",
+    sympy.Ge: ">=",
+}
+
+
+def render_sympy(expr: Any, name_of: Callable[[Any], str]) -> str:
+    """Render a sympy integer/boolean expression as Python; ``name_of(symbol)`` names symbols."""
+
+    def r(e: Any) -> str:
+        if e is sympy.true or isinstance(e, sympy.logic.boolalg.BooleanTrue):
+            return "True"
+        if e is sympy.false or isinstance(e, sympy.logic.boolalg.BooleanFalse):
+            return "False"
+        if isinstance(e, sympy.Symbol):
+            return name_of(e)
+        if isinstance(e, sympy.Integer):
+            return str(int(e))
+        for rel, op in _REL_OPS.items():
+            if isinstance(e, rel):
+                return f"({r(e.lhs)} {op} {r(e.rhs)})"
+        if isinstance(e, sympy.And):
+            return "(" + " and ".join(r(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Or):
+            return "(" + " or ".join(r(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Not):
+            return f"(not {r(e.args[0])})"
+        if isinstance(e, sympy.Add):
+            return "(" + " + ".join(r(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Mul):
+            return "(" + " * ".join(r(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Pow | symfn.PowByNatural):
+            base, exp = e.args
+            if isinstance(exp, sympy.Integer) and int(exp) >= 0:
+                return f"({r(base)} ** {int(exp)})"
+            raise ShapeGuardError(f"cannot render non-natural power {e} as integer Python")
+        if isinstance(e, symfn.FloorDiv | symfn.CleanDiv):
+            return f"({r(e.args[0])} // {r(e.args[1])})"
+        if isinstance(e, symfn.Mod | symfn.PythonMod | sympy.Mod):
+            return f"({r(e.args[0])} % {r(e.args[1])})"
+        if isinstance(e, symfn.ModularIndexing):
+            base, div, mod = e.args
+            return f"(({r(base)} // {r(div)}) % {r(mod)})"
+        if isinstance(e, symfn.Max | sympy.Max):
+            return "max(" + ", ".join(r(a) for a in e.args) + ")"
+        if isinstance(e, symfn.Min | sympy.Min):
+            return "min(" + ", ".join(r(a) for a in e.args) + ")"
+        if isinstance(e, sympy.Abs):
+            return f"abs({r(e.args[0])})"
+        raise ShapeGuardError(f"cannot render {type(e).__name__} in shape guard {expr}")
+
+    return r(expr)
+
+
+def shape_guards(shape_env: Any, symbol_sources: Mapping[Any, Source]) -> list[tuple[str, str]]:
+    """The ShapeEnv's facts as ``(predicate, description)`` pairs for ``GuardSet.SHAPE``.
+
+    ``symbol_sources`` maps each sympy Symbol that can appear to where its value lives
+    (``SizeSource(LocalSource('x'), 0)``).  A guard mentioning another symbol raises
+    ShapeGuardError naming it.
+    """
+
+    def name_of(sym: Any) -> str:
+        source = symbol_sources.get(sym)
+        if source is None:
+            raise ShapeGuardError(
+                f"shape guard mentions symbol {sym} with no source; "
+                f"known: {sorted(str(s) for s in symbol_sources)}"
+            )
+        return source.name()
+
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+
+    def emit(pred: str, desc: str) -> None:
+        if pred not in seen:
+            seen.add(pred)
+            out.append((pred, desc))
+
+    for sym, source in symbol_sources.items():
+        vr = shape_env.var_to_range.get(sym)
+        if vr is None:
+            continue
+        if vr.lower.is_finite:
+            emit(f"{source.name()} >= {int(vr.lower)}", f"{sym} range lower bound")
+        if vr.upper.is_finite:
+            emit(f"{source.name()} <= {int(vr.upper)}", f"{sym} range upper bound")
+    for sym, value in shape_env.replacements.items():
+        if sym in symbol_sources and isinstance(value, sympy.Integer):
+            emit(f"{symbol_sources[sym].name()} == {int(value)}", f"{sym} specialised to {value}")
+    for guard in shape_env.guards:
+        expr = guard.expr
+        if expr is sympy.true:
+            continue
+        loc = getattr(guard, "sloc", None)
+        where = f" at {loc}" if loc is not None else ""
+        emit(render_sympy(expr, name_of), f"{expr}{where}")
+    return out

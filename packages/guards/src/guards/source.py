@@ -1,0 +1,244 @@
+"""Sources: where a guarded value lives, as a Python expression over ``L`` and ``G``.
+
+``L`` is the frame's ``f_locals`` dict at entry (arguments and free variables by name) and
+``G`` the function's globals.  Every source renders two ways:
+
+* ``name()`` -- a Python expression, e.g. ``L['self'].linear.weight`` or ``G['torch'].nn``;
+* ``describe()`` -- a short human-readable path, e.g. ``self.linear.weight``, ``global torch.nn``.
+
+Sources are frozen attrs records, hashable, so a tracer can key dictionaries on them and a
+``GuardSet`` can merge duplicate guards.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable, Hashable
+from enum import Enum
+from typing import TypeAlias
+
+import attrs
+
+from guards.errors import UnsupportedGuardValue
+
+__all__ = [
+    "Source",
+    "LocalSource",
+    "GlobalSource",
+    "AttrSource",
+    "ItemSource",
+    "TypeSource",
+    "SizeSource",
+    "StrideSource",
+    "is_literal",
+]
+
+#: Turns a constant that has no faithful literal form into the name it is bound to.
+Binder: TypeAlias = Callable[[object, str], str]
+
+
+def is_literal(value: object) -> bool:
+    """True when ``repr(value)`` evaluates back to an equal value of the same type.
+
+    Only such values are written into generated code as literals; anything else (enum
+    members, classes, NaN, ...) is bound as a constant instead.
+    """
+    if value is None or type(value) in (bool, int, str, bytes):
+        return True
+    if type(value) is float:
+        # nan never equals itself and inf has no literal.
+        return value == value and value not in (float("inf"), float("-inf"))
+    if type(value) is tuple:
+        return all(is_literal(v) for v in value)
+    return False
+
+
+def _repr_binder(value: object, hint: str) -> str:
+    return repr(value)
+
+
+def _is_identifier(member: str) -> bool:
+    return member.isidentifier() and not keyword.iskeyword(member)
+
+
+@attrs.frozen
+class Source:
+    """Base of all sources.  Subclasses implement ``render``, ``describe`` and ``base``."""
+
+    @property
+    def base(self) -> Source | None:
+        """The source this one is read from, or None for a root (local or global)."""
+        return None
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        """The expression for this source given the expression of its base.
+
+        ``bind`` turns constants with no faithful literal into bound names; generated check
+        functions use it, while ``name()`` shows the plain ``repr``.
+        """
+        raise NotImplementedError
+
+    def name(self) -> str:
+        """This source as a Python expression over ``L`` and ``G``."""
+        base = self.base
+        return self.render(base.name() if base is not None else "", _repr_binder)
+
+    def describe(self) -> str:
+        """A short readable path (``self.linear.weight``, ``global torch``)."""
+        raise NotImplementedError
+
+    def chain(self) -> list[Source]:
+        """This source and its bases, root first."""
+        out: list[Source] = []
+        node: Source | None = self
+        while node is not None:
+            out.append(node)
+            node = node.base
+        out.reverse()
+        return out
+
+    @property
+    def depth(self) -> int:
+        """Number of steps from the root (a local or global has depth 0)."""
+        return len(self.chain()) - 1
+
+    def root(self) -> Source:
+        """The local or global this source starts from."""
+        return self.chain()[0]
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@attrs.frozen
+class LocalSource(Source):
+    """A name in the frame's ``f_locals`` at entry: an argument or a free variable."""
+
+    local_name: str
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"L[{self.local_name!r}]"
+
+    def describe(self) -> str:
+        return self.local_name
+
+
+@attrs.frozen
+class GlobalSource(Source):
+    """A name in the function's globals dict (looked up when the guard runs, so rebinding shows)."""
+
+    global_name: str
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"G[{self.global_name!r}]"
+
+    def describe(self) -> str:
+        return f"global {self.global_name}"
+
+
+@attrs.frozen
+class AttrSource(Source):
+    """``base.member``; members that are not identifiers render as ``getattr(base, 'm')``."""
+
+    base_source: Source
+    member: str
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        if _is_identifier(self.member):
+            return f"{base_expr}.{self.member}"
+        return f"getattr({base_expr}, {self.member!r})"
+
+    def describe(self) -> str:
+        return f"{self.base_source.describe()}.{self.member}"
+
+
+def _check_index(instance: object, attribute: object, value: object) -> None:
+    if not isinstance(value, Hashable):
+        raise UnsupportedGuardValue(f"ItemSource index must be hashable, got {type(value).__name__}")
+    try:
+        hash(value)
+    except TypeError as exc:
+        raise UnsupportedGuardValue(f"ItemSource index {value!r} is not hashable") from exc
+
+
+@attrs.frozen
+class ItemSource(Source):
+    """``base[index]`` for a constant hashable index (int, str, enum member, ...).
+
+    Indices with a faithful literal (see ``is_literal``) are written as ``repr(index)``;
+    others are bound as constants in generated code (``name()`` then shows their repr).
+    """
+
+    base_source: Source
+    index: object = attrs.field(validator=_check_index)
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        if is_literal(self.index):
+            return f"{base_expr}[{self.index!r}]"
+        return f"{base_expr}[{bind(self.index, 'key')}]"
+
+    def describe(self) -> str:
+        index = self.index
+        text = f"{type(index).__name__}.{index.name}" if isinstance(index, Enum) else repr(index)
+        return f"{self.base_source.describe()}[{text}]"
+
+
+@attrs.frozen
+class TypeSource(Source):
+    """``type(base)``: lets a guard look at a value's class, e.g. a class attribute."""
+
+    base_source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"type({base_expr})"
+
+    def describe(self) -> str:
+        return f"type({self.base_source.describe()})"
+
+
+@attrs.frozen
+class SizeSource(Source):
+    """``base.size(dim)`` of a tensor source: what ShapeEnv symbols are bound to."""
+
+    base_source: Source
+    dim: int
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"{base_expr}.size({self.dim})"
+
+    def describe(self) -> str:
+        return f"{self.base_source.describe()}.size({self.dim})"
+
+
+@attrs.frozen
+class StrideSource(Source):
+    """``base.stride(dim)`` of a tensor source."""
+
+    base_source: Source
+    dim: int
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"{base_expr}.stride({self.dim})"
+
+    def describe(self) -> str:
+        return f"{self.base_source.describe()}.stride({self.dim})"
