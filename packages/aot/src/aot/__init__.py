@@ -1,3 +1,70 @@
-"""Joint forward/backward aten graphs, functionalization and min-cut partitioning."""
+"""Joint forward/backward aten graphs, functionalization and min-cut partitioning.
 
-__all__: list[str] = []
+`aot_function`, `aot_module` and `aot_module_simplified` trace a function to a functional aten
+joint graph with make_fx under fake tensors, split it with a partitioner, compile the halves with
+the given backends and run them behind one `torch.autograd.Function`.
+"""
+
+from aot.api import (
+    AotCallable,
+    AotFunction,
+    AotModule,
+    CompiledArtifacts,
+    Compiler,
+    PartitionFn,
+    aot_function,
+    aot_module,
+    aot_module_simplified,
+    identity_compiler,
+)
+from aot.backends import aot_eager, aot_eager_decomp_partition
+from aot.decompositions import DecompositionTable, core_decompositions
+from aot.errors import (
+    AotError,
+    AotTracingError,
+    AotUnsupportedError,
+    DoubleBackwardError,
+    PartitionError,
+)
+from aot.partition import (
+    PartitionStats,
+    default_partition,
+    is_recomputable,
+    min_cut_partition,
+    node_bytes,
+    partition_stats,
+)
+
+__all__ = [
+    # entry points
+    "aot_function",
+    "aot_module",
+    "aot_module_simplified",
+    # ready-made backends and compilers
+    "aot_eager",
+    "aot_eager_decomp_partition",
+    "identity_compiler",
+    # partitioners and their helpers
+    "default_partition",
+    "min_cut_partition",
+    "is_recomputable",
+    "node_bytes",
+    "partition_stats",
+    "PartitionStats",
+    # decompositions
+    "core_decompositions",
+    "DecompositionTable",
+    # types
+    "AotCallable",
+    "AotFunction",
+    "AotModule",
+    "CompiledArtifacts",
+    "Compiler",
+    "PartitionFn",
+    # errors
+    "AotError",
+    "AotTracingError",
+    "AotUnsupportedError",
+    "DoubleBackwardError",
+    "PartitionError",
+]

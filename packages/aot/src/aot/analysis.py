@@ -1,0 +1,289 @@
+"""What a function does to its inputs and how its outputs alias, learned from one fake run.
+
+The function runs once on fresh fake tensors (same sizes, strides, dtypes and requires_grad as the
+real inputs, no data). From that run we read:
+
+* which inputs it mutates (their version counter moved),
+* for each output: a plain new tensor, an alias of an input, an alias of another output or of an
+  intermediate (a view: we record the chain of view ops from its base so the runtime can rebuild a
+  real view), or a non-tensor value passed through as is,
+* which outputs require grad.
+
+The traced graphs then compute only fresh tensors ("traced outputs"): the new outputs, the new
+values of mutated inputs and the bases of aliased outputs. The runtime turns them back into the
+function's real behaviour.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from aot.errors import AotTracingError, AotUnsupportedError
+
+__all__ = [
+    "FunctionMeta",
+    "OutputInfo",
+    "OutputKind",
+    "TracedKind",
+    "TracedOutput",
+    "ViewStep",
+    "analyse",
+    "fresh_fake_inputs",
+]
+
+log = logging.getLogger("strata.aot")
+
+FlatFn = Callable[..., Sequence[object]]
+
+
+class OutputKind(enum.Enum):
+    """How one flat user output is produced at runtime."""
+
+    TENSOR = "tensor"  # a traced output as is
+    ALIAS_OF_INPUT = "alias_of_input"  # a view (or the object itself) of a real input
+    ALIAS_OF_TRACED = "alias_of_traced"  # a view of another traced output (an output or a base)
+    CONSTANT = "constant"  # a non-tensor value, passed through
+
+
+class TracedKind(enum.Enum):
+    """Where one output of the traced graph comes from."""
+
+    USER = "user"  # flat user output `index`
+    MUTATION = "mutation"  # the new value of input `index`
+    BASE = "base"  # the `_base` of flat user output `index`
+
+
+@attrs.frozen
+class ViewStep:
+    """One view op to replay on a real tensor: `op(src, *args, **kwargs)[item]`."""
+
+    op: Any  # an aten OpOverload
+    args: tuple[Any, ...]  # the op's arguments after the source tensor
+    kwargs: dict[str, Any]
+    item: int | None  # which result, for view ops returning several tensors
+
+    def apply(self, src: torch.Tensor) -> torch.Tensor:
+        """Run the view op on `src` (through autograd, so the result is a real view)."""
+        result = self.op(src, *self.args, **self.kwargs)
+        if self.item is not None:
+            result = result[self.item]
+        assert isinstance(result, torch.Tensor)
+        return result
+
+
+@attrs.frozen
+class OutputInfo:
+    """How to produce one flat user output from the traced outputs and the inputs."""
+
+    kind: OutputKind
+    index: int = -1  # traced index (TENSOR, ALIAS_OF_TRACED) or input index (ALIAS_OF_INPUT)
+    # View ops from the base to the output; None when unknown (the runtime then uses as_strided).
+    view_chain: tuple[ViewStep, ...] | None = ()
+    size: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    storage_offset: int = 0  # relative to the base's storage offset
+    requires_grad: bool = False
+    constant: object = None
+
+
+@attrs.frozen
+class TracedOutput:
+    """One tensor output of the traced forward graph."""
+
+    kind: TracedKind
+    index: int
+    requires_grad: bool
+    example: Any  # the fake tensor from the analysis run (shape, dtype, device)
+
+
+@attrs.frozen
+class FunctionMeta:
+    """Everything the tracer and runtime need to know about one flat function."""
+
+    input_requires_grad: tuple[bool, ...]
+    input_is_tensor: tuple[bool, ...]
+    mutated_inputs: tuple[int, ...]
+    outputs: tuple[OutputInfo, ...]
+    traced: tuple[TracedOutput, ...]
+
+    @property
+    def grad_inputs(self) -> tuple[int, ...]:
+        """Indices of the inputs that require grad."""
+        return tuple(i for i, rg in enumerate(self.input_requires_grad) if rg)
+
+    @property
+    def differentiable_traced(self) -> tuple[int, ...]:
+        """Indices of the traced outputs that require grad (each gets a tangent)."""
+        return tuple(k for k, t in enumerate(self.traced) if t.requires_grad)
+
+
+@attrs.define
+class _ViewRecord:
+    out: torch.Tensor
+    src: torch.Tensor
+    step: ViewStep
+
+
+def _is_view_op(func: Any) -> bool:
+    schema = getattr(func, "_schema", None)
+    if schema is None or schema.is_mutable or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
+    """Remembers, for every tensor made by a view op, the op and its source tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.records: dict[int, _ViewRecord] = {}
+
+    def __torch_dispatch__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if _is_view_op(func) and args and isinstance(args[0], torch.Tensor):
+            rest = tuple(args[1:])
+            if not any(isinstance(a, torch.Tensor) for a in rest):
+                if isinstance(out, torch.Tensor):
+                    self._record(out, args[0], ViewStep(func, rest, dict(kwargs), None))
+                elif isinstance(out, (list, tuple)):
+                    for i, o in enumerate(out):
+                        if isinstance(o, torch.Tensor):
+                            self._record(o, args[0], ViewStep(func, rest, dict(kwargs), i))
+        return out
+
+    def _record(self, out: torch.Tensor, src: torch.Tensor, step: ViewStep) -> None:
+        self.records[id(out)] = _ViewRecord(out, src, step)
+
+    def chain(self, out: torch.Tensor, base: torch.Tensor) -> tuple[ViewStep, ...] | None:
+        """The view ops leading from `base` to `out`, or None when a link is missing."""
+        steps: list[ViewStep] = []
+        cur = out
+        while cur is not base:
+            rec = self.records.get(id(cur))
+            if rec is None or rec.out is not cur:
+                return None
+            steps.append(rec.step)
+            cur = rec.src
+            if len(steps) > 64:
+                return None
+        return tuple(reversed(steps))
+
+
+def fresh_fake_inputs(
+    flat_inputs: Sequence[object], fake_mode: Any, *, requires_grad: Sequence[bool]
+) -> list[object]:
+    """Fake copies of the tensor inputs: same size/stride/dtype/device, no views, no data.
+
+    Inputs that require grad become non-leaf fakes so that an in-place op on them traces (eager
+    raises for leaves; the runtime's copy_ back into a real leaf raises the same error).
+    """
+    out: list[object] = []
+    for value, rg in zip(flat_inputs, requires_grad, strict=True):
+        if not isinstance(value, torch.Tensor):
+            out.append(value)
+            continue
+        with fake_mode:
+            fake = torch.empty_strided(
+                tuple(value.shape), tuple(value.stride()), dtype=value.dtype, device=value.device
+            )
+            if rg:
+                with torch.enable_grad():
+                    fake = fake.requires_grad_(True).clone()
+        out.append(fake)
+    return out
+
+
+def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> FunctionMeta:
+    """Run `flat_fn` once on `fake_inputs` (in the ambient grad mode) and describe it."""
+    tensor_inputs = {id(x): i for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)}
+    versions = {
+        i: x._version for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)
+    }
+    recorder = _ViewRecorder()
+    try:
+        with fake_mode, recorder:
+            outs = list(flat_fn(*fake_inputs))
+    except AotTracingError:
+        raise
+    except Exception as exc:
+        raise AotTracingError(
+            f"aot could not run the function on fake tensors: {type(exc).__name__}: {exc}"
+        ) from exc
+    mutated = tuple(
+        i
+        for i, x in enumerate(fake_inputs)
+        if isinstance(x, torch.Tensor) and x._version != versions[i]
+    )
+    traced: list[TracedOutput] = []
+    traced_ids: dict[int, int] = {}
+    infos: list[OutputInfo] = []
+
+    def add_traced(kind: TracedKind, index: int, tensor: torch.Tensor) -> int:
+        traced_ids[id(tensor)] = len(traced)
+        traced.append(TracedOutput(kind, index, bool(tensor.requires_grad), tensor))
+        return len(traced) - 1
+
+    for k, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool):
+                raise AotUnsupportedError("symbolic non-tensor outputs are not supported yet")
+            infos.append(OutputInfo(OutputKind.CONSTANT, constant=o))
+            continue
+        rg = bool(o.requires_grad)
+        if id(o) in tensor_inputs:
+            infos.append(OutputInfo(OutputKind.ALIAS_OF_INPUT, tensor_inputs[id(o)],
+                                    requires_grad=rg))
+            continue
+        if o._is_view():
+            base = o._base
+            assert base is not None
+            chain = recorder.chain(o, base)
+            size = tuple(int(s) for s in o.shape)
+            stride = tuple(int(s) for s in o.stride())
+            offset = int(o.storage_offset()) - int(base.storage_offset())
+            if id(base) in tensor_inputs:
+                infos.append(OutputInfo(OutputKind.ALIAS_OF_INPUT, tensor_inputs[id(base)],
+                                        view_chain=chain, size=size, stride=stride,
+                                        storage_offset=offset, requires_grad=rg))
+                continue
+            base_index = traced_ids.get(id(base))
+            if base_index is None:
+                base_index = add_traced(TracedKind.BASE, k, base)
+            infos.append(OutputInfo(OutputKind.ALIAS_OF_TRACED, base_index, view_chain=chain,
+                                    size=size, stride=stride, storage_offset=offset,
+                                    requires_grad=rg))
+            continue
+        index = traced_ids.get(id(o))
+        if index is None:
+            index = add_traced(TracedKind.USER, k, o)
+        infos.append(OutputInfo(OutputKind.TENSOR, index, requires_grad=rg))
+    for i in mutated:
+        x = fake_inputs[i]
+        assert isinstance(x, torch.Tensor)
+        add_traced(TracedKind.MUTATION, i, x)
+    if mutated:
+        log.debug("inputs mutated in place: %s", mutated)
+    return FunctionMeta(
+        input_requires_grad=tuple(
+            isinstance(x, torch.Tensor) and bool(x.requires_grad) for x in fake_inputs
+        ),
+        input_is_tensor=tuple(isinstance(x, torch.Tensor) for x in fake_inputs),
+        mutated_inputs=mutated,
+        outputs=tuple(infos),
+        traced=tuple(traced),
+    )

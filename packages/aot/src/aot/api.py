@@ -1,0 +1,327 @@
+"""aot_function, aot_module and aot_module_simplified: the public entry points."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
+
+import attrs
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils import _pytree as pytree
+
+from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs
+from aot.decompositions import DecompositionTable
+from aot.errors import AotUnsupportedError
+from aot.partition import PartitionStats, default_partition, partition_stats
+from aot.runtime import CompiledCallable, make_inference_runtime, make_training_runtime
+from aot.trace import trace_inference, trace_joint
+
+__all__ = [
+    "AotCallable",
+    "AotFunction",
+    "AotModule",
+    "CompiledArtifacts",
+    "Compiler",
+    "PartitionFn",
+    "aot_function",
+    "aot_module",
+    "aot_module_simplified",
+    "identity_compiler",
+]
+
+log = logging.getLogger("strata.aot")
+
+
+class Compiler(Protocol):
+    """A backend: compiles an aten graph for the given (fake) example inputs."""
+
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[object], /
+    ) -> CompiledCallable: ...
+
+
+class PartitionFn(Protocol):
+    """Splits a joint graph into (forward graph, backward graph)."""
+
+    def __call__(
+        self, joint_gm: torch.fx.GraphModule, joint_inputs: Sequence[object], /, *,
+        num_fwd_outputs: int,
+    ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]: ...
+
+
+def identity_compiler(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[object]
+) -> CompiledCallable:
+    """The compiler that runs the graph as it is (the "eager" backend for aten graphs)."""
+    del example_inputs
+    return gm
+
+
+@attrs.define
+class CompiledArtifacts:
+    """One specialization's graphs, kept for inspection, tests and benchmarks."""
+
+    meta: FunctionMeta
+    out_spec: pytree.TreeSpec
+    fw_gm: torch.fx.GraphModule  # the inference graph when bw_gm is None
+    bw_gm: torch.fx.GraphModule | None
+    joint_gm: torch.fx.GraphModule | None
+    stats: PartitionStats | None  # what the forward saves for the backward (training only)
+    run: Callable[[Sequence[object]], list[object]]
+
+
+def _placeholder_vals(gm: torch.fx.GraphModule) -> list[object]:
+    return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _leaf_key(value: object) -> Hashable:
+    if isinstance(value, torch.Tensor):
+        return (
+            "T", tuple(value.shape), tuple(value.stride()), value.dtype, value.device.type,
+            value.device.index, bool(value.requires_grad),
+        )
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        raise AotUnsupportedError("symbolic (dynamic) inputs are not supported by aot yet")
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return ("V", type(value), value)
+
+
+def _fake_mode_for(flat_args: Sequence[object]) -> Any:
+    for a in flat_args:
+        if isinstance(a, FakeTensor):
+            return a.fake_mode
+    # Real tensors held by the function itself (module constants) are faked on the fly.
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+class AotFunction:
+    """A function of flat inputs, compiled once per input signature.
+
+    The signature is the grad mode plus, per input, its shape, strides, dtype, device and
+    requires_grad (tensors) or its value (other hashable inputs). A new signature traces and
+    compiles again. Calls return what the function returns (any pytree).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        fw_compiler: Compiler,
+        bw_compiler: Compiler | None,
+        partition_fn: PartitionFn,
+        decompositions: DecompositionTable | None,
+    ) -> None:
+        self.fn = fn
+        self.fw_compiler = fw_compiler
+        self.bw_compiler = bw_compiler if bw_compiler is not None else fw_compiler
+        self.partition_fn = partition_fn
+        self.decompositions = decompositions
+        self.cache: dict[Hashable, CompiledArtifacts] = {}
+        self.last: CompiledArtifacts | None = None
+        self._out_spec: pytree.TreeSpec | None = None
+
+    def __call__(self, *flat_args: object) -> Any:
+        """Run on flat inputs."""
+        art = self.artifacts_for(flat_args)
+        return pytree.tree_unflatten(art.run(flat_args), art.out_spec)
+
+    def artifacts_for(self, flat_args: Sequence[object]) -> CompiledArtifacts:
+        """The compiled graphs for this input signature, compiling them on a miss."""
+        key = (torch.is_grad_enabled(), tuple(_leaf_key(a) for a in flat_args))
+        art = self.cache.get(key)
+        if art is None:
+            art = self._compile(flat_args)
+            self.cache[key] = art
+        self.last = art
+        return art
+
+    def _flat_fn(self, *flat_args: object) -> list[object]:
+        flat_out, self._out_spec = pytree.tree_flatten(self.fn(*flat_args))
+        return list(flat_out)
+
+    def _compile(self, flat_args: Sequence[object]) -> CompiledArtifacts:
+        fake_mode = _fake_mode_for(flat_args)
+        rg = [isinstance(a, torch.Tensor) and bool(a.requires_grad) for a in flat_args]
+        training = torch.is_grad_enabled() and any(rg)
+        if not training:
+            rg = [False] * len(rg)
+        with torch.set_grad_enabled(training):
+            meta = analyse(self._flat_fn, fresh_fake_inputs(flat_args, fake_mode, requires_grad=rg),
+                           fake_mode)
+        out_spec = self._out_spec
+        assert out_spec is not None
+        trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
+        if not training or not meta.differentiable_traced:
+            gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,
+                                 self.decompositions)
+            compiled = self.fw_compiler(gm, _placeholder_vals(gm))
+            log.info("compiled an inference graph with %d nodes", len(gm.graph.nodes))
+            return CompiledArtifacts(meta, out_spec, gm, None, None, None,
+                                     make_inference_runtime(meta, compiled))
+        joint = trace_joint(self._flat_fn, meta, trace_inputs, fake_mode, self.decompositions)
+        fw_gm, bw_gm = self.partition_fn(
+            joint.gm, joint.example_inputs, num_fwd_outputs=joint.num_fwd_outputs
+        )
+        stats = partition_stats(fw_gm, joint.num_fwd_outputs)
+        compiled_fw = self.fw_compiler(fw_gm, _placeholder_vals(fw_gm))
+        compiled_bw = self.bw_compiler(bw_gm, _placeholder_vals(bw_gm))
+        log.info(
+            "compiled forward (%d nodes) and backward (%d nodes); %d values (%d bytes) saved",
+            len(fw_gm.graph.nodes), len(bw_gm.graph.nodes), stats.num_saved, stats.saved_bytes,
+        )
+        run = make_training_runtime(meta, compiled_fw, compiled_bw, joint.num_fwd_outputs)
+        return CompiledArtifacts(meta, out_spec, fw_gm, bw_gm, joint.gm, stats, run)
+
+
+class AotCallable:
+    """What aot_function returns: call it like the original function.
+
+    One `AotFunction` per input pytree structure; each caches its graphs per signature.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        fw_compiler: Compiler,
+        bw_compiler: Compiler | None,
+        partition_fn: PartitionFn,
+        decompositions: DecompositionTable | None,
+    ) -> None:
+        self.fn = fn
+        self.__wrapped__ = fn
+        self._options = (fw_compiler, bw_compiler, partition_fn, decompositions)
+        self._by_spec: dict[str, AotFunction] = {}
+        self._last: AotFunction | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat, in_spec = pytree.tree_flatten((args, kwargs))
+        compiled = self._by_spec.get(repr(in_spec))
+        if compiled is None:
+            fn = self.fn
+
+            def unflattened(*flat_args: object) -> Any:
+                a, kw = pytree.tree_unflatten(list(flat_args), in_spec)
+                return fn(*a, **kw)
+
+            compiled = AotFunction(unflattened, *self._options)
+            self._by_spec[repr(in_spec)] = compiled
+        self._last = compiled
+        return compiled(*flat)
+
+    @property
+    def artifacts(self) -> CompiledArtifacts | None:
+        """The graphs used by the most recent call (None before the first call)."""
+        return self._last.last if self._last is not None else None
+
+
+def aot_function(
+    fn: Callable[..., Any],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    partition_fn: PartitionFn = default_partition,
+    decompositions: DecompositionTable | None = None,
+) -> AotCallable:
+    """Compile `fn` ahead of time: forward and backward aten graphs behind one autograd op.
+
+    `fn` takes and returns pytrees of tensors (and other values). On each new input signature it
+    is traced to a functional aten joint graph, split by `partition_fn`, and the two halves are
+    compiled with `fw_compiler` and `bw_compiler` (default: `fw_compiler`). With grad mode off or
+    no input requiring grad only a forward graph is traced and compiled.
+    """
+    return AotCallable(fn, fw_compiler, bw_compiler, partition_fn, decompositions)
+
+
+class AotModule(torch.nn.Module):
+    """A module whose forward runs through aot; parameters and buffers are graph inputs.
+
+    It holds the original module as `orig_module`, so `parameters()`, `state_dict()` and
+    optimizers see the very same tensors, and buffer updates (BatchNorm running statistics) land
+    in the original buffers.
+    """
+
+    def __init__(self, module: torch.nn.Module, compiled: AotCallable) -> None:
+        super().__init__()
+        self.orig_module = module
+        self._compiled = compiled
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the compiled module on the current parameters, buffers and training flags."""
+        state: dict[str, torch.Tensor] = dict(
+            self.orig_module.named_parameters(remove_duplicate=False)
+        )
+        state.update(self.orig_module.named_buffers(remove_duplicate=False))
+        modes = tuple(m.training for m in self.orig_module.modules())
+        return self._compiled(modes, state, *args, **kwargs)
+
+    @property
+    def artifacts(self) -> CompiledArtifacts | None:
+        """The graphs used by the most recent call."""
+        return self._compiled.artifacts
+
+
+def aot_module(
+    module: torch.nn.Module,
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    partition_fn: PartitionFn = default_partition,
+    decompositions: DecompositionTable | None = None,
+) -> AotModule:
+    """Compile a module's forward with aot; parameters and buffers become graph inputs.
+
+    Training flags (`module.train()` / `.eval()`) are part of the compiled signature, so switching
+    modes traces again instead of reusing a graph traced in the other mode.
+    """
+
+    def functional_forward(
+        modes: tuple[bool, ...], state: dict[str, torch.Tensor], *args: Any, **kwargs: Any
+    ) -> Any:
+        del modes  # only part of the cache key: the module's flags are read directly
+        return torch.func.functional_call(module, state, args, kwargs)
+
+    compiled = aot_function(functional_forward, fw_compiler, bw_compiler, partition_fn,
+                            decompositions)
+    return AotModule(module, compiled)
+
+
+def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.md)
+    gm: torch.nn.Module,
+    example_inputs: Sequence[object],
+    fw_compiler: Compiler,
+    bw_compiler: Compiler | None = None,
+    partition_fn: PartitionFn = default_partition,
+    decompositions: DecompositionTable | None = None,
+) -> Callable[..., Any]:
+    """The body of a backend: compile `gm` for flat `example_inputs`, return a flat callable.
+
+    The callable takes the same flat inputs as `gm` and returns what `gm` returns. Parameters and
+    buffers that `gm` owns are passed to the graphs as extra leading inputs. Graphs are compiled
+    now for the example inputs' signature (and again later for any new signature, e.g. another
+    grad mode).
+    """
+    names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
+    names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
+    owned: dict[str, torch.Tensor] = dict(gm.named_parameters(remove_duplicate=False))
+    owned.update(gm.named_buffers(remove_duplicate=False))
+    num_owned = len(names)
+
+    def with_state(*flat_args: object) -> Any:
+        if not num_owned:
+            return gm(*flat_args)
+        state = {n: v for n, v in zip(names, flat_args[:num_owned], strict=True)
+                 if isinstance(v, torch.Tensor)}
+        return torch.func.functional_call(gm, state, tuple(flat_args[num_owned:]))
+
+    compiled = AotFunction(with_state, fw_compiler, bw_compiler, partition_fn, decompositions)
+    owned_values = [owned[n] for n in names]
+    compiled.artifacts_for([*owned_values, *example_inputs])
+
+    def run(*args: object) -> Any:
+        return compiled(*owned_values, *args)
+
+    run.aot_function = compiled  # type: ignore[attr-defined]
+    return run

@@ -1,0 +1,278 @@
+"""Splitting a joint forward+backward graph into a forward graph and a backward graph.
+
+A partitioner takes the joint graph (placeholders `primals_*` then `tangents_*`; outputs: the
+`num_fwd_outputs` forward outputs, then the input gradients) and returns
+
+* a forward graph: primals -> (forward outputs..., saved values...)
+* a backward graph: (saved values..., tangents...) -> input gradients.
+
+`default_partition` saves every forward value the backward reads. `min_cut_partition` picks the
+saved set by a minimum cut weighted by bytes and recomputes cheap ops in the backward instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+import networkx as nx
+import torch
+import torch.fx
+
+from aot.errors import PartitionError
+
+__all__ = [
+    "PartitionStats",
+    "default_partition",
+    "is_recomputable",
+    "min_cut_partition",
+    "node_bytes",
+    "partition_stats",
+]
+
+log = logging.getLogger("strata.aot")
+
+_INF = math.inf
+
+
+def node_bytes(node: torch.fx.Node) -> int:
+    """Bytes of the tensor value a node produces (0 for non-tensors, sum over tuples)."""
+    return _value_bytes(node.meta.get("val"))
+
+
+def _value_bytes(val: object) -> int:
+    if isinstance(val, torch.Tensor):
+        return int(val.numel()) * val.element_size()
+    if isinstance(val, (list, tuple)):
+        return sum(_value_bytes(v) for v in val)
+    return 0
+
+
+# View-like and copy ops that are as cheap to recompute as a pointwise op (in a fused kernel they
+# are index arithmetic); functionalization turns every view into one of these `*_copy` forms.
+_CHEAP_NAMES = frozenset(
+    {
+        "view_copy", "_unsafe_view", "t_copy", "transpose_copy", "permute_copy", "expand_copy",
+        "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy", "as_strided_copy",
+        "alias_copy", "detach_copy", "clone", "_to_copy", "view", "reshape", "t", "transpose",
+        "permute", "expand", "unsqueeze", "squeeze", "slice", "select",
+        "full", "zeros", "ones", "scalar_tensor", "full_like", "zeros_like", "ones_like",
+    }
+)
+
+
+def is_recomputable(node: torch.fx.Node) -> bool:
+    """Whether min-cut may recompute this node in the backward.
+
+    Cheap, fusible ops only: pointwise ops and view/copy-like ops. Never random ops (a recomputed
+    dropout mask would differ from the forward's), matmuls, convolutions, reductions or anything
+    else whose cost is not a memory pass.
+    """
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if target is getattr:
+        return False
+    if target.__module__ == "_operator" and getattr(target, "__name__", "") == "getitem":
+        return False
+    tags = getattr(target, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False
+    if torch.Tag.pointwise in tags:
+        return True
+    packet = getattr(target, "overloadpacket", None)
+    name = getattr(packet, "__name__", "")
+    return name in _CHEAP_NAMES
+
+
+@attrs.frozen
+class _JointParts:
+    """The joint graph's pieces, classified."""
+
+    primals: tuple[torch.fx.Node, ...]
+    tangents: tuple[torch.fx.Node, ...]
+    fwd_outputs: tuple[torch.fx.Node | None, ...]
+    bwd_outputs: tuple[torch.fx.Node | None, ...]
+    forward_nodes: frozenset[torch.fx.Node]  # needed by the forward outputs
+    tangent_free: frozenset[torch.fx.Node]  # nodes that do not depend on any tangent
+
+
+def _ancestors(
+    roots: Iterable[torch.fx.Node], stop: frozenset[torch.fx.Node]
+) -> set[torch.fx.Node]:
+    seen: set[torch.fx.Node] = set()
+    stack = [r for r in roots if r is not None]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stop:
+            continue
+        stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _is_getitem(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem"
+
+
+def _classify(joint_gm: torch.fx.GraphModule, num_fwd_outputs: int) -> _JointParts:
+    nodes = list(joint_gm.graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    tangents = tuple(n for n in placeholders if n.name.startswith("tangents"))
+    primals = tuple(n for n in placeholders if n not in tangents)
+    out = nodes[-1]
+    if out.op != "output":
+        raise PartitionError("the joint graph has no output node")
+    outputs = tuple(out.args[0])
+    fwd_outputs, bwd_outputs = outputs[:num_fwd_outputs], outputs[num_fwd_outputs:]
+    tangent_dependent: set[torch.fx.Node] = set(tangents)
+    for n in nodes:
+        if any(a in tangent_dependent for a in n.all_input_nodes):
+            tangent_dependent.add(n)
+    forward_nodes = _ancestors([o for o in fwd_outputs if isinstance(o, torch.fx.Node)],
+                               frozenset())
+    bad = forward_nodes & tangent_dependent
+    if bad:
+        raise PartitionError(f"forward outputs depend on tangents: {sorted(n.name for n in bad)}")
+    # A tuple-producing forward op is never saved whole: its getitems join the forward.
+    for n in nodes:
+        if _is_getitem(n) and n.args[0] in forward_nodes:
+            forward_nodes.add(n)
+    tangent_free = frozenset(n for n in nodes if n.op != "output" and n not in tangent_dependent)
+    return _JointParts(primals, tangents, fwd_outputs, bwd_outputs, frozenset(forward_nodes),
+                       tangent_free)
+
+
+def _build(
+    joint_gm: torch.fx.GraphModule,
+    inputs: Sequence[torch.fx.Node],
+    outputs: Sequence[torch.fx.Node | None],
+    name: str,
+) -> torch.fx.GraphModule:
+    """A new graph computing `outputs` from `inputs`, copying the joint's nodes in between."""
+    needed = _ancestors([o for o in outputs if o is not None], frozenset(inputs))
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for p in inputs:
+        env[p] = graph.placeholder(p.name)
+        env[p].meta = dict(p.meta)
+    for n in joint_gm.graph.nodes:
+        if n in env or n not in needed:
+            continue
+        if n.op == "placeholder":
+            raise PartitionError(f"{name} graph needs {n.name}, which is not one of its inputs")
+        env[n] = graph.node_copy(n, lambda a: env[a])
+    graph.output(tuple(env[o] if o is not None else None for o in outputs))
+    graph.eliminate_dead_code()
+    gm = torch.fx.GraphModule(joint_gm, graph, class_name=name)
+    return gm
+
+
+def _split(
+    joint_gm: torch.fx.GraphModule, parts: _JointParts, saved: Sequence[torch.fx.Node]
+) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    fw = _build(joint_gm, parts.primals, [*parts.fwd_outputs, *saved], "ForwardGraph")
+    bw = _build(joint_gm, [*saved, *parts.tangents], parts.bwd_outputs, "BackwardGraph")
+    log.debug("saved for backward: %s", [n.name for n in saved])
+    return fw, bw
+
+
+def _in_order(joint_gm: torch.fx.GraphModule, chosen: set[torch.fx.Node]) -> list[torch.fx.Node]:
+    return [n for n in joint_gm.graph.nodes if n in chosen]
+
+
+def default_partition(
+    joint_gm: torch.fx.GraphModule, joint_inputs: Sequence[object], *, num_fwd_outputs: int
+) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    """Save every forward value that the backward uses; recompute nothing.
+
+    The forward graph computes what the forward outputs need; everything else (which depends on
+    tangents or is used only by the backward) runs in the backward graph.
+    """
+    del joint_inputs  # the graph's node metadata carries the example values
+    parts = _classify(joint_gm, num_fwd_outputs)
+    fwd = parts.forward_nodes | set(parts.primals)
+    bwd_needed = _ancestors([o for o in parts.bwd_outputs if o is not None],
+                            frozenset(fwd) | frozenset(parts.tangents))
+    saved = {n for n in bwd_needed if n in fwd and _is_saveable(n)}
+    # A needed tuple-valued forward node is reached only through its getitems (in fwd).
+    return _split(joint_gm, parts, _in_order(joint_gm, saved))
+
+
+def _is_saveable(node: torch.fx.Node) -> bool:
+    val = node.meta.get("val")
+    return not isinstance(val, (list, tuple))
+
+
+def min_cut_partition(
+    joint_gm: torch.fx.GraphModule, joint_inputs: Sequence[object], *, num_fwd_outputs: int
+) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    """Choose the saved values by a max-flow min-cut weighted by bytes; recompute the rest.
+
+    Every tangent-free node n becomes an edge n_in -> n_out whose capacity is the bytes of its
+    value (infinite for tuple values, which cannot be saved whole). Producer-to-consumer edges
+    n_out -> m_in are infinite. Primals and forward nodes that must not be recomputed (random,
+    matmul/conv, reductions: see `is_recomputable`) hang off the source; every node read by a
+    tangent-dependent node or returned as a gradient feeds the sink. A minimum cut then crosses
+    only n_in -> n_out edges: those n are saved, and every node on the sink side that the backward
+    needs is recomputed there from saved values.
+    """
+    del joint_inputs
+    parts = _classify(joint_gm, num_fwd_outputs)
+    candidates = parts.tangent_free
+    g = nx.DiGraph()
+    g.add_node("source")
+    g.add_node("sink")
+    bwd_outputs = {o for o in parts.bwd_outputs if o is not None}
+    for n in candidates:
+        # The +1 breaks ties toward saving a graph input over an equally large copy of it.
+        cap: float = node_bytes(n) + (n.op != "placeholder") if _is_saveable(n) else _INF
+        g.add_edge(f"{n.name}_in", f"{n.name}_out", capacity=cap)
+        pinned = n.op == "placeholder" or (n in parts.forward_nodes and not is_recomputable(n))
+        if pinned:
+            g.add_edge("source", f"{n.name}_in", capacity=_INF)
+        for user in n.users:
+            if user in candidates:
+                g.add_edge(f"{n.name}_out", f"{user.name}_in", capacity=_INF)
+            elif user.op != "output":
+                g.add_edge(f"{n.name}_out", "sink", capacity=_INF)
+        if n in bwd_outputs:
+            g.add_edge(f"{n.name}_out", "sink", capacity=_INF)
+    try:
+        cut_value, (reachable, _) = nx.minimum_cut(g, "source", "sink")
+    except nx.NetworkXUnbounded:
+        cut_value = _INF
+    if cut_value == _INF:
+        log.warning("min-cut found no finite cut; falling back to the default partition")
+        return default_partition(joint_gm, (), num_fwd_outputs=num_fwd_outputs)
+    saved = {
+        n for n in candidates
+        if f"{n.name}_in" in reachable and f"{n.name}_out" not in reachable
+    }
+    return _split(joint_gm, parts, _in_order(joint_gm, saved))
+
+
+@attrs.frozen
+class PartitionStats:
+    """What a forward graph hands to its backward graph."""
+
+    num_saved: int
+    saved_bytes: int
+    saved_names: tuple[str, ...]
+
+
+def partition_stats(fw_gm: torch.fx.GraphModule, num_fwd_outputs: int) -> PartitionStats:
+    """Count the values a forward graph saves for the backward (its outputs past the first n)."""
+    out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output")
+    saved: list[Any] = list(out.args[0])[num_fwd_outputs:]
+    nodes = [s for s in saved if isinstance(s, torch.fx.Node)]
+    return PartitionStats(
+        num_saved=len(nodes),
+        saved_bytes=sum(node_bytes(s) for s in nodes),
+        saved_names=tuple(s.name for s in nodes),
+    )

@@ -1,0 +1,131 @@
+"""Running compiled graphs as if they were the original function.
+
+The compiled forward computes fresh tensors only. The runtime wrapper
+
+* runs it inside a `torch.autograd.Function` (training) whose backward runs the compiled backward
+  as one op, or directly (inference);
+* copies the new values of mutated inputs back into the real inputs, once, after the forward;
+* rebuilds outputs that alias inputs or each other as real views of their base (replaying the
+  recorded view ops, or `as_strided` when the chain is unknown);
+* passes non-tensor outputs through.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from aot.analysis import FunctionMeta, OutputInfo, OutputKind, TracedKind
+from aot.errors import DoubleBackwardError
+
+__all__ = ["CompiledCallable", "make_inference_runtime", "make_training_runtime"]
+
+log = logging.getLogger("strata.aot")
+
+CompiledCallable = Callable[..., Any]  # what a backend returns; takes flat inputs
+
+
+def _as_list(result: object) -> list[Any]:
+    if isinstance(result, (list, tuple)):
+        return list(result)
+    return [result]
+
+
+def _regenerate_view(base: torch.Tensor, info: OutputInfo) -> torch.Tensor:
+    if info.view_chain is not None:
+        out = base
+        for step in info.view_chain:
+            out = step.apply(out)
+        return out
+    return base.as_strided(info.size, info.stride, base.storage_offset() + info.storage_offset)
+
+
+def _finish(
+    meta: FunctionMeta, flat_args: Sequence[object], traced: Sequence[torch.Tensor]
+) -> list[object]:
+    """Apply input mutations, then build the flat user outputs."""
+    for k, t in enumerate(meta.traced):
+        if t.kind is TracedKind.MUTATION:
+            target = flat_args[t.index]
+            assert isinstance(target, torch.Tensor)
+            target.copy_(traced[k])
+    outs: list[object] = []
+    for info in meta.outputs:
+        if info.kind is OutputKind.CONSTANT:
+            outs.append(info.constant)
+        elif info.kind is OutputKind.TENSOR:
+            outs.append(traced[info.index])
+        elif info.kind is OutputKind.ALIAS_OF_INPUT:
+            base = flat_args[info.index]
+            assert isinstance(base, torch.Tensor)
+            outs.append(_regenerate_view(base, info) if info.view_chain != () else base)
+        else:
+            outs.append(_regenerate_view(traced[info.index], info))
+    return outs
+
+
+def make_inference_runtime(
+    meta: FunctionMeta, compiled_fw: CompiledCallable
+) -> Callable[[Sequence[object]], list[object]]:
+    """Flat inputs -> flat user outputs, running one compiled graph with no autograd."""
+
+    def run(flat_args: Sequence[object]) -> list[object]:
+        with torch.no_grad():
+            traced = _as_list(compiled_fw(*flat_args))
+        return _finish(meta, flat_args, traced)
+
+    return run
+
+
+def make_training_runtime(
+    meta: FunctionMeta,
+    compiled_fw: CompiledCallable,
+    compiled_bw: CompiledCallable,
+    num_fwd_outputs: int,
+) -> Callable[[Sequence[object]], list[object]]:
+    """Flat inputs -> flat user outputs, with gradients through one autograd.Function."""
+    grad_inputs = meta.grad_inputs
+    diff = meta.differentiable_traced
+    non_diff = tuple(k for k in range(num_fwd_outputs) if k not in diff)
+    num_inputs = len(meta.input_requires_grad)
+
+    class CompiledRegion(torch.autograd.Function):
+        """The compiled forward and backward of one traced function."""
+
+        @staticmethod
+        def forward(ctx: Any, *args: Any) -> Any:
+            outs = _as_list(compiled_fw(*args))
+            fw_outs, saved = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
+            tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+            ctx.save_for_backward(*tensors)
+            ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
+            ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]
+            ctx.mark_non_differentiable(*[fw_outs[k] for k in non_diff])
+            return tuple(fw_outs)
+
+        @staticmethod
+        def backward(ctx: Any, *grad_outputs: Any) -> Any:
+            if torch.is_grad_enabled():
+                raise DoubleBackwardError(
+                    "double backward (create_graph=True) through an aot-compiled region is not "
+                    "supported: its backward runs as one compiled op with no derivative of its "
+                    "own. Run this part eagerly, or call backward without create_graph."
+                )
+            tensors = iter(ctx.saved_tensors)
+            others = iter(ctx.saved_other)
+            saved = [next(tensors) if is_t else next(others) for is_t in ctx.saved_layout]
+            tangents = [grad_outputs[k].contiguous() for k in diff]
+            grads = _as_list(compiled_bw(*saved, *tangents))
+            result: list[Any] = [None] * num_inputs
+            for j, i in enumerate(grad_inputs):
+                result[i] = grads[j]
+            return tuple(result)
+
+    def run(flat_args: Sequence[object]) -> list[object]:
+        traced = list(CompiledRegion.apply(*flat_args))  # type: ignore[no-untyped-call]
+        return _finish(meta, flat_args, traced)
+
+    return run

@@ -1,0 +1,194 @@
+"""Tracing a flat function to functional aten graphs with make_fx under fake tensors.
+
+Two graphs can come out of here:
+
+* the inference graph: inputs -> traced outputs, traced under no_grad;
+* the joint graph: (primals, tangents) -> (traced outputs, grads of the inputs that require grad),
+  where the backward part comes from calling torch.autograd.grad inside the trace.
+
+Both are functionalized with PyTorch's functionalization (the C++ Functionalize key, with views
+turned into their `*_copy` forms), so no op in them mutates or aliases anything. Mutated inputs
+become extra outputs carrying their new values; the runtime copies them back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from aot.analysis import FlatFn, FunctionMeta, TracedKind
+from aot.decompositions import DecompositionTable
+from aot.errors import AotTracingError
+
+__all__ = ["JointTrace", "trace_inference", "trace_joint", "traced_outputs_fn"]
+
+log = logging.getLogger("strata.aot")
+
+# Identity-like functional ops that functionalization leaves behind; they only cost a copy.
+_IDENTITY_OPS = (torch.ops.aten.detach_copy.default, torch.ops.aten.alias_copy.default)
+
+
+def traced_outputs_fn(
+    flat_fn: FlatFn, meta: FunctionMeta
+) -> Callable[[list[object]], list[Any]]:
+    """A function returning the traced outputs (see analysis.TracedOutput) of `flat_fn`."""
+
+    def run(args: list[object]) -> list[Any]:
+        outs: list[Any] = list(flat_fn(*args))
+        result: list[Any] = []
+        for t in meta.traced:
+            if t.kind is TracedKind.USER:
+                result.append(outs[t.index])
+            elif t.kind is TracedKind.MUTATION:
+                result.append(args[t.index])
+            else:
+                result.append(outs[t.index]._base)
+        return result
+
+    return run
+
+
+def _to_functional(x: object) -> object:
+    return torch._to_functional_tensor(x) if isinstance(x, torch.Tensor) else x
+
+
+def _from_functional(x: object) -> object:
+    if not isinstance(x, torch.Tensor):
+        return x
+    torch._sync(x)  # type: ignore[attr-defined,no-untyped-call]
+    return torch._from_functional_tensor(x)
+
+
+def _flatten_calling_convention(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Make `gm` take its placeholders positionally and return a flat tuple."""
+    gm.graph._codegen = torch.fx.graph.CodeGen()
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    values = out.args[0]
+    out.args = (tuple(values) if isinstance(values, (list, tuple)) else (values,),)
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in _IDENTITY_OPS:
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def _make_fx(
+    fn: Callable[..., Any], decompositions: DecompositionTable | None, fake_mode: Any
+) -> Callable[..., torch.fx.GraphModule]:
+    def trace(*args: object) -> torch.fx.GraphModule:
+        try:
+            with fake_mode:
+                gm = make_fx(fn, decomposition_table=decompositions or {}, tracing_mode="real")(
+                    *args
+                )
+        except Exception as exc:
+            raise AotTracingError(
+                f"aot could not trace the function to aten: {type(exc).__name__}: {exc}"
+            ) from exc
+        return _flatten_calling_convention(gm)
+
+    return trace
+
+
+def trace_inference(
+    flat_fn: FlatFn,
+    meta: FunctionMeta,
+    fake_inputs: Sequence[object],
+    fake_mode: Any,
+    decompositions: DecompositionTable | None,
+) -> torch.fx.GraphModule:
+    """Trace inputs -> traced outputs under no_grad, functionalized."""
+    run = traced_outputs_fn(flat_fn, meta)
+
+    def inference(*args: object) -> list[object]:
+        fargs = [_to_functional(a) for a in args]
+        torch._enable_functionalization(reapply_views=False)
+        try:
+            with torch.no_grad():
+                outs = run(fargs)
+        finally:
+            torch._disable_functionalization()  # type: ignore[no-untyped-call]
+        return [_from_functional(o) for o in outs]
+
+    gm = _make_fx(inference, decompositions, fake_mode)(*fake_inputs)
+    log.debug("inference graph:\n%s", gm.code)
+    return gm
+
+
+class JointTrace:
+    """The joint graph plus how its inputs and outputs line up."""
+
+    def __init__(self, gm: torch.fx.GraphModule, num_primals: int, num_fwd_outputs: int) -> None:
+        self.gm = gm
+        self.num_primals = num_primals
+        self.num_fwd_outputs = num_fwd_outputs
+
+    @property
+    def example_inputs(self) -> list[object]:
+        """Fake values of the joint graph's placeholders (primals then tangents)."""
+        return [n.meta.get("val") for n in self.gm.graph.nodes if n.op == "placeholder"]
+
+
+def trace_joint(
+    flat_fn: FlatFn,
+    meta: FunctionMeta,
+    fake_inputs: Sequence[object],
+    fake_mode: Any,
+    decompositions: DecompositionTable | None,
+) -> JointTrace:
+    """Trace (primals, tangents) -> (traced outputs, grads of inputs requiring grad)."""
+    run = traced_outputs_fn(flat_fn, meta)
+    grad_inputs = meta.grad_inputs
+    diff = meta.differentiable_traced
+    mutated = set(meta.mutated_inputs)
+
+    def joint(primals: list[object], tangents: list[object]) -> list[object]:
+        fprimals = [_to_functional(p) for p in primals]
+        ftangents = [_to_functional(t) for t in tangents]
+        assert all(isinstance(t, torch.Tensor) for t in ftangents)
+        torch._enable_functionalization(reapply_views=False)
+        try:
+            with torch.enable_grad():
+                leaves: list[torch.Tensor] = []
+                call_args: list[object] = []
+                for i, fp in enumerate(fprimals):
+                    if i in grad_inputs:
+                        assert isinstance(fp, torch.Tensor)
+                        fp.requires_grad_(True)
+                        leaves.append(fp)
+                        # A mutated input that requires grad is mutated through a copy, so the
+                        # leaf itself stays untouched and its gradient flows through the copy.
+                        call_args.append(fp.clone() if i in mutated else fp)
+                    else:
+                        call_args.append(fp)
+                outs = run(call_args)
+                diff_outs = [outs[k] for k in diff]
+                grads: Sequence[torch.Tensor | None] = [None] * len(leaves)
+                if diff_outs and leaves:
+                    grads = torch.autograd.grad(
+                        diff_outs, leaves, ftangents, allow_unused=True  # type: ignore[arg-type]
+                    )
+        finally:
+            torch._disable_functionalization()  # type: ignore[no-untyped-call]
+        return [_from_functional(o) for o in [*outs, *grads]]
+
+    primals = list(fake_inputs)
+    with fake_mode:
+        tangents: list[object] = [
+            torch.empty(
+                tuple(meta.traced[k].example.shape),
+                dtype=meta.traced[k].example.dtype,
+                device=meta.traced[k].example.device,
+            )
+            for k in diff
+        ]
+    gm = _make_fx(joint, decompositions, fake_mode)(primals, tangents)
+    log.debug("joint graph:\n%s", gm.code)
+    return JointTrace(gm, len(primals), len(meta.traced))
