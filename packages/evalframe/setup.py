@@ -7,7 +7,9 @@ setup(
         Extension(
             "evalframe._evalframe",
             sources=["src/evalframe/_evalframe.c"],
-            extra_compile_args=["-O2", "-std=c11"],
+            # The hook reads CPython's internal frame layout (internal/pycore_frame.h,
+            # found under the interpreter's own include directory).
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-field-initializers"],
         )
     ]
 )

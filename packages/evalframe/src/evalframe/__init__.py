@@ -1,0 +1,135 @@
+"""evalframe: the PEP 523 frame-evaluation hook, with a thin typed API.
+
+The C extension (`evalframe._evalframe`) dispatches; every decision is Python's:
+a thread's callback sees each fresh frame whose code has no matching cache entry
+and answers `None` (run the frame as is), `SKIP` (never ask again for this code)
+or an `Entry(guard, code)` (cache it and run `code` in place of the frame).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Final, Literal, TypeAlias
+
+import attrs
+
+from evalframe import _evalframe
+from evalframe.errors import EvalFrameError, HookUnavailableError
+
+__all__ = [
+    "SKIP",
+    "Skip",
+    "Entry",
+    "Guard",
+    "Callback",
+    "set_callback",
+    "run_only",
+    "cache_entries",
+    "clear_cache",
+    "HOOK_AVAILABLE",
+    "EvalFrameError",
+    "HookUnavailableError",
+]
+
+log = logging.getLogger("strata.evalframe")
+
+HOOK_AVAILABLE: Final[bool] = _evalframe.HOOK_AVAILABLE
+_UNAVAILABLE = (
+    f"evalframe's frame-evaluation hook supports CPython 3.11 and 3.12; this is "
+    f"{sys.version_info.major}.{sys.version_info.minor} (see packages/evalframe/README.md)"
+)
+
+
+class Skip(enum.Enum):
+    """The type of `SKIP`."""
+
+    SKIP = "SKIP"
+
+    def __repr__(self) -> str:
+        return "evalframe.SKIP"
+
+
+SKIP: Final = Skip.SKIP
+"""Returned by a callback: never call back for this code object again."""
+
+Guard: TypeAlias = Callable[[dict[str, object]], bool]
+
+
+def _check_guard(_inst: object, _attr: object, value: object) -> None:
+    if not callable(value):
+        raise TypeError(f"Entry.guard must be callable, not {type(value).__name__}")
+
+
+def _check_code(_inst: object, _attr: object, value: object) -> None:
+    if not isinstance(value, types.CodeType):
+        raise TypeError(f"Entry.code must be a code object, not {type(value).__name__}")
+
+
+@attrs.frozen
+class Entry:
+    """A cache entry: run `code` in place of a frame when `guard(f_locals)` is true.
+
+    `guard` receives the frame's arguments by name (`*args` as a tuple, `**kwargs` as
+    a dict) and its free variables by name (cell contents; absent when empty).
+    `code` must keep the original code's argument layout and free variables; that is
+    checked when the entry is first used (a ValueError at the frame's call).
+    """
+
+    guard: Guard = attrs.field(validator=_check_guard)
+    code: types.CodeType = attrs.field(validator=_check_code)
+
+
+Callback: TypeAlias = Callable[[types.FrameType, int], "Entry | Literal[Skip.SKIP] | None"]
+
+_evalframe._register(Entry, SKIP)
+
+
+def set_callback(callback: Callback | None) -> Callback | None:
+    """Set this thread's callback and return the previous one (`None` disables).
+
+    `callback(frame, cache_size)` runs on a cache miss of a fresh frame, with the
+    hook disabled for its own frames; `cache_size` is the number of entries already
+    cached for `frame.f_code`. The frame it receives is a snapshot of the frame at
+    entry (code, globals, builtins, arguments, f_back), not the frame that runs.
+    """
+    if callback is not None and not callable(callback):
+        raise TypeError(f"set_callback() takes a callable or None, not {type(callback).__name__}")
+    if not HOOK_AVAILABLE:
+        raise HookUnavailableError(_UNAVAILABLE)
+    # Logged before the switch so the callback never sees the logging frames.
+    log.debug("setting this thread's callback to %r", callback)
+    return _evalframe.set_callback(callback)  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def run_only() -> Iterator[None]:
+    """Within the block (this thread): cached entries run, misses run the original
+    code, and the callback is never called."""
+    if not HOOK_AVAILABLE:
+        raise HookUnavailableError(_UNAVAILABLE)
+    _evalframe._enter_run_only()
+    try:
+        yield
+    finally:
+        _evalframe._exit_run_only()
+
+
+def cache_entries(code: types.CodeType) -> list[Entry]:
+    """The entries cached for `code`, newest first (the order they are tried)."""
+    entries = _evalframe.cache_entries(code)
+    return [e for e in entries if isinstance(e, Entry)]
+
+
+def clear_cache(code: types.CodeType | None = None) -> None:
+    """Forget the entries (and any SKIP mark) of `code`, or of every code object."""
+    if code is None:
+        for each in _evalframe._registered_codes():
+            _evalframe._clear_code(each)
+        log.debug("cleared every cache")
+    else:
+        _evalframe._clear_code(code)
