@@ -1,3 +1,17 @@
-"""Loop IR, fusion and C++/OpenMP + Triton code generation."""
+"""Loop IR, fusion and C++/OpenMP code generation: the compiler backend of Strata."""
 
-__all__: list[str] = []
+from .compile import CompiledGraph, EagerFallback, compile_fx
+from .config import InductorConfig, default_cache_dir
+from .errors import CompilerError, InductorError, LoweringError, UnsupportedGraph
+
+__all__ = [
+    "compile_fx",
+    "CompiledGraph",
+    "EagerFallback",
+    "InductorConfig",
+    "default_cache_dir",
+    "InductorError",
+    "LoweringError",
+    "CompilerError",
+    "UnsupportedGraph",
+]

@@ -1,0 +1,154 @@
+"""Compiling C++ to a shared library, through a safe on-disk cache.
+
+An entry is ``<key>.so`` plus ``<key>.sha256`` (the library's digest), where ``key``
+hashes the source, the compiler command line and the compiler's version. An entry is
+only loaded when both files are regular files owned by this user, not writable by group
+or others, and the digest matches; anything else is rebuilt over it. Writes go to a
+temporary file in the same directory and are renamed into place, so a reader never
+sees half a library.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import InductorConfig
+from .errors import CompilerError
+
+__all__ = ["LoadedLibrary", "cache_key", "compiler_version", "ensure_private_dir", "load_library"]
+
+log = logging.getLogger("strata.inductor_lite")
+
+
+@functools.lru_cache(maxsize=8)
+def compiler_version(cxx: str) -> str:
+    """The first line of ``cxx --version`` (part of every cache key)."""
+    try:
+        out = subprocess.run(
+            [cxx, "--version"], capture_output=True, text=True, timeout=30, check=True
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise CompilerError(f"C++ compiler {cxx!r} is not usable: {exc}") from exc
+    return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def cache_key(source: str, config: InductorConfig) -> str:
+    """Hash of source, compiler, flags and compiler version."""
+    h = hashlib.sha256()
+    for part in (source, config.cxx, " ".join(config.cflags), compiler_version(config.cxx)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+def _trusted(path: Path) -> bool:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_uid == os.getuid()
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """``path`` created with mode 0700; a directory we cannot trust is replaced by a temp dir."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+            if st.st_mode & 0o077:
+                os.chmod(path, 0o700)
+            return path
+    except OSError as exc:
+        log.warning("kernel cache dir %s unusable (%s)", path, exc)
+    fresh = Path(tempfile.mkdtemp(prefix="strata-inductor-"))
+    log.warning("kernel cache dir %s is not ours; using %s for this process", path, fresh)
+    return fresh
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _atomic_write(directory: Path, final: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class LoadedLibrary:
+    lib: ctypes.CDLL
+    path: Path
+    cache_hit: bool
+
+
+def _valid_entry(so: Path, digest: Path) -> bool:
+    if not (_trusted(so) and _trusted(digest)):
+        return False
+    try:
+        return digest.read_text().strip() == _digest(so)
+    except OSError:
+        return False
+
+
+def load_library(source: str, config: InductorConfig) -> LoadedLibrary:
+    """Load the library for ``source``, compiling it unless a valid cache entry exists."""
+    directory = ensure_private_dir(config.cache_dir)
+    key = cache_key(source, config)
+    so = directory / f"{key}.so"
+    digest = directory / f"{key}.sha256"
+    if _valid_entry(so, digest):
+        try:
+            return LoadedLibrary(ctypes.CDLL(str(so)), so, True)
+        except OSError as exc:
+            log.warning("cached kernel %s failed to load (%s); rebuilding", so, exc)
+    elif so.exists() or digest.exists():
+        log.warning("ignoring untrusted or corrupt cache entry %s; rebuilding", so)
+    _build(source, config, directory, so, digest)
+    try:
+        return LoadedLibrary(ctypes.CDLL(str(so)), so, False)
+    except OSError as exc:
+        raise CompilerError(f"compiled library {so} does not load: {exc}") from exc
+
+
+def _build(source: str, config: InductorConfig, directory: Path, so: Path, digest: Path) -> None:
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as work:
+        cpp = Path(work) / "kernels.cpp"
+        cpp.write_text(source)
+        out = Path(work) / "kernels.so"
+        cmd = [config.cxx, *config.cflags, str(cpp), "-o", str(out)]
+        log.debug("compiling: %s", " ".join(cmd))
+        try:
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=config.compile_timeout_s
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CompilerError(
+                f"C++ compiler timed out after {config.compile_timeout_s}s"
+            ) from exc
+        except OSError as exc:
+            raise CompilerError(f"cannot run {config.cxx}: {exc}") from exc
+        if proc.returncode != 0:
+            raise CompilerError(f"C++ compiler failed:\n{proc.stderr[-4000:]}")
+        data = out.read_bytes()
+    _atomic_write(directory, so, data)
+    _atomic_write(directory, digest, hashlib.sha256(data).hexdigest().encode())

@@ -1,0 +1,147 @@
+"""``compile_fx``: the backend entry point."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from .cache import load_library
+from .config import InductorConfig
+from .cpp import generate_cpp
+from .errors import InductorError, UnsupportedGraph
+from .ir import LoweredGraph
+from .lowering import lower_graph
+from .scheduler import Kernel, ScheduleItem, schedule
+from .tracing import trace_to_aten
+from .wrapper import build_wrapper
+
+__all__ = ["CompiledGraph", "EagerFallback", "compile_fx"]
+
+log = logging.getLogger("strata.inductor_lite")
+
+
+def _meta_key(x: object) -> object:
+    if isinstance(x, torch.Tensor):
+        return (x.dtype, x.device, tuple(x.shape), tuple(x.stride()))
+    return type(x)
+
+
+@dataclass
+class CompiledGraph:
+    """A graph compiled to kernels plus a wrapper; calls the original module when it must.
+
+    The compiled code assumes the example inputs' sizes, strides and dtypes and runs
+    without autograd; any call outside that (a different layout, or grad needed) runs
+    the original graph instead, so results are never wrong.
+    """
+
+    gm: torch.fx.GraphModule
+    run: Callable[[Sequence[Any]], tuple[object, ...]]
+    out_spec: pytree.TreeSpec
+    input_keys: tuple[object, ...]
+    items: list[ScheduleItem]
+    cpp_source: str
+    wrapper_source: str
+    cache_hit: bool
+    lowered: LoweredGraph
+    eager_calls: int = field(default=0)
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(isinstance(i, Kernel) for i in self.items)
+
+    @property
+    def fallback_count(self) -> int:
+        return len(self.items) - self.kernel_count
+
+    def __call__(self, *args: Any) -> Any:
+        if len(args) == 1 and isinstance(args[0], list) and len(self.input_keys) != 1:
+            args = tuple(args[0])  # the boxed calling convention
+        needs_grad = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        )
+        if needs_grad or tuple(_meta_key(a) for a in args) != self.input_keys:
+            self.eager_calls += 1
+            return self.gm(*args)
+        flat = self.run(args)
+        return pytree.tree_unflatten(list(flat), self.out_spec)
+
+
+@dataclass
+class EagerFallback:
+    """What compile_fx returns when it could not compile: the graph itself, unchanged."""
+
+    gm: torch.fx.GraphModule
+    reason: str
+
+    def __call__(self, *args: Any) -> Any:
+        return self.gm(*args)
+
+
+def compile_fx(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[object],
+    *,
+    config: InductorConfig | None = None,
+) -> Callable[..., Any]:
+    """Compile a torch-level FX graph into fused C++ kernels plus aten calls.
+
+    Usable as ``torch.compile(backend=compile_fx)`` and as compile_api's default backend.
+    Any failure to lower or compile yields the original graph (one warning), unless
+    ``config.fallback == "raise"``.
+    """
+    config = config or InductorConfig()
+    try:
+        return _compile(gm, example_inputs, config)
+    except Exception as exc:
+        if config.fallback == "raise":
+            raise
+        kind = "unsupported graph" if isinstance(exc, UnsupportedGraph) else "compile failure"
+        msg = f"inductor_lite: {kind}, running this graph eagerly: {exc}"
+        if not isinstance(exc, InductorError):
+            log.exception(msg)
+        else:
+            log.warning(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        return EagerFallback(gm, str(exc))
+
+
+def _compile(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[object], config: InductorConfig
+) -> CompiledGraph:
+    aten_gm, out_spec = trace_to_aten(gm, example_inputs)
+    lowered = lower_graph(aten_gm, example_inputs, config)
+    items = schedule(lowered)
+    kernels = [i for i in items if isinstance(i, Kernel)]
+    cpp_source, sources = generate_cpp(kernels, lowered.buffers, config.parallel_threshold)
+    lib = None
+    cache_hit = False
+    if kernels:
+        loaded = load_library(cpp_source, config)
+        lib, cache_hit = loaded.lib, loaded.cache_hit
+        lib.strata_set_num_threads(config.num_threads)
+    run, wrapper_source = build_wrapper(lowered, items, sources, lib)
+    log.info(
+        "compiled graph: %d kernels, %d aten fallbacks (cache %s)",
+        len(kernels),
+        len(items) - len(kernels),
+        "hit" if cache_hit else "miss",
+    )
+    return CompiledGraph(
+        gm,
+        run,
+        out_spec,
+        tuple(_meta_key(a) for a in example_inputs),
+        items,
+        cpp_source,
+        wrapper_source,
+        cache_hit,
+        lowered,
+    )

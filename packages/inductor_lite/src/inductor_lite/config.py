@@ -1,0 +1,57 @@
+"""The layer's one configuration object."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["InductorConfig", "default_cache_dir"]
+
+
+def default_cache_dir() -> Path:
+    """Where compiled kernels live unless configured otherwise.
+
+    ``STRATA_CACHE_DIR`` wins, then ``$XDG_CACHE_HOME/strata/inductor_lite``, then
+    ``~/.cache/strata/inductor_lite``.
+    """
+    env = os.environ.get("STRATA_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "strata" / "inductor_lite"
+
+
+def _default_threads() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+@dataclass
+class InductorConfig:
+    """Settings for compile_fx.
+
+    ``fallback`` decides what a lowering or compiler failure does: ``"eager"`` runs the
+    graph as it came (one warning), ``"raise"`` re-raises (for tests and debugging).
+    """
+
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    cxx: str = field(default_factory=lambda: os.environ.get("CXX", "g++"))
+    cflags: tuple[str, ...] = (
+        "-O3",
+        "-march=native",
+        "-fopenmp",
+        "-shared",
+        "-fPIC",
+        "-fno-math-errno",
+        "-std=c++17",
+    )
+    num_threads: int = field(default_factory=_default_threads)
+    compile_timeout_s: float = 120.0
+    fallback: Literal["eager", "raise"] = "eager"
+    # Below this many scalar iterations a kernel runs on one thread: forking costs more.
+    parallel_threshold: int = 32768
+    # A pointwise value read by more than one consumer is recomputed (inlined) while its
+    # expression stays this cheap, and stored to memory otherwise.
+    inline_cost_limit: int = 24

@@ -1,0 +1,423 @@
+"""C++/OpenMP code generation: one translation unit per graph, one function per kernel."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .errors import LoweringError
+from .ir import (
+    BufferSpec,
+    IAdd,
+    IConst,
+    IDiv,
+    IExpr,
+    IMod,
+    IMul,
+    IValue,
+    IVar,
+    PointwiseNode,
+    ReductionNode,
+    VCast,
+    VConst,
+    VExpr,
+    VIndex,
+    VLoad,
+    VOp,
+)
+from .scheduler import Kernel, Step, iter_loads
+
+__all__ = ["KernelSource", "generate_cpp"]
+
+_STORAGE = {
+    torch.float32: "float",
+    torch.float64: "double",
+    torch.float16: "_Float16",
+    torch.bfloat16: "uint16_t",
+    torch.int64: "int64_t",
+    torch.int32: "int32_t",
+    torch.int16: "int16_t",
+    torch.int8: "int8_t",
+    torch.uint8: "uint8_t",
+    torch.bool: "bool",
+}
+
+
+def compute_type(dtype: torch.dtype) -> str:
+    """The C type values of ``dtype`` are computed in (half types widen to float)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return "float"
+    try:
+        return _STORAGE[dtype]
+    except KeyError:
+        raise LoweringError(f"no C type for {dtype}") from None
+
+
+_PRELUDE = r"""
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <algorithm>
+#include <omp.h>
+
+static inline float bf16_load(uint16_t v) {
+    uint32_t u = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t bf16_store(float f) {
+    uint32_t u; std::memcpy(&u, &f, 4);
+    if (std::isnan(f)) return 0x7fc0;
+    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+    return static_cast<uint16_t>(u >> 16);
+}
+template <typename T> static inline T nan_max(T a, T b) {
+    return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+}
+template <typename T> static inline T nan_min(T a, T b) {
+    return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+}
+template <typename T> static inline T py_remainder(T a, T b) {
+    T r = std::fmod(a, b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> static inline T sign_of(T a) {
+    return a > 0 ? T(1) : (a < 0 ? T(-1) : a);
+}
+
+extern "C" void strata_set_num_threads(int n) { omp_set_num_threads(n); }
+"""
+
+
+def _float_literal(value: float, ctype: str) -> str:
+    if math.isnan(value):
+        return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+    if math.isinf(value):
+        sign = "-" if value < 0 else ""
+        return f"{sign}std::numeric_limits<{ctype}>::infinity()"
+    lit = float(value).hex()
+    return f"{lit}f" if ctype == "float" else lit
+
+
+def _literal(value: object, dtype: torch.dtype) -> str:
+    ct = compute_type(dtype)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        return _float_literal(float(value), ct)  # type: ignore[arg-type]
+    return f"static_cast<{ct}>({int(value)}LL)"  # type: ignore[call-overload]
+
+
+_UNARY_FN = {
+    "exp": "std::exp",
+    "exp2": "std::exp2",
+    "log": "std::log",
+    "log2": "std::log2",
+    "log1p": "std::log1p",
+    "expm1": "std::expm1",
+    "sqrt": "std::sqrt",
+    "sin": "std::sin",
+    "cos": "std::cos",
+    "tanh": "std::tanh",
+    "erf": "std::erf",
+    "floor": "std::floor",
+    "ceil": "std::ceil",
+    "trunc": "std::trunc",
+    "round": "std::nearbyint",
+    "atan": "std::atan",
+}
+_BINARY_INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+}
+
+
+class _Body:
+    """Emits C statements for value expressions, one temporary per distinct subexpression."""
+
+    def __init__(self, indent: str, params: dict[str, str], dtypes: dict[str, torch.dtype]):
+        self.lines: list[str] = []
+        self.cache: dict[object, str] = {}
+        self.indent = indent
+        self.params = params
+        self.dtypes = dtypes
+        self.counter = 0
+
+    def tmp(self, ctype: str, expr: str) -> str:
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.lines.append(f"{self.indent}const {ctype} {name} = {expr};")
+        return name
+
+    def index(self, x: IExpr) -> str:
+        if isinstance(x, IConst):
+            return f"{x.value}LL"
+        if isinstance(x, IVar):
+            return x.name
+        if isinstance(x, IAdd):
+            return "(" + " + ".join(self.index(t) for t in x.terms) + ")"
+        if isinstance(x, IMul):
+            return f"({self.index(x.a)} * {x.c}LL)"
+        if isinstance(x, IDiv):
+            return f"({self.index(x.a)} / {x.c}LL)"
+        if isinstance(x, IMod):
+            return f"({self.index(x.a)} % {x.c}LL)"
+        if isinstance(x, IValue):
+            return f"static_cast<int64_t>({self.value(x.v)})"
+        raise LoweringError(f"unknown index expression {x!r}")
+
+    def value(self, v: VExpr) -> str:
+        cached = self.cache.get(v)
+        if cached is not None:
+            return cached
+        out = self._value(v)
+        self.cache[v] = out
+        return out
+
+    def _value(self, v: VExpr) -> str:
+        if isinstance(v, VConst):
+            return _literal(v.value, v.dtype)
+        ct = compute_type(v.dtype)
+        if isinstance(v, VIndex):
+            return self.tmp(ct, f"static_cast<{ct}>({self.index(v.index)})")
+        if isinstance(v, VLoad):
+            ptr = self.params[v.buf]
+            raw = f"{ptr}[{self.index(v.index)}]"
+            if v.dtype == torch.bfloat16:
+                raw = f"bf16_load({raw})"
+            elif v.dtype == torch.float16:
+                raw = f"static_cast<float>({raw})"
+            return self.tmp(ct, raw)
+        if isinstance(v, VCast):
+            x = self.value(v.x)
+            if v.dtype == torch.bool:
+                return self.tmp(ct, f"({x} != 0)")
+            if v.dtype == torch.float16:
+                return self.tmp(ct, f"static_cast<float>(static_cast<_Float16>({x}))")
+            if v.dtype == torch.bfloat16:
+                return self.tmp(ct, f"bf16_load(bf16_store(static_cast<float>({x})))")
+            return self.tmp(ct, f"static_cast<{ct}>({x})")
+        assert isinstance(v, VOp)
+        args = [self.value(a) for a in v.args]
+        return self.tmp(ct, self._op(v, args, ct))
+
+    def _op(self, v: VOp, a: list[str], ct: str) -> str:
+        name = v.op
+        is_float = v.dtype.is_floating_point
+        if name in _BINARY_INFIX:
+            return f"static_cast<{ct}>({a[0]} {_BINARY_INFIX[name]} {a[1]})"
+        if name in _UNARY_FN:
+            return f"{_UNARY_FN[name]}({a[0]})"
+        simple = {
+            "neg": f"static_cast<{ct}>(-{a[0]})",
+            "reciprocal": f"({ct}(1) / {a[0]})",
+            "rsqrt": f"({ct}(1) / std::sqrt({a[0]}))",
+            "sigmoid": f"({ct}(1) / ({ct}(1) + std::exp(-{a[0]})))",
+            "relu": f"({a[0]} < {ct}(0) ? {ct}(0) : {a[0]})",
+            "logical_not": f"({a[0]} == 0)",
+            "where": f"({a[0]} ? {a[1] if len(a) > 1 else ''} : {a[2] if len(a) > 2 else ''})",
+        }
+        if name in simple:
+            return simple[name]
+        if name == "abs":
+            return f"std::abs({a[0]})" if is_float or v.dtype != torch.bool else a[0]
+        if name == "sign":
+            return f"sign_of<{ct}>({a[0]})"
+        if name == "bitwise_not":
+            return f"(!{a[0]})" if v.dtype == torch.bool else f"static_cast<{ct}>(~{a[0]})"
+        if name in ("maximum", "minimum"):
+            fn = "nan_max" if name == "maximum" else "nan_min"
+            if is_float:
+                return f"{fn}<{ct}>({a[0]}, {a[1]})"
+            return f"std::{name[:3]}<{ct}>({a[0]}, {a[1]})"
+        if name == "clamp_lo":
+            return f"({a[0]} < {a[1]} ? {a[1]} : {a[0]})"
+        if name == "clamp_hi":
+            return f"({a[0]} > {a[1]} ? {a[1]} : {a[0]})"
+        if name == "pow":
+            return f"std::pow({a[0]}, {a[1]})"
+        if name == "atan2":
+            return f"std::atan2({a[0]}, {a[1]})"
+        if name == "fmod":
+            return f"std::fmod({a[0]}, {a[1]})"
+        if name == "remainder":
+            return f"py_remainder<{ct}>({a[0]}, {a[1]})"
+        if name in ("logical_and", "logical_or", "logical_xor"):
+            sym = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[name]
+            return f"(({a[0]} != 0) {sym} ({a[1]} != 0))"
+        raise LoweringError(f"no C++ for op {name}")
+
+
+def _store(dtype: torch.dtype, value: str) -> str:
+    if dtype == torch.bfloat16:
+        return f"bf16_store({value})"
+    if dtype == torch.float16:
+        return f"static_cast<_Float16>({value})"
+    return f"static_cast<{_STORAGE[dtype]}>({value})"
+
+
+def _var_defs(names: Sequence[str], sizes: Sequence[int], loop_var: str, indent: str) -> list[str]:
+    """Recover per-dimension variables from a flattened loop counter."""
+    out: list[str] = []
+    total = 1
+    for s in sizes:
+        total *= s
+    below = total
+    for name, size in zip(names, sizes, strict=True):
+        below //= max(size, 1)
+        if size == 1:
+            expr = "0LL"
+        elif below == 1 and size == total:
+            expr = loop_var
+        elif below == 1:
+            expr = f"({loop_var} % {size}LL)"
+        elif below * size == total:
+            expr = f"({loop_var} / {below}LL)"
+        else:
+            expr = f"(({loop_var} / {below}LL) % {size}LL)"
+        out.append(f"{indent}const int64_t {name} = {expr};")
+    return out
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    params: tuple[str, ...]  # buffer names, in argument order
+
+
+_ACC_INIT = {"sum": "0", "prod": "1"}
+
+
+def _reduction_setup(node: ReductionNode, acc: str) -> tuple[str, str, str, str]:
+    """(declaration, combine statement given ``{v}``, omp clause, finalisation)."""
+    ct = compute_type(node.dtype)
+    is_float = node.dtype.is_floating_point
+    if node.reduction in ("sum", "prod"):
+        sym = "+" if node.reduction == "sum" else "*"
+        return (
+            f"{ct} {acc} = {ct}({_ACC_INIT[node.reduction]});",
+            f"{acc} = {acc} {sym} {{v}};",
+            f"reduction({sym}:{acc})",
+            "",
+        )
+    op = "max" if node.reduction == "max" else "min"
+    cmp = ">" if op == "max" else "<"
+    init = "lowest" if op == "max" else "max"
+    if is_float:
+        init_v = ("-" if op == "max" else "") + f"std::numeric_limits<{ct}>::infinity()"
+        return (
+            f"{ct} {acc} = {init_v}; bool {acc}_nan = false;",
+            f"{acc} = ({{v}} {cmp} {acc}) ? {{v}} : {acc}; {acc}_nan |= ({{v}} != {{v}});",
+            f"reduction({op}:{acc}) reduction(|:{acc}_nan)",
+            f"if ({acc}_nan) {acc} = std::numeric_limits<{ct}>::quiet_NaN();",
+        )
+    if node.dtype == torch.bool:
+        raise LoweringError("bool max/min reductions are not lowered")
+    return (
+        f"{ct} {acc} = std::numeric_limits<{ct}>::{init}();",
+        f"{acc} = ({{v}} {cmp} {acc}) ? {{v}} : {acc};",
+        f"reduction({op}:{acc})",
+        "",
+    )
+
+
+def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec], threshold: int) -> tuple[str, KernelSource]:
+    used: list[str] = []
+    written: set[str] = set()
+    for step in kernel.steps:
+        written.add(step.node.buf)
+        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
+            if name not in used:
+                used.append(name)
+    params = {name: f"p_{name}" for name in used}
+    sig = ", ".join(
+        f"{'' if n in written else 'const '}{_STORAGE[buffers[n].dtype]}* __restrict__ {params[n]}"
+        for n in used
+    )
+    dtypes = {n: buffers[n].dtype for n in used}
+    rows = kernel.outer_numel
+    parallel_outer = rows > 1 and kernel.work >= threshold and rows >= 4
+    parallel_inner = not parallel_outer and kernel.work >= threshold
+    lines = [f'extern "C" void {kernel.name}({sig}) {{']
+    if parallel_outer:
+        lines.append("    #pragma omp parallel for schedule(static)")
+    lines.append(f"    for (int64_t o = 0; o < {rows}LL; ++o) {{")
+    for n, step in enumerate(kernel.steps):
+        lines.extend(_step(step, n, params, dtypes, parallel_inner))
+    lines.append("    }")
+    lines.append("}")
+    return "\n".join(lines), KernelSource(kernel.name, tuple(used))
+
+
+def _step(
+    step: Step, n: int, params: dict[str, str], dtypes: dict[str, torch.dtype], parallel: bool
+) -> list[str]:
+    node = step.node
+    names = step.var_names
+    ind = "        "
+    lines = [f"{ind}{{  // step {n}: {type(node).__name__} -> {node.buf}"]
+    lines += _var_defs(names[: step.split], step.outer_sizes, "o", ind + "    ")
+    inner = step.inner_numel
+    has_inner = len(step.inner_sizes) > 0
+    if isinstance(node, PointwiseNode):
+        store_idx = " + ".join(
+            [f"{node.offset}LL"] + [f"{v} * {s}LL" for v, s in zip(names, node.strides, strict=True) if s]
+        )
+        body = _Body(ind + ("        " if has_inner else "    "), params, dtypes)
+        val = body.value(node.body)
+        store = f"{body.indent}{params[node.buf]}[{store_idx}] = {_store(dtypes[node.buf], val)};"
+        if has_inner:
+            pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
+            lines.append(f"{ind}    {pragma}")
+            lines.append(f"{ind}    for (int64_t ri = 0; ri < {inner}LL; ++ri) {{")
+            lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")
+            lines += body.lines
+            lines.append(store)
+            lines.append(f"{ind}    }}")
+        else:
+            lines += body.lines
+            lines.append(store)
+    else:
+        acc = f"acc{n}"
+        decl, combine, clause, final = _reduction_setup(node, acc)
+        body = _Body(ind + "        ", params, dtypes)
+        val = body.value(node.body)
+        lines.append(f"{ind}    {decl}")
+        pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
+        lines.append(f"{ind}    {pragma} {clause}")
+        lines.append(f"{ind}    for (int64_t ri = 0; ri < {inner}LL; ++ri) {{")
+        lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")
+        lines += body.lines
+        lines.append(f"{ind}        " + combine.format(v=val))
+        lines.append(f"{ind}    }}")
+        if final:
+            lines.append(f"{ind}    {final}")
+        lines.append(f"{ind}    {params[node.buf]}[o] = {_store(dtypes[node.buf], acc)};")
+    lines.append(f"{ind}}}")
+    return lines
+
+
+def generate_cpp(
+    kernels: Sequence[Kernel], buffers: dict[str, BufferSpec], parallel_threshold: int
+) -> tuple[str, list[KernelSource]]:
+    """The translation unit for a graph's kernels, and each kernel's parameter list."""
+    parts = [_PRELUDE]
+    sources: list[KernelSource] = []
+    for kernel in kernels:
+        text, src = _kernel(kernel, buffers, parallel_threshold)
+        parts.append(text)
+        sources.append(src)
+    return "\n\n".join(parts) + "\n", sources

@@ -1,0 +1,321 @@
+"""From an aten-level FX graph to the loop IR (``LoweredGraph``)."""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from .config import InductorConfig
+from .errors import LoweringError, UnsupportedGraph
+from .ir import (
+    BufferSpec,
+    FallbackNode,
+    LoweredGraph,
+    Node,
+    OutputSpec,
+    PointwiseNode,
+    ReductionNode,
+    ReductionType,
+    TensorRef,
+    VExpr,
+    contiguous_strides,
+)
+from .tensorvalue import TensorValue, expr_cost, index_vars, realized
+
+__all__ = ["GraphLowering", "Lowering", "lower_graph"]
+
+log = logging.getLogger("strata.inductor_lite")
+
+# A lowering gets the GraphLowering, the fx node (for its meta) and the mapped arguments.
+Lowering = Callable[..., object]
+
+
+def _is_dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when (sizes, strides) covers a block of memory exactly once (any dim order)."""
+    dims = sorted(
+        ((st, s) for s, st in zip(sizes, strides, strict=True) if s != 1), key=lambda p: p[0]
+    )
+    expected = 1
+    for st, s in dims:
+        if st != expected:
+            return False
+        expected *= s
+    return True
+
+
+class GraphLowering:
+    """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
+
+    def __init__(self, gm: torch.fx.GraphModule, config: InductorConfig) -> None:
+        self.gm = gm
+        self.config = config
+        self.buffers: dict[str, BufferSpec] = {}
+        self.nodes: list[Node] = []
+        self.inputs: list[BufferSpec] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.env: dict[torch.fx.Node, object] = {}
+        self.device: torch.device | None = None
+        self._counter = 0
+        self.current: torch.fx.Node | None = None
+
+    # ------------------------------------------------------------ buffers
+
+    def new_buffer(
+        self, sizes: Sequence[int], dtype: torch.dtype, strides: Sequence[int] | None = None
+    ) -> BufferSpec:
+        name = f"buf{self._counter}"
+        self._counter += 1
+        sizes = tuple(int(s) for s in sizes)
+        spec = BufferSpec(
+            name, sizes, tuple(strides) if strides is not None else contiguous_strides(sizes), dtype
+        )
+        self.buffers[name] = spec
+        return spec
+
+    def realize(self, tv: TensorValue, strides: Sequence[int] | None = None) -> TensorValue:
+        """Give ``tv`` memory: a no-op for a buffer view, a pointwise node otherwise."""
+        if tv.ref is not None and strides is None:
+            return tv
+        if strides is not None and not _is_dense(tv.sizes, strides):
+            strides = None
+        spec = self.new_buffer(tv.sizes, tv.dtype, strides)
+        body = tv.loader(index_vars(tv.ndim))
+        self.nodes.append(
+            PointwiseNode(
+                spec.name,
+                spec.sizes,
+                body,
+                spec.strides,
+                0,
+                spec.strides == contiguous_strides(spec.sizes),
+            )
+        )
+        return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
+
+    def reduce(
+        self,
+        x: TensorValue,
+        dims: Sequence[int],
+        keepdim: bool,
+        kind: ReductionType,
+        out_dtype: torch.dtype,
+        body: Callable[[Sequence[Any]], VExpr] | None = None,
+    ) -> TensorValue:
+        """A reduction node over ``dims`` of ``x``; returns the (realized) result."""
+        nd = x.ndim
+        red = sorted({d % nd for d in dims}) if nd else []
+        kept = [k for k in range(nd) if k not in red]
+        out_sizes = tuple(x.sizes[k] for k in kept)
+        red_sizes = tuple(x.sizes[k] for k in red)
+        ovars = index_vars(len(kept), "i")
+        rvars = index_vars(len(red), "r")
+        idx: list[Any] = [None] * nd
+        for pos, k in enumerate(kept):
+            idx[k] = ovars[pos]
+        for pos, k in enumerate(red):
+            idx[k] = rvars[pos]
+        value = (body or x.loader)(idx)
+        spec = self.new_buffer(out_sizes, out_dtype)
+        self.nodes.append(ReductionNode(spec.name, out_sizes, red_sizes, value, kind, out_dtype))
+        result = realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, out_dtype))
+        if keepdim:
+            for k in red:
+                result = result.unsqueeze(k)
+        return result
+
+    def ref_of(self, tv: TensorValue) -> TensorRef:
+        """A TensorRef for a fallback argument (lazy values get a contiguous buffer)."""
+        ref = self.realize(tv).ref
+        assert ref is not None
+        return ref
+
+    # ------------------------------------------------------------ the walk
+
+    def run(self, example_inputs: Sequence[object]) -> LoweredGraph:
+        from .lowerings import LOWERINGS
+
+        graph = self.gm.graph
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(example_inputs):
+            raise LoweringError("placeholder count does not match example inputs")
+        outputs: list[OutputSpec] = []
+        for node in graph.nodes:
+            self.current = node
+            if node.op == "placeholder":
+                self.env[node] = self._input(node, example_inputs[len(self.inputs)])
+            elif node.op == "get_attr":
+                value = getattr(self.gm, node.target)
+                if not isinstance(value, torch.Tensor):
+                    raise LoweringError(f"get_attr {node.target} is not a tensor")
+                self.env[node] = self._constant(value)
+            elif node.op == "call_function":
+                if not node.users:
+                    continue
+                self.env[node] = self._call(node, LOWERINGS)
+            elif node.op == "output":
+                outputs = self._outputs(node)
+            else:
+                raise LoweringError(f"unsupported fx op {node.op}")
+        return LoweredGraph(
+            self.inputs,
+            self.constants,
+            self.buffers,
+            self.nodes,
+            outputs,
+            self.device or torch.device("cpu"),
+        )
+
+    def _note_device(self, t: torch.Tensor) -> None:
+        if t.device.type != "cpu":
+            raise UnsupportedGraph(f"tensor on {t.device}: only CPU code generation is built")
+        self.device = t.device
+
+    def _input(self, node: torch.fx.Node, example: object) -> object:
+        name = f"arg{len(self.inputs)}"
+        if not isinstance(example, torch.Tensor):
+            if isinstance(example, torch.SymInt | torch.SymFloat | torch.SymBool):
+                raise UnsupportedGraph("symbolic scalar inputs are not supported")
+            self.inputs.append(BufferSpec(name, (), (), torch.int64))
+            return example
+        self._check_static(example)
+        self._note_device(example)
+        spec = BufferSpec(
+            name, tuple(example.shape), tuple(example.stride()), example.dtype
+        )
+        self.inputs.append(spec)
+        self.buffers[name] = spec
+        return realized(TensorRef(name, spec.sizes, spec.strides, 0, spec.dtype))
+
+    def _constant(self, value: torch.Tensor) -> TensorValue:
+        self._check_static(value)
+        self._note_device(value)
+        name = f"const{len(self.constants)}"
+        self.constants[name] = value
+        spec = BufferSpec(name, tuple(value.shape), tuple(value.stride()), value.dtype)
+        self.buffers[name] = spec
+        return realized(TensorRef(name, spec.sizes, spec.strides, 0, spec.dtype))
+
+    @staticmethod
+    def _check_static(t: torch.Tensor) -> None:
+        for s in (*t.shape, *t.stride()):
+            if not isinstance(s, int):
+                raise UnsupportedGraph("symbolic shapes are not supported")
+        if t.layout != torch.strided or t.is_quantized or t.is_complex():
+            raise UnsupportedGraph(f"unsupported tensor kind {t.layout}/{t.dtype}")
+
+    def map_arg(self, a: object) -> object:
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, list | tuple):
+            return type(a)(self.map_arg(x) for x in a)
+        return a
+
+    def _call(self, node: torch.fx.Node, table: dict[object, Lowering]) -> object:
+        target = node.target
+        args = [self.map_arg(a) for a in node.args]
+        kwargs = {k: self.map_arg(v) for k, v in node.kwargs.items()}
+        if target is operator.getitem:
+            seq, i = args
+            assert isinstance(seq, list | tuple)
+            return seq[i]  # type: ignore[index]
+        if isinstance(target, torch._ops.OpOverload):
+            if target._schema.is_mutable:
+                raise UnsupportedGraph(f"mutating op {target} (graphs must be functional)")
+            fn = table.get(target) or table.get(target.overloadpacket)
+            if fn is not None:
+                result = fn(self, node, *args, **kwargs)
+                if result is not NotImplemented:
+                    return self._maybe_realize(node, result)
+        if not isinstance(target, torch._ops.OpOverload):
+            raise LoweringError(f"call to non-aten target {target}")
+        return self.fallback(node, target, args, kwargs)
+
+    def _maybe_realize(self, node: torch.fx.Node, result: object) -> object:
+        """Store a lazy value read by several consumers when recomputing it is not cheap."""
+        if not isinstance(result, TensorValue) or result.ref is not None:
+            return result
+        if len(node.users) > 1:
+            cost = expr_cost(result.loader(index_vars(result.ndim)))
+            if cost > self.config.inline_cost_limit:
+                return self.realize(result)
+        return result
+
+    def fallback(
+        self, node: torch.fx.Node, target: Any, args: Sequence[object], kwargs: dict[str, object]
+    ) -> object:
+        """Run ``target`` as an aten call from the wrapper."""
+
+        def to_ref(a: object) -> object:
+            if isinstance(a, TensorValue):
+                return self.ref_of(a)
+            if isinstance(a, list | tuple):
+                return type(a)(to_ref(x) for x in a)
+            return a
+
+        ref_args = tuple(to_ref(a) for a in args)
+        ref_kwargs = tuple((k, to_ref(v)) for k, v in kwargs.items())
+        val = node.meta.get("val")
+        multi = isinstance(val, list | tuple)
+        vals = list(val) if multi else [val]  # type: ignore[arg-type]
+        specs: list[BufferSpec | None] = []
+        results: list[object] = []
+        for v in vals:
+            if isinstance(v, torch.Tensor):
+                self._check_static(v)
+                self._note_device(v)
+                spec = self.new_buffer(tuple(v.shape), v.dtype, tuple(v.stride()))
+                specs.append(spec)
+                results.append(
+                    realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
+                )
+            elif v is None:
+                specs.append(None)
+                results.append(None)
+            else:
+                raise LoweringError(f"{target} returns a non-tensor {type(v).__name__}")
+        log.debug("fallback to aten for %s", target)
+        self.nodes.append(FallbackNode(target, ref_args, ref_kwargs, tuple(specs), multi))
+        return tuple(results) if multi else results[0]
+
+    def _outputs(self, node: torch.fx.Node) -> list[OutputSpec]:
+        flat, _ = torch.utils._pytree.tree_flatten(node.args[0])
+        specs: list[OutputSpec] = []
+        for out in flat:
+            if not isinstance(out, torch.fx.Node):
+                specs.append(OutputSpec(None, out))
+                continue
+            value = self.env[out]
+            meta = out.meta.get("val")
+            if not isinstance(value, TensorValue):
+                specs.append(OutputSpec(None, value))
+                continue
+            strides = tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
+            fresh_in_eager = isinstance(meta, torch.Tensor) and not meta._is_view()
+            ref = value.ref
+            if ref is None or (
+                fresh_in_eager and (ref.buf.startswith(("arg", "const")) or not self._owns(ref))
+            ):
+                value = self.realize(value, strides)
+            assert value.ref is not None
+            specs.append(OutputSpec(value.ref))
+        return specs
+
+    def _owns(self, ref: TensorRef) -> bool:
+        """True when ``ref`` is exactly its whole buffer (not a view of it)."""
+        spec = self.buffers[ref.buf]
+        numel = 1
+        for s in ref.sizes:
+            numel *= s
+        return ref.offset == 0 and numel == spec.numel and _is_dense(ref.sizes, ref.strides)
+
+
+def lower_graph(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[object], config: InductorConfig
+) -> LoweredGraph:
+    """Lower an aten-level graph (as produced by make_fx or aot) to the loop IR."""
+    return GraphLowering(gm, config).run(example_inputs)

@@ -1,0 +1,757 @@
+"""The op table: one lowering per aten op (or overload packet) that we compile.
+
+Each lowering receives the ``GraphLowering``, the fx node (its ``meta["val"]`` gives the
+result's dtype and shape, which is how torch's type promotion reaches us) and the mapped
+arguments, and returns a ``TensorValue`` (or a tuple of them). Returning
+``NotImplemented`` sends that one call to the aten fallback.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from .ir import (
+    IConst,
+    IExpr,
+    IValue,
+    PointwiseNode,
+    TensorRef,
+    VConst,
+    VExpr,
+    VIndex,
+    VOp,
+    iadd,
+    imul,
+)
+from .lowering import GraphLowering, Lowering
+from .tensorvalue import TensorValue, broadcast_loader, cast, index_vars, realized, view_strides
+
+__all__ = ["LOWERINGS"]
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+LOWERINGS: dict[object, Lowering] = {}
+Fn = Callable[..., object]
+
+
+def register(*ops: object) -> Callable[[Fn], Fn]:
+    def deco(fn: Fn) -> Fn:
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+
+    return deco
+
+
+def meta(node: torch.fx.Node) -> Any:
+    return node.meta["val"]
+
+
+def out_dtype(node: torch.fx.Node) -> torch.dtype:
+    val = meta(node)
+    if isinstance(val, list | tuple):
+        val = val[0]
+    dtype: torch.dtype = val.dtype
+    return dtype
+
+
+def out_sizes(node: torch.fx.Node) -> tuple[int, ...]:
+    return tuple(int(s) for s in meta(node).shape)
+
+
+def const(value: object, dtype: torch.dtype) -> TensorValue:
+    v = VConst(value, dtype)  # type: ignore[arg-type]
+    return TensorValue((), dtype, lambda idx: v)
+
+
+def _dummy(x: object) -> object:
+    if isinstance(x, TensorValue):
+        return torch.empty([1] * min(x.ndim, 1), dtype=x.dtype)
+    return x
+
+
+def promote(*xs: object) -> torch.dtype:
+    """torch's result type of ``xs`` (tensors by dtype and dimensionality, scalars by kind)."""
+    acc: object = _dummy(xs[0])
+    for x in xs[1:]:
+        dt = torch.result_type(acc, _dummy(x))  # type: ignore[arg-type]
+        dims = any(isinstance(y, TensorValue) and y.ndim > 0 for y in (acc, x)) or (
+            isinstance(acc, torch.Tensor) and acc.ndim > 0
+        )
+        tensors = isinstance(acc, torch.Tensor) or isinstance(x, TensorValue)
+        acc = torch.empty([1] if dims else [], dtype=dt) if tensors else dt
+    if isinstance(acc, torch.Tensor):
+        return acc.dtype
+    if isinstance(acc, torch.dtype):
+        return acc
+    return torch.result_type(acc, acc)  # type: ignore[arg-type]
+
+
+def to_tv(x: object, dtype: torch.dtype) -> TensorValue:
+    if isinstance(x, TensorValue):
+        return x
+    if isinstance(x, bool | int | float):
+        return const(x, dtype)
+    raise TypeError(f"unexpected argument {x!r}")
+
+
+def pointwise(
+    node: torch.fx.Node,
+    inputs: Sequence[object],
+    fn: Callable[[list[VExpr]], VExpr],
+    compute: torch.dtype,
+) -> TensorValue:
+    """A lazy value: ``fn`` over the inputs, broadcast to the node's shape and converted."""
+    sizes = out_sizes(node)
+    dtype = out_dtype(node)
+    loaders = [broadcast_loader(to_tv(x, compute), sizes) for x in inputs]
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        return cast(fn([cast(ld(idx), compute) for ld in loaders]), dtype)
+
+    return TensorValue(sizes, dtype, load)
+
+
+def op(name: str, dtype: torch.dtype, *args: VExpr) -> VExpr:
+    return VOp(name, tuple(args), dtype)
+
+
+def c(value: float, dtype: torch.dtype) -> VExpr:
+    return VConst(value, dtype)
+
+
+# ---------------------------------------------------------------- elementwise
+
+_BINARY = {
+    aten.mul: "mul",
+    aten.maximum: "maximum",
+    aten.minimum: "minimum",
+    aten.atan2: "atan2",
+    aten.bitwise_and: "and",
+    aten.bitwise_or: "or",
+    aten.bitwise_xor: "xor",
+    aten.logical_and: "logical_and",
+    aten.logical_or: "logical_or",
+    aten.logical_xor: "logical_xor",
+}
+_COMPARE = {
+    aten.eq: "eq",
+    aten.ne: "ne",
+    aten.lt: "lt",
+    aten.le: "le",
+    aten.gt: "gt",
+    aten.ge: "ge",
+}
+# unary ops computed in the result dtype (ints become floats for exp etc.)
+_UNARY = {
+    aten.neg: "neg",
+    aten.abs: "abs",
+    aten.exp: "exp",
+    aten.exp2: "exp2",
+    aten.log: "log",
+    aten.log2: "log2",
+    aten.log1p: "log1p",
+    aten.expm1: "expm1",
+    aten.sqrt: "sqrt",
+    aten.rsqrt: "rsqrt",
+    aten.sin: "sin",
+    aten.cos: "cos",
+    aten.tanh: "tanh",
+    aten.sigmoid: "sigmoid",
+    aten.erf: "erf",
+    aten.reciprocal: "reciprocal",
+    aten.relu: "relu",
+    aten.floor: "floor",
+    aten.ceil: "ceil",
+    aten.trunc: "trunc",
+    aten.round: "round",
+    aten.sign: "sign",
+    aten.bitwise_not: "bitwise_not",
+    aten.atan: "atan",
+}
+_FLOAT_ONLY = {"floor", "ceil", "trunc", "round"}
+
+
+def _make_binary(name: str) -> Fn:
+    def lower(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
+        dt = out_dtype(node)
+        if dt == torch.bool and name in ("mul", "maximum", "minimum"):
+            return NotImplemented
+        return pointwise(node, [a, b], lambda v: op(name, dt, *v), dt)
+
+    return lower
+
+
+def _make_compare(name: str) -> Fn:
+    def lower(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
+        common = promote(a, b)
+        return pointwise(node, [a, b], lambda v: op(name, torch.bool, *v), common)
+
+    return lower
+
+
+def _make_unary(name: str) -> Fn:
+    def lower(L: GraphLowering, node: torch.fx.Node, a: object) -> object:
+        dt = out_dtype(node)
+        if name in _FLOAT_ONLY and not dt.is_floating_point:
+            return pointwise(node, [a], lambda v: v[0], dt)
+        if name == "bitwise_not" and dt.is_floating_point:
+            return NotImplemented
+        if name == "sign" and dt == torch.bool:
+            return NotImplemented
+        return pointwise(node, [a], lambda v: op(name, dt, *v), dt)
+
+    return lower
+
+
+for _packet, _name in _BINARY.items():
+    register(_packet)(_make_binary(_name))
+for _packet, _name in _COMPARE.items():
+    register(_packet)(_make_compare(_name))
+for _packet, _name in _UNARY.items():
+    register(_packet)(_make_unary(_name))
+
+
+@register(aten.add, aten.sub)
+def _add_sub(
+    L: GraphLowering, node: torch.fx.Node, a: object, b: object, *, alpha: object = 1
+) -> object:
+    dt = out_dtype(node)
+    name = "add" if node.target.overloadpacket is aten.add else "sub"  # type: ignore[union-attr]
+    if dt == torch.bool:
+        return NotImplemented
+
+    def fn(v: list[VExpr]) -> VExpr:
+        rhs = v[1] if alpha == 1 else op("mul", dt, v[1], c(alpha, dt))  # type: ignore[arg-type]
+        return op(name, dt, v[0], rhs)
+
+    return pointwise(node, [a, b], fn, dt)
+
+
+@register(aten.rsub)
+def _rsub(L: GraphLowering, node: torch.fx.Node, a: object, b: object, *, alpha: object = 1) -> object:
+    dt = out_dtype(node)
+    if alpha != 1 or dt == torch.bool:
+        return NotImplemented
+    return pointwise(node, [a, b], lambda v: op("sub", dt, v[1], v[0]), dt)
+
+
+@register(aten.div.Tensor, aten.div.Scalar, prims.div.default)
+def _div(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented  # integer division: leave the zero-divisor error to aten
+    return pointwise(node, [a, b], lambda v: op("truediv", dt, *v), dt)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(
+    L: GraphLowering, node: torch.fx.Node, a: object, b: object, *, rounding_mode: str | None
+) -> object:
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented
+    post = {None: None, "floor": "floor", "trunc": "trunc"}[rounding_mode]
+
+    def fn(v: list[VExpr]) -> VExpr:
+        q = op("truediv", dt, *v)
+        return q if post is None else op(post, dt, q)
+
+    return pointwise(node, [a, b], fn, dt)
+
+
+@register(aten.remainder, aten.fmod)
+def _remainder(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented
+    name = "remainder" if node.target.overloadpacket is aten.remainder else "fmod"  # type: ignore[union-attr]
+    return pointwise(node, [a, b], lambda v: op(name, dt, *v), dt)
+
+
+@register(aten.pow)
+def _pow(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented
+    if isinstance(b, int | float) and not isinstance(b, bool):
+        if b == 2:
+            return pointwise(node, [a], lambda v: op("mul", dt, v[0], v[0]), dt)
+        if b == 0.5:
+            return pointwise(node, [a], lambda v: op("sqrt", dt, v[0]), dt)
+        if b == 1:
+            return pointwise(node, [a], lambda v: v[0], dt)
+    return pointwise(node, [a, b], lambda v: op("pow", dt, *v), dt)
+
+
+@register(aten.logical_not)
+def _logical_not(L: GraphLowering, node: torch.fx.Node, a: object) -> object:
+    assert isinstance(a, TensorValue)
+    return pointwise(node, [a], lambda v: op("logical_not", torch.bool, v[0]), a.dtype)
+
+
+@register(aten.isnan)
+def _isnan(L: GraphLowering, node: torch.fx.Node, a: object) -> object:
+    assert isinstance(a, TensorValue)
+    if not a.dtype.is_floating_point:
+        return NotImplemented
+    return pointwise(node, [a], lambda v: op("ne", torch.bool, v[0], v[0]), a.dtype)
+
+
+@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(L: GraphLowering, node: torch.fx.Node, cond: object, a: object, b: object) -> object:
+    dt = out_dtype(node)
+    sizes = out_sizes(node)
+    lc = broadcast_loader(to_tv(cond, torch.bool), sizes)
+    la = broadcast_loader(to_tv(a, dt), sizes)
+    lb = broadcast_loader(to_tv(b, dt), sizes)
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        return op("where", dt, cast(lc(idx), torch.bool), cast(la(idx), dt), cast(lb(idx), dt))
+
+    return TensorValue(sizes, dt, load)
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(
+    L: GraphLowering, node: torch.fx.Node, x: object, mask: object, value: object
+) -> object:
+    return _where(L, node, mask, value, x)
+
+
+@register(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default, aten.hardtanh.default)
+def _clamp(
+    L: GraphLowering, node: torch.fx.Node, x: object, lo: object = None, hi: object = None
+) -> object:
+    target = node.target
+    if target is aten.clamp_max.default:
+        lo, hi = None, lo
+    if target is aten.hardtanh.default:
+        lo = -1.0 if lo is None else lo
+        hi = 1.0 if hi is None else hi
+    dt = out_dtype(node)
+    if dt == torch.bool or isinstance(lo, TensorValue) or isinstance(hi, TensorValue):
+        return NotImplemented
+
+    def fn(v: list[VExpr]) -> VExpr:
+        y = v[0]
+        if lo is not None:
+            y = op("clamp_lo", dt, y, c(lo, dt))  # type: ignore[arg-type]
+        if hi is not None:
+            y = op("clamp_hi", dt, y, c(hi, dt))  # type: ignore[arg-type]
+        return y
+
+    return pointwise(node, [x], fn, dt)
+
+
+@register(aten.gelu.default)
+def _gelu(L: GraphLowering, node: torch.fx.Node, x: object, *, approximate: str = "none") -> object:
+    dt = out_dtype(node)
+
+    def fn(v: list[VExpr]) -> VExpr:
+        a = v[0]
+        half = op("mul", dt, a, c(0.5, dt))
+        if approximate == "tanh":
+            cube = op("mul", dt, op("mul", dt, a, a), a)
+            inner = op("mul", dt, c(math.sqrt(2 / math.pi), dt),
+                       op("add", dt, a, op("mul", dt, cube, c(0.044715, dt))))
+            return op("mul", dt, half, op("add", dt, c(1.0, dt), op("tanh", dt, inner)))
+        erf = op("erf", dt, op("mul", dt, a, c(1 / math.sqrt(2), dt)))
+        return op("mul", dt, half, op("add", dt, c(1.0, dt), erf))
+
+    return pointwise(node, [x], fn, dt)
+
+
+@register(aten.silu.default)
+def _silu(L: GraphLowering, node: torch.fx.Node, x: object) -> object:
+    dt = out_dtype(node)
+    return pointwise(node, [x], lambda v: op("mul", dt, v[0], op("sigmoid", dt, v[0])), dt)
+
+
+# ---------------------------------------------------------------- copies and dtype
+
+
+@register(aten._to_copy.default)
+def _to_copy(L: GraphLowering, node: torch.fx.Node, x: object, **kwargs: object) -> object:
+    assert isinstance(x, TensorValue)
+    val = meta(node)
+    if val.device.type != "cpu" or kwargs.get("layout") not in (None, torch.strided):
+        return NotImplemented
+    return pointwise(node, [x], lambda v: v[0], x.dtype)
+
+
+@register(prims.convert_element_type.default)
+def _convert(L: GraphLowering, node: torch.fx.Node, x: object, dtype: torch.dtype) -> object:
+    assert isinstance(x, TensorValue)
+    return pointwise(node, [x], lambda v: v[0], x.dtype)
+
+
+@register(aten.clone.default, aten.lift_fresh_copy.default, aten.alias.default)
+def _identity(L: GraphLowering, node: torch.fx.Node, x: object, **kwargs: object) -> object:
+    return x
+
+
+@register(aten.copy.default)
+def _copy(L: GraphLowering, node: torch.fx.Node, dst: object, src: object, *args: object) -> object:
+    assert isinstance(src, TensorValue)
+    return pointwise(node, [src], lambda v: v[0], src.dtype)
+
+
+# ---------------------------------------------------------------- factories
+
+
+@register(aten.full.default)
+def _full(L: GraphLowering, node: torch.fx.Node, size: Sequence[int], value: object, **kw: object) -> object:
+    dt = out_dtype(node)
+    if not isinstance(value, bool | int | float):
+        return NotImplemented
+    v = VConst(value, dt)
+    return TensorValue(out_sizes(node), dt, lambda idx: v)
+
+
+@register(aten.scalar_tensor.default)
+def _scalar_tensor(L: GraphLowering, node: torch.fx.Node, value: object, **kw: object) -> object:
+    dt = out_dtype(node)
+    if not isinstance(value, bool | int | float):
+        return NotImplemented
+    return const(value, dt)
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(L: GraphLowering, node: torch.fx.Node, *args: object, **kw: object) -> object:
+    nums = [a for a in args if isinstance(a, int | float)]
+    if len(nums) == 1:
+        start, step = 0, 1
+    elif len(nums) == 2:
+        start, step = nums[0], 1
+    else:
+        start, step = nums[0], nums[2]
+    dt = out_dtype(node)
+    sizes = out_sizes(node)
+    if isinstance(start, int) and isinstance(step, int) and not dt.is_floating_point:
+        return TensorValue(sizes, dt, lambda idx: VIndex(iadd(imul(idx[0], step), IConst(start)), dt))
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        i = VIndex(idx[0], torch.float64)
+        return cast(op("add", torch.float64, op("mul", torch.float64, i, c(step, torch.float64)),
+                       c(start, torch.float64)), dt)
+
+    return TensorValue(sizes, dt, load)
+
+
+# ---------------------------------------------------------------- views
+
+
+@register(aten.permute.default)
+def _permute(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: Sequence[int]) -> object:
+    return x.permute(dims)
+
+
+@register(aten.transpose.int)
+def _transpose(L: GraphLowering, node: torch.fx.Node, x: TensorValue, a: int, b: int) -> object:
+    dims = list(range(x.ndim))
+    if x.ndim:
+        a, b = a % x.ndim, b % x.ndim
+        dims[a], dims[b] = dims[b], dims[a]
+    return x.permute(dims)
+
+
+@register(aten.t.default)
+def _t(L: GraphLowering, node: torch.fx.Node, x: TensorValue) -> object:
+    return x.permute(list(reversed(range(x.ndim))))
+
+
+@register(aten.expand.default)
+def _expand(L: GraphLowering, node: torch.fx.Node, x: TensorValue, sizes: Sequence[int], **kw: object) -> object:
+    return x.expand(out_sizes(node))
+
+
+@register(prims.broadcast_in_dim.default)
+def _broadcast_in_dim(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, shape: Sequence[int], dims: Sequence[int]
+) -> object:
+    y = x
+    for k in range(len(shape)):
+        if k not in dims:
+            y = y.unsqueeze(k)
+    return y.expand(out_sizes(node))
+
+
+@register(aten.slice.Tensor)
+def _slice(
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: int = 0,
+    start: int | None = None,
+    end: int | None = None,
+    step: int = 1,
+) -> object:
+    n = x.sizes[dim % x.ndim]
+    return x.slice(dim, 0 if start is None else start, n if end is None else min(end, n), step)
+
+
+@register(aten.select.int)
+def _select(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int, index: int) -> object:
+    return x.select(dim, index)
+
+
+@register(aten.unsqueeze.default)
+def _unsqueeze(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int) -> object:
+    return x.unsqueeze(dim)
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None) -> object:
+    if dims is None:
+        dims = list(range(x.ndim))
+    elif isinstance(dims, int):
+        dims = [dims]
+    assert isinstance(dims, list | tuple)
+    return x.squeeze(dims)
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default, prims.reshape.default)
+def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[int]) -> object:
+    sizes = out_sizes(node)
+    if x.ref is None:
+        if [s for s in x.sizes if s != 1] == [s for s in sizes if s != 1]:
+            return _reinsert_ones(x, sizes)
+        x = L.realize(x)
+    ref = x.ref
+    assert ref is not None
+    strides = view_strides(ref.sizes, ref.strides, sizes)
+    if strides is None:
+        ref = L.realize(x, strides=_contig_strides(x.sizes)).ref
+        assert ref is not None
+        strides = view_strides(ref.sizes, ref.strides, sizes)
+        assert strides is not None
+    return realized(TensorRef(ref.buf, sizes, strides, ref.offset, ref.dtype))
+
+
+def _contig_strides(sizes: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    acc = 1
+    for s in reversed(sizes):
+        out.append(acc)
+        acc *= max(s, 1)
+    return list(reversed(out))
+
+
+def _reinsert_ones(x: TensorValue, sizes: tuple[int, ...]) -> TensorValue:
+    """A reshape that only adds or drops size-1 dimensions, as index remapping."""
+    y = x.squeeze([k for k in range(x.ndim) if x.sizes[k] == 1])
+    for k, s in enumerate(sizes):
+        if s == 1:
+            y = y.unsqueeze(k)
+    return y
+
+
+@register(aten.as_strided.default)
+def _as_strided(
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    size: Sequence[int],
+    stride: Sequence[int],
+    storage_offset: int | None = None,
+) -> object:
+    src_meta = meta(node.args[0])  # type: ignore[arg-type]
+    x = L.realize(x) if x.ref is None else x
+    ref = x.ref
+    assert ref is not None
+    spec = L.buffers[ref.buf]
+    if ref.offset != 0 or ref.strides != spec.strides:
+        return NotImplemented
+    base = int(src_meta.storage_offset())
+    offset = (base if storage_offset is None else int(storage_offset)) - base
+    return realized(TensorRef(ref.buf, tuple(size), tuple(stride), offset, ref.dtype))
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _dims(x: TensorValue, dims: object) -> list[int]:
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        return list(range(x.ndim))
+    if isinstance(dims, int):
+        return [dims]
+    assert isinstance(dims, list | tuple)
+    return [int(d) for d in dims]
+
+
+def _acc_cast(x: TensorValue, dt: torch.dtype) -> Callable[[Sequence[Any]], VExpr]:
+    return lambda idx: cast(x.loader(idx), dt)
+
+
+@register(aten.sum.dim_IntList, aten.sum.default, prims.sum.default)
+def _sum(
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dims: object = None,
+    keepdim: bool = False,
+    *,
+    dtype: object = None,
+    output_dtype: object = None,
+) -> object:
+    dt = out_dtype(node)
+    return L.reduce(x, _dims(x, dims), keepdim, "sum", dt, _acc_cast(x, dt))
+
+
+@register(aten.prod.default, aten.prod.dim_int)
+def _prod(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: object = None,
+    keepdim: bool = False, *, dtype: object = None,
+) -> object:
+    dt = out_dtype(node)
+    return L.reduce(x, _dims(x, dim), keepdim, "prod", dt, _acc_cast(x, dt))
+
+
+@register(aten.amax.default, aten.amin.default, aten.max.default, aten.min.default)
+def _amax(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None, keepdim: bool = False
+) -> object:
+    kind = "max" if node.target in (aten.amax.default, aten.max.default) else "min"
+    if x.dtype == torch.bool:
+        return NotImplemented
+    return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)  # type: ignore[arg-type]
+
+
+def _mean_of(L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, dt: torch.dtype) -> TensorValue:
+    n = 1
+    for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
+        n *= x.sizes[d]
+    s = L.reduce(x, dims, keepdim, "sum", dt, _acc_cast(x, dt))
+    src = s.loader
+    return TensorValue(s.sizes, dt, lambda idx: op("truediv", dt, src(idx), c(float(n), dt)))
+
+
+@register(aten.mean.dim, aten.mean.default)
+def _mean(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None,
+    keepdim: bool = False, *, dtype: object = None,
+) -> object:
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented
+    return _mean_of(L, x, _dims(x, dims), keepdim, dt)
+
+
+def _var(
+    L: GraphLowering, x: TensorValue, dims: list[int], correction: float, keepdim: bool, dt: torch.dtype
+) -> tuple[TensorValue, TensorValue]:
+    n = 1
+    for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
+        n *= x.sizes[d]
+    mean_k = _mean_of(L, x, dims, True, dt)
+    centred = broadcast_loader(mean_k, x.sizes)
+
+    def body(idx: Sequence[Any]) -> VExpr:
+        d = op("sub", dt, cast(x.loader(idx), dt), centred(idx))
+        return op("mul", dt, d, d)
+
+    sq = L.reduce(x, dims, keepdim, "sum", dt, body)
+    denom = max(n - correction, 0)
+    src = sq.loader
+    var = TensorValue(sq.sizes, dt, lambda idx: op("truediv", dt, src(idx), c(float(denom), dt)))
+    mean = mean_k if keepdim else mean_k.squeeze(sorted({d % x.ndim for d in dims}))
+    return var, mean
+
+
+@register(aten.var.correction, prims.var.default)
+def _var_lowering(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None,
+    correction: object = None, keepdim: bool = False, **kw: object,
+) -> object:
+    if node.target is aten.var.correction:
+        correction = kw.get("correction", correction)
+        keepdim = bool(kw.get("keepdim", keepdim))
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented
+    return _var(L, x, _dims(x, dims), 1.0 if correction is None else float(correction), keepdim, dt)[0]  # type: ignore[arg-type]
+
+
+@register(aten.var_mean.correction)
+def _var_mean(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None,
+    *, correction: object = None, keepdim: bool = False,
+) -> object:
+    dt = out_dtype(node)
+    if not dt.is_floating_point:
+        return NotImplemented
+    return _var(L, x, _dims(x, dims), 1.0 if correction is None else float(correction), keepdim, dt)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- indexing
+
+
+def _index_value(index: TensorValue, idx: Sequence[IExpr]) -> IExpr:
+    return IValue(cast(index.loader(idx), torch.int64))
+
+
+@register(aten.embedding.default)
+def _embedding(L: GraphLowering, node: torch.fx.Node, weight: TensorValue, indices: TensorValue, *a: object) -> object:
+    sizes = out_sizes(node)
+    k = indices.ndim
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        return weight.loader([_index_value(indices, idx[:k]), idx[k]])
+
+    return TensorValue(sizes, weight.dtype, load)
+
+
+@register(aten.index_select.default)
+def _index_select(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int, index: TensorValue
+) -> object:
+    dim %= max(x.ndim, 1)
+    if x.ndim == 0:
+        return NotImplemented
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        new = list(idx)
+        new[dim] = _index_value(index, [idx[dim]] if index.ndim else [])
+        return x.loader(new)
+
+    return TensorValue(out_sizes(node), x.dtype, load)
+
+
+@register(aten.gather.default)
+def _gather(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int, index: TensorValue, **kw: object
+) -> object:
+    if x.ndim == 0 or kw.get("sparse_grad"):
+        return NotImplemented
+    dim %= x.ndim
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        new = list(idx)
+        new[dim] = _index_value(index, idx)
+        return x.loader(new)
+
+    return TensorValue(out_sizes(node), x.dtype, load)
+
+
+@register(aten.cat.default)
+def _cat(L: GraphLowering, node: torch.fx.Node, xs: Sequence[TensorValue], dim: int = 0) -> object:
+    sizes = out_sizes(node)
+    dt = out_dtype(node)
+    dim %= len(sizes)
+    spec = L.new_buffer(sizes, dt)
+    offset = 0
+    for x in xs:
+        if x.ndim == 1 and x.sizes[0] == 0 and len(sizes) != 1:
+            continue  # legacy empty tensors are skipped by cat
+        body = cast(x.loader(index_vars(x.ndim)), dt)
+        L.nodes.append(
+            PointwiseNode(spec.name, x.sizes, body, spec.strides, offset * spec.strides[dim], False)
+        )
+        offset += x.sizes[dim]
+    return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, dt))

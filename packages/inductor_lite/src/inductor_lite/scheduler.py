@@ -1,0 +1,234 @@
+"""Fusion: groups loop-IR nodes into kernels.
+
+Every kernel has one outer loop (``o`` over ``outer_numel`` rows); each node ("step")
+inside it runs its own inner loop over the rest of its dimensions, or none. Pointwise
+chains are already single nodes (consumers inline cheap producers at lowering), so the
+decisions left here are vertical: may this node run in the same row loop as the nodes
+before it? It may when it has the same number of rows and every value it reads from a
+buffer produced in the kernel lies in the row the producer has just written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .ir import (
+    FallbackNode,
+    IAdd,
+    IDiv,
+    IExpr,
+    IMod,
+    IMul,
+    IValue,
+    LoweredGraph,
+    PointwiseNode,
+    ReductionNode,
+    VCast,
+    VExpr,
+    VLoad,
+    VOp,
+    affine,
+)
+
+__all__ = ["Kernel", "ScheduleItem", "Step", "iter_loads", "schedule"]
+
+log = logging.getLogger("strata.inductor_lite")
+
+
+def _prod(xs: Sequence[int]) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node inside a kernel: its dims ``[:split]`` follow the outer loop."""
+
+    node: PointwiseNode | ReductionNode
+    split: int
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        n = self.node
+        return n.sizes if isinstance(n, PointwiseNode) else n.out_sizes + n.red_sizes
+
+    @property
+    def var_names(self) -> list[str]:
+        n = self.node
+        if isinstance(n, PointwiseNode):
+            return [f"i{k}" for k in range(len(n.sizes))]
+        return [f"i{k}" for k in range(len(n.out_sizes))] + [
+            f"r{k}" for k in range(len(n.red_sizes))
+        ]
+
+    @property
+    def outer_sizes(self) -> tuple[int, ...]:
+        return self.sizes[: self.split]
+
+    @property
+    def inner_sizes(self) -> tuple[int, ...]:
+        return self.sizes[self.split :]
+
+    @property
+    def inner_numel(self) -> int:
+        return _prod(self.inner_sizes)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    outer_numel: int
+    steps: tuple[Step, ...]
+
+    @property
+    def work(self) -> int:
+        return self.outer_numel * max((s.inner_numel for s in self.steps), default=1)
+
+
+ScheduleItem = Kernel | FallbackNode
+
+
+def iter_loads(v: VExpr) -> Iterator[VLoad]:
+    """Every load in ``v``, including loads inside data-dependent indices."""
+    stack: list[VExpr] = [v]
+    seen: set[int] = set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, VLoad):
+            yield e
+            stack.extend(_index_values(e.index))
+        elif isinstance(e, VOp):
+            stack.extend(e.args)
+        elif isinstance(e, VCast):
+            stack.append(e.x)
+
+
+def _index_values(x: IExpr) -> list[VExpr]:
+    if isinstance(x, IValue):
+        return [x.v]
+    if isinstance(x, IAdd):
+        return [v for t in x.terms for v in _index_values(t)]
+    if isinstance(x, IMul | IDiv | IMod):
+        return _index_values(x.a)
+    return []
+
+
+def _default_step(node: PointwiseNode | ReductionNode) -> Step:
+    if isinstance(node, ReductionNode):
+        return Step(node, len(node.out_sizes))
+    return Step(node, max(len(node.sizes) - 1, 0))
+
+
+def _step_for_rows(node: PointwiseNode | ReductionNode, rows: int) -> Step | None:
+    if isinstance(node, ReductionNode):
+        step = Step(node, len(node.out_sizes))
+        return step if _prod(node.out_sizes) == rows else None
+    sizes = node.sizes
+    # prefer the split with the smallest inner loop that still matches the row count
+    for k in range(len(sizes), -1, -1):
+        if _prod(sizes[:k]) == rows:
+            return Step(node, k)
+    return None
+
+
+def _reads_within_row(reader: Step, producer: Step, load: VLoad) -> bool:
+    """True when ``load`` (in ``reader``) only touches the producer's current row."""
+    pnode = producer.node
+    if isinstance(pnode, PointwiseNode) and not pnode.full_store:
+        return False
+    row = producer.inner_numel if isinstance(pnode, PointwiseNode) else 1
+    form = affine(load.index)
+    if form is None:
+        return False
+    coefs, const = form
+    names = reader.var_names
+    sizes = reader.sizes
+    outer_stride = 1
+    for k in range(reader.split - 1, -1, -1):
+        if sizes[k] != 1 and coefs.get(names[k], 0) != outer_stride * row:
+            return False
+        outer_stride *= sizes[k]
+    lo = hi = const
+    for k in range(reader.split, len(sizes)):
+        span = coefs.get(names[k], 0) * (sizes[k] - 1)
+        lo += min(0, span)
+        hi += max(0, span)
+    return 0 <= lo and hi < row
+
+
+@dataclass
+class _OpenKernel:
+    rows: int
+    steps: list[Step]
+    produced: dict[str, Step]
+
+
+def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
+    step = _step_for_rows(node, group.rows)
+    if step is None:
+        return None
+    for load in iter_loads(node.body):
+        producer = group.produced.get(load.buf)
+        if producer is not None and not _reads_within_row(step, producer, load):
+            return None
+    return step
+
+
+def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
+    """Group the graph's nodes into kernels and fallback calls.
+
+    A node joins the earliest kernel that comes after everything it reads and whose row
+    loop it fits; otherwise it starts a new kernel at the end. Moving a node earlier is
+    safe because its readers all come later in program order.
+    """
+    items: list[_OpenKernel | FallbackNode] = []
+    writer: dict[str, int] = {}  # buffer -> index of the item producing it
+    for node in graph.nodes:
+        if isinstance(node, FallbackNode):
+            items.append(node)
+            for spec in node.outputs:
+                if spec is not None:
+                    writer[spec.name] = len(items) - 1
+            continue
+        deps = [writer[ld.buf] for ld in iter_loads(node.body) if ld.buf in writer]
+        if node.buf in writer:
+            deps.append(writer[node.buf])  # a second writer of one buffer (cat) stays after the first
+        first = max(deps, default=0)
+        placed = -1
+        for k in range(first, len(items)):
+            item = items[k]
+            if isinstance(item, _OpenKernel):
+                step = _try_join(item, node)
+                if step is not None:
+                    item.steps.append(step)
+                    placed = k
+                    break
+        if placed < 0:
+            step = _default_step(node)
+            items.append(_OpenKernel(_prod(step.outer_sizes), [step], {}))
+            placed = len(items) - 1
+        group = items[placed]
+        assert isinstance(group, _OpenKernel)
+        if node.buf in group.produced or node.buf in writer:
+            # several writers to one buffer: readers in this kernel cannot rely on rows
+            group.produced[node.buf] = Step(PointwiseNode(node.buf, (), node.body, (), 0, False), 0)
+        else:
+            group.produced[node.buf] = step
+        writer[node.buf] = placed
+    out: list[ScheduleItem] = []
+    count = 0
+    for item in items:
+        if isinstance(item, _OpenKernel):
+            out.append(Kernel(f"kernel{count}", item.rows, tuple(item.steps)))
+            count += 1
+        else:
+            out.append(item)
+    log.debug("scheduled %d kernels", count)
+    return out

@@ -1,0 +1,305 @@
+"""Tensor values during lowering: an index -> value function, possibly backed by a buffer.
+
+A ``TensorValue`` is *lazy* when it is only a loader (pointwise work that has not been
+given memory yet; consumers inline it) and *realized* when it is a strided view of a
+buffer (``ref`` set). View operations on realized values change sizes/strides/offset;
+on lazy values they remap the index. Neither copies data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .ir import (
+    IConst,
+    IExpr,
+    IVar,
+    TensorRef,
+    VCast,
+    VExpr,
+    VLoad,
+    VOp,
+    iadd,
+    idiv,
+    imod,
+    imul,
+)
+
+__all__ = [
+    "Loader",
+    "TensorValue",
+    "broadcast_loader",
+    "cast",
+    "expr_cost",
+    "index_vars",
+    "realized",
+    "view_strides",
+]
+
+Loader = Callable[[Sequence[IExpr]], VExpr]
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    sizes: tuple[int, ...]
+    dtype: torch.dtype
+    loader: Loader
+    ref: TensorRef | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.sizes:
+            n *= s
+        return n
+
+    # ------------------------------------------------------------ views
+
+    def permute(self, dims: Sequence[int]) -> TensorValue:
+        dims = [d % max(self.ndim, 1) for d in dims]
+        sizes = tuple(self.sizes[d] for d in dims)
+        if self.ref is not None:
+            r = self.ref
+            return realized(
+                TensorRef(r.buf, sizes, tuple(r.strides[d] for d in dims), r.offset, r.dtype)
+            )
+        inv = [0] * len(dims)
+        for new, old in enumerate(dims):
+            inv[old] = new
+        src = self.loader
+        return TensorValue(sizes, self.dtype, lambda idx: src([idx[inv[k]] for k in range(len(inv))]))
+
+    def expand(self, sizes: Sequence[int]) -> TensorValue:
+        sizes = tuple(int(s) for s in sizes)
+        lead = len(sizes) - self.ndim
+        sizes = tuple(
+            self.sizes[k - lead] if s == -1 else s for k, s in enumerate(sizes)
+        )
+        if self.ref is not None:
+            r = self.ref
+            strides = [0] * lead + [
+                0 if (self.sizes[k] == 1 and sizes[k + lead] != 1) else r.strides[k]
+                for k in range(self.ndim)
+            ]
+            return realized(TensorRef(r.buf, sizes, tuple(strides), r.offset, r.dtype))
+        return TensorValue(sizes, self.dtype, broadcast_loader(self, sizes))
+
+    def slice(self, dim: int, start: int, end: int, step: int) -> TensorValue:
+        dim %= self.ndim
+        n = self.sizes[dim]
+        start = max(0, min(n, start + n if start < 0 else start))
+        end = max(start, min(n, end + n if end < 0 else end))
+        length = (end - start + step - 1) // step
+        sizes = self.sizes[:dim] + (length,) + self.sizes[dim + 1 :]
+        if self.ref is not None:
+            r = self.ref
+            strides = list(r.strides)
+            strides[dim] = r.strides[dim] * step
+            return realized(
+                TensorRef(r.buf, sizes, tuple(strides), r.offset + start * r.strides[dim], r.dtype)
+            )
+        src = self.loader
+
+        def load(idx: Sequence[IExpr]) -> VExpr:
+            new = list(idx)
+            new[dim] = iadd(imul(idx[dim], step), IConst(start))
+            return src(new)
+
+        return TensorValue(sizes, self.dtype, load)
+
+    def select(self, dim: int, index: int) -> TensorValue:
+        dim %= self.ndim
+        if index < 0:
+            index += self.sizes[dim]
+        sizes = self.sizes[:dim] + self.sizes[dim + 1 :]
+        if self.ref is not None:
+            r = self.ref
+            strides = r.strides[:dim] + r.strides[dim + 1 :]
+            return realized(
+                TensorRef(r.buf, sizes, strides, r.offset + index * r.strides[dim], r.dtype)
+            )
+        src = self.loader
+        return TensorValue(
+            sizes, self.dtype, lambda idx: src([*idx[:dim], IConst(index), *idx[dim:]])
+        )
+
+    def unsqueeze(self, dim: int) -> TensorValue:
+        dim = dim % (self.ndim + 1)
+        sizes = self.sizes[:dim] + (1,) + self.sizes[dim:]
+        if self.ref is not None:
+            r = self.ref
+            strides = r.strides[:dim] + (1,) + r.strides[dim:]
+            return realized(TensorRef(r.buf, sizes, strides, r.offset, r.dtype))
+        src = self.loader
+        return TensorValue(sizes, self.dtype, lambda idx: src([*idx[:dim], *idx[dim + 1 :]]))
+
+    def squeeze(self, dims: Sequence[int]) -> TensorValue:
+        drop = {d % max(self.ndim, 1) for d in dims if self.sizes[d % max(self.ndim, 1)] == 1}
+        keep = [k for k in range(self.ndim) if k not in drop]
+        sizes = tuple(self.sizes[k] for k in keep)
+        if self.ref is not None:
+            r = self.ref
+            return realized(
+                TensorRef(r.buf, sizes, tuple(r.strides[k] for k in keep), r.offset, r.dtype)
+            )
+        src = self.loader
+        ndim = self.ndim
+
+        def load(idx: Sequence[IExpr]) -> VExpr:
+            full: list[IExpr] = [IConst(0)] * ndim
+            for pos, k in enumerate(keep):
+                full[k] = idx[pos]
+            return src(full)
+
+        return TensorValue(sizes, self.dtype, load)
+
+    def reshape_lazy(self, sizes: Sequence[int]) -> TensorValue:
+        """Reshape as index math: new index -> flat position -> old index."""
+        sizes = tuple(sizes)
+        src = self.loader
+        old = self.sizes
+        new_strides = _contig(sizes)
+        old_strides = _contig(old)
+
+        def load(idx: Sequence[IExpr]) -> VExpr:
+            flat = iadd(*(imul(i, s) for i, s in zip(idx, new_strides, strict=True)))
+            out: list[IExpr] = []
+            for k, n in enumerate(old):
+                out.append(IConst(0) if n == 1 else imod(idx_div(flat, old_strides[k]), n))
+            return src(out)
+
+        return TensorValue(sizes, self.dtype, load)
+
+
+def idx_div(x: IExpr, c: int) -> IExpr:
+    return idiv(x, c)
+
+
+def _contig(sizes: Sequence[int]) -> tuple[int, ...]:
+    out: list[int] = []
+    acc = 1
+    for s in reversed(sizes):
+        out.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(out))
+
+
+def index_vars(n: int, prefix: str = "i") -> list[IExpr]:
+    """``[i0, i1, ...]``: the loop variables a node's body is written over."""
+    return [IVar(f"{prefix}{k}") for k in range(n)]
+
+
+def realized(ref: TensorRef) -> TensorValue:
+    """A value that reads ``ref``'s buffer through its strides."""
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        terms = [imul(i, s) for i, s in zip(idx, ref.strides, strict=True) if s != 0]
+        return VLoad(ref.buf, iadd(IConst(ref.offset), *terms), ref.dtype)
+
+    return TensorValue(ref.sizes, ref.dtype, load, ref)
+
+
+def broadcast_loader(x: TensorValue, out_sizes: Sequence[int]) -> Loader:
+    """Loader of ``x`` broadcast (right-aligned) to ``out_sizes``."""
+    lead = len(out_sizes) - x.ndim
+    if lead == 0 and tuple(out_sizes) == x.sizes:
+        return x.loader
+    src = x.loader
+    sizes = x.sizes
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        return src(
+            [IConst(0) if sizes[k] == 1 else idx[k + lead] for k in range(len(sizes))]
+        )
+
+    return load
+
+
+def cast(v: VExpr, dtype: torch.dtype) -> VExpr:
+    """``v`` converted to ``dtype`` (no-op when it already is)."""
+    current = v.dtype
+    if current == dtype:
+        return v
+    return VCast(v, dtype)
+
+
+def expr_cost(v: VExpr) -> int:
+    """Number of distinct operations in ``v`` (shared subtrees counted once)."""
+    seen: set[int] = set()
+    stack: list[VExpr] = [v]
+    count = 0
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, VOp):
+            count += 1
+            stack.extend(e.args)
+        elif isinstance(e, VCast):
+            stack.append(e.x)
+        elif isinstance(e, VLoad):
+            count += 1
+    return count
+
+
+def view_strides(
+    old_sizes: Sequence[int], old_strides: Sequence[int], new_sizes: Sequence[int]
+) -> tuple[int, ...] | None:
+    """Strides that let ``new_sizes`` view memory laid out as (old_sizes, old_strides).
+
+    None when the reshape needs a copy. Works chunk by chunk: runs of old dimensions
+    that are contiguous with each other can be split or merged freely.
+    """
+    old = [(s, st) for s, st in zip(old_sizes, old_strides, strict=True) if s != 1]
+    new_strides: list[int] = [0] * len(new_sizes)
+    numel = 1
+    for s in old_sizes:
+        numel *= s
+    if numel == 0:
+        return _contig(new_sizes)
+    oi = 0
+    ni = 0
+    n_new = len(new_sizes)
+    while ni < n_new:
+        if new_sizes[ni] == 1:
+            new_strides[ni] = 1
+            ni += 1
+            continue
+        if oi >= len(old):
+            return None
+        # take one chunk of old dims that is contiguous inside itself
+        chunk_size = old[oi][0]
+        chunk_inner_stride = old[oi][1]
+        oj = oi
+        while oj + 1 < len(old) and old[oj][1] == old[oj + 1][0] * old[oj + 1][1]:
+            oj += 1
+        # the chunk spans dims oi..oj; its innermost stride is old[oj][1]
+        chunk_size = 1
+        for k in range(oi, oj + 1):
+            chunk_size *= old[k][0]
+        chunk_inner_stride = old[oj][1]
+        # new dims must multiply exactly to chunk_size; old dims may be consumed partially
+        # only at chunk boundaries, so match against the whole chunk
+        acc = 1
+        start = ni
+        while ni < n_new and acc < chunk_size:
+            acc *= new_sizes[ni]
+            ni += 1
+        if acc != chunk_size:
+            return None
+        stride = chunk_inner_stride
+        for k in range(ni - 1, start - 1, -1):
+            new_strides[k] = stride
+            stride *= new_sizes[k]
+        oi = oj + 1
+    if oi != len(old):
+        return None
+    return tuple(new_strides)

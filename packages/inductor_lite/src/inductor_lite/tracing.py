@@ -1,0 +1,67 @@
+"""Reaching aten: a torch-level graph traced to a functional aten graph for inference."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from torch._decomp import core_aten_decompositions, get_decompositions
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from .errors import UnsupportedGraph
+
+__all__ = ["decomposition_table", "trace_to_aten"]
+
+aten = torch.ops.aten
+
+
+def decomposition_table() -> dict[Any, Any]:
+    """Core aten decompositions plus the composite ops we prefer as their pieces."""
+    table: dict[Any, Any] = dict(core_aten_decompositions())
+    table.update(
+        get_decompositions(
+            [
+                aten._softmax,
+                aten._log_softmax,
+                aten.native_layer_norm,
+                aten.native_batch_norm,
+                aten._native_batch_norm_legit_no_training,
+                aten._native_batch_norm_legit_functional,
+                aten.silu,
+                aten.addcmul,
+                aten.hardswish,
+                aten.hardsigmoid,
+                aten.leaky_relu,
+                aten.mse_loss,
+            ]
+        )
+    )
+    return table
+
+
+def trace_to_aten(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[object]
+) -> tuple[torch.fx.GraphModule, pytree.TreeSpec]:
+    """Trace ``gm`` to aten under no_grad with fake tensors; returns the graph (flat outputs)
+    and the tree structure of ``gm``'s outputs."""
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
+            raise UnsupportedGraph("symbolic scalar inputs are not supported")
+    spec: list[pytree.TreeSpec] = []
+
+    def flat_fn(*args: Any) -> list[Any]:
+        flat, s = pytree.tree_flatten(gm(*args))
+        spec.append(s)
+        return flat
+
+    with torch.no_grad():
+        traced = make_fx(
+            flat_fn,
+            decomposition_table=decomposition_table(),
+            tracing_mode="fake",
+            _allow_non_fake_inputs=True,
+        )(*example_inputs)
+    return traced, spec[-1]

@@ -1,0 +1,181 @@
+"""The generated Python wrapper: allocates buffers, calls kernels and aten, returns outputs."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from .cpp import KernelSource
+from .ir import BufferSpec, FallbackNode, LoweredGraph, TensorRef
+from .scheduler import Kernel, ScheduleItem, iter_loads
+
+__all__ = ["build_wrapper"]
+
+
+def _as_view(t: torch.Tensor, sizes: Sequence[int], strides: Sequence[int], offset: int) -> torch.Tensor:
+    return t.as_strided(sizes, strides, t.storage_offset() + offset)
+
+
+def _restride(t: torch.Tensor, sizes: Sequence[int], strides: Sequence[int]) -> torch.Tensor:
+    """``t`` laid out with the strides the kernels were generated for."""
+    if tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
+        return t
+    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def _ref_expr(ref: TensorRef, buffers: dict[str, BufferSpec]) -> str:
+    spec = buffers[ref.buf]
+    if ref.offset == 0 and ref.sizes == spec.sizes and ref.strides == spec.strides:
+        return ref.buf
+    return f"_as_view({ref.buf}, {ref.sizes!r}, {ref.strides!r}, {ref.offset})"
+
+
+def _arg_expr(a: object, buffers: dict[str, BufferSpec], consts: list[object]) -> str:
+    if isinstance(a, TensorRef):
+        return _ref_expr(a, buffers)
+    if isinstance(a, list | tuple):
+        inner = ", ".join(_arg_expr(x, buffers, consts) for x in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner},)"
+    if a is None or isinstance(a, bool | int | float | str):
+        return repr(a)
+    consts.append(a)
+    return f"_c{len(consts) - 1}"
+
+
+def _reads(item: ScheduleItem) -> set[str]:
+    if isinstance(item, Kernel):
+        return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)} | {
+            s.node.buf for s in item.steps
+        }
+    names: set[str] = set()
+
+    def walk(a: object) -> None:
+        if isinstance(a, TensorRef):
+            names.add(a.buf)
+        elif isinstance(a, list | tuple):
+            for x in a:
+                walk(x)
+
+    walk(item.args)
+    walk([v for _, v in item.kwargs])
+    return names
+
+
+def build_wrapper(
+    graph: LoweredGraph,
+    items: Sequence[ScheduleItem],
+    sources: Sequence[KernelSource],
+    lib: ctypes.CDLL | None,
+) -> tuple[Callable[[Sequence[Any]], tuple[object, ...]], str]:
+    """The callable running the schedule, and its Python source (for logs and tests)."""
+    buffers = graph.buffers
+    ns: dict[str, object] = {
+        "torch": torch,
+        "_as_view": _as_view,
+        "_restride": _restride,
+        "_empty": torch.empty_strided,
+    }
+    ns.update(graph.constants)
+    consts: list[object] = []
+    by_name = {s.name: s for s in sources}
+    external = {s.name for s in graph.inputs} | set(graph.constants)
+    output_bufs = {o.ref.buf for o in graph.outputs if o.ref is not None}
+    last_use: dict[str, int] = {}
+    for k, item in enumerate(items):
+        for name in _reads(item):
+            last_use[name] = k
+    pool: dict[tuple[object, ...], list[str]] = {}
+    allocated: set[str] = set()
+    # only buffers this wrapper allocated may be reused, and never one an aten result aliases
+    owned: set[str] = set()
+    pinned: set[str] = set()
+    for item in items:
+        if isinstance(item, FallbackNode) and any(
+            r.alias_info is not None for r in item.target._schema.returns
+        ):
+            pinned |= _reads(item)
+    lines = ["def call(args):"]
+    names = ", ".join(s.name for s in graph.inputs)
+    if graph.inputs:
+        lines.append(f"    {names}{',' if len(graph.inputs) == 1 else ''} = args")
+
+    def allocate(spec: BufferSpec) -> None:
+        if spec.name in allocated or spec.name in external:
+            return
+        allocated.add(spec.name)
+        owned.add(spec.name)
+        key = (spec.sizes, spec.strides, spec.dtype)
+        free = pool.get(key)
+        if free:
+            lines.append(f"    {spec.name} = {free.pop()}  # reuse")
+        else:
+            lines.append(
+                f"    {spec.name} = _empty({spec.sizes!r}, {spec.strides!r}, dtype=torch.{str(spec.dtype).split('.')[-1]})"
+            )
+
+    for k, item in enumerate(items):
+        if isinstance(item, Kernel):
+            src = by_name[item.name]
+            for name in src.params:
+                allocate(buffers[name])
+            assert lib is not None
+            fn = getattr(lib, item.name)
+            fn.restype = None
+            fn.argtypes = [ctypes.c_void_p] * len(src.params)
+            ns[f"_{item.name}"] = fn
+            ptrs = ", ".join(f"{n}.data_ptr()" for n in src.params)
+            lines.append(f"    _{item.name}({ptrs})")
+        else:
+            lines.extend(_fallback_lines(k, item, buffers, consts, ns))
+            allocated.update(s.name for s in item.outputs if s is not None)
+        for name in _reads(item):
+            reusable = name in owned and name not in pinned and name not in output_bufs
+            if last_use.get(name) == k and reusable:
+                spec = buffers[name]
+                pool.setdefault((spec.sizes, spec.strides, spec.dtype), []).append(name)
+    outs = []
+    for o in graph.outputs:
+        if o.ref is None:
+            consts.append(o.constant)
+            outs.append(f"_c{len(consts) - 1}")
+        else:
+            outs.append(_ref_expr(o.ref, buffers))
+    lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+    for i, c in enumerate(consts):
+        ns[f"_c{i}"] = c
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, "<inductor_lite wrapper>", "exec"), ns)
+    fn = ns["call"]
+    assert callable(fn)
+    return fn, source
+
+
+def _fallback_lines(
+    k: int,
+    node: FallbackNode,
+    buffers: dict[str, BufferSpec],
+    consts: list[object],
+    ns: dict[str, object],
+) -> list[str]:
+    ns[f"_fb{k}"] = node.target
+    args = ", ".join(_arg_expr(a, buffers, consts) for a in node.args)
+    kwargs = ", ".join(f"{n}={_arg_expr(v, buffers, consts)}" for n, v in node.kwargs)
+    call = f"_fb{k}({args}{', ' if args and kwargs else ''}{kwargs})"
+    lines: list[str] = []
+    if node.multi_output:
+        lines.append(f"    _r{k} = {call}")
+        for j, spec in enumerate(node.outputs):
+            if spec is not None:
+                lines.append(
+                    f"    {spec.name} = _restride(_r{k}[{j}], {spec.sizes!r}, {spec.strides!r})"
+                )
+    else:
+        spec = node.outputs[0]
+        assert spec is not None
+        lines.append(f"    {spec.name} = _restride({call}, {spec.sizes!r}, {spec.strides!r})")
+    return lines
