@@ -80,7 +80,9 @@ class Guard:
         """Combine with a guard of the same key; contradictory guards raise GuardError."""
         if self == other:
             return self
-        raise GuardError(f"contradictory guards on the same value:\n  {self.text()}\n  {other.text()}")
+        raise GuardError(
+            f"contradictory guards on the same value:\n  {self.text()}\n  {other.text()}"
+        )
 
     def text(self) -> str:
         """One line in the TorchDynamo README style, ``KIND: source details``."""
@@ -90,7 +92,9 @@ class Guard:
         """Statements checking the value held in local ``var``; each failing path returns False."""
         raise NotImplementedError
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         """None if the guard holds for ``value``, else what differs, in words."""
         raise NotImplementedError
 
@@ -112,7 +116,9 @@ class TypeMatch(Guard):
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         return [f"if type({var}) is not {ctx.bind(self.expected, 'type')}: return False"]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         if type(value) is self.expected:
             return None
         return (
@@ -164,7 +170,9 @@ class IdMatch(Guard):
             return [f"if {var} is not {ref}() or {var} is None: return False"]
         return [f"if {var} is not {ctx.bind(self.ref, 'obj')}: return False"]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         target = self.target()
         if value is target and value is not None:
             return None
@@ -210,8 +218,8 @@ def constant_equal(actual: object, expected: object) -> bool:
         return False
     if type(expected) is float:
         assert isinstance(actual, float)
-        if expected != expected:
-            return actual != actual
+        if math.isnan(expected):
+            return math.isnan(actual)
         return actual == expected and math.copysign(1.0, actual) == math.copysign(1.0, expected)
     if type(expected) is tuple:
         assert isinstance(actual, tuple)
@@ -236,7 +244,7 @@ def _constant_conditions(expr: str, value: object, ctx: CodeContext) -> list[str
             conds.extend(_constant_conditions(f"{expr}[{i}]", item, ctx))
         return conds
     if type(value) is float:
-        if value != value:
+        if math.isnan(value):
             return [*conds, f"{expr} != {expr}"]
         conds.append(f"{expr} == {_const(value, ctx, 'const')}")
         if value == 0.0:
@@ -263,16 +271,24 @@ class ConstantMatch(Guard):
         return cls(source, value, _constant_key(value))
 
     def text(self) -> str:
-        return f"CONSTANT_MATCH: {self._name()} == {self.value!r} type={type_name(type(self.value))}"
+        return (
+            f"CONSTANT_MATCH: {self._name()} == {self.value!r} type={type_name(type(self.value))}"
+        )
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         conds = _constant_conditions(var, self.value, ctx)
         return [f"if not ({' and '.join(conds)}): return False"]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         if constant_equal(value, self.value):
             return None
-        got = repr(value) if type(value) is type(self.value) else f"{value!r} ({type_name(type(value))})"
+        got = (
+            repr(value)
+            if type(value) is type(self.value)
+            else f"{value!r} ({type_name(type(value))})"
+        )
         return f"{self._name()} == {self.value!r} expected, got {got}"
 
 
@@ -292,7 +308,9 @@ class Length(Guard):
         tp = ctx.bind(self.expected_type, "type")
         return [f"if type({var}) is not {tp} or len({var}) != {self.length}: return False"]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         if type(value) is not self.expected_type:
             return (
                 f"type({self._name()}) is {type_name(self.expected_type)} expected, "
@@ -314,14 +332,17 @@ class DictKeys(Guard):
     keys: tuple[object, ...]
 
     def text(self) -> str:
-        return f"DICT_KEYS: {self._name()} type={type_name(self.expected_type)} keys={list(self.keys)!r}"
+        tp = type_name(self.expected_type)
+        return f"DICT_KEYS: {self._name()} type={tp} keys={list(self.keys)!r}"
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         tp = ctx.bind(self.expected_type, "type")
         keys = _const(self.keys, ctx, "keys")
         return [f"if type({var}) is not {tp} or tuple({var}) != {keys}: return False"]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         if type(value) is not self.expected_type:
             return (
                 f"type({self._name()}) is {type_name(self.expected_type)} expected, "
@@ -329,7 +350,9 @@ class DictKeys(Guard):
             )
         assert isinstance(value, dict)
         if tuple(value) != self.keys:
-            return f"list({self._name()}.keys()) == {list(self.keys)!r} expected, got {list(value)!r}"
+            return (
+                f"list({self._name()}.keys()) == {list(self.keys)!r} expected, got {list(value)!r}"
+            )
         return None
 
 
@@ -413,11 +436,14 @@ class TensorMatch(Guard):
     def _label(self) -> str:
         return f"tensor '{self.source.describe()}'" if self.source is not None else "tensor"
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         s = self.spec
         label = self._label()
         if type(value) is not s.cls:
-            return f"{label} class mismatch: expected {type_name(s.cls)}, actual {type_name(type(value))}"
+            want_cls, got_cls = type_name(s.cls), type_name(type(value))
+            return f"{label} class mismatch: expected {want_cls}, actual {got_cls}"
         assert isinstance(value, torch.Tensor)
         problems: list[str] = []
         if value.dtype is not s.dtype:
@@ -445,13 +471,16 @@ class TensorMatch(Guard):
                     f"actual {size[i]}"
                 )
             elif n is not None and size[i] != n:
-                problems.append(f"{label} size mismatch at index {i}: expected {n}, actual {size[i]}")
+                problems.append(
+                    f"{label} size mismatch at index {i}: expected {n}, actual {size[i]}"
+                )
         for i, x in enumerate(s.strides):
             want = x if isinstance(x, int) else stride[x.dim] * size[x.dim]
             if stride[i] != want:
                 how = "" if isinstance(x, int) else f" (= {x})"
                 problems.append(
-                    f"{label} stride mismatch at index {i}: expected {want}{how}, actual {stride[i]}"
+                    f"{label} stride mismatch at index {i}: "
+                    f"expected {want}{how}, actual {stride[i]}"
                 )
         return "; ".join(problems) or None
 
@@ -491,7 +520,9 @@ class DispatchTls(Guard):
             f"if {exc}().raw_repr() != {self.exclude_raw}: return False",
         ]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         inc = torch._C._dispatch_tls_local_include_set()
         exc = torch._C._dispatch_tls_local_exclude_set()
         problems = []
@@ -536,12 +567,13 @@ class GlobalState(Guard):
             # Only when autocast was on at capture: otherwise "none enabled" above suffices
             # and the dtypes / cache flag cannot change what runs.
             state = ctx.bind(_autocast_now, "autocast_state")
-            out.append(
-                f"if {state}() != {ctx.bind((s.autocast, s.autocast_cache), 'autocast')}: return False"
-            )
+            expected = ctx.bind((s.autocast, s.autocast_cache), "autocast")
+            out.append(f"if {state}() != {expected}: return False")
         return out
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         now = capture_global_state()
         relevant = {
             "grad_enabled",
@@ -599,7 +631,9 @@ class Shape(Guard):
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         return [f"if not ({self.predicate}): return False"]
 
-    def explain(self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]) -> str | None:
+    def explain(
+        self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> str | None:
         if eval(self.code, {"L": f_locals, "G": f_globals}):
             return None
         return f"shape guard failed: {self.description} ({self.predicate})"

@@ -86,7 +86,9 @@ class GuardSet:
         ndim = tensor.dim()
         bad = [d for d in dynamic_dims if not -ndim <= d < ndim]
         if bad:
-            raise GuardError(f"dynamic dims {bad} out of range for a {ndim}-d tensor at {source.name()}")
+            raise GuardError(
+                f"dynamic dims {bad} out of range for a {ndim}-d tensor at {source.name()}"
+            )
         self.add(TensorMatch(source, tensor_spec(tensor, dynamic_dims)))
         if ("DISPATCH_TLS", None) not in self._guards:
             self.add(DispatchTls.capture())

@@ -25,7 +25,7 @@ from guards.source import Source
 
 __all__ = ["shape_guards", "render_sympy"]
 
-_REL_OPS: dict[type, str] = {
+_REL_OPS: dict[Any, str] = {
     sympy.Eq: "==",
     sympy.Ne: "!=",
     sympy.Lt: "<",
@@ -49,7 +49,8 @@ def render_sympy(expr: Any, name_of: Callable[[Any], str]) -> str:
             return str(int(e))
         for rel, op in _REL_OPS.items():
             if isinstance(e, rel):
-                return f"({r(e.lhs)} {op} {r(e.rhs)})"
+                lhs, rhs = e.args
+                return f"({r(lhs)} {op} {r(rhs)})"
         if isinstance(e, sympy.And):
             return "(" + " and ".join(r(a) for a in e.args) + ")"
         if isinstance(e, sympy.Or):
@@ -112,9 +113,10 @@ def shape_guards(shape_env: Any, symbol_sources: Mapping[Any, Source]) -> list[t
         vr = shape_env.var_to_range.get(sym)
         if vr is None:
             continue
-        if vr.lower.is_finite:
+        # torch's int_oo claims is_finite, so test for a plain Integer instead.
+        if isinstance(vr.lower, sympy.Integer):
             emit(f"{source.name()} >= {int(vr.lower)}", f"{sym} range lower bound")
-        if vr.upper.is_finite:
+        if isinstance(vr.upper, sympy.Integer):
             emit(f"{source.name()} <= {int(vr.upper)}", f"{sym} range upper bound")
     for sym, value in shape_env.replacements.items():
         if sym in symbol_sources and isinstance(value, sympy.Integer):

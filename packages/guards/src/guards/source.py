@@ -13,6 +13,7 @@ Sources are frozen attrs records, hashable, so a tracer can key dictionaries on 
 from __future__ import annotations
 
 import keyword
+import math
 from collections.abc import Callable, Hashable
 from enum import Enum
 from typing import TypeAlias
@@ -47,7 +48,7 @@ def is_literal(value: object) -> bool:
         return True
     if type(value) is float:
         # nan never equals itself and inf has no literal.
-        return value == value and value not in (float("inf"), float("-inf"))
+        return math.isfinite(value)
     if type(value) is tuple:
         return all(is_literal(v) for v in value)
     return False
@@ -158,7 +159,9 @@ class AttrSource(Source):
 
 def _check_index(instance: object, attribute: object, value: object) -> None:
     if not isinstance(value, Hashable):
-        raise UnsupportedGuardValue(f"ItemSource index must be hashable, got {type(value).__name__}")
+        raise UnsupportedGuardValue(
+            f"ItemSource index must be hashable, got {type(value).__name__}"
+        )
     try:
         hash(value)
     except TypeError as exc:

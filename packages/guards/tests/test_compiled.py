@@ -1,0 +1,228 @@
+"""compile_guards: one generated function, never raising, ordered, with text and words."""
+
+from __future__ import annotations
+
+import ast
+import types
+
+import pytest
+import torch
+
+from guards import (
+    AttrSource,
+    CompiledGuards,
+    GlobalSource,
+    GuardError,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    compile_guards,
+)
+
+
+def module_guards(gs: GuardSet, self_: object, x: torch.Tensor) -> None:
+    gs.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
+    gs.TENSOR_MATCH(AttrSource(AttrSource(LocalSource("self"), "lin"), "weight"), x)
+    gs.TENSOR_MATCH(LocalSource("x"), x)
+    gs.ID_MATCH(LocalSource("self"), self_)
+    gs.GLOBAL_STATE()
+    gs.SHAPE("L['x'].size(0) == L['self'].lin.weight.size(0)", "x and weight agree")
+
+
+@pytest.fixture
+def model() -> tuple[types.SimpleNamespace, torch.Tensor]:
+    x = torch.randn(3)
+    self_ = types.SimpleNamespace(training=True, lin=types.SimpleNamespace(weight=x))
+    return self_, x
+
+
+def test_generated_code_is_one_flat_function(model) -> None:
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    cg = compile_guards(gs, {})
+    tree = ast.parse(cg.source_code)
+    assert len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef)
+    fn = tree.body[0]
+    nested = [
+        n for n in ast.walk(fn) if n is not fn and isinstance(n, ast.FunctionDef | ast.Lambda)
+    ]
+    assert nested == []
+    assert [a.arg for a in fn.args.args] == ["___self", "L"]
+    assert all(d is not None for d in fn.args.kw_defaults)  # constants bound as defaults
+    # constants are not looked up through globals or attributes at call time
+    assert "torch." not in cg.source_code
+    assert cg({"self": self_, "x": x})
+
+
+def test_each_source_is_read_once(model) -> None:
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    code = compile_guards(gs, {}).source_code
+    reads = [line.strip() for line in code.splitlines() if line.strip().startswith("v")]
+    assert [r.split(" = ")[1] for r in reads] == [
+        "L['self']",
+        "L['x']",
+        "v0.training",
+        "v0.lin",
+        "v3.weight",
+    ]
+
+
+def test_check_order_puts_bases_first_then_cheap_kinds(model) -> None:
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    kinds = [(g.kind, g.source.name() if g.source else None) for g in gs.guards]
+    assert kinds == [
+        ("ID_MATCH", "L['self']"),
+        ("TENSOR_MATCH", "L['x']"),
+        ("CONSTANT_MATCH", "L['self'].training"),
+        ("TENSOR_MATCH", "L['self'].lin.weight"),
+        ("DISPATCH_TLS", None),
+        ("GLOBAL_STATE", None),
+        ("SHAPE", None),
+    ]
+
+
+def test_exceptions_while_checking_mean_failed_not_raised(compile_set, verdict) -> None:
+    class Boom:
+        @property
+        def training(self) -> bool:
+            raise RuntimeError("property exploded")
+
+    cg = compile_set(
+        lambda gs: gs.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
+    )
+    ok, why = verdict(cg, {"self": Boom()})
+    assert not ok
+    assert why == [
+        "CONSTANT_MATCH L['self'].training: reading it raised RuntimeError: property exploded"
+    ]
+    ok, why = verdict(cg, {})
+    assert not ok and "KeyError" in why[0]
+    ok, why = verdict(cg, {"self": object()})
+    assert not ok and "AttributeError" in why[0]
+
+
+def test_item_guard_on_a_shorter_list_fails_instead_of_raising(compile_set, verdict) -> None:
+    def build(gs: GuardSet) -> None:
+        gs.LENGTH(LocalSource("xs"), [1, 2])
+        gs.CONSTANT_MATCH(ItemSource(LocalSource("xs"), 1), 2)
+
+    cg = compile_set(build)
+    assert verdict(cg, {"xs": [1, 2]})[0]
+    ok, why = verdict(cg, {"xs": [1]})
+    assert not ok
+    assert why[0] == "len(L['xs']) == 2 expected, got 1"
+    assert "IndexError" in why[1]
+
+
+def test_shape_predicate_is_checked_and_explained(compile_set, verdict) -> None:
+    cg = compile_set(lambda gs: gs.SHAPE("L['x'].size(0) > 2", "s0 > 2"))
+    assert verdict(cg, {"x": torch.randn(3)})[0]
+    assert verdict(cg, {"x": torch.randn(2)}) == (
+        False,
+        ["shape guard failed: s0 > 2 (L['x'].size(0) > 2)"],
+    )
+
+
+def test_bad_shape_predicate_is_rejected_when_added() -> None:
+    with pytest.raises(GuardError):
+        GuardSet().SHAPE("L['x'].size(0) >", "broken")
+
+
+def test_global_state_changes_fail_with_their_names(compile_set, verdict) -> None:
+    cg = compile_set(lambda gs: gs.GLOBAL_STATE())
+    assert verdict(cg, {}) == (True, [])
+    with torch.no_grad():
+        assert verdict(cg, {}) == (
+            False,
+            ["global state grad_enabled: expected True, actual False"],
+        )
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        ok, why = verdict(cg, {})
+    finally:
+        torch.set_default_dtype(old)
+    assert why == ["global state default_dtype: expected torch.float32, actual torch.float64"]
+    torch.use_deterministic_algorithms(True)
+    try:
+        ok, why = verdict(cg, {})
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert why == ["global state deterministic_algorithms: expected False, actual True"]
+    with torch.autocast("cpu"):
+        ok, why = verdict(cg, {})
+    assert why == ["global state any_autocast: expected False, actual True"]
+    assert verdict(cg, {}) == (True, [])
+
+
+def test_global_state_captured_under_autocast_checks_its_dtype(compile_set, verdict) -> None:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cg = compile_set(lambda gs: gs.GLOBAL_STATE())
+        assert verdict(cg, {})[0]
+    with torch.autocast("cpu", dtype=torch.float16):
+        ok, why = verdict(cg, {})
+    assert not ok and why[0].startswith("global state autocast[cpu]")
+
+
+def test_text_lists_one_guard_per_line_in_check_order(model) -> None:
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    cg = compile_guards(gs, {})
+    lines = cg.text.splitlines()
+    assert len(lines) == len(cg.guards) == 7
+    assert lines[0] == f"ID_MATCH: L['self'] id={id(self_)} type=types.SimpleNamespace"
+    assert lines[2] == "CONSTANT_MATCH: L['self'].training == True type=bool"
+    assert lines[5].startswith("GLOBAL_STATE: grad_enabled=True")
+    assert lines[6] == "SHAPE: L['x'].size(0) == L['self'].lin.weight.size(0)  # x and weight agree"
+
+
+def test_add_base_guards_pins_the_types_of_intermediate_objects(verdict) -> None:
+    x = torch.randn(2)
+    self_ = types.SimpleNamespace(lin=types.SimpleNamespace(weight=x))
+    other = types.SimpleNamespace(lin={"weight": x})
+    gs = GuardSet()
+    gs.TENSOR_MATCH(AttrSource(AttrSource(LocalSource("self"), "lin"), "weight"), x)
+    gs.add_base_guards({"self": self_}, {})
+    kinds = [(g.kind, g.source.name()) for g in gs.guards if g.source is not None]
+    assert kinds == [
+        ("TYPE_MATCH", "L['self']"),
+        ("TYPE_MATCH", "L['self'].lin"),
+        ("TENSOR_MATCH", "L['self'].lin.weight"),
+    ]
+    cg = compile_guards(gs, {})
+    assert verdict(cg, {"self": self_})[0]
+    ok, why = verdict(cg, {"self": other})
+    assert not ok and why[0].startswith("type(L['self'].lin) is types.SimpleNamespace expected")
+
+
+def test_compiled_guards_is_the_callable_entry_guard(model) -> None:
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    cg = compile_guards(gs, {})
+    assert isinstance(cg, CompiledGuards)
+    assert cg.check({"self": self_, "x": x}) is True
+    assert cg({"self": self_, "x": torch.randn(4)}) is False
+
+
+def test_globals_dict_is_used_live_not_copied(compile_set, verdict) -> None:
+    g: dict[str, object] = {}
+    cg = compile_set(lambda gs: gs.TYPE_MATCH(GlobalSource("late"), 1), g)
+    assert not verdict(cg, {})[0]
+    g["late"] = 5
+    assert verdict(cg, {})[0]
+
+
+def test_guard_set_update_merges_duplicates() -> None:
+    a, b = GuardSet(), GuardSet()
+    a.CONSTANT_MATCH(LocalSource("n"), 1)
+    b.CONSTANT_MATCH(LocalSource("n"), 1)
+    b.TYPE_MATCH(LocalSource("m"), 2)
+    a.update(b)
+    assert len(a) == 2
