@@ -99,6 +99,10 @@ def make_training_runtime(
         def forward(ctx: Any, *args: Any) -> Any:
             outs = _as_list(compiled_fw(*args))
             fw_outs, saved = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
+            # A saved input that the runtime is about to overwrite (input mutation) is saved as
+            # a copy: the backward needs the value it had during the forward.
+            mutated = {id(args[i]) for i in meta.mutated_inputs}
+            saved = [s.clone() if id(s) in mutated else s for s in saved]
             tensors = [s for s in saved if isinstance(s, torch.Tensor)]
             ctx.save_for_backward(*tensors)
             ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]

@@ -6,9 +6,9 @@ Two graphs can come out of here:
 * the joint graph: (primals, tangents) -> (traced outputs, grads of the inputs that require grad),
   where the backward part comes from calling torch.autograd.grad inside the trace.
 
-Both are functionalized with PyTorch's functionalization (the C++ Functionalize key, with views
-turned into their `*_copy` forms), so no op in them mutates or aliases anything. Mutated inputs
-become extra outputs carrying their new values; the runtime copies them back.
+Both are functionalized with PyTorch's functionalization (the C++ Functionalize key), and views
+are then turned into their `*_copy` forms, so no op in them mutates or aliases anything. Mutated
+inputs become extra outputs carrying their new values; the runtime copies them back.
 """
 
 from __future__ import annotations
@@ -64,14 +64,54 @@ def _from_functional(x: object) -> object:
     return torch._from_functional_tensor(x)
 
 
-def _flatten_calling_convention(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-    """Make `gm` take its placeholders positionally and return a flat tuple."""
+def _is_aliasing(target: Any) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None or schema.is_mutable:
+        return False
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+
+
+def _copy_variant(target: Any) -> Any:
+    packet = target.overloadpacket
+    name = packet.__name__
+    copy_packet = getattr(torch.ops.aten, "lift_fresh_copy" if name == "lift_fresh" else
+                          f"{name}_copy", None)
+    if copy_packet is None:
+        return None
+    return getattr(copy_packet, target._overloadname, None)
+
+
+def _views_to_copies(gm: torch.fx.GraphModule, fake_mode: Any) -> None:
+    """Replace every view op by its `*_copy` form, so no graph value aliases another.
+
+    Tracing keeps real view ops (functionalization with reapply_views=True) because tensor
+    strides then match eager's, which decides e.g. whether `.contiguous()` copies. In a graph with
+    no mutation, a view and a copy of it hold the same values, so swapping is safe.
+    """
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not _is_aliasing(node.target):
+            continue
+        target = _copy_variant(node.target)
+        if target is None:
+            log.warning("no copy variant for view op %s; left as a view", node.target)
+            continue
+        node.target = target
+        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
+                                             lambda n: n.meta.get("val"))
+        with fake_mode:
+            node.meta["val"] = target(*args, **kwargs)
+
+
+def _flatten_calling_convention(gm: torch.fx.GraphModule, fake_mode: Any) -> torch.fx.GraphModule:
+    """Make `gm` take its placeholders positionally and return a flat tuple; drop aliases."""
     gm.graph._codegen = torch.fx.graph.CodeGen()
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     values = out.args[0]
     out.args = (tuple(values) if isinstance(values, (list, tuple)) else (values,),)
+    _views_to_copies(gm, fake_mode)
     for node in list(gm.graph.nodes):
-        if node.op == "call_function" and node.target in _IDENTITY_OPS:
+        if (node.op == "call_function" and node.target in _IDENTITY_OPS
+                and out not in node.users):
             node.replace_all_uses_with(node.args[0])
             gm.graph.erase_node(node)
     gm.graph.eliminate_dead_code()
@@ -92,7 +132,7 @@ def _make_fx(
             raise AotTracingError(
                 f"aot could not trace the function to aten: {type(exc).__name__}: {exc}"
             ) from exc
-        return _flatten_calling_convention(gm)
+        return _flatten_calling_convention(gm, fake_mode)
 
     return trace
 
@@ -109,7 +149,7 @@ def trace_inference(
 
     def inference(*args: object) -> list[object]:
         fargs = [_to_functional(a) for a in args]
-        torch._enable_functionalization(reapply_views=False)
+        torch._enable_functionalization(reapply_views=True)
         try:
             with torch.no_grad():
                 outs = run(fargs)
@@ -153,7 +193,7 @@ def trace_joint(
         fprimals = [_to_functional(p) for p in primals]
         ftangents = [_to_functional(t) for t in tangents]
         assert all(isinstance(t, torch.Tensor) for t in ftangents)
-        torch._enable_functionalization(reapply_views=False)
+        torch._enable_functionalization(reapply_views=True)
         try:
             with torch.enable_grad():
                 leaves: list[torch.Tensor] = []

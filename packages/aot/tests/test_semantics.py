@@ -1,0 +1,255 @@
+"""Input mutation, output aliasing, non-differentiable and non-tensor outputs, inference, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+import aot
+
+PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut"]
+
+
+def _grads(out: torch.Tensor, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    return torch.autograd.grad(out, inputs)
+
+
+@pytest.mark.parametrize("partition", PARTITION_NAMES)
+def test_input_mutation_applied_once_and_gradients_match(helpers: Any, partition: str) -> None:
+    def fn(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+        acc.add_(x.detach() * 2)  # an accumulator buffer, updated in place
+        acc.mul_(0.5)
+        return (x * acc).sin().sum()
+
+    compiled = aot.aot_function(fn, aot.identity_compiler, **helpers.PARTITIONS[partition])
+    x = torch.randn(5, requires_grad=True)
+    acc_eager, acc_compiled = torch.ones(5), torch.ones(5)
+    for _ in range(2):
+        expected = fn(x, acc_eager)
+        actual = compiled(x, acc_compiled)
+        helpers.assert_close(actual, expected, "output")
+        helpers.assert_close(acc_compiled, acc_eager, "mutated input")
+        helpers.assert_close(_grads(actual, [x]), _grads(expected, [x]), "grad")
+    assert acc_compiled._version > 0
+
+
+def test_mutation_of_a_non_leaf_input_that_requires_grad(helpers: Any) -> None:
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        a.mul_(3)
+        return a.cos()
+
+    w = torch.randn(4, requires_grad=True)
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    a_eager, a_compiled = w * 1.0, w * 1.0
+    out_eager, out_compiled = fn(a_eager), compiled(a_compiled)
+    helpers.assert_close(out_compiled, out_eager, "output")
+    helpers.assert_close(a_compiled, a_eager, "mutated input")
+    loss_e = out_eager.sum() + a_eager.sum()
+    loss_c = out_compiled.sum() + a_compiled.sum()
+    helpers.assert_close(_grads(loss_c, [w]), _grads(loss_e, [w]), "grad through the mutation")
+
+
+def test_mutation_through_a_view_of_an_input(helpers: Any) -> None:
+    def fn(x: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        buf[1:3].add_(1.0)
+        return x * buf.sum()
+
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    x = torch.randn(3, requires_grad=True)
+    b_eager, b_compiled = torch.zeros(4), torch.zeros(4)
+    helpers.assert_close(compiled(x, b_compiled), fn(x, b_eager), "output")
+    helpers.assert_close(b_compiled, b_eager, "buffer")
+
+
+def test_mutating_a_leaf_that_requires_grad_raises_like_eager() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x.add_(1)
+        return x * 2
+
+    leaf = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        fn(leaf)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        aot.aot_function(fn, aot.identity_compiler)(leaf)
+
+
+@pytest.mark.parametrize("partition", PARTITION_NAMES)
+def test_outputs_that_view_inputs_and_each_other_are_real_views(
+    helpers: Any, partition: str
+) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> Any:
+        z = x * y
+        return x.t(), x[1], z, z.view(-1), z[:, 0].unsqueeze(0), y.view(6)
+
+    compiled = aot.aot_function(fn, aot.identity_compiler, **helpers.PARTITIONS[partition])
+    x = torch.randn(2, 3, requires_grad=True)
+    y = torch.randn(2, 3)
+    expected, actual = fn(x, y), compiled(x, y)
+    for e, a in zip(expected, actual):
+        helpers.assert_close(a, e, "output")
+        assert a.shape == e.shape and a.stride() == e.stride()
+        assert a.requires_grad == e.requires_grad
+    x_t, x_row, z, z_flat, z_col, y_flat = actual
+    assert x_t._base is x and x_row._base is x
+    assert z_flat._base is z and z_col._base is z
+    assert y_flat._base is y
+    # Rebuilt with the same view ops as eager, so autograd records the same view nodes.
+    view_nodes = [type(o.grad_fn).__name__ for o in actual if o._base is not None]
+    assert view_nodes == [
+        type(o.grad_fn).__name__ for o in expected if o._base is not None
+    ] == ["TBackward0", "SelectBackward0", "ViewBackward0", "UnsqueezeBackward0", "NoneType"]
+    # Views share storage: writing through one is seen by the others, as in eager.
+    with torch.no_grad():
+        z_flat[0] = 100.0
+    assert z[0, 0].item() == 100.0
+    loss_e = sum(o.sum() * (i + 1) for i, o in enumerate(fn(x, y)) if o.requires_grad)
+    loss_c = sum(o.sum() * (i + 1) for i, o in enumerate(compiled(x, y)) if o.requires_grad)
+    helpers.assert_close(_grads(loss_c, [x]), _grads(loss_e, [x]), "grad")
+
+
+def test_views_of_an_intermediate_that_is_not_returned(helpers: Any) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        base = x.exp()
+        return base[0], base[1]
+
+    x = torch.randn(2, 3, requires_grad=True)
+    a, b = aot.aot_function(fn, aot.identity_compiler)(x)
+    ea, eb = fn(x)
+    helpers.assert_close((a, b), (ea, eb), "outputs")
+    assert a._base is not None and a._base is b._base
+    helpers.assert_close(_grads(a.sum() + 2 * b.sum(), [x]), _grads(ea.sum() + 2 * eb.sum(), [x]),
+                         "grad")
+
+
+def test_returning_an_input_returns_the_same_object() -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, x + y
+
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3)
+    out = aot.aot_function(fn, aot.identity_compiler)(x, y)
+    assert out[0] is x
+
+
+@pytest.mark.parametrize("partition", PARTITION_NAMES)
+def test_non_differentiable_and_non_tensor_outputs(helpers: Any, partition: str) -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor) -> dict[str, Any]:
+        h = torch.relu(x @ w)
+        return {"loss": h.pow(2).mean(), "argmax": h.argmax(dim=1), "n": 3, "name": "mlp"}
+
+    compiled = aot.aot_function(fn, aot.identity_compiler, **helpers.PARTITIONS[partition])
+    x, w = torch.randn(6, 4), torch.randn(4, 5, requires_grad=True)
+    expected, actual = fn(x, w), compiled(x, w)
+    assert actual.keys() == expected.keys()
+    assert actual["n"] == 3 and actual["name"] == "mlp"
+    assert torch.equal(actual["argmax"], expected["argmax"])
+    assert actual["argmax"].dtype == torch.int64 and not actual["argmax"].requires_grad
+    helpers.assert_close(actual["loss"], expected["loss"], "loss")
+    helpers.assert_close(_grads(actual["loss"], [w]), _grads(expected["loss"], [w]), "grad")
+
+
+def test_inference_path_when_grad_is_off_or_not_required(helpers: Any) -> None:
+    model = helpers.MLP()
+    compiled = aot.aot_module(model, aot.identity_compiler)
+    x = torch.randn(3, 16)
+    with torch.no_grad():
+        out = compiled(x)
+    art = compiled.artifacts
+    assert art is not None and art.bw_gm is None and art.joint_gm is None
+    assert not out.requires_grad
+    helpers.assert_close(out, model(x), "no_grad output")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    compiled(x)
+    assert compiled.artifacts is not None and compiled.artifacts.bw_gm is None
+    helpers.assert_close(compiled(x), model(x), "no-requires-grad output")
+
+
+@pytest.mark.parametrize("partition", PARTITION_NAMES)
+def test_graphs_have_no_mutating_or_aliasing_ops(helpers: Any, partition: str) -> None:
+    def fn(x: torch.Tensor, buf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        buf.add_(1)
+        y = x.view(-1).t().unsqueeze(0).expand(2, -1)
+        y = y.transpose(0, 1).contiguous()
+        y[0].mul_(2)  # in-place on an intermediate view
+        return (y * buf.sum()).relu().sum(), x.view(-1)
+
+    options = helpers.PARTITIONS[partition]
+    compiled = aot.aot_function(fn, aot.identity_compiler, **options)
+    x = torch.randn(4, requires_grad=True)
+    compiled(x, torch.zeros(2))
+    art = compiled.artifacts
+    assert art is not None and art.bw_gm is not None and art.joint_gm is not None
+    for gm in (art.joint_gm, art.fw_gm, art.bw_gm):
+        assert helpers.mutating_or_aliasing_ops(gm) == []
+    model = aot.aot_module(helpers.ConvNet(), aot.identity_compiler, **options)
+    model(torch.randn(2, 3, 8, 8))
+    art = model.artifacts
+    assert art is not None and art.bw_gm is not None
+    for gm in (art.fw_gm, art.bw_gm):
+        assert helpers.mutating_or_aliasing_ops(gm) == []
+    with torch.no_grad():
+        model(torch.randn(2, 3, 8, 8))
+    assert model.artifacts is not None
+    assert helpers.mutating_or_aliasing_ops(model.artifacts.fw_gm) == []
+
+
+def test_the_scan_for_mutating_ops_flags_them(helpers: Any) -> None:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x.view(-1)
+        y.add_(1)
+        return y
+
+    gm = make_fx(fn)(torch.randn(2, 2))
+    assert sorted(helpers.mutating_or_aliasing_ops(gm)) == ["aten.add_.Tensor", "aten.view.default"]
+
+
+def test_double_backward_raises_a_clear_error() -> None:
+    compiled = aot.aot_function(lambda x: (x**3).sum(), aot.identity_compiler)
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(aot.DoubleBackwardError, match="double backward"):
+        torch.autograd.grad(compiled(x), x, create_graph=True)
+
+
+def test_new_shapes_and_requires_grad_compile_new_graphs(helpers: Any) -> None:
+    calls: list[int] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        calls.append(len(example_inputs))
+        return gm
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return (x * y).sum(0)
+
+    compiled = aot.aot_function(fn, counting)
+    a, b = torch.randn(3, 2, requires_grad=True), torch.randn(3, 2)
+    compiled(a, b)
+    compiled(a, b)
+    assert len(calls) == 2  # one forward and one backward compile, reused
+    c, d = torch.randn(5, 4), torch.randn(5, 4)
+    helpers.assert_close(compiled(c, d), fn(c, d), "new shape")
+    assert len(calls) == 3  # an inference graph for the new signature
+    a2 = torch.randn(3, 2)
+    b2 = torch.randn(3, 2, requires_grad=True)
+    out = compiled(a2, b2)
+    helpers.assert_close(_grads(out.sum(), [b2]), _grads(fn(a2, b2).sum(), [b2]), "grad of y")
+    assert len(calls) == 5
+
+
+def test_kwargs_and_nested_inputs(helpers: Any) -> None:
+    def fn(xs: list[torch.Tensor], *, scale: float, extra: dict[str, torch.Tensor]) -> Any:
+        return (xs[0] * scale + xs[1] * extra["w"]).sum(), [xs[0].shape[0]]
+
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    xs = [torch.randn(3, requires_grad=True), torch.randn(3)]
+    w = torch.randn(3, requires_grad=True)
+    expected = fn(xs, scale=2.0, extra={"w": w})
+    actual = compiled(xs, scale=2.0, extra={"w": w})
+    assert actual[1] == [3]
+    helpers.assert_close(actual[0], expected[0], "output")
+    helpers.assert_close(_grads(actual[0], [xs[0], w]), _grads(expected[0], [xs[0], w]), "grads")
+    helpers.assert_close(compiled(xs, scale=3.0, extra={"w": w})[0],
+                         fn(xs, scale=3.0, extra={"w": w})[0], "new constant")
