@@ -1,3 +1,79 @@
-"""A symbolic interpreter of CPython 3.11/3.12 bytecode that captures torch ops into FX graphs."""
+"""A symbolic interpreter of CPython 3.11/3.12 bytecode that captures torch ops into FX graphs.
 
-__all__: list[str] = []
+Importing this package does not import torch: the public names are loaded on first use
+(PEP 562), so ``import symbolic_vm.bytecode`` works in a torch-free interpreter.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from symbolic_vm.capture import capture, reset_counters
+    from symbolic_vm.errors import GraphBreakNeeded, SymbolicVMError, Unsupported
+    from symbolic_vm.records import (
+        CaptureConfig,
+        CapturedGraph,
+        CaptureResult,
+        FrameInput,
+        FrameLike,
+        GraphBreak,
+        frame_from_call,
+    )
+    from symbolic_vm.registries import (
+        allow_in_graph,
+        disable_marker,
+        graph_break,
+        nonstrict_trace,
+        reset_registries,
+    )
+
+_EXPORTS = {
+    "capture": "symbolic_vm.capture",
+    "reset_counters": "symbolic_vm.capture",
+    "CaptureConfig": "symbolic_vm.records",
+    "CaptureResult": "symbolic_vm.records",
+    "CapturedGraph": "symbolic_vm.records",
+    "GraphBreak": "symbolic_vm.records",
+    "FrameLike": "symbolic_vm.records",
+    "FrameInput": "symbolic_vm.records",
+    "frame_from_call": "symbolic_vm.records",
+    "Unsupported": "symbolic_vm.errors",
+    "GraphBreakNeeded": "symbolic_vm.errors",
+    "SymbolicVMError": "symbolic_vm.errors",
+    "graph_break": "symbolic_vm.registries",
+    "allow_in_graph": "symbolic_vm.registries",
+    "nonstrict_trace": "symbolic_vm.registries",
+    "disable_marker": "symbolic_vm.registries",
+    "reset_registries": "symbolic_vm.registries",
+}
+
+__all__ = [
+    "capture",
+    "CaptureConfig",
+    "CaptureResult",
+    "CapturedGraph",
+    "GraphBreak",
+    "FrameLike",
+    "FrameInput",
+    "frame_from_call",
+    "Unsupported",
+    "GraphBreakNeeded",
+    "SymbolicVMError",
+    "graph_break",
+    "allow_in_graph",
+    "nonstrict_trace",
+    "disable_marker",
+    "reset_registries",
+    "reset_counters",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'symbolic_vm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,386 @@
+"""Python builtins on tracked values: len, isinstance, range, zip, min/max/sum, getattr, ..."""
+
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import functools
+import math
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.values import (
+    BoundMethodVar,
+    ConstVar,
+    DictBox,
+    DictVar,
+    FunctionVar,
+    IterBox,
+    IteratorVar,
+    ListBox,
+    ListVar,
+    ModuleVar,
+    NestedFunctionVar,
+    NewObjectVar,
+    ObjectVar,
+    PartialVar,
+    SuperVar,
+    SymVar,
+    TensorVar,
+    TupleVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+BuiltinImpl = Callable[["Interpreter", list[Var], dict[str, Var]], Var]
+_IMPLS: dict[int, BuiltinImpl] = {}
+_KEEP: list[object] = []
+
+
+def implements(*fns: object) -> Callable[[BuiltinImpl], BuiltinImpl]:
+    """Register the VM's implementation of builtin ``fns``."""
+
+    def register(impl: BuiltinImpl) -> BuiltinImpl:
+        for fn in fns:
+            _IMPLS[id(fn)] = impl
+            _KEEP.append(fn)
+        return impl
+
+    return register
+
+
+# Pure functions on constants: folded by calling them on the Python values.
+_PURE: frozenset[int] = frozenset(
+    id(f)
+    for f in (
+        builtins.int, builtins.float, builtins.bool, builtins.str, builtins.round, builtins.divmod,
+        builtins.pow, builtins.repr, builtins.chr, builtins.ord, builtins.hash, builtins.format,
+        builtins.frozenset, builtins.set, builtins.slice, builtins.any, builtins.all,
+        *(getattr(math, n) for n in dir(math) if callable(getattr(math, n))),
+        *(getattr(operator, n) for n in dir(operator) if not n.startswith("_")
+          and callable(getattr(operator, n))),
+    )
+)
+
+_OPERATOR_BINARY = {v: k for k, v in ops.BINARY_OPS.items()}
+_OPERATOR_COMPARE = {v: k for k, v in ops.COMPARE_OPS.items()}
+
+
+def call_builtin(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
+    """The VM's answer to calling builtin ``fn``; None when it is not one of ours."""
+    value = fn.value
+    impl = _IMPLS.get(id(value))
+    if impl is not None:
+        return impl(vm, args, kwargs)
+    if value in _OPERATOR_BINARY and not kwargs and len(args) == 2:
+        return ops.binary(vm.out, _OPERATOR_BINARY[value], args[0], args[1])
+    if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
+        return ops.compare(vm.out, _OPERATOR_COMPARE[value], args[0], args[1])
+    if id(value) in _PURE:
+        if any(ops.is_graph_value(a) for a in args):
+            return ops.graph_call(vm.out, value, args, kwargs)
+        py_args = [ops.const_value(vm.out, a) for a in args]
+        py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
+        try:
+            return vm.out.wrap(value(*py_args, **py_kwargs), None)
+        except Exception as exc:
+            raise Unsupported(f"{type(exc).__name__} raised while folding a builtin: {exc}") from exc
+    return None
+
+
+@implements(builtins.len)
+def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    (obj,) = args
+    if isinstance(obj, (TupleVar, ListVar)):
+        return ConstVar(len(ops.items(vm.out, obj)))
+    if isinstance(obj, DictVar):
+        vm.out.depend(obj)
+        return ConstVar(len(obj.box.items))
+    if isinstance(obj, TensorVar):
+        return ops.size_of(vm.out, obj, 0)
+    if isinstance(obj, ModuleVar):
+        vm.out.depend(obj)
+        return ConstVar(len(obj.module))
+    return ConstVar(len(ops.const_value(vm.out, obj)))
+
+
+def _python_type(vm: Interpreter, var: Var) -> type:
+    """The Python type of a tracked value."""
+    if isinstance(var, TensorVar):
+        vm.out.depend(var)
+        return torch.nn.Parameter if isinstance(var.example, torch.nn.Parameter) else torch.Tensor
+    if isinstance(var, ConstVar):
+        vm.out.depend(var)
+        return type(var.value)
+    if isinstance(var, TupleVar):
+        return tuple
+    if isinstance(var, ListVar):
+        return list
+    if isinstance(var, DictVar):
+        return dict
+    if isinstance(var, ModuleVar):
+        vm.out.depend(var)
+        return type(var.module)
+    if isinstance(var, ObjectVar):
+        vm.out.depend(var)
+        return type(var.value)
+    if isinstance(var, NewObjectVar):
+        return var.box.cls
+    if isinstance(var, SymVar):
+        return type(var.example)
+    if isinstance(var, (FunctionVar, NestedFunctionVar)):
+        return type(_python_type)
+    if isinstance(var, PartialVar):
+        return functools.partial
+    raise Unsupported(f"type() of {ops.describe(var)}")
+
+
+@implements(builtins.type)
+def _type(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments (creating a class)")
+    return ObjectVar(_python_type(vm, args[0]))
+
+
+@implements(builtins.isinstance)
+def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    obj, classes = args
+    cls = ops.const_value(vm.out, classes)
+    if isinstance(obj, TensorVar):
+        vm.out.depend(obj)
+        return ConstVar(isinstance(obj.example, cls))
+    return ConstVar(issubclass(_python_type(vm, obj), cls))
+
+
+@implements(builtins.issubclass)
+def _issubclass(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ConstVar(issubclass(ops.const_value(vm.out, args[0]), ops.const_value(vm.out, args[1])))
+
+
+@implements(builtins.callable)
+def _callable(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    (obj,) = args
+    if isinstance(obj, (FunctionVar, NestedFunctionVar, BoundMethodVar, PartialVar, ModuleVar)):
+        return ConstVar(True)
+    if isinstance(obj, (TensorVar, TupleVar, ListVar, DictVar, ConstVar)):
+        return ConstVar(isinstance(obj, ConstVar) and callable(obj.value))
+    return ConstVar(callable(_python_type(vm, obj)))
+
+
+@implements(builtins.range)
+def _range(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ConstVar(range(*[_int_arg(vm, a) for a in args]))
+
+
+def _int_arg(vm: Interpreter, var: Var) -> int:
+    value = ops.const_value(vm.out, var)
+    if not isinstance(value, int):
+        raise Unsupported(f"expected an int, got {type(value).__name__}")
+    return value
+
+
+@implements(builtins.enumerate)
+def _enumerate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    start = _int_arg(vm, args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0)))
+    values = ops.iterate(vm.out, args[0])
+    return IteratorVar(IterBox([TupleVar((ConstVar(start + i), v)) for i, v in enumerate(values)]))
+
+
+@implements(builtins.zip)
+def _zip(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    strict = bool(ops.const_value(vm.out, kwargs["strict"])) if "strict" in kwargs else False
+    columns = [ops.iterate(vm.out, a) for a in args]
+    if strict and len({len(c) for c in columns}) > 1:
+        raise Unsupported("ValueError raised by zip(strict=True)")
+    return IteratorVar(IterBox([TupleVar(tuple(row)) for row in zip(*columns, strict=False)]))
+
+
+@implements(builtins.reversed)
+def _reversed(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return IteratorVar(IterBox(list(reversed(ops.iterate(vm.out, args[0])))))
+
+
+@implements(builtins.iter)
+def _iter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ops.make_iterator(vm.out, args[0])
+
+
+@implements(builtins.next)
+def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.methods import next_value
+
+    iterator = args[0]
+    if not isinstance(iterator, IteratorVar):
+        raise Unsupported(f"next() on {ops.describe(iterator)}")
+    if iterator.box.index >= len(iterator.box.items) and len(args) > 1:
+        return args[1]
+    return next_value(iterator)
+
+
+@implements(builtins.list)
+def _list(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ListVar(ListBox(ops.iterate(vm.out, args[0]) if args else []))
+
+
+@implements(builtins.tuple)
+def _tuple(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return TupleVar(tuple(ops.iterate(vm.out, args[0])) if args else ())
+
+
+@implements(builtins.dict)
+def _dict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    items: dict[Any, Var] = {}
+    if args:
+        source = args[0]
+        if isinstance(source, DictVar):
+            vm.out.depend(source)
+            items.update(source.box.items)
+        else:
+            for pair in ops.iterate(vm.out, source):
+                key, value = ops.items(vm.out, pair)
+                items[ops.const_value(vm.out, key)] = value
+    items.update(kwargs)
+    return DictVar(DictBox(items))
+
+
+@implements(builtins.sorted)
+def _sorted(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if "key" in kwargs:
+        raise Unsupported("sorted(key=...) inside a compiled function")
+    reverse = bool(ops.const_value(vm.out, kwargs["reverse"])) if "reverse" in kwargs else False
+    values = [ops.const_value(vm.out, v) for v in ops.iterate(vm.out, args[0])]
+    return ListVar(ListBox([ConstVar(v) for v in sorted(values, reverse=reverse)]))
+
+
+def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pick: Any) -> Var:
+    if kwargs:
+        raise Unsupported(f"{pick.__name__}() with keyword arguments")
+    values = ops.iterate(vm.out, args[0]) if len(args) == 1 else list(args)
+    if any(ops.is_graph_value(v) for v in values):
+        if len(values) == 2 and all(isinstance(v, TensorVar) for v in values):
+            target = torch.maximum if pick is max else torch.minimum
+            return ops.graph_call(vm.out, target, values, {})
+        raise Unsupported(f"{pick.__name__}() over tensors compares tensor data")
+    return ConstVar(pick(ops.const_value(vm.out, v) for v in values))
+
+
+@implements(builtins.max)
+def _max(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return _reduce_minmax(vm, args, kwargs, max)
+
+
+@implements(builtins.min)
+def _min(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return _reduce_minmax(vm, args, kwargs, min)
+
+
+@implements(builtins.sum)
+def _sum(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    total: Var = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+    for value in ops.iterate(vm.out, args[0]):
+        total = ops.binary(vm.out, "+", total, value)
+    return total
+
+
+@implements(builtins.abs)
+def _abs(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ops.unary(vm.out, operator.abs, args[0])
+
+
+@implements(builtins.getattr)
+def _getattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    name = ops.const_value(vm.out, args[1])
+    if len(args) > 2:
+        try:
+            return ops.getattr_var(vm, args[0], name)
+        except Unsupported:
+            if _has_attr(vm, args[0], name):
+                raise
+            return args[2]
+    return ops.getattr_var(vm, args[0], name)
+
+
+def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
+    if isinstance(obj, TensorVar):
+        vm.out.depend(obj)
+        return hasattr(obj.example, name)
+    if isinstance(obj, ModuleVar):
+        vm.out.depend(obj)
+        return hasattr(obj.module, name)
+    if isinstance(obj, ObjectVar):
+        vm.out.depend(obj)
+        if (id(obj.value), name) in vm.out.attr_overlay:
+            return True
+        return hasattr(obj.value, name)
+    if isinstance(obj, NewObjectVar):
+        return name in obj.box.attrs or hasattr(obj.box.cls, name)
+    if isinstance(obj, ConstVar):
+        return hasattr(obj.value, name)
+    raise Unsupported(f"hasattr() on {ops.describe(obj)}")
+
+
+@implements(builtins.hasattr)
+def _hasattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ConstVar(_has_attr(vm, args[0], ops.const_value(vm.out, args[1])))
+
+
+@implements(builtins.setattr, object.__setattr__)
+def _setattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    ops.setattr_var(vm, args[0], ops.const_value(vm.out, args[1]), args[2])
+    return ConstVar(None)
+
+
+@implements(builtins.super)
+def _super(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if args:
+        return SuperVar(ops.const_value(vm.out, args[0]), args[1])
+    code = vm.code
+    if "__class__" not in code.co_freevars or not code.co_varnames:
+        raise Unsupported("super() without arguments outside a method")
+    cls_var = vm.cell("__class__").value
+    if cls_var is None:
+        raise Unsupported("super(): __class__ cell is empty")
+    return SuperVar(ops.const_value(vm.out, cls_var), vm.load_local(code.co_varnames[0]))
+
+
+@implements(functools.partial)
+def _partial(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return PartialVar(args[0], tuple(args[1:]), dict(kwargs))
+
+
+@implements(builtins.print, builtins.input, builtins.open, builtins.id, builtins.breakpoint)
+def _side_effecting(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    raise Unsupported("call to a builtin with effects outside the program (print/open/id/...)")
+
+
+@implements(dataclasses.fields)
+def _fields(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    cls = _python_type(vm, args[0]) if not isinstance(args[0], ObjectVar) else args[0].value
+    return TupleVar(tuple(ObjectVar(f) for f in dataclasses.fields(cls)))
+
+
+@implements(builtins.map)
+def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.calls import call
+
+    columns = [ops.iterate(vm.out, a) for a in args[1:]]
+    return IteratorVar(IterBox([call(vm, args[0], list(row), {}) for row in zip(*columns, strict=False)]))
+
+
+@implements(builtins.filter)
+def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.calls import call
+
+    kept = []
+    for value in ops.iterate(vm.out, args[1]):
+        test = value if isinstance(args[0], ConstVar) else call(vm, args[0], [value], {})
+        if ops.truth(vm.out, test):
+            kept.append(value)
+    return IteratorVar(IterBox(kept))

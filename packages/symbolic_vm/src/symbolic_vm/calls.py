@@ -1,0 +1,236 @@
+"""Calling tracked values: inlining Python functions, torch ops into the graph, builtins."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import AttrSource, ItemSource
+from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
+from symbolic_vm.values import (
+    BoundMethodVar,
+    Cell,
+    ConstVar,
+    ContextExitVar,
+    DictBox,
+    DictVar,
+    FunctionVar,
+    GradModeVar,
+    MethodVar,
+    ModuleVar,
+    NestedFunctionVar,
+    NewObjectVar,
+    ObjectBox,
+    ObjectVar,
+    PartialVar,
+    TupleVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+_CO_VARARGS = inspect.CO_VARARGS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+_CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``fn(*args, **kwargs)`` on tracked values."""
+    from symbolic_vm import builtins_, methods, torch_calls
+    from symbolic_vm.modules import call_module
+
+    out = vm.out
+    if isinstance(fn, FunctionVar):
+        return _call_function(vm, fn, args, kwargs)
+    if isinstance(fn, NestedFunctionVar):
+        return inline(vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs)
+    if isinstance(fn, BoundMethodVar):
+        return call(vm, fn.func, [fn.self_var, *args], kwargs)
+    if isinstance(fn, PartialVar):
+        return call(vm, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})
+    if isinstance(fn, MethodVar):
+        return methods.call_method(vm, fn, args, kwargs)
+    if isinstance(fn, ModuleVar):
+        return call_module(vm, fn, args, kwargs)
+    if isinstance(fn, ContextExitVar):
+        torch_calls.set_grad_mode(out, fn.restore)
+        return ConstVar(None)
+    if isinstance(fn, ObjectVar):
+        value = fn.value
+        if value is graph_break:
+            raise Unsupported("graph_break() called inside the compiled function")
+        if value in DISABLED:
+            raise Unsupported(f"call to {_name(value)}, which is marked as disabled for compilation")
+        if value in ALLOW_IN_GRAPH or value in NONSTRICT_TRACE:
+            out.depend(fn)
+            return torch_calls.opaque_call(out, value, args, kwargs)
+        handled = builtins_.call_builtin(vm, fn, args, kwargs)
+        if handled is not None:
+            return handled
+        handled = torch_calls.call_torch(vm, fn, args, kwargs)
+        if handled is not None:
+            return handled
+        if isinstance(value, type):
+            return construct(vm, fn, args, kwargs)
+        raise Unsupported(f"call to {_name(value)} ({type(value).__name__}) is not supported")
+    if isinstance(fn, GradModeVar):
+        raise Unsupported("calling a grad-mode object (used as a decorator?)")
+    raise Unsupported(f"calling {type(fn).__name__.removesuffix('Var').lower()}")
+
+
+def _name(value: object) -> str:
+    return str(getattr(value, "__qualname__", getattr(value, "__name__", repr(value))))
+
+
+def _call_function(vm: Interpreter, fn: FunctionVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm import torch_calls
+
+    func = fn.fn
+    out = vm.out
+    if func is graph_break:
+        raise Unsupported("graph_break() called inside the compiled function")
+    if func in DISABLED:
+        raise Unsupported(f"call to {_name(func)}, which is marked as disabled for compilation")
+    out.depend(fn)
+    if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
+        return torch_calls.opaque_call(out, func, args, kwargs)
+    if torch_calls.is_torch_function(func):
+        handled = torch_calls.call_torch(vm, ObjectVar(func, source=fn.source), args, kwargs)
+        if handled is not None:
+            return handled
+    defaults = tuple(
+        out.wrap(d, _source_item(fn, "__defaults__", i)) for i, d in enumerate(func.__defaults__ or ())
+    )
+    kwdefaults = {
+        k: out.wrap(v, _source_item(fn, "__kwdefaults__", k))
+        for k, v in (func.__kwdefaults__ or {}).items()
+    }
+    closure = tuple(
+        Cell(_cell_contents(vm, cell, fn, i), external=True)
+        for i, cell in enumerate(func.__closure__ or ())
+    )
+    return inline(vm, func.__code__, func.__globals__, defaults, kwdefaults, closure, args, kwargs)
+
+
+def _source_item(fn: FunctionVar, attr: str, index: object) -> Any:
+    if fn.source is None:
+        return None
+    return ItemSource(AttrSource(fn.source, attr), index)
+
+
+def _cell_contents(vm: Interpreter, cell: types.CellType, fn: FunctionVar, i: int) -> Var | None:
+    try:
+        contents = cell.cell_contents
+    except ValueError:
+        return None
+    source = None
+    if fn.source is not None:
+        source = AttrSource(ItemSource(AttrSource(fn.source, "__closure__"), i), "cell_contents")
+    return vm.out.wrap(contents, source)
+
+
+def inline(
+    vm: Interpreter,
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    defaults: tuple[Var, ...],
+    kwdefaults: dict[str, Var],
+    closure: tuple[Cell, ...],
+    args: list[Var],
+    kwargs: dict[str, Var],
+) -> Var:
+    """Run ``code`` as a call with these arguments, inside the current capture."""
+    from symbolic_vm.interpreter import Interpreter
+
+    if code.co_flags & _CO_GENERATOR_LIKE:
+        raise Unsupported(f"calling generator or coroutine function {code.co_name}")
+    bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
+    builtins = f_globals.get("__builtins__", vm.f_builtins)
+    if isinstance(builtins, types.ModuleType):
+        builtins = vars(builtins)
+    child = Interpreter(
+        vm.out, code, f_globals, builtins, local_vars=bound, closure=closure,
+        depth=vm.depth + 1, parent=vm,
+    )
+    return child.run()
+
+
+def bind_arguments(
+    code: types.CodeType,
+    defaults: tuple[Var, ...],
+    kwdefaults: dict[str, Var],
+    args: list[Var],
+    kwargs: dict[str, Var],
+) -> dict[str, Var]:
+    """Python's argument binding for ``code``, on tracked values."""
+    npos = code.co_argcount
+    nkwonly = code.co_kwonlyargcount
+    names = code.co_varnames
+    posonly = code.co_posonlyargcount
+    bound: dict[str, Var] = {}
+    for name, value in zip(names[:npos], args, strict=False):
+        bound[name] = value
+    extra = args[npos:]
+    index = npos + nkwonly
+    if code.co_flags & _CO_VARARGS:
+        bound[names[index]] = TupleVar(tuple(extra))
+        index += 1
+    elif extra:
+        raise Unsupported(f"{code.co_name}() takes {npos} positional arguments, got {len(args)}")
+    extra_kwargs: dict[str, Var] = {}
+    for key, value in kwargs.items():
+        if key in names[posonly : npos + nkwonly] and key not in bound:
+            bound[key] = value
+        elif key in bound and key in names[posonly:npos]:
+            raise Unsupported(f"{code.co_name}() got multiple values for argument {key!r}")
+        elif code.co_flags & _CO_VARKEYWORDS:
+            extra_kwargs[key] = value
+        else:
+            raise Unsupported(f"{code.co_name}() got an unexpected keyword argument {key!r}")
+    if code.co_flags & _CO_VARKEYWORDS:
+        bound[names[index]] = DictVar(DictBox(extra_kwargs))
+    first_default = npos - len(defaults)
+    for i, name in enumerate(names[:npos]):
+        if name not in bound:
+            if i >= first_default:
+                bound[name] = defaults[i - first_default]
+            else:
+                raise Unsupported(f"{code.co_name}() missing required argument {name!r}")
+    for name in names[npos : npos + nkwonly]:
+        if name not in bound:
+            if name in kwdefaults:
+                bound[name] = kwdefaults[name]
+            else:
+                raise Unsupported(f"{code.co_name}() missing keyword-only argument {name!r}")
+    return bound
+
+
+def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``cls(*args)`` for a user class: a new object whose ``__init__`` is inlined."""
+    cls = cls_var.value
+    if issubclass(cls, torch.nn.Module):
+        raise Unsupported(f"creating module {cls.__name__} inside a compiled function")
+    if cls.__new__ is not object.__new__ or type(cls) is not type:
+        raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__ or metaclass)")
+    if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
+        raise Unsupported(f"creating an instance of {cls.__module__}.{cls.__name__}")
+    if getattr(cls, "__slots__", None) is not None:
+        raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
+    vm.out.depend(cls_var)
+    obj = NewObjectVar(ObjectBox(cls, {}))
+    init = cls.__init__
+    if init is object.__init__:
+        if args or kwargs:
+            raise Unsupported(f"{cls.__name__}() takes no arguments")
+        return obj
+    if not isinstance(init, types.FunctionType):
+        raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
+    result = call(vm, FunctionVar(init), [obj, *args], kwargs)
+    if not (isinstance(result, ConstVar) and result.value is None):
+        raise Unsupported(f"{cls.__name__}.__init__ returned a value")
+    return obj

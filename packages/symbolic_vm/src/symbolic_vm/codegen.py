@@ -1,0 +1,213 @@
+"""The transformed code: call the compiled graph, replay side effects, rebuild the return value.
+
+It is generated as Python source with the original's argument layout and free variables, then
+compiled; the graph inputs are read from ``locals()``/``globals()`` with the guards' source
+expressions (``L['self'].fc.weight``), so the code needs nothing the frame does not hold.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import types
+from typing import Any
+
+
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.output import AttrWrite, ContainerWrite, GlobalWrite, Output
+from symbolic_vm.values import (
+    BoundMethodVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    ListVar,
+    ModuleVar,
+    NewObjectVar,
+    ObjectVar,
+    SymVar,
+    TensorVar,
+    TupleVar,
+    Var,
+)
+
+_L = "__strata_L"
+_G = "__strata_G"
+_OUT = "__strata_out"
+_SOURCE_ROOT = re.compile(r"(?<![\w.'\"])([LG])\[")
+
+
+def source_expr(source: Any) -> str:
+    """A source's guard expression, rewritten over the transformed code's own locals/globals."""
+    return _SOURCE_ROOT.sub(lambda m: ("__strata_L[" if m.group(1) == "L" else "__strata_G["),
+                            source.name())
+
+
+def make_object(cls: type, attributes: dict[str, object]) -> object:
+    """Rebuild an object created while tracing (its ``__init__`` already ran symbolically)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(attributes)
+    return obj
+
+
+class Rebuilder:
+    """Turns tracked values into expressions, collecting the graph outputs they need."""
+
+    def __init__(self, out: Output) -> None:
+        self.out = out
+        self.outputs: list[Any] = []  # fx nodes, in output order
+        self._index: dict[int, int] = {}
+
+    def expr(self, var: Var) -> str:
+        if isinstance(var, (TensorVar, SymVar)):
+            if var.node.op == "placeholder" and var.source is not None:
+                return source_expr(var.source)
+            index = self._index.get(id(var.node))
+            if index is None:
+                index = len(self.outputs)
+                self.outputs.append(var.node)
+                self._index[id(var.node)] = index
+            return f"{_OUT}[{index}]"
+        if var.source is not None and not isinstance(var, (TupleVar, NewObjectVar)):
+            return source_expr(var.source)
+        if isinstance(var, ConstVar):
+            return self._constant(var.value)
+        if isinstance(var, TupleVar):
+            inner = "".join(f"{self.expr(v)}, " for v in var.items)
+            return f"({inner})"
+        if isinstance(var, ListVar):
+            return "[" + ", ".join(self.expr(v) for v in var.box.items) + "]"
+        if isinstance(var, DictVar):
+            pairs = ", ".join(
+                f"{self._constant(k)}: {self.expr(v)}" for k, v in var.box.items.items()
+            )
+            return "{" + pairs + "}"
+        if isinstance(var, ObjectVar):
+            return self.out.install(var.value)
+        if isinstance(var, ModuleVar):
+            return self.out.install(var.module)
+        if isinstance(var, FunctionVar):
+            return self.out.install(var.fn)
+        if isinstance(var, NewObjectVar):
+            helper = self.out.install(make_object, "make_object")
+            cls = self.out.install(var.box.cls, "cls")
+            fields = ", ".join(f"{k!r}: {self.expr(v)}" for k, v in var.box.attrs.items())
+            return f"{helper}({cls}, {{{fields}}})"
+        if isinstance(var, BoundMethodVar):
+            return f"{self.expr(var.func)}.__get__({self.expr(var.self_var)})"
+        raise Unsupported(
+            f"returning or storing {type(var).__name__.removesuffix('Var').lower()} "
+            "out of a compiled function"
+        )
+
+    def _constant(self, value: object) -> str:
+        if value is None or isinstance(value, (bool, int, str, bytes)):
+            return repr(value)
+        if isinstance(value, float) and math.isfinite(value):
+            return repr(value)
+        return self.out.install(value)
+
+
+def signature_text(code: types.CodeType) -> str:
+    """The parameter list of ``code`` (no defaults: the function object supplies them)."""
+    names = code.co_varnames
+    npos, nposonly, nkw = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    parts = list(names[:nposonly])
+    if nposonly:
+        parts.append("/")
+    parts.extend(names[nposonly:npos])
+    index = npos + nkw
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[index])
+        index += 1
+    elif nkw:
+        parts.append("*")
+    parts.extend(names[npos : npos + nkw])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[index])
+    return ", ".join(parts)
+
+
+def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
+    """Statements replaying the trace's side effects, in program order."""
+    lines: list[str] = []
+    for effect in out.side_effects:
+        if isinstance(effect, AttrWrite):
+            lines.append(
+                f"setattr({rebuilder.expr(effect.target)}, {effect.name!r}, "
+                f"{rebuilder.expr(effect.value)})"
+            )
+        elif isinstance(effect, GlobalWrite):
+            lines.append(f"{_G}[{effect.name!r}] = {rebuilder.expr(effect.value)}")
+        elif isinstance(effect, ContainerWrite):
+            target = effect.target
+            assert target.source is not None
+            where = source_expr(target.source)
+            if isinstance(target, ListVar):
+                items = ", ".join(rebuilder.expr(v) for v in target.box.items)
+                lines.append(f"{where}[:] = [{items}]")
+            elif isinstance(target, DictVar):
+                lines.append(f"{where}.clear()")
+                pairs = ", ".join(
+                    f"{rebuilder._constant(k)}: {rebuilder.expr(v)}"
+                    for k, v in target.box.items.items()
+                )
+                lines.append(f"{where}.update({{{pairs}}})")
+    return lines
+
+
+def build_code(
+    original: types.CodeType,
+    graph_call: str | None,
+    graph_args: list[str],
+    effects: list[str],
+    return_expr: str,
+) -> types.CodeType:
+    """Compile the transformed function and return its code object."""
+    body = [
+        "if False:",
+        f"    ({', '.join([*original.co_freevars, ''])})",
+        f"    (lambda: ({', '.join([*original.co_cellvars, ''])}))",
+        f"{_L} = locals()",
+        f"{_G} = globals()",
+    ]
+    if graph_call is not None:
+        body.append(f"{_OUT} = {graph_call}({', '.join(graph_args)})")
+    body.extend(effects)
+    body.append(f"return {return_expr}")
+    free_init = "".join(f"    {name} = None\n" for name in original.co_freevars)
+    source = (
+        "def __strata_outer():\n"
+        f"{free_init}"
+        f"    def __strata_transformed({signature_text(original)}):\n"
+        + "".join(f"        {line}\n" for line in body)
+        + "    return __strata_transformed\n"
+    )
+    module_code = compile(source, f"<strata transformed {original.co_name}>", "exec")
+    outer = next(c for c in module_code.co_consts if isinstance(c, types.CodeType))
+    inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType))
+    code = inner.replace(co_name=original.co_name, co_qualname=original.co_qualname)
+    _check_layout(original, code)
+    return code
+
+
+def _check_layout(original: types.CodeType, code: types.CodeType) -> None:
+    nargs = _total_args(original)
+    if (
+        code.co_varnames[:nargs] != original.co_varnames[:nargs]
+        or code.co_freevars != original.co_freevars
+        or code.co_argcount != original.co_argcount
+        or code.co_kwonlyargcount != original.co_kwonlyargcount
+        or code.co_posonlyargcount != original.co_posonlyargcount
+        or (code.co_flags ^ original.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    ):
+        raise AssertionError("transformed code lost the original's argument layout")
+
+
+def _total_args(code: types.CodeType) -> int:
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return n
+
+
+__all__ = ["Rebuilder", "build_code", "make_object", "source_expr"]

@@ -1,0 +1,60 @@
+"""Exceptions raised by symbolic_vm."""
+
+from __future__ import annotations
+
+import linecache
+
+HINT = (
+    "rewrite the code so the construct is not reached while tracing, move it out of the compiled "
+    "function, wrap the call with symbolic_vm.nonstrict_trace, or register it as a "
+    "torch.library custom_op"
+)
+
+
+class SymbolicVMError(Exception):
+    """Base class of symbolic_vm's errors."""
+
+
+class Unsupported(SymbolicVMError):  # noqa: N818 - the name is the public torch.compile one
+    """The VM met a construct it cannot capture; with fullgraph=True this reaches the user.
+
+    The message names the construct, the user's ``filename:lineno`` and source line, and a hint.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        filename: str = "<unknown>",
+        lineno: int = 0,
+        source_line: str = "",
+        hint: str = HINT,
+    ) -> None:
+        self.reason = reason
+        self.filename = filename
+        self.lineno = lineno
+        self.source_line = source_line
+        self.hint = hint
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"{self.filename}:{self.lineno}"
+        line = f"\n    {self.source_line}" if self.source_line else ""
+        return f"{self.reason}\n  at {where}{line}\n  hint: {self.hint}"
+
+    def located(self, filename: str, lineno: int) -> Unsupported:
+        """The same error, placed at ``filename:lineno`` (the first location wins)."""
+        if self.lineno:
+            return self
+        source_line = linecache.getline(filename, lineno).strip()
+        return Unsupported(
+            self.reason, filename=filename, lineno=lineno, source_line=source_line, hint=self.hint
+        )
+
+
+class GraphBreakNeeded(Unsupported):
+    """Raised instead of :class:`Unsupported` when fullgraph is off.
+
+    Until graph breaks exist (issue 5) compile_api answers it by running the frame eagerly;
+    ``breaks`` holds the GraphBreak records that explain() reports.
+    """

@@ -1,0 +1,27 @@
+"""The names symbolic_vm uses from the guards package (its public API only)."""
+
+from __future__ import annotations
+
+from guards import (
+    AttrSource,
+    GlobalSource,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    SizeSource,
+    Source,
+    UnsupportedGuardValue,
+    shape_guards,
+)
+
+__all__ = [
+    "AttrSource",
+    "GlobalSource",
+    "GuardSet",
+    "ItemSource",
+    "LocalSource",
+    "SizeSource",
+    "Source",
+    "UnsupportedGuardValue",
+    "shape_guards",
+]

@@ -1,0 +1,248 @@
+"""Building, indexing and unpacking tuples, lists, dicts, slices and strings."""
+
+from __future__ import annotations
+
+import dis
+import operator
+from typing import Any
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.interpreter import Interpreter, handler
+from symbolic_vm.values import (
+    ConstVar,
+    DictBox,
+    DictVar,
+    ListBox,
+    ListVar,
+    ObjectVar,
+    TupleVar,
+    Var,
+)
+
+
+def _arg(inst: dis.Instruction) -> int:
+    assert inst.arg is not None
+    return inst.arg
+
+
+@handler("BUILD_TUPLE")
+def BUILD_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(TupleVar(tuple(vm.popn(_arg(inst)))))
+
+
+@handler("BUILD_LIST")
+def BUILD_LIST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ListVar(ListBox(vm.popn(_arg(inst)))))
+
+
+@handler("BUILD_SET")
+def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    values = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
+    vm.push(ObjectVar(frozenset(values)))
+
+
+@handler("BUILD_MAP")
+def BUILD_MAP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    flat = vm.popn(2 * _arg(inst))
+    items = {ops.const_value(vm.out, flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+    vm.push(DictVar(DictBox(items)))
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def BUILD_CONST_KEY_MAP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    keys = ops.const_value(vm.out, vm.pop())
+    values = vm.popn(_arg(inst))
+    vm.push(DictVar(DictBox(dict(zip(keys, values, strict=True)))))
+
+
+@handler("BUILD_SLICE")
+def BUILD_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    parts = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
+    vm.push(ConstVar(slice(*parts)))
+
+
+@handler("BUILD_STRING")
+def BUILD_STRING(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    parts = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
+    vm.push(ConstVar("".join(parts)))
+
+
+_CONVERSIONS: dict[int, Any] = {0: None, 1: str, 2: repr, 3: ascii}
+
+
+@handler("FORMAT_VALUE")
+def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    flags = _arg(inst)
+    spec = ops.const_value(vm.out, vm.pop()) if flags & 0x04 else ""
+    value = vm.pop()
+    if not ops.is_constant(value):
+        raise Unsupported(f"f-string formatting of {ops.describe(value)}")
+    python_value = ops.const_value(vm.out, value)
+    conversion = _CONVERSIONS[flags & 0x03]
+    if conversion is not None:
+        python_value = conversion(python_value)
+    vm.push(ConstVar(format(python_value, spec)))
+
+
+@handler("LIST_APPEND")
+def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    value = vm.pop()
+    target = vm.peek(_arg(inst))
+    assert isinstance(target, ListVar)
+    target.box.items.append(value)
+
+
+@handler("SET_ADD")
+def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    value = ops.const_value(vm.out, vm.pop())
+    index = _arg(inst)
+    target = vm.peek(index)
+    assert isinstance(target, ObjectVar)
+    vm.stack[-index] = ObjectVar(frozenset({*target.value, value}))
+
+
+@handler("LIST_EXTEND")
+def LIST_EXTEND(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    values = ops.iterate(vm.out, vm.pop())
+    target = vm.peek(_arg(inst))
+    assert isinstance(target, ListVar)
+    target.box.items.extend(values)
+
+
+@handler("MAP_ADD")
+def MAP_ADD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    value = vm.pop()
+    key = ops.const_value(vm.out, vm.pop())
+    target = vm.peek(_arg(inst))
+    assert isinstance(target, DictVar)
+    target.box.items[key] = value
+
+
+@handler("DICT_UPDATE", "DICT_MERGE")
+def DICT_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    other = vm.pop()
+    target = vm.peek(_arg(inst))
+    assert isinstance(target, DictVar)
+    if not isinstance(other, DictVar):
+        raise Unsupported(f"dict update from {ops.describe(other)}")
+    vm.out.depend(other)
+    target.box.items.update(other.box.items)
+
+
+@handler("LIST_TO_TUPLE", versions=(3.11,))
+def LIST_TO_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    value = vm.pop()
+    assert isinstance(value, ListVar)
+    vm.push(TupleVar(tuple(value.box.items)))
+
+
+@handler("CALL_INTRINSIC_1", versions=(3.12,))
+def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    kind = inst.argrepr
+    if kind == "INTRINSIC_LIST_TO_TUPLE":
+        LIST_TO_TUPLE(vm, inst)
+    elif kind == "INTRINSIC_UNARY_POSITIVE":
+        vm.push(ops.unary(vm.out, operator.pos, vm.pop()))
+    else:
+        raise Unsupported(f"CALL_INTRINSIC_1 {kind}")
+
+
+@handler("BINARY_SUBSCR")
+def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    key = vm.pop()
+    obj = vm.pop()
+    vm.push(ops.getitem(vm.out, obj, key))
+
+
+@handler("BINARY_SLICE", versions=(3.12,))
+def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    end = ops.const_value(vm.out, vm.pop())
+    start = ops.const_value(vm.out, vm.pop())
+    obj = vm.pop()
+    vm.push(ops.getitem(vm.out, obj, ConstVar(slice(start, end))))
+
+
+@handler("STORE_SUBSCR")
+def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    key = vm.pop()
+    obj = vm.pop()
+    value = vm.pop()
+    ops.setitem(vm.out, obj, key, value)
+
+
+@handler("STORE_SLICE", versions=(3.12,))
+def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    end = ops.const_value(vm.out, vm.pop())
+    start = ops.const_value(vm.out, vm.pop())
+    obj = vm.pop()
+    value = vm.pop()
+    ops.setitem(vm.out, obj, ConstVar(slice(start, end)), value)
+
+
+@handler("DELETE_SUBSCR")
+def DELETE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    key = ops.const_value(vm.out, vm.pop())
+    obj = vm.pop()
+    if isinstance(obj, (ListVar, DictVar)):
+        del obj.box.items[key]
+        ops.note_mutation(vm.out, obj)
+        return
+    raise Unsupported(f"del on {ops.describe(obj)}")
+
+
+@handler("UNPACK_SEQUENCE")
+def UNPACK_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    values = ops.iterate(vm.out, vm.pop())
+    if len(values) != _arg(inst):
+        raise Unsupported(f"ValueError: expected {_arg(inst)} values to unpack, got {len(values)}")
+    for value in reversed(values):
+        vm.push(value)
+
+
+@handler("UNPACK_EX")
+def UNPACK_EX(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    before = _arg(inst) & 0xFF
+    after = _arg(inst) >> 8
+    values = ops.iterate(vm.out, vm.pop())
+    if len(values) < before + after:
+        raise Unsupported("ValueError: not enough values to unpack")
+    middle = ListVar(ListBox(values[before : len(values) - after]))
+    parts: list[Var] = [*values[:before], middle, *values[len(values) - after :]]
+    for value in reversed(parts):
+        vm.push(value)
+
+
+@handler("GET_LEN")
+def GET_LEN(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    from symbolic_vm.builtins_ import call_builtin
+
+    result = call_builtin(vm, ObjectVar(len), [vm.peek()], {})
+    assert result is not None
+    vm.push(result)
+
+
+@handler("MATCH_SEQUENCE")
+def MATCH_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    subject = vm.peek()
+    is_sequence = isinstance(subject, (TupleVar, ListVar)) or (
+        isinstance(subject, ConstVar) and isinstance(subject.value, (tuple, range))
+    )
+    vm.push(ConstVar(is_sequence))
+
+
+@handler("MATCH_MAPPING")
+def MATCH_MAPPING(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ConstVar(isinstance(vm.peek(), DictVar)))
+
+
+@handler("MATCH_KEYS")
+def MATCH_KEYS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    keys = ops.const_value(vm.out, vm.peek())
+    subject = vm.peek(2)
+    assert isinstance(subject, DictVar)
+    vm.out.depend(subject)
+    if all(k in subject.box.items for k in keys):
+        vm.push(TupleVar(tuple(subject.box.items[k] for k in keys)))
+    else:
+        vm.push(ConstVar(None))

@@ -1,0 +1,131 @@
+"""Jumps, branches, loops, returns and with-blocks."""
+
+from __future__ import annotations
+
+import dis
+
+from symbolic_vm import operations as ops
+from symbolic_vm.calls import call
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.interpreter import Interpreter, ReturnSignal, handler
+from symbolic_vm.values import ConstVar, GradModeVar, IteratorVar
+
+
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
+def JUMP_FORWARD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.jump_to(inst.argval)
+
+
+def _branch(vm: Interpreter, inst: dis.Instruction, jump_if: bool) -> None:
+    if ops.truth(vm.out, vm.pop()) == jump_if:
+        vm.jump_to(inst.argval)
+
+
+@handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=(3.11,))
+@handler("POP_JUMP_IF_TRUE", versions=(3.12,))
+def POP_JUMP_IF_TRUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    _branch(vm, inst, True)
+
+
+@handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", versions=(3.11,))
+@handler("POP_JUMP_IF_FALSE", versions=(3.12,))
+def POP_JUMP_IF_FALSE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    _branch(vm, inst, False)
+
+
+def _is_none(vm: Interpreter) -> bool:
+    value = vm.pop()
+    return ops.identical(vm.out, value, ConstVar(None))
+
+
+@handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", versions=(3.11,))
+@handler("POP_JUMP_IF_NONE", versions=(3.12,))
+def POP_JUMP_IF_NONE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if _is_none(vm):
+        vm.jump_to(inst.argval)
+
+
+@handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", versions=(3.11,))
+@handler("POP_JUMP_IF_NOT_NONE", versions=(3.12,))
+def POP_JUMP_IF_NOT_NONE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if not _is_none(vm):
+        vm.jump_to(inst.argval)
+
+
+@handler("JUMP_IF_TRUE_OR_POP", versions=(3.11,))
+def JUMP_IF_TRUE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if ops.truth(vm.out, vm.peek()):
+        vm.jump_to(inst.argval)
+    else:
+        vm.pop()
+
+
+@handler("JUMP_IF_FALSE_OR_POP", versions=(3.11,))
+def JUMP_IF_FALSE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if not ops.truth(vm.out, vm.peek()):
+        vm.jump_to(inst.argval)
+    else:
+        vm.pop()
+
+
+@handler("GET_ITER")
+def GET_ITER(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ops.make_iterator(vm.out, vm.pop()))
+
+
+@handler("FOR_ITER")
+def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    iterator = vm.peek()
+    if not isinstance(iterator, IteratorVar):
+        raise Unsupported(f"FOR_ITER over {ops.describe(iterator)}")
+    box = iterator.box
+    if box.index < len(box.items):
+        vm.push(box.items[box.index])
+        box.index += 1
+        return
+    vm.pop()
+    vm.jump_to(inst.argval)
+    # 3.12: an exhausted FOR_ITER also skips the END_FOR at its target.
+    if vm.next_instruction().opname == "END_FOR":
+        vm.ip += 1
+
+
+@handler("END_FOR", versions=(3.12,))
+def END_FOR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.pop()
+    vm.pop()
+
+
+@handler("RETURN_VALUE")
+def RETURN_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    raise ReturnSignal(vm.pop())
+
+
+@handler("RETURN_CONST", versions=(3.12,))
+def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    raise ReturnSignal(vm.out.wrap(inst.argval, None))
+
+
+@handler("BEFORE_WITH")
+def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    manager = vm.pop()
+    if isinstance(manager, GradModeVar):
+        from symbolic_vm.torch_calls import enter_grad_mode
+
+        vm.push(enter_grad_mode(vm.out, manager))
+        vm.push(ConstVar(None))
+        return
+    exit_fn = ops.getattr_var(vm, manager, "__exit__")
+    entered = call(vm, ops.getattr_var(vm, manager, "__enter__"), [], {})
+    vm.push(exit_fn)
+    vm.push(entered)
+
+
+@handler("RAISE_VARARGS")
+def RAISE_VARARGS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    raise Unsupported("raise statement reached while tracing (exceptions are not captured)")
+
+
+@handler("RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START")
+def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    raise Unsupported("exception handling code reached while tracing")

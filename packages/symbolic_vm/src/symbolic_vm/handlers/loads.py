@@ -1,0 +1,177 @@
+"""Loads, stores and stack shuffling."""
+
+from __future__ import annotations
+
+import dis
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import GlobalSource, ItemSource
+from symbolic_vm.interpreter import Interpreter, handler
+from symbolic_vm.output import GlobalWrite
+from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
+
+
+@handler("NOP", "RESUME", "EXTENDED_ARG", "CACHE", "PRECALL")
+def NOP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    """Nothing to do symbolically (PRECALL's method unpacking is implicit in our call records)."""
+
+
+@handler("COPY_FREE_VARS")
+def COPY_FREE_VARS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if vm.is_root:
+        return  # the root frame's free variables are read lazily from f_locals
+    for name, cell in zip(vm.code.co_freevars, vm.closure, strict=True):
+        vm.cells[name] = cell
+
+
+@handler("MAKE_CELL")
+def MAKE_CELL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    name = inst.argval
+    value = vm.load_local(name) if vm.has_local(name) else None
+    vm.cells[name] = Cell(value)
+
+
+@handler("LOAD_FAST", "LOAD_FAST_CHECK")
+def LOAD_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(vm.load_local(inst.argval))
+
+
+@handler("LOAD_FAST_AND_CLEAR", versions=(3.12,))
+def LOAD_FAST_AND_CLEAR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    name = inst.argval
+    vm.push(vm.load_local(name) if vm.has_local(name) else NULL)
+    vm.delete_local(name)
+
+
+@handler("STORE_FAST")
+def STORE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    value = vm.pop()
+    if isinstance(value, NullVar):  # 3.12 restoring a local that was unbound before a comprehension
+        vm.delete_local(inst.argval)
+    else:
+        vm.store_local(inst.argval, value)
+
+
+@handler("DELETE_FAST")
+def DELETE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.delete_local(inst.argval)
+
+
+@handler("LOAD_CONST")
+def LOAD_CONST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(vm.out.wrap(inst.argval, None))
+
+
+@handler("LOAD_GLOBAL")
+def LOAD_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if inst.arg is not None and inst.arg & 1:
+        vm.push(NULL)
+    vm.push(load_global(vm, inst.argval))
+
+
+def load_global(vm: Interpreter, name: str) -> Var:
+    """A global of the running code (its own module's globals when inlined), else a builtin."""
+    out = vm.out
+    if vm.f_globals is out.f_globals and name in out.global_overlay:
+        return out.global_overlay[name]
+    if name in vm.f_globals:
+        if vm.f_globals is out.f_globals:
+            source = GlobalSource(name)
+        else:
+            # Another module's globals: reach them through a helper global holding that dict.
+            holder = out.install(vm.f_globals, "globals")
+            source = ItemSource(GlobalSource(holder), name)
+        return out.wrap(vm.f_globals[name], source)
+    if name in vm.f_builtins:
+        return ObjectVar(vm.f_builtins[name])
+    raise Unsupported(f"NameError: name {name!r} is not defined")
+
+
+@handler("STORE_GLOBAL")
+def STORE_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    if vm.f_globals is not vm.out.f_globals:
+        raise Unsupported("writing a global of another module inside a compiled function")
+    value = vm.pop()
+    vm.out.global_overlay[inst.argval] = value
+    vm.out.side_effects.append(GlobalWrite(inst.argval, value))
+
+
+@handler("LOAD_DEREF", "LOAD_CLASSDEREF")
+def LOAD_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    cell = vm.cell(inst.argval)
+    if cell.value is None:
+        raise Unsupported(f"free variable {inst.argval!r} referenced before assignment")
+    vm.push(cell.value)
+
+
+@handler("STORE_DEREF")
+def STORE_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    cell = vm.cell(inst.argval) if inst.argval in vm.cells or not vm.is_root else None
+    if cell is None:
+        cell = vm.cells.setdefault(inst.argval, Cell(None))
+    if cell.external:
+        raise Unsupported(
+            f"assigning nonlocal {inst.argval!r}, a variable of an enclosing function outside "
+            "the compiled region"
+        )
+    cell.value = vm.pop()
+
+
+@handler("LOAD_CLOSURE")
+def LOAD_CLOSURE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    name = inst.argval
+    if name not in vm.cells:
+        vm.cells[name] = vm.cell(name) if name in vm.code.co_freevars else Cell(None)
+    vm.push(CellVar(vm.cells[name]))
+
+
+@handler("LOAD_ATTR", versions=(3.11,))
+def LOAD_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ops.getattr_var(vm, vm.pop(), inst.argval))
+
+
+@handler("LOAD_ATTR", versions=(3.12,))
+def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    """3.12: the low bit of the oparg asks for a method load (NULL, then the bound attribute)."""
+    value = ops.getattr_var(vm, vm.pop(), inst.argval)
+    if inst.arg is not None and inst.arg & 1:
+        vm.push(NULL)
+    vm.push(value)
+
+
+@handler("LOAD_METHOD", versions=(3.11,))
+def LOAD_METHOD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    obj = vm.pop()
+    vm.push(NULL)
+    vm.push(ops.getattr_var(vm, obj, inst.argval))
+
+
+@handler("STORE_ATTR")
+def STORE_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    obj = vm.pop()
+    value = vm.pop()
+    ops.setattr_var(vm, obj, inst.argval, value)
+
+
+@handler("POP_TOP")
+def POP_TOP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.pop()
+
+
+@handler("PUSH_NULL")
+def PUSH_NULL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(NULL)
+
+
+@handler("COPY")
+def COPY(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    assert inst.arg is not None
+    vm.push(vm.peek(inst.arg))
+
+
+@handler("SWAP")
+def SWAP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    assert inst.arg is not None
+    i = inst.arg
+    vm.stack[-1], vm.stack[-i] = vm.stack[-i], vm.stack[-1]

@@ -1,0 +1,82 @@
+"""Operators: binary, unary, comparisons, identity and membership."""
+
+from __future__ import annotations
+
+import dis
+import operator
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.interpreter import Interpreter, handler
+from symbolic_vm.values import ConstVar, DictVar, ListVar, TensorVar, TupleVar, Var
+
+
+@handler("BINARY_OP")
+def BINARY_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    right = vm.pop()
+    left = vm.pop()
+    vm.push(ops.binary(vm.out, inst.argrepr, left, right))
+
+
+@handler("COMPARE_OP")
+def COMPARE_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    right = vm.pop()
+    left = vm.pop()
+    vm.push(ops.compare(vm.out, str(inst.argval), left, right))
+
+
+@handler("IS_OP")
+def IS_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    right = vm.pop()
+    left = vm.pop()
+    same = ops.identical(vm.out, left, right)
+    vm.push(ConstVar(same != bool(inst.arg)))
+
+
+@handler("CONTAINS_OP")
+def CONTAINS_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    container = vm.pop()
+    item = vm.pop()
+    vm.push(ConstVar(contains(vm, container, item) != bool(inst.arg)))
+
+
+def contains(vm: Interpreter, container: Var, item: Var) -> bool:
+    """``item in container``."""
+    out = vm.out
+    if isinstance(container, DictVar):
+        out.depend(container)
+        return ops.const_value(out, item) in container.box.items
+    if isinstance(container, (TupleVar, ListVar)):
+        for candidate in ops.items(out, container):
+            if isinstance(item, TensorVar) or isinstance(candidate, TensorVar):
+                if isinstance(item, TensorVar) and isinstance(candidate, TensorVar):
+                    if item.node is candidate.node:
+                        return True
+                    continue
+                continue
+            if ops.const_value(out, candidate) == ops.const_value(out, item):
+                return True
+        return False
+    if isinstance(container, TensorVar):
+        raise Unsupported("`in` on a tensor depends on its data")
+    return bool(ops.const_value(out, item) in ops.const_value(out, container))
+
+
+@handler("UNARY_NEGATIVE")
+def UNARY_NEGATIVE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ops.unary(vm.out, operator.neg, vm.pop()))
+
+
+@handler("UNARY_POSITIVE", versions=(3.11,))
+def UNARY_POSITIVE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ops.unary(vm.out, operator.pos, vm.pop()))
+
+
+@handler("UNARY_INVERT")
+def UNARY_INVERT(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ops.unary(vm.out, operator.invert, vm.pop()))
+
+
+@handler("UNARY_NOT")
+def UNARY_NOT(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.push(ConstVar(not ops.truth(vm.out, vm.pop())))

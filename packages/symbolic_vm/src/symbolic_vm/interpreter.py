@@ -1,0 +1,186 @@
+"""The symbolic interpreter: a value stack, locals and cells, and one handler per opcode."""
+
+from __future__ import annotations
+
+import dis
+import logging
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import LocalSource
+from symbolic_vm.output import Output
+from symbolic_vm.values import NULL, Cell, Var
+
+log = logging.getLogger("strata.symbolic_vm")
+
+Handler = Callable[["Interpreter", dis.Instruction], None]
+
+_HANDLERS: dict[tuple[int, int], dict[str, Handler]] = {}
+SUPPORTED_VERSIONS: tuple[tuple[int, int], ...] = ((3, 11), (3, 12))
+MAX_INLINE_DEPTH = 64
+_VERSION_MAP = {3.11: (3, 11), 3.12: (3, 12)}
+
+
+def handler(*opnames: str, versions: tuple[float, ...] = (3.11, 3.12)) -> Callable[[Handler], Handler]:
+    """Register ``fn`` as the handler of ``opnames`` on the listed Python versions."""
+
+    def register(fn: Handler) -> Handler:
+        for version in versions:
+            table = _HANDLERS.setdefault(_VERSION_MAP[version], {})
+            for opname in opnames:
+                table[opname] = fn
+        return fn
+
+    return register
+
+
+def handlers_for(version: tuple[int, int]) -> dict[str, Handler]:
+    """The opcode table of one Python version."""
+    return _HANDLERS.get(version, {})
+
+
+class ReturnSignal(Exception):  # noqa: N818 - control flow, never seen by users
+    """Raised by RETURN_VALUE to end the interpreter loop with a value."""
+
+    def __init__(self, value: Var) -> None:
+        super().__init__("return")
+        self.value = value
+
+
+class Interpreter:
+    """Runs one code object symbolically: the root frame, or an inlined call."""
+
+    def __init__(
+        self,
+        out: Output,
+        code: types.CodeType,
+        f_globals: dict[str, Any],
+        f_builtins: dict[str, Any],
+        *,
+        local_vars: dict[str, Var],
+        closure: tuple[Cell, ...] = (),
+        frame_locals: dict[str, Any] | None = None,
+        depth: int = 0,
+        parent: Interpreter | None = None,
+    ) -> None:
+        if depth > MAX_INLINE_DEPTH:
+            raise Unsupported("inlining depth limit reached (recursion?)")
+        self.out = out
+        self.code = code
+        self.f_globals = f_globals
+        self.f_builtins = f_builtins
+        self.locals: dict[str, Var] = dict(local_vars)
+        self.cells: dict[str, Cell] = {}
+        self.closure = closure
+        self.frame_locals = frame_locals  # root frame only: real values, wrapped on first use
+        self.depth = depth
+        self.parent = parent
+        self.is_root = frame_locals is not None
+        self.stack: list[Var] = []
+        self.kw_names: tuple[str, ...] = ()
+        self.instructions = list(dis.get_instructions(code))
+        self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.ip = 0
+        self.lineno = code.co_firstlineno
+        self.table = handlers_for(sys.version_info[:2])
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self) -> Var:
+        """Interpret until the code returns; the returned value."""
+        while True:
+            inst = self.instructions[self.ip]
+            self.ip += 1
+            if inst.positions is not None and inst.positions.lineno is not None:
+                self.lineno = inst.positions.lineno
+            fn = self.table.get(inst.opname)
+            try:
+                if fn is None:
+                    raise Unsupported(f"bytecode {inst.opname} is not supported by the VM")
+                fn(self, inst)
+            except ReturnSignal as done:
+                return done.value
+            except Unsupported as exc:
+                raise exc.located(self.code.co_filename, self.lineno) from exc.__cause__
+
+    def jump_to(self, offset: int) -> None:
+        """Continue at the instruction at ``offset``."""
+        self.ip = self.index_of[offset]
+
+    def next_instruction(self) -> dis.Instruction:
+        """The instruction that runs next."""
+        return self.instructions[self.ip]
+
+    # -- stack ------------------------------------------------------------------------------
+
+    def push(self, var: Var) -> None:
+        self.stack.append(var)
+
+    def pop(self) -> Var:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Var]:
+        """The top ``n`` values, deepest first."""
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    def peek(self, depth: int = 1) -> Var:
+        return self.stack[-depth]
+
+    # -- variables --------------------------------------------------------------------------
+
+    def load_local(self, name: str) -> Var:
+        """A local's value; the root frame's arguments are wrapped the first time they are read."""
+        var = self.locals.get(name)
+        if var is not None:
+            return var
+        if self.frame_locals is not None and name in self.frame_locals:
+            var = self.out.wrap(self.frame_locals[name], LocalSource(name))
+            self.locals[name] = var
+            return var
+        raise Unsupported(f"local variable {name!r} referenced before assignment")
+
+    def has_local(self, name: str) -> bool:
+        """True when ``name`` is bound in this frame."""
+        return name in self.locals or (
+            self.frame_locals is not None and name in self.frame_locals
+        )
+
+    def store_local(self, name: str, var: Var) -> None:
+        self.locals[name] = var
+
+    def delete_local(self, name: str) -> None:
+        self.locals.pop(name, None)
+        if self.frame_locals is not None:
+            self.frame_locals = {k: v for k, v in self.frame_locals.items() if k != name}
+
+    def cell(self, name: str) -> Cell:
+        """The cell of a cell or free variable."""
+        found = self.cells.get(name)
+        if found is not None:
+            return found
+        if name in self.code.co_freevars and self.frame_locals is not None:
+            # The root frame's free variables: their contents are in f_locals, read-only for us.
+            if name in self.frame_locals:
+                var = self.out.wrap(self.frame_locals[name], LocalSource(name))
+                found = Cell(var, external=True)
+            else:
+                found = Cell(None, external=True)
+            self.cells[name] = found
+            return found
+        raise Unsupported(f"cell variable {name!r} is unknown to the VM")
+
+    def take_kw_names(self) -> tuple[str, ...]:
+        names, self.kw_names = self.kw_names, ()
+        return names
+
+
+def null() -> Var:
+    """The NULL marker."""
+    return NULL

@@ -1,0 +1,220 @@
+"""Methods the VM implements on tracked values: tensors, lists, dicts, constants, iterators."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.values import (
+    ConstVar,
+    DictBox,
+    DictVar,
+    GradModeVar,
+    IterBox,
+    IteratorVar,
+    ListBox,
+    ListVar,
+    MethodVar,
+    SymVar,
+    TensorVar,
+    TupleVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+# Tensor methods whose result is a Python value read from metadata (no graph node).
+_TENSOR_META_METHODS = frozenset({
+    "dim", "ndimension", "numel", "nelement", "element_size", "is_floating_point",
+    "is_complex", "is_contiguous", "get_device", "stride", "is_signed", "storage_offset",
+})
+_DATA_DEPENDENT_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"})
+
+
+def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """Call a MethodVar."""
+    target = method.self_var
+    name = method.name
+    out = vm.out
+    if isinstance(target, TensorVar):
+        return tensor_method(vm, target, name, args, kwargs)
+    if isinstance(target, SymVar):
+        return ops.graph_method(out, name, [target, *args], kwargs)
+    if isinstance(target, ListVar):
+        return _list_method(vm, target, name, args, kwargs)
+    if isinstance(target, DictVar):
+        return _dict_method(vm, target, name, args, kwargs)
+    if isinstance(target, TupleVar):
+        values = ops.items(out, target)
+        if name == "index":
+            return ConstVar(_const_items(vm, values).index(ops.const_value(out, args[0])))
+        if name == "count":
+            return ConstVar(_const_items(vm, values).count(ops.const_value(out, args[0])))
+    if isinstance(target, ConstVar):
+        py_args = [ops.const_value(out, a) for a in args]
+        py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
+        out.depend(target)
+        try:
+            return out.wrap(getattr(target.value, name)(*py_args, **py_kwargs), None)
+        except Exception as exc:
+            raise Unsupported(f"{type(exc).__name__} raised by {name}() on a constant") from exc
+    if isinstance(target, GradModeVar):
+        from symbolic_vm import torch_calls
+
+        if name == "__enter__":
+            return torch_calls.enter_grad_mode(out, target)
+    if isinstance(target, IteratorVar) and name == "__next__":
+        return next_value(target)
+    raise Unsupported(f"method {name}() of {ops.describe(target)}")
+
+
+def _const_items(vm: Interpreter, values: list[Var]) -> list[Any]:
+    return [ops.const_value(vm.out, v) for v in values]
+
+
+def next_value(iterator: IteratorVar) -> Var:
+    """``next(iterator)``; exhausting it inside traced code is not supported."""
+    box = iterator.box
+    if box.index >= len(box.items):
+        raise Unsupported("StopIteration raised by next() on an exhausted iterator")
+    value = box.items[box.index]
+    box.index += 1
+    return value
+
+
+def tensor_method(
+    vm: Interpreter, tensor: TensorVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``tensor.name(*args, **kwargs)``."""
+    out = vm.out
+    if name in _DATA_DEPENDENT_METHODS:
+        raise Unsupported(
+            f"Tensor.{name}() needs the tensor's data, which is unknown while tracing"
+        )
+    if name in ("size", "shape"):
+        if args:
+            dim = ops.const_value(out, args[0])
+            return ops.size_of(out, tensor, dim if dim >= 0 else dim + tensor.example.dim())
+        return ops.size_of(out, tensor)
+    if name in _TENSOR_META_METHODS:
+        out.depend(tensor)
+        py_args = [ops.const_value(out, a) for a in args]
+        value = getattr(tensor.example, name)(*py_args)
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return ops.graph_method(out, name, [tensor, *args], kwargs)
+        if isinstance(value, tuple) and not all(isinstance(v, int) for v in value):
+            return ops.graph_method(out, name, [tensor, *args], kwargs)
+        return ConstVar(value)
+    if name == "type" and not args and not kwargs:
+        out.depend(tensor)
+        return ConstVar(tensor.example.type())
+    if name in ("__enter__", "__exit__", "backward", "register_hook", "retain_grad"):
+        raise Unsupported(f"Tensor.{name}() inside a compiled function")
+    return ops.graph_method(out, name, [tensor, *args], kwargs)
+
+
+def _list_method(
+    vm: Interpreter, lst: ListVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    out = vm.out
+    box = lst.box
+    mutating = {"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort"}
+    if name in mutating:
+        out.depend(lst)
+        ops.note_mutation(out, lst)
+    if name == "append":
+        box.items.append(args[0])
+        return ConstVar(None)
+    if name == "extend":
+        box.items.extend(ops.iterate(out, args[0]))
+        return ConstVar(None)
+    if name == "insert":
+        box.items.insert(ops.const_value(out, args[0]), args[1])
+        return ConstVar(None)
+    if name == "pop":
+        index = ops.const_value(out, args[0]) if args else -1
+        return box.items.pop(index)
+    if name == "clear":
+        box.items.clear()
+        return ConstVar(None)
+    if name == "reverse":
+        box.items.reverse()
+        return ConstVar(None)
+    if name == "copy":
+        return ListVar(ListBox(ops.items(out, lst)))
+    if name in ("index", "count"):
+        values = _const_items(vm, ops.items(out, lst))
+        return ConstVar(getattr(values, name)(ops.const_value(out, args[0])))
+    if name == "sort" and not args:
+        key = kwargs.get("key")
+        reverse = bool(ops.const_value(out, kwargs["reverse"])) if "reverse" in kwargs else False
+        if key is not None:
+            raise Unsupported("list.sort(key=...) inside a compiled function")
+        values = _const_items(vm, box.items)
+        box.items[:] = [ConstVar(v) for v in sorted(values, reverse=reverse)]
+        return ConstVar(None)
+    if name == "remove":
+        target = ops.const_value(out, args[0])
+        values = _const_items(vm, box.items)
+        del box.items[values.index(target)]
+        return ConstVar(None)
+    if name == "__iter__":
+        return IteratorVar(IterBox(ops.items(out, lst)))
+    raise Unsupported(f"list.{name}()")
+
+
+def _dict_method(
+    vm: Interpreter, d: DictVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    out = vm.out
+    box = d.box
+    if name in ("keys", "values", "items"):
+        out.depend(d)
+        if name == "keys":
+            views: list[Var] = [ConstVar(k) for k in box.items]
+        elif name == "values":
+            views = list(box.items.values())
+        else:
+            views = [TupleVar((ConstVar(k), v)) for k, v in box.items.items()]
+        return ListVar(ListBox(views))
+    if name == "get":
+        key = ops.const_value(out, args[0])
+        out.depend(d)
+        if key in box.items:
+            return box.items[key]
+        return args[1] if len(args) > 1 else ConstVar(None)
+    if name in ("update", "pop", "setdefault", "clear", "__setitem__"):
+        ops.note_mutation(out, d)
+    if name == "update":
+        if args:
+            other = args[0]
+            if not isinstance(other, DictVar):
+                raise Unsupported("dict.update() with a non-dict argument")
+            box.items.update(other.box.items)
+        box.items.update(kwargs)
+        return ConstVar(None)
+    if name == "pop":
+        key = ops.const_value(out, args[0])
+        if key in box.items:
+            return box.items.pop(key)
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported(f"KeyError {key!r} raised by dict.pop")
+    if name == "setdefault":
+        key = ops.const_value(out, args[0])
+        if key not in box.items:
+            box.items[key] = args[1] if len(args) > 1 else ConstVar(None)
+        return box.items[key]
+    if name == "clear":
+        box.items.clear()
+        return ConstVar(None)
+    if name == "copy":
+        out.depend(d)
+        return DictVar(DictBox(dict(box.items)))
+    if name == "__contains__":
+        return ConstVar(ops.const_value(out, args[0]) in box.items)
+    raise Unsupported(f"dict.{name}()")

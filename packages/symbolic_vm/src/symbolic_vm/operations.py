@@ -1,0 +1,666 @@
+"""Python semantics over tracked values: operators, truth, attributes, items, iteration."""
+
+from __future__ import annotations
+
+import inspect
+import operator
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import AttrSource, ItemSource
+from symbolic_vm.output import AttrWrite, ContainerWrite, Output, is_constant_value
+from symbolic_vm.values import (
+    NULL,
+    BoundMethodVar,
+    ConstVar,
+    DictBox,
+    DictVar,
+    FunctionVar,
+    GradModeVar,
+    IterBox,
+    IteratorVar,
+    ListBox,
+    ListVar,
+    MethodVar,
+    ModuleVar,
+    NestedFunctionVar,
+    NewObjectVar,
+    NullVar,
+    ObjectVar,
+    PartialVar,
+    SuperVar,
+    SymVar,
+    TensorVar,
+    TupleVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift,
+    ">>": operator.rshift,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+}
+COMPARE_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+    ">": operator.gt, ">=": operator.ge,
+}
+# In-place operators fall back to the plain ones on immutable values.
+_PLAIN_OF_INPLACE = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}
+
+
+def is_graph_value(var: Var) -> bool:
+    """True for values that live in the graph (tensors, symbolic numbers)."""
+    return isinstance(var, (TensorVar, SymVar))
+
+
+def const_value(out: Output, var: Var) -> Any:
+    """The Python value of a constant-like var, guarding every source it came from."""
+    if isinstance(var, ConstVar):
+        out.depend(var)
+        return var.value
+    if isinstance(var, TupleVar):
+        out.depend(var)
+        return tuple(const_value(out, v) for v in var.items)
+    if isinstance(var, ListVar):
+        out.depend(var)
+        return [const_value(out, v) for v in var.box.items]
+    if isinstance(var, DictVar):
+        out.depend(var)
+        return {k: const_value(out, v) for k, v in var.box.items.items()}
+    if isinstance(var, (ObjectVar, FunctionVar)):
+        out.depend(var)
+        return var.value if isinstance(var, ObjectVar) else var.fn
+    if isinstance(var, ModuleVar):
+        out.depend(var)
+        return var.module
+    raise Unsupported(f"expected a Python constant, got {describe(var)}")
+
+
+def is_constant(var: Var) -> bool:
+    """True when const_value(var) would succeed without touching the graph."""
+    if isinstance(var, ConstVar):
+        return True
+    if isinstance(var, TupleVar):
+        return all(is_constant(v) for v in var.items)
+    return False
+
+
+def describe(var: Var) -> str:
+    """A short description of a value for error messages."""
+    if isinstance(var, TensorVar):
+        return "a tensor"
+    if isinstance(var, ConstVar):
+        return f"constant {var.value!r}"
+    if isinstance(var, ObjectVar):
+        return f"{type(var.value).__name__} object {getattr(var.value, '__name__', '')}".strip()
+    return type(var).__name__.removesuffix("Var").lower()
+
+
+def graph_arg(out: Output, var: Var) -> Any:
+    """A value as an fx argument: nodes for graph values, Python values for constants."""
+    if isinstance(var, (TensorVar, SymVar)):
+        return var.node
+    if isinstance(var, TupleVar):
+        return tuple(graph_arg(out, v) for v in var.items)
+    if isinstance(var, ListVar):
+        return [graph_arg(out, v) for v in var.box.items]
+    if isinstance(var, DictVar):
+        return {k: graph_arg(out, v) for k, v in var.box.items.items()}
+    if isinstance(var, ConstVar):
+        out.depend(var)
+        return var.value
+    if isinstance(var, ObjectVar) and isinstance(var.value, (torch.dtype, torch.device)):
+        out.depend(var)
+        return var.value
+    raise Unsupported(f"{describe(var)} cannot be passed to a torch operation in the graph")
+
+
+def wrap_example(out: Output, node: Any) -> Var:
+    """The var of a freshly added node, by the type of its example value."""
+    example = node.meta["example_value"]
+    if isinstance(example, torch.Tensor):
+        return TensorVar(node, example)
+    if isinstance(example, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return SymVar(node, example)
+    if isinstance(example, (tuple, list)):
+        items = [
+            wrap_example(out, out.builder.call_function(operator.getitem, (node, i)))
+            for i in range(len(example))
+        ]
+        if isinstance(example, list):
+            return ListVar(ListBox(items))
+        return TupleVar(tuple(items))
+    if example is None or is_constant_value(example):
+        return ConstVar(example)
+    raise Unsupported(f"a torch operation returned {type(example).__name__}, unsupported")
+
+
+def graph_call(out: Output, target: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """Add ``target(*args, **kwargs)`` to the graph."""
+    from fxbuild import FakePropagationError
+
+    try:
+        node = out.builder.call_function(
+            target,
+            tuple(graph_arg(out, a) for a in args),
+            {k: graph_arg(out, v) for k, v in kwargs.items()},
+        )
+    except FakePropagationError as exc:
+        raise Unsupported(_fake_reason(exc)) from exc
+    return wrap_example(out, node)
+
+
+def graph_method(out: Output, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """Add ``args[0].name(*args[1:], **kwargs)`` to the graph."""
+    from fxbuild import FakePropagationError
+
+    try:
+        node = out.builder.call_method(
+            name,
+            tuple(graph_arg(out, a) for a in args),
+            {k: graph_arg(out, v) for k, v in kwargs.items()},
+        )
+    except FakePropagationError as exc:
+        raise Unsupported(_fake_reason(exc)) from exc
+    return wrap_example(out, node)
+
+
+def _fake_reason(exc: Exception) -> str:
+    data_dependent = getattr(exc, "data_dependent", False)
+    kind = "data-dependent operation" if data_dependent else "operation failed while tracing"
+    return f"{kind}: {exc}"
+
+
+# -- operators --------------------------------------------------------------------------------
+
+
+def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
+    """``a <symbol> b`` for BINARY_OP."""
+    fn = BINARY_OPS[symbol]
+    if is_graph_value(a) or is_graph_value(b):
+        return graph_call(out, fn, [a, b], {})
+    plain = _PLAIN_OF_INPLACE.get(fn, fn)
+    if isinstance(a, ListVar) and fn is operator.iadd:
+        a.box.items.extend(iterate(out, b))
+        note_mutation(out, a)
+        return a
+    if isinstance(a, (TupleVar, ListVar)) and isinstance(b, (TupleVar, ListVar)) and plain is operator.add:
+        if type(a) is not type(b):
+            raise Unsupported("adding a tuple and a list")
+        return _sequence(a, items(out, a) + items(out, b))
+    if isinstance(a, (TupleVar, ListVar)) and isinstance(b, ConstVar) and plain is operator.mul:
+        return _sequence(a, items(out, a) * int(const_value(out, b)))
+    if is_constant(a) and is_constant(b) or _is_plain(a) and _is_plain(b):
+        return ConstVar(_fold(plain, const_value(out, a), const_value(out, b)))
+    raise Unsupported(f"operator {symbol} on {describe(a)} and {describe(b)}")
+
+
+def _is_plain(var: Var) -> bool:
+    return isinstance(var, (ConstVar, TupleVar)) and is_constant(var)
+
+
+def _fold(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    try:
+        return fn(a, b)
+    except Exception as exc:
+        raise Unsupported(f"{type(exc).__name__} raised while folding constants: {exc}") from exc
+
+
+def _sequence(like: Var, values: list[Var]) -> Var:
+    return TupleVar(tuple(values)) if isinstance(like, TupleVar) else ListVar(ListBox(values))
+
+
+def compare(out: Output, symbol: str, a: Var, b: Var) -> Var:
+    """``a <symbol> b`` for COMPARE_OP."""
+    fn = COMPARE_OPS[symbol]
+    if is_graph_value(a) or is_graph_value(b):
+        if isinstance(a, TensorVar) or isinstance(b, TensorVar) or symbol in ("==", "!="):
+            return graph_call(out, fn, [a, b], {})
+        return graph_call(out, fn, [a, b], {})
+    if isinstance(a, (TupleVar, ListVar)) or isinstance(b, (TupleVar, ListVar)):
+        return ConstVar(fn(const_value(out, a), const_value(out, b)))
+    if symbol in ("==", "!=") and not (is_constant(a) and is_constant(b)):
+        same = identical(out, a, b)
+        return ConstVar(same if symbol == "==" else not same)
+    return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
+
+
+def identical(out: Output, a: Var, b: Var) -> bool:
+    """``a is b`` on tracked values."""
+    if a is b:
+        return True
+    if isinstance(a, TensorVar) and isinstance(b, TensorVar):
+        return a.node is b.node
+    if isinstance(a, ListVar) and isinstance(b, ListVar):
+        return a.box is b.box
+    if isinstance(a, DictVar) and isinstance(b, DictVar):
+        return a.box is b.box
+    if isinstance(a, NewObjectVar) and isinstance(b, NewObjectVar):
+        return a.box is b.box
+    real_a, real_b = _identity(a), _identity(b)
+    if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
+        out.depend(a)
+        out.depend(b)
+        return real_a is real_b
+    if isinstance(a, ConstVar) or isinstance(b, ConstVar):
+        # A constant (None, True, ...) is never the same object as a tensor/container/function.
+        out.depend(a)
+        out.depend(b)
+        return False
+    raise Unsupported(f"identity test between {describe(a)} and {describe(b)}")
+
+
+_UNKNOWN = object()
+
+
+def _identity(var: Var) -> object:
+    if isinstance(var, ConstVar):
+        return var.value
+    if isinstance(var, ObjectVar):
+        return var.value
+    if isinstance(var, ModuleVar):
+        return var.module
+    if isinstance(var, FunctionVar):
+        return var.fn
+    return _UNKNOWN
+
+
+def unary(out: Output, fn: Callable[[Any], Any], a: Var) -> Var:
+    """``-a``, ``~a``, ``+a``."""
+    if is_graph_value(a):
+        return graph_call(out, fn, [a], {})
+    return ConstVar(fn(const_value(out, a)))
+
+
+def truth(out: Output, var: Var) -> bool:
+    """``bool(var)`` for branches; a branch on tensor data cannot be captured."""
+    if isinstance(var, ConstVar):
+        out.depend(var)
+        return bool(var.value)
+    if isinstance(var, (TupleVar, ListVar, DictVar)):
+        out.depend(var)
+        return len(items(out, var) if not isinstance(var, DictVar) else var.box.items) > 0
+    if isinstance(var, TensorVar):
+        raise Unsupported(
+            "data-dependent branch: the condition is a tensor, whose value is unknown while tracing"
+        )
+    if isinstance(var, SymVar):
+        raise Unsupported("branch on a symbolic size (dynamic shapes) is not supported yet")
+    if isinstance(var, (FunctionVar, NestedFunctionVar, ModuleVar, BoundMethodVar, PartialVar)):
+        return True
+    if isinstance(var, ObjectVar):
+        cls = type(var.value)
+        if getattr(cls, "__bool__", None) is None and getattr(cls, "__len__", None) is None:
+            out.depend(var)
+            return True
+        if isinstance(var.value, (type, types.ModuleType, types.BuiltinFunctionType)):
+            return True
+    if isinstance(var, NewObjectVar):
+        if getattr(var.box.cls, "__bool__", None) is None and getattr(
+            var.box.cls, "__len__", None
+        ) is None:
+            return True
+    raise Unsupported(f"truth value of {describe(var)}")
+
+
+# -- sequences --------------------------------------------------------------------------------
+
+
+def items(out: Output, var: Var) -> list[Var]:
+    """The elements of a tuple/list (guarding its length)."""
+    if isinstance(var, TupleVar):
+        out.depend(var)
+        return list(var.items)
+    if isinstance(var, ListVar):
+        out.depend(var)
+        return list(var.box.items)
+    raise Unsupported(f"expected a tuple or list, got {describe(var)}")
+
+
+def iterate(out: Output, var: Var) -> list[Var]:
+    """Every value ``iter(var)`` would yield."""
+    if isinstance(var, (TupleVar, ListVar)):
+        return items(out, var)
+    if isinstance(var, DictVar):
+        out.depend(var)
+        return [ConstVar(k) for k in var.box.items]
+    if isinstance(var, IteratorVar):
+        rest = var.box.items[var.box.index :]
+        var.box.index = len(var.box.items)
+        return rest
+    if isinstance(var, ConstVar) and isinstance(var.value, (range, str, torch.Size, bytes, tuple)):
+        out.depend(var)
+        return [ConstVar(v) for v in var.value]
+    if isinstance(var, ModuleVar):
+        return _iterate_module(out, var)
+    if isinstance(var, TensorVar):
+        out.depend(var)
+        length = var.example.shape[0] if var.example.dim() else None
+        if not isinstance(length, int):
+            raise Unsupported("iterating over a 0-d tensor or a tensor of symbolic length")
+        return [getitem(out, var, ConstVar(i)) for i in range(length)]
+    if isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset)):
+        out.depend(var)
+        return [out.wrap(v, None) for v in var.value if is_constant_value(v)]
+    raise Unsupported(f"iterating over {describe(var)}")
+
+
+def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
+    module = var.module
+    out.depend(var)
+    if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
+        return [
+            out.wrap(sub, ItemSource(var.source, i) if var.source is not None else None)
+            for i, sub in enumerate(module)
+        ]
+    if isinstance(module, torch.nn.ModuleDict):
+        return [ConstVar(k) for k in module]
+    if isinstance(module, torch.nn.ParameterList):
+        return [
+            out.wrap(p, ItemSource(var.source, i) if var.source is not None else None)
+            for i, p in enumerate(module)
+        ]
+    raise Unsupported(f"iterating over module {type(module).__name__}")
+
+
+def make_iterator(out: Output, var: Var) -> IteratorVar:
+    """``iter(var)``."""
+    if isinstance(var, IteratorVar):
+        return var
+    return IteratorVar(IterBox(iterate(out, var)))
+
+
+def getitem(out: Output, obj: Var, key: Var) -> Var:
+    """``obj[key]``."""
+    if isinstance(obj, TensorVar):
+        return graph_call(out, operator.getitem, [obj, _index_var(key)], {})
+    if isinstance(obj, (TupleVar, ListVar)):
+        index = const_value(out, key)
+        values = items(out, obj)
+        if isinstance(index, slice):
+            return _sequence(obj, values[index])
+        try:
+            return values[index]
+        except (IndexError, TypeError) as exc:
+            raise Unsupported(f"{type(exc).__name__} raised by indexing: {exc}") from exc
+    if isinstance(obj, DictVar):
+        k = const_value(out, key)
+        if k not in obj.box.items:
+            raise Unsupported(f"KeyError {k!r} raised by a dict lookup")
+        return obj.box.items[k]
+    if isinstance(obj, ModuleVar):
+        index = const_value(out, key)
+        out.depend(obj)
+        try:
+            sub = obj.module[index]
+        except (IndexError, KeyError, TypeError) as exc:
+            raise Unsupported(f"indexing module {type(obj.module).__name__}: {exc}") from exc
+        if isinstance(index, slice):
+            raise Unsupported(f"slicing module {type(obj.module).__name__}")
+        source = ItemSource(obj.source, index) if obj.source is not None else None
+        return out.wrap(sub, source)
+    if isinstance(obj, ConstVar):
+        out.depend(obj)
+        return ConstVar(_fold(operator.getitem, obj.value, const_value(out, key)))
+    raise Unsupported(f"indexing {describe(obj)}")
+
+
+def _index_var(key: Var) -> Var:
+    return key
+
+
+def setitem(out: Output, obj: Var, key: Var, value: Var) -> None:
+    """``obj[key] = value``."""
+    if isinstance(obj, TensorVar):
+        graph_call(out, operator.setitem, [obj, key, value], {})
+        return
+    if isinstance(obj, ListVar):
+        index = const_value(out, key)
+        obj.box.items[index] = value
+        note_mutation(out, obj)
+        return
+    if isinstance(obj, DictVar):
+        obj.box.items[const_value(out, key)] = value
+        note_mutation(out, obj)
+        return
+    raise Unsupported(f"item assignment on {describe(obj)}")
+
+
+def note_mutation(out: Output, var: Var) -> None:
+    """A list/dict changed: if it came from the frame, its new contents must be written back."""
+    if var.source is None or not isinstance(var, (ListVar, DictVar)):
+        return
+    if not var.box.mutated:
+        var.box.mutated = True
+        out.side_effects.append(ContainerWrite(var))
+
+
+# -- attributes -------------------------------------------------------------------------------
+
+_TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+
+
+def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
+    """``obj.name``."""
+    out = vm.out
+    if isinstance(obj, TensorVar):
+        return _tensor_attr(out, obj, name)
+    if isinstance(obj, SymVar):
+        return MethodVar(obj, name)
+    if isinstance(obj, ModuleVar):
+        from symbolic_vm.modules import module_attr
+
+        return module_attr(vm, obj, name)
+    if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar)):
+        return MethodVar(obj, name)
+    if isinstance(obj, ConstVar):
+        value = obj.value
+        attr = getattr(value, name)
+        if callable(attr):
+            return MethodVar(obj, name)
+        out.depend(obj)
+        return ConstVar(attr)
+    if isinstance(obj, NewObjectVar):
+        return _new_object_attr(vm, obj, name)
+    if isinstance(obj, SuperVar):
+        return _super_attr(vm, obj, name)
+    if isinstance(obj, FunctionVar):
+        out.depend(obj)
+        return out.wrap(getattr(obj.fn, name), _attr(obj, name))
+    if isinstance(obj, ObjectVar):
+        return _object_attr(vm, obj, name)
+    if isinstance(obj, GradModeVar):
+        return MethodVar(obj, name)
+    raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+def _attr(obj: Var, name: str) -> Any:
+    return AttrSource(obj.source, name) if obj.source is not None else None
+
+
+def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
+    example = obj.example
+    if name == "shape":
+        return size_of(out, obj)
+    if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
+                "is_quantized", "is_meta", "is_leaf", "is_nested", "is_mkldnn"):
+        out.depend(obj)
+        return ConstVar(getattr(example, name))
+    if name == "ndim":
+        out.depend(obj)
+        return ConstVar(example.dim())
+    if name in _TENSOR_TENSOR_ATTRS:
+        return graph_call(out, getattr, [obj, ConstVar(name)], {})
+    if name == "grad":
+        raise Unsupported("reading tensor.grad inside a compiled function")
+    attr = getattr(torch.Tensor, name, None)
+    if attr is None:
+        raise Unsupported(f"tensor attribute {name!r}")
+    return MethodVar(obj, name)
+
+
+def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:
+    """``x.shape`` / ``x.size(dim)``: constants when static, graph values when symbolic."""
+    out.depend(obj)
+    shape = obj.example.shape
+    dims = range(len(shape)) if dim is None else [dim]
+    values: list[Var] = []
+    for d in dims:
+        size = shape[d]
+        if isinstance(size, int):
+            values.append(ConstVar(size))
+        else:
+            node = out.builder.call_method("size", (obj.node, d))
+            values.append(SymVar(node, node.meta["example_value"]))
+    if dim is not None:
+        return values[0]
+    if all(isinstance(v, ConstVar) for v in values):
+        return ConstVar(torch.Size([v.value for v in values if isinstance(v, ConstVar)]))
+    return TupleVar(tuple(values))
+
+
+def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
+    out = vm.out
+    value = obj.value
+    overlay = out.attr_overlay.get((id(value), name))
+    if overlay is not None:
+        return overlay
+    out.depend(obj)
+    if isinstance(value, types.ModuleType) or isinstance(value, type):
+        try:
+            attr = inspect.getattr_static(value, name)
+        except AttributeError as exc:
+            raise Unsupported(f"{value!r} has no attribute {name!r}") from exc
+        if isinstance(attr, (staticmethod, classmethod, property)) or hasattr(attr, "__get__"):
+            attr = getattr(value, name)
+        return out.wrap(attr, _attr(obj, name))
+    # A plain instance: instance dict first, then the class (methods bind to the instance).
+    instance_dict = getattr(value, "__dict__", {})
+    cls_attr = _class_lookup(type(value), name)
+    if isinstance(cls_attr, property) and cls_attr.fget is not None:
+        from symbolic_vm.calls import call
+
+        return call(vm, out.wrap(cls_attr.fget, None), [obj], {})
+    if name in instance_dict:
+        return out.wrap(instance_dict[name], _attr(obj, name))
+    if isinstance(cls_attr, types.FunctionType):
+        return BoundMethodVar(obj, FunctionVar(cls_attr))
+    if isinstance(cls_attr, staticmethod):
+        return out.wrap(cls_attr.__func__, None)
+    if isinstance(cls_attr, classmethod):
+        return BoundMethodVar(out.wrap(type(value), None), out.wrap(cls_attr.__func__, None))
+    try:
+        attr = getattr(value, name)
+    except AttributeError as exc:
+        raise Unsupported(f"{type(value).__name__} object has no attribute {name!r}") from exc
+    return out.wrap(attr, _attr(obj, name))
+
+
+_MISSING = object()
+
+
+def _class_lookup(cls: type, name: str) -> Any:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def _new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
+    if name in obj.box.attrs:
+        return obj.box.attrs[name]
+    cls_attr = _class_lookup(obj.box.cls, name)
+    if cls_attr is _MISSING:
+        raise Unsupported(f"{obj.box.cls.__name__} object has no attribute {name!r}")
+    if isinstance(cls_attr, property) and cls_attr.fget is not None:
+        from symbolic_vm.calls import call
+
+        return call(vm, vm.out.wrap(cls_attr.fget, None), [obj], {})
+    if isinstance(cls_attr, types.FunctionType):
+        return BoundMethodVar(obj, FunctionVar(cls_attr))
+    if isinstance(cls_attr, staticmethod):
+        return vm.out.wrap(cls_attr.__func__, None)
+    if isinstance(cls_attr, classmethod):
+        return BoundMethodVar(vm.out.wrap(obj.box.cls, None), vm.out.wrap(cls_attr.__func__, None))
+    return vm.out.wrap(cls_attr, None)
+
+
+def _super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
+    obj = sup.obj
+    cls = obj.box.cls if isinstance(obj, NewObjectVar) else type(_real_object(obj))
+    mro = cls.__mro__
+    start = mro.index(sup.cls) + 1
+    for klass in mro[start:]:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            if isinstance(attr, types.FunctionType):
+                return BoundMethodVar(obj, FunctionVar(attr))
+            if attr is object.__init__ or attr is torch.nn.Module.__init__:
+                return ObjectVar(_noop)
+            if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
+                return ObjectVar(_noop)
+            raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
+    raise Unsupported(f"super() has no attribute {name!r}")
+
+
+def _noop(*args: object, **kwargs: object) -> None:
+    """object.__init__ reached through super(): nothing to do."""
+
+
+def _real_object(var: Var) -> Any:
+    if isinstance(var, ModuleVar):
+        return var.module
+    if isinstance(var, ObjectVar):
+        return var.value
+    raise Unsupported(f"super() on {describe(var)}")
+
+
+def setattr_var(vm: Interpreter, obj: Var, name: str, value: Var) -> None:
+    """``obj.name = value``: kept in the VM and replayed on real objects after the graph."""
+    out = vm.out
+    if isinstance(obj, NewObjectVar):
+        obj.box.attrs[name] = value
+        return
+    if isinstance(obj, (ObjectVar, ModuleVar)) and obj.source is not None:
+        real = obj.value if isinstance(obj, ObjectVar) else obj.module
+        if isinstance(obj, ModuleVar) and isinstance(value, TensorVar) and name in dict(
+            real.named_parameters(recurse=False)
+        ):
+            raise Unsupported("assigning to a module parameter inside a compiled function")
+        out.depend(obj)
+        out.attr_overlay[(id(real), name)] = value
+        out.side_effects.append(AttrWrite(obj, name, value))
+        return
+    raise Unsupported(f"attribute assignment on {describe(obj)}")
+
+
+__all__ = [
+    "NULL",
+    "NullVar",
+    "binary",
+    "compare",
+    "const_value",
+    "getattr_var",
+    "getitem",
+    "graph_call",
+    "iterate",
+    "truth",
+]

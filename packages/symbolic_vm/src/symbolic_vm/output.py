@@ -1,0 +1,314 @@
+"""What one capture accumulates: the graph under construction, inputs by source, guards, effects."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import math
+import types
+from typing import Any
+
+import attrs
+import torch
+
+from fxbuild import GraphBuilder
+from symbolic_vm.guard_api import AttrSource, GuardSet, Source, UnsupportedGuardValue
+from symbolic_vm.records import CaptureConfig
+from symbolic_vm.values import (
+    BoundMethodVar,
+    ConstVar,
+    DictBox,
+    DictVar,
+    FunctionVar,
+    ListBox,
+    ListVar,
+    ModuleVar,
+    ObjectVar,
+    PartialVar,
+    TensorVar,
+    TupleVar,
+    Var,
+)
+
+log = logging.getLogger("strata.symbolic_vm")
+
+# Values folded as constants; guarded by value (CONSTANT_MATCH) when read from the frame.
+CONSTANT_TYPES: tuple[type, ...] = (
+    int, float, bool, str, bytes, complex, type(None), type(Ellipsis), slice, range,
+    torch.dtype, torch.device, torch.Size, torch.memory_format, torch.layout, enum.Enum,
+    type(NotImplemented),
+)
+
+
+def is_constant_value(value: object) -> bool:
+    """True when ``value`` is tracked as a ConstVar (tuples are tracked item by item)."""
+    return isinstance(value, CONSTANT_TYPES)
+
+
+@attrs.frozen
+class GuardRequest:
+    """A guard the trace depends on; emitted into the GuardSet when the capture ends."""
+
+    kind: str
+    source: Source
+    value: Any
+
+
+@attrs.frozen
+class AttrWrite:
+    """``setattr(target, name, value)`` to replay after the graph runs."""
+
+    target: Var
+    name: str
+    value: Var
+
+
+@attrs.frozen
+class GlobalWrite:
+    """Rebinding global ``name`` to ``value``."""
+
+    name: str
+    value: Var
+
+
+@attrs.frozen
+class ContainerWrite:
+    """A list or dict from the frame whose contents changed: replay its final contents."""
+
+    target: Var
+
+
+SideEffect = AttrWrite | GlobalWrite | ContainerWrite
+
+
+class Output:
+    """The state shared by the root frame and every inlined call of one capture."""
+
+    def __init__(
+        self, f_globals: dict[str, Any], config: CaptureConfig, *, prefix: str = "__strata"
+    ) -> None:
+        self.prefix = prefix
+        self.f_globals = f_globals
+        self.config = config
+        self.builder = GraphBuilder(dynamic=bool(config.dynamic))
+        self._tensor_inputs: dict[int, TensorVar] = {}
+        self._real_inputs: dict[int, torch.Tensor] = {}
+        self._by_source: dict[str, Var] = {}
+        self._by_id: dict[int, Var] = {}
+        self._keep_alive: list[object] = []
+        self._depended: set[int] = set()  # ids of placeholder nodes whose metadata was read
+        self._guards: dict[tuple[str, str], GuardRequest] = {}
+        self.side_effects: list[SideEffect] = []
+        # Attribute writes on real objects, seen by later reads in the same trace.
+        self.attr_overlay: dict[tuple[int, str], Var] = {}
+        self.global_overlay: dict[str, Var] = {}  # globals rebound by the trace
+        self._installs: dict[str, object] = {}
+        self._install_ids: dict[int, str] = {}
+        self.graph_index = 0
+
+    # -- wrapping real values ---------------------------------------------------------------
+
+    def wrap(self, value: object, source: Source | None) -> Var:
+        """Track a real Python value read from the frame at ``source``.
+
+        One source always gives the same var, and one list/dict/object reached by two sources
+        gives one var, so mutations are seen through every alias.
+        """
+        if source is not None:
+            key = source.name()
+            known = self._by_source.get(key)
+            if known is not None:
+                return known
+            if isinstance(value, (list, dict)):
+                known = self._by_id.get(id(value))
+                if known is not None:
+                    return known
+            var = self._wrap(value, source)
+            self._by_source[key] = var
+            if isinstance(value, (list, dict)):
+                self._by_id[id(value)] = var
+                self._keep_alive.append(value)
+            return var
+        return self._wrap(value, source)
+
+    def _wrap(self, value: object, source: Source | None) -> Var:
+        if isinstance(value, torch.Tensor):
+            return self._wrap_tensor(value, source)
+        if isinstance(value, tuple) and not isinstance(value, torch.Size) and type(value) is tuple:
+            return TupleVar(
+                tuple(self.wrap(v, _item(source, i)) for i, v in enumerate(value)), source=source
+            )
+        if type(value) is list:
+            return ListVar(
+                ListBox([self.wrap(v, _item(source, i)) for i, v in enumerate(value)]),
+                source=source,
+            )
+        if type(value) is dict and all(is_constant_value(k) for k in value):
+            return DictVar(
+                DictBox({k: self.wrap(v, _item(source, k)) for k, v in value.items()}),
+                source=source,
+            )
+        if is_constant_value(value):
+            return ConstVar(value, source=source)
+        if isinstance(value, torch.nn.Module):
+            return ModuleVar(value, source=source)
+        if isinstance(value, types.FunctionType):
+            return FunctionVar(value, source=source)
+        if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+            return BoundMethodVar(
+                self.wrap(value.__self__, _attr(source, "__self__")),
+                FunctionVar(value.__func__, source=_attr(source, "__func__")),
+                source=source,
+            )
+        if isinstance(value, functools.partial):
+            return PartialVar(
+                self.wrap(value.func, _attr(source, "func")),
+                tuple(self.wrap(a, _item(_attr(source, "args"), i)) for i, a in enumerate(value.args)),
+                {k: self.wrap(v, _item(_attr(source, "keywords"), k))
+                 for k, v in value.keywords.items()},
+                source=source,
+            )
+        return ObjectVar(value, source=source)
+
+    def _wrap_tensor(self, value: torch.Tensor, source: Source | None) -> TensorVar:
+        known = self._tensor_inputs.get(id(value))
+        if known is not None:
+            return known
+        if source is None:
+            raise_unsupported("a tensor that the VM cannot name as a frame input")
+        name = _placeholder_name(source)
+        dims = self.config.dynamic_dims.get(source.name(), frozenset())
+        node = self.builder.placeholder(name, value, dynamic_dims=dims)
+        node.meta["source"] = source
+        self._real_inputs[id(node)] = value
+        var = TensorVar(node, node.meta["example_value"], source=source)
+        self._tensor_inputs[id(value)] = var
+        return var
+
+    def real_input(self, var: TensorVar) -> torch.Tensor:
+        """The real tensor behind input ``var``."""
+        return self._real_inputs[id(var.node)]
+
+    def tensor_inputs(self) -> list[TensorVar]:
+        """Placeholders in creation order."""
+        return list(self._tensor_inputs.values())
+
+    # -- guards -----------------------------------------------------------------------------
+
+    def depend(self, var: Var) -> None:
+        """Record that the trace relied on ``var``: guard its source the way its kind needs."""
+        source = var.source
+        if isinstance(var, TensorVar):
+            self._depended.add(id(var.node))
+            return
+        if source is None:
+            return
+        if isinstance(var, ConstVar):
+            if isinstance(var.value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)):
+                self.request("ID_MATCH", source, var.value)
+            elif isinstance(var.value, float) and math.isnan(var.value):
+                self.request("TYPE_MATCH", source, var.value)  # nan != nan: match the type only
+            else:
+                self.request("CONSTANT_MATCH", source, var.value)
+        elif isinstance(var, (TupleVar, ListVar)):
+            self.request("TYPE_MATCH", source, _real_type(var))
+            length = len(var.items) if isinstance(var, TupleVar) else len(var.box.items)
+            self.request("LENGTH", source, [None] * length)
+        elif isinstance(var, DictVar):
+            self.request("TYPE_MATCH", source, {})
+            self.request("DICT_KEYS", source, dict.fromkeys(var.box.items))
+        elif isinstance(var, ModuleVar):
+            self.request("ID_MATCH", source, var.module)
+        elif isinstance(var, FunctionVar):
+            self.request("ID_MATCH", source, var.fn)
+        elif isinstance(var, ObjectVar):
+            if _is_user_instance(var.value):
+                self.request("TYPE_MATCH", source, var.value)
+            else:
+                self.request("ID_MATCH", source, var.value)
+
+    def request(self, kind: str, source: Source, value: object) -> None:
+        """Ask for one guard (merged with an identical request)."""
+        self._guards.setdefault((kind, source.name()), GuardRequest(kind, source, value))
+
+    def used_placeholder(self, var: TensorVar) -> bool:
+        """True when the graph or the trace relied on input ``var``."""
+        return bool(var.node.users) or id(var.node) in self._depended
+
+    def guard_set(self, live_inputs: list[TensorVar]) -> GuardSet:
+        """The guards of everything the trace depended on."""
+        guard_set = GuardSet()
+        guard_set.GLOBAL_STATE()
+        for var in live_inputs:
+            real = self._real_inputs[id(var.node)]
+            dims = self.config.dynamic_dims.get(var.source.name(), frozenset())
+            if self.builder.dynamic:
+                dims = frozenset(range(var.example.dim()))
+            guard_set.TENSOR_MATCH(var.source, real, dynamic_dims=dims)
+        for request in self._guards.values():
+            try:
+                getattr(guard_set, request.kind)(request.source, request.value)
+            except UnsupportedGuardValue:
+                # A constant the guards cannot compare by value: pin the object itself.
+                guard_set.ID_MATCH(request.source, request.value)
+        return guard_set
+
+    # -- helper globals ---------------------------------------------------------------------
+
+    def install(self, value: object, stem: str = "const") -> str:
+        """A global name the transformed code can use to reach ``value``."""
+        known = self._install_ids.get(id(value))
+        if known is not None:
+            return known
+        name = f"{self.prefix}_{stem}_{len(self._installs)}"
+        self._installs[name] = value
+        self._install_ids[id(value)] = name
+        return name
+
+    @property
+    def installs(self) -> dict[str, object]:
+        """Helper globals the transformed code needs."""
+        return dict(self._installs)
+
+
+def _real_type(var: Var) -> object:
+    return () if isinstance(var, TupleVar) else []
+
+
+def _is_user_instance(value: object) -> bool:
+    return not isinstance(
+        value,
+        (type, types.ModuleType, types.BuiltinFunctionType, types.FunctionType,
+         types.MethodType, types.BuiltinMethodType),
+    ) and not callable(getattr(value, "__torch_function__", None)) and type(value).__module__ not in (
+        "builtins", "torch", "torch._C", "math", "operator", "functools", "typing",
+    )
+
+
+def _item(source: Source | None, index: object) -> Source | None:
+    from symbolic_vm.guard_api import ItemSource
+
+    return None if source is None else ItemSource(source, index)
+
+
+def _attr(source: Source | None, name: str) -> Source | None:
+    return None if source is None else AttrSource(source, name)
+
+
+def _placeholder_name(source: Source) -> str:
+    """``L['self'].fc.weight`` -> ``L_self_fc_weight`` (Dynamo's style for input names)."""
+    text = source.name()
+    if text.startswith("L['") and text.endswith("']") and text.count("'") == 2:
+        return text[3:-2]
+    out = "".join(ch if ch.isalnum() else "_" for ch in text)
+    while "__" in out:
+        out = out.replace("__", "_")
+    return out.strip("_")
+
+
+def raise_unsupported(reason: str) -> None:
+    """Raise Unsupported (the interpreter adds the user's location)."""
+    from symbolic_vm.errors import Unsupported
+
+    raise Unsupported(reason)

@@ -1,0 +1,102 @@
+"""The records capture() takes and returns, and the frame protocol it reads."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import attrs
+
+from symbolic_vm.guard_api import GuardSet
+
+
+class FrameLike(Protocol):
+    """What capture() reads of a frame; ``types.FrameType`` satisfies it, tests build it directly.
+
+    ``f_locals`` holds the arguments by name (``*args`` as a tuple, ``**kwargs`` as a dict) and the
+    free variables' contents by name: what a frame's f_locals holds before its first instruction.
+    """
+
+    @property
+    def f_code(self) -> types.CodeType: ...
+    @property
+    def f_locals(self) -> dict[str, Any]: ...
+    @property
+    def f_globals(self) -> dict[str, Any]: ...
+    @property
+    def f_builtins(self) -> dict[str, Any]: ...
+
+
+@attrs.frozen
+class FrameInput:
+    """A frame-like record made from a function and its arguments (see :func:`frame_from_call`)."""
+
+    f_code: types.CodeType
+    f_locals: dict[str, Any]
+    f_globals: dict[str, Any]
+    f_builtins: dict[str, Any]
+
+
+def frame_from_call(
+    fn: Callable[..., object], args: tuple[object, ...] = (), kwargs: Mapping[str, object] | None = None
+) -> FrameInput:
+    """The frame ``fn(*args, **kwargs)`` would start with, without running it."""
+    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, types.MethodType):
+        args = (fn.__self__, *args)
+    if not isinstance(func, types.FunctionType):
+        raise TypeError(f"frame_from_call needs a Python function, got {type(fn).__name__}")
+    bound = inspect.signature(func).bind(*args, **(kwargs or {}))
+    bound.apply_defaults()
+    f_locals: dict[str, Any] = dict(bound.arguments)
+    code = func.__code__
+    for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=True):
+        try:
+            f_locals[name] = cell.cell_contents
+        except ValueError:  # an empty cell is absent, as in a real frame
+            pass
+    f_builtins = func.__globals__.get("__builtins__", __builtins__)
+    if isinstance(f_builtins, types.ModuleType):
+        f_builtins = vars(f_builtins)
+    return FrameInput(code, f_locals, func.__globals__, dict(f_builtins))
+
+
+@attrs.frozen
+class CaptureConfig:
+    """How to capture: fail on anything unsupported (fullgraph), and which dims are symbolic."""
+
+    fullgraph: bool = False
+    dynamic: bool | None = None
+    dynamic_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class CapturedGraph:
+    """One graph to compile; compile_api stores the backend's callable as global ``name``."""
+
+    name: str
+    gm: Any  # torch.fx.GraphModule
+    example_inputs: list[object]
+
+
+@attrs.frozen
+class GraphBreak:
+    """Where and why the VM could not keep capturing."""
+
+    reason: str
+    filename: str
+    lineno: int
+    source_line: str
+
+
+@attrs.frozen
+class CaptureResult:
+    """capture()'s answer: code to run in place of the frame, its graphs, guards and breaks."""
+
+    code: types.CodeType
+    graphs: list[CapturedGraph]
+    guards: GuardSet
+    breaks: list[GraphBreak]
+    globals_to_install: dict[str, object]

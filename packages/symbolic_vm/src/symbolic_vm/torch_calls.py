@@ -1,0 +1,132 @@
+"""Calls into torch: graph nodes for ops, constants for metadata queries, grad-mode contexts."""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.output import Output
+from symbolic_vm.values import (
+    ConstVar,
+    ContextExitVar,
+    GradModeVar,
+    ObjectVar,
+    TensorVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+# Functions whose answer is a Python value known at trace time (covered by guards).
+_METADATA_FUNCTIONS: dict[Any, str] = {
+    torch.is_tensor: "is_tensor",
+    torch.is_floating_point: "is_floating_point",
+    torch.is_complex: "is_complex",
+    torch.numel: "numel",
+    torch.is_grad_enabled: "is_grad_enabled",
+    torch.get_default_dtype: "get_default_dtype",
+    torch.is_autocast_enabled: "is_autocast_enabled",
+}
+_CONSTANT_CONSTRUCTORS: tuple[Any, ...] = (torch.Size, torch.device, torch.finfo, torch.iinfo)
+_UNSUPPORTED: dict[Any, str] = {
+    torch.manual_seed: "torch.manual_seed() changes the global RNG state",
+    torch.set_default_dtype: "torch.set_default_dtype() changes global state",
+}
+
+
+def is_torch_function(value: object) -> bool:
+    """True for a callable from the torch namespace that should become one graph node."""
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    if isinstance(value, types.BuiltinFunctionType | types.BuiltinMethodType):
+        module = getattr(value, "__module__", None) or ""
+        self_obj = getattr(value, "__self__", None)
+        return module.startswith("torch") or (
+            self_obj is not None and type(self_obj).__module__.startswith("torch")
+        ) or isinstance(self_obj, types.ModuleType) and self_obj.__name__.startswith("torch")
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
+    if isinstance(value, types.FunctionType):
+        module = value.__module__ or ""
+        return module.startswith("torch.") and not module.startswith(
+            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode", "torch._dynamo")
+        )
+    return False
+
+
+def call_torch(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
+    """Handle a call to a torch function or class; None when ``fn`` is not torch's."""
+    out = vm.out
+    value = fn.value
+    if value is torch.no_grad:
+        _no_arguments(args, kwargs, "torch.no_grad")
+        return GradModeVar(False)
+    if value is torch.enable_grad:
+        _no_arguments(args, kwargs, "torch.enable_grad")
+        return GradModeVar(True)
+    if value is torch.set_grad_enabled:
+        enabled = bool(ops.const_value(out, args[0]))
+        previous = torch.is_grad_enabled()
+        set_grad_mode(out, enabled)
+        # Already in effect: as a context manager, its exit restores the previous mode.
+        return GradModeVar(previous, applied=True)
+    if value in _UNSUPPORTED:
+        raise Unsupported(_UNSUPPORTED[value])
+    if value in _METADATA_FUNCTIONS:
+        py_args = [_meta_arg(out, a) for a in args]
+        return ConstVar(value(*py_args))
+    if value in _CONSTANT_CONSTRUCTORS:
+        py_args = [ops.const_value(out, a) for a in args]
+        py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
+        return out.wrap(value(*py_args, **py_kwargs), None)
+    if not is_torch_function(value):
+        return None
+    out.depend(fn)
+    if "out" in kwargs:
+        raise Unsupported(f"{_name(value)}(out=...) inside a compiled function")
+    return ops.graph_call(out, value, args, kwargs)
+
+
+def _meta_arg(out: Output, var: Var) -> Any:
+    if isinstance(var, TensorVar):
+        out.depend(var)
+        return var.example
+    return ops.const_value(out, var)
+
+
+def _no_arguments(args: list[Var], kwargs: dict[str, Var], what: str) -> None:
+    if args or kwargs:
+        raise Unsupported(f"{what} called with arguments")
+
+
+def _name(value: object) -> str:
+    return str(getattr(value, "__name__", repr(value)))
+
+
+def set_grad_mode(out: Output, enabled: bool) -> None:
+    """Switch grad mode in the graph (and in the tracer, so fake values agree)."""
+    if torch.is_grad_enabled() == enabled:
+        return
+    out.builder.call_function(torch._C._set_grad_enabled, (enabled,))
+
+
+def enter_grad_mode(out: Output, mode: GradModeVar) -> Var:
+    """``with torch.no_grad():`` -- returns the ``__exit__`` callable BEFORE_WITH keeps."""
+    if mode.applied:
+        return ContextExitVar(mode.enabled)
+    previous = torch.is_grad_enabled()
+    set_grad_mode(out, mode.enabled)
+    return ContextExitVar(previous)
+
+
+def opaque_call(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """allow_in_graph / nonstrict_trace: the call becomes one node, run on fakes for its value."""
+    return ops.graph_call(out, fn, args, kwargs)
+
+
+__all__ = ["call_torch", "enter_grad_mode", "is_torch_function", "set_grad_mode"]

@@ -1,0 +1,224 @@
+"""The values the VM tracks: immutable records, each with the source it was read from (or None).
+
+Containers that Python code can mutate (lists, dicts, cells, iterators, objects made while tracing)
+hold a mutable *box*: the record stays frozen and shareable, and aliasing works as in Python
+because two records holding one box are the same object.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import attrs
+
+from symbolic_vm.guard_api import Source
+
+
+@attrs.frozen(eq=False)
+class Var:
+    """Base of every tracked value. ``source`` says where in the frame it was read from."""
+
+    source: Source | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen(eq=False)
+class NullVar(Var):
+    """The NULL that CPython pushes before a callable."""
+
+
+NULL = NullVar()
+
+
+@attrs.frozen(eq=False)
+class TensorVar(Var):
+    """A tensor in the graph: its fx node and fake example value."""
+
+    node: Any  # torch.fx.Node
+    example: Any  # FakeTensor
+
+
+@attrs.frozen(eq=False)
+class SymVar(Var):
+    """A symbolic int/float/bool produced in the graph (dynamic shapes)."""
+
+    node: Any
+    example: Any
+
+
+@attrs.frozen(eq=False)
+class ConstVar(Var):
+    """A Python constant: int, float, str, None, dtype, device, slice, range, torch.Size..."""
+
+    value: Any
+
+
+@attrs.frozen(eq=False)
+class TupleVar(Var):
+    """A tuple of tracked values."""
+
+    items: tuple[Var, ...]
+
+
+@attrs.define(eq=False)
+class ListBox:
+    """The contents of one Python list; ``mutated`` marks a list from the frame that changed."""
+
+    items: list[Var]
+    mutated: bool = False
+
+
+@attrs.frozen(eq=False)
+class ListVar(Var):
+    """A list: its box is shared by every alias."""
+
+    box: ListBox
+
+
+@attrs.define(eq=False)
+class DictBox:
+    """The contents of one dict; keys are Python constants (str, int, ...)."""
+
+    items: dict[Any, Var]
+    mutated: bool = False
+
+
+@attrs.frozen(eq=False)
+class DictVar(Var):
+    """A dict with constant keys."""
+
+    box: DictBox
+
+
+@attrs.define(eq=False)
+class IterBox:
+    """An iterator over known items and its position."""
+
+    items: list[Var]
+    index: int = 0
+
+
+@attrs.frozen(eq=False)
+class IteratorVar(Var):
+    """An iterator (from iter(), enumerate(), zip(), dict views...) over known values."""
+
+    box: IterBox
+
+
+@attrs.define(eq=False)
+class Cell:
+    """A closure cell made while tracing (MAKE_CELL) or a frame's own cell variable."""
+
+    value: Var | None = None
+    external: bool = False  # a real cell of the frame's closure: writes must be replayed
+
+
+@attrs.frozen(eq=False)
+class CellVar(Var):
+    """A cell object on the stack (LOAD_CLOSURE) on its way into a closure tuple."""
+
+    cell: Cell
+
+
+@attrs.frozen(eq=False)
+class FunctionVar(Var):
+    """A real Python function: calling it inlines its bytecode."""
+
+    fn: types.FunctionType
+
+
+@attrs.frozen(eq=False)
+class NestedFunctionVar(Var):
+    """A function made by MAKE_FUNCTION while tracing (lambdas, inner defs, comprehensions)."""
+
+    code: types.CodeType
+    f_globals: dict[str, Any]
+    defaults: tuple[Var, ...]
+    kwdefaults: dict[str, Var]
+    closure: tuple[Cell, ...]
+
+
+@attrs.frozen(eq=False)
+class PartialVar(Var):
+    """functools.partial(func, *args, **kwargs)."""
+
+    func: Var
+    args: tuple[Var, ...]
+    kwargs: dict[str, Var]
+
+
+@attrs.frozen(eq=False)
+class BoundMethodVar(Var):
+    """``obj.method`` for a Python-level method: calling it calls ``func(obj, ...)``."""
+
+    self_var: Var
+    func: Var
+
+
+@attrs.frozen(eq=False)
+class MethodVar(Var):
+    """A method of a tracked value implemented by the VM (tensor methods, list.append, ...)."""
+
+    self_var: Var
+    name: str
+
+
+@attrs.frozen(eq=False)
+class ModuleVar(Var):
+    """A torch.nn.Module instance from the frame (its parameters become graph inputs)."""
+
+    module: Any
+
+
+@attrs.frozen(eq=False)
+class ObjectVar(Var):
+    """Any other real Python object: builtins, torch functions, classes, user instances, modules."""
+
+    value: Any
+
+
+@attrs.define(eq=False)
+class ObjectBox:
+    """Attributes of an object made while tracing, or written on a sourced object."""
+
+    cls: type
+    attrs: dict[str, Var]
+
+
+@attrs.frozen(eq=False)
+class NewObjectVar(Var):
+    """An instance of a user class created while tracing (``__init__`` inlined)."""
+
+    box: ObjectBox
+
+
+@attrs.frozen(eq=False)
+class GradModeVar(Var):
+    """``torch.no_grad()`` / ``torch.enable_grad()`` / ``torch.set_grad_enabled(b)`` as a context.
+
+    ``applied``: set_grad_enabled switched the mode when called; ``enabled`` is then the mode to
+    restore on exit.
+    """
+
+    enabled: bool
+    applied: bool = False
+
+
+@attrs.frozen(eq=False)
+class ContextExitVar(Var):
+    """The ``__exit__`` BEFORE_WITH pushed: calling it restores grad mode ``restore``."""
+
+    restore: bool
+
+
+@attrs.frozen(eq=False)
+class SuperVar(Var):
+    """``super()`` inside a method: attribute lookups start after ``cls`` in ``type(obj).__mro__``."""
+
+    cls: type
+    obj: Var
+
+
+def is_const(var: Var) -> bool:
+    """True for a ConstVar."""
+    return isinstance(var, ConstVar)
