@@ -1,0 +1,94 @@
+"""aot as the body of a backend: aot_module_simplified under the real torch.compile (as oracle
+harness only: the implementation never calls torch.compile) and on fx.symbolic_trace graphs."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+
+import aot
+
+
+def _identity_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    return aot.aot_module_simplified(gm, example_inputs, aot.identity_compiler)
+
+
+BACKENDS = {
+    "simplified_identity": _identity_backend,
+    "aot_eager": aot.aot_eager,
+    "aot_eager_decomp_partition": aot.aot_eager_decomp_partition,
+}
+
+
+@pytest.fixture(autouse=True)
+def _reset_dynamo() -> Any:
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("model_name", ["mlp", "transformer_block", "cnn_batchnorm_dropout"])
+def test_torch_compile_with_aot_backend_trains_like_eager(
+    helpers: Any, model_name: str, backend: str
+) -> None:
+    make_model, make_input = helpers.MODELS[model_name]
+    used: list[int] = []
+
+    def counting_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        used.append(1)
+        return BACKENDS[backend](gm, example_inputs)
+
+    helpers.compare_training(
+        make_model, make_input, lambda m: torch.compile(m, backend=counting_backend)
+    )
+    assert used, "torch.compile never called the aot backend"
+
+
+def test_torch_compile_function_with_mutation_and_views(helpers: Any) -> None:
+    def fn(x: torch.Tensor, buf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        buf.mul_(2)
+        y = (x * buf).sin()
+        return y.sum(), y.view(-1)
+
+    compiled = torch.compile(fn, backend=_identity_backend)
+    x = torch.randn(2, 3, requires_grad=True)
+    b_eager, b_compiled = torch.ones(2, 3), torch.ones(2, 3)
+    expected, actual = fn(x, b_eager), compiled(x, b_compiled)
+    helpers.assert_close(actual, expected, "outputs")
+    helpers.assert_close(b_compiled, b_eager, "mutated buffer")
+    ge = torch.autograd.grad(expected[0] + expected[1].pow(2).sum(), x)
+    gc = torch.autograd.grad(actual[0] + actual[1].pow(2).sum(), x)
+    helpers.assert_close(gc, ge, "grad")
+
+
+def test_aot_module_simplified_on_a_symbolic_trace_graph_with_parameters(helpers: Any) -> None:
+    torch.manual_seed(0)
+    model = helpers.MLP()
+    gm = torch.fx.symbolic_trace(copy.deepcopy(model))
+    x = torch.randn(5, 16)
+    run = aot.aot_module_simplified(gm, [x], aot.identity_compiler,
+                                    partition_fn=aot.min_cut_partition)
+    out = run(x)
+    expected = model(x)
+    helpers.assert_close(out, expected, "output")
+    grads = torch.autograd.grad(out.sum(), list(gm.parameters()))
+    expected_grads = torch.autograd.grad(expected.sum(), list(model.parameters()))
+    helpers.assert_close(grads, expected_grads, "parameter grads")
+
+
+def test_aot_module_simplified_returns_what_the_graph_returns(helpers: Any) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (x + y, (x * y).sum())
+
+    gm = torch.fx.symbolic_trace(fn)
+    x, y = torch.randn(3, requires_grad=True), torch.randn(3)
+    run = aot.aot_module_simplified(gm, [x, y], aot.identity_compiler)
+    out = run(x, y)
+    assert isinstance(out, tuple) and len(out) == 2
+    helpers.assert_close(out, fn(x, y), "outputs")
+    single = aot.aot_module_simplified(torch.fx.symbolic_trace(lambda a: a.cos()), [x],
+                                       aot.identity_compiler)
+    assert isinstance(single(x), torch.Tensor)
