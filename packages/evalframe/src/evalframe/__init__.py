@@ -60,16 +60,6 @@ SKIP: Final = Skip.SKIP
 Guard: TypeAlias = Callable[[dict[str, object]], bool]
 
 
-def _check_guard(_inst: object, _attr: object, value: object) -> None:
-    if not callable(value):
-        raise TypeError(f"Entry.guard must be callable, not {type(value).__name__}")
-
-
-def _check_code(_inst: object, _attr: object, value: object) -> None:
-    if not isinstance(value, types.CodeType):
-        raise TypeError(f"Entry.code must be a code object, not {type(value).__name__}")
-
-
 @attrs.frozen
 class Entry:
     """A cache entry: run `code` in place of a frame when `guard(f_locals)` is true.
@@ -80,8 +70,16 @@ class Entry:
     checked when the entry is first used (a ValueError at the frame's call).
     """
 
-    guard: Guard = attrs.field(validator=_check_guard)
-    code: types.CodeType = attrs.field(validator=_check_code)
+    guard: Guard
+    code: types.CodeType
+
+    def __attrs_post_init__(self) -> None:
+        guard: object = self.guard
+        code: object = self.code
+        if not callable(guard):
+            raise TypeError(f"Entry.guard must be callable, not {type(guard).__name__}")
+        if not isinstance(code, types.CodeType):
+            raise TypeError(f"Entry.code must be a code object, not {type(code).__name__}")
 
 
 Callback: TypeAlias = Callable[[types.FrameType, int], "Entry | Literal[Skip.SKIP] | None"]

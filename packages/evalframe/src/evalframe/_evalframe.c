@@ -60,7 +60,7 @@ static int force_slow_path = 0;       /* tests: take the no-room path every time
 
 /* Counters of which path ran; tests read them to prove a path was taken. */
 static struct {
-    unsigned long long callbacks, hits, misses, in_place, relocated, called;
+    unsigned long long callbacks, hits, misses, in_place, relocated, chunk_replaced, called;
 } stats;
 
 /* ------------------------------------------------------------------ */
@@ -419,18 +419,28 @@ move_to_new_chunk(PyThreadState *ts, _PyInterpreterFrame *frame, int new_size)
         return NULL;
     }
     _PyStackChunk *old = ts->datastack_chunk;
-    chunk->previous = old;
+    /* A frame that starts its chunk leaves it empty: the new chunk replaces it
+     * (CPython never keeps an empty chunk on the stack; the root chunk never
+     * starts with a frame). */
+    int replaces_old = (PyObject **)frame == &old->data[0];
+    chunk->previous = replaces_old ? old->previous : old;
     chunk->size = bytes;
     chunk->top = 0;
-    old->top = (PyObject **)frame - &old->data[0];
+    if (!replaces_old) {
+        old->top = (PyObject **)frame - &old->data[0];
+    }
     _PyInterpreterFrame *moved = (_PyInterpreterFrame *)&chunk->data[0];
     memcpy(moved, frame, (char *)&frame->localsplus[frame->stacktop] - (char *)frame);
+    if (replaces_old) {
+        arena.free(arena.ctx, old, old->size);
+        stats.chunk_replaced++;
+    }
     if (moved->frame_obj != NULL) {
         moved->frame_obj->f_frame = moved;
     }
     ts->datastack_chunk = chunk;
     ts->datastack_limit = (PyObject **)((char *)chunk + bytes);
-    ts->datastack_top = (PyObject **)moved + frame_size(moved->f_code);
+    ts->datastack_top = (PyObject **)moved + new_size;
     return moved;
 }
 #else
@@ -970,10 +980,10 @@ ef_is_skipped(PyObject *module, PyObject *code)
 static PyObject *
 ef_stats(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{sKsKsKsKsKsKsn}", "callbacks", stats.callbacks, "hits", stats.hits,
-                         "misses", stats.misses, "in_place", stats.in_place, "relocated",
-                         stats.relocated, "called", stats.called, "active_threads",
-                         active_threads);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsn}", "callbacks", stats.callbacks, "hits",
+                         stats.hits, "misses", stats.misses, "in_place", stats.in_place,
+                         "relocated", stats.relocated, "chunk_replaced", stats.chunk_replaced,
+                         "called", stats.called, "active_threads", active_threads);
 }
 
 static PyObject *
