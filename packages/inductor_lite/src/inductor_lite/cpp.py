@@ -83,6 +83,18 @@ template <typename T> static inline T py_remainder(T a, T b) {
     T r = std::fmod(a, b);
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }
+// floor(a / b) computed from the exact remainder, so a quotient that rounds onto an
+// integer boundary does not flip the result (matches eager's floor division)
+template <typename T> static inline T floor_div(T a, T b) {
+    if (b == 0) return a / b;
+    T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    if (div == 0) return std::copysign(T(0), a / b);
+    T fl = std::floor(div);
+    if (div - fl > T(0.5)) fl += T(1);
+    return fl;
+}
 template <typename T> static inline T sign_of(T a) {
     return a > 0 ? T(1) : (a < 0 ? T(-1) : a);
 }
@@ -253,6 +265,8 @@ class _Body:
             return f"std::atan2({a[0]}, {a[1]})"
         if name == "fmod":
             return f"std::fmod({a[0]}, {a[1]})"
+        if name == "floor_div":
+            return f"floor_div<{ct}>({a[0]}, {a[1]})"
         if name == "remainder":
             return f"py_remainder<{ct}>({a[0]}, {a[1]})"
         if name in ("logical_and", "logical_or", "logical_xor"):

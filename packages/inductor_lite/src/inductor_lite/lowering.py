@@ -62,6 +62,8 @@ class GraphLowering:
         self.device: torch.device | None = None
         self._counter = 0
         self.current: torch.fx.Node | None = None
+        # a lazy value realized once keeps its buffer (keyed by identity; values are kept alive)
+        self._realized: dict[int, tuple[TensorValue, TensorValue]] = {}
 
     # ------------------------------------------------------------ buffers
 
@@ -81,6 +83,8 @@ class GraphLowering:
         """Give ``tv`` memory: a no-op for a buffer view, a pointwise node otherwise."""
         if tv.ref is not None and strides is None:
             return tv
+        if strides is None and id(tv) in self._realized:
+            return self._realized[id(tv)][1]
         if strides is not None and not _is_dense(tv.sizes, strides):
             strides = None
         spec = self.new_buffer(tv.sizes, tv.dtype, strides)
@@ -95,7 +99,10 @@ class GraphLowering:
                 spec.strides == contiguous_strides(spec.sizes),
             )
         )
-        return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
+        result = realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
+        if strides is None or spec.strides == contiguous_strides(spec.sizes):
+            self._realized[id(tv)] = (tv, result)
+        return result
 
     def reduce(
         self,

@@ -259,6 +259,8 @@ def _div_mode(
     post = {None: None, "floor": "floor", "trunc": "trunc"}[rounding_mode]
 
     def fn(v: list[VExpr]) -> VExpr:
+        if post == "floor":
+            return op("floor_div", dt, *v)
         q = op("truediv", dt, *v)
         return q if post is None else op(post, dt, q)
 
