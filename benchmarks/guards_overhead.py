@@ -1,0 +1,163 @@
+"""Per-call cost of a compiled guard check (guards package), side by side with a trivial
+``lambda L: True`` and torch.compile(backend="eager")'s whole per-call overhead.
+
+    .venv/bin/python benchmarks/guards_overhead.py [--number N] [--repeat R] [--no-torch-compile]
+
+Cases:
+  (a) one tensor argument: TENSOR_MATCH (+ the DISPATCH_TLS it implies), then the same
+      plus GLOBAL_STATE, plus ablations that show where the time goes;
+  (b) a module with 50 parameters: ID_MATCH on the module, CONSTANT_MATCH on .training,
+      DICT_KEYS on ._modules, TENSOR_MATCH on two tensor args, GLOBAL_STATE.
+Every figure is the median (and the min) over R repeats of (time of N calls) / N, in ns;
+the min is the better estimate of the uncontended cost on a shared machine.
+torch.compile's overhead is median(compiled call) - median(eager call) of the same function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import timeit
+from collections.abc import Callable
+
+import torch
+
+from guards import AttrSource, CompiledGuards, GuardSet, LocalSource, compile_guards
+
+
+def per_call_ns(
+    fn: Callable[..., object], args: tuple[object, ...], number: int, repeat: int
+) -> tuple[float, float]:
+    times = timeit.repeat(
+        "fn(*args)", globals={"fn": fn, "args": args}, number=number, repeat=repeat
+    )
+    return _summary(times, number)
+
+
+def _summary(times: list[float], number: int) -> tuple[float, float]:
+    per_call = [t / number * 1e9 for t in times]
+    return statistics.median(per_call), min(per_call)
+
+
+def check_ns(
+    check: Callable[[dict[str, object]], bool],
+    f_locals: dict[str, object],
+    number: int,
+    repeat: int,
+) -> tuple[float, float]:
+    assert check(f_locals) is True
+    times = timeit.repeat(
+        "check(L)", globals={"check": check, "L": f_locals}, number=number, repeat=repeat
+    )
+    return _summary(times, number)
+
+
+def ablate(cg: CompiledGuards, drop: list[str]) -> Callable[[dict[str, object]], bool]:
+    """cg's generated function without the check lines mentioning any of ``drop``."""
+    fn = cg.check.__func__  # type: ignore[attr-defined]
+    lines = cg.source_code.splitlines()
+    kept = [ln for ln in lines if ln.startswith("def ") or not any(d in ln for d in drop)]
+    ns: dict[str, object] = {"G": {}, **fn.__kwdefaults__}
+    exec("\n".join(kept), ns)
+    return type("Ablation", (), {"__call__": ns["___guard_check"]})()  # type: ignore[no-any-return]
+
+
+class Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(25)])
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.layers(x) + y
+        return out
+
+
+def one_tensor_fn(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--no-torch-compile", action="store_true")
+    opts = parser.parse_args()
+    n, r = opts.number, opts.repeat
+    rows: list[tuple[str, tuple[float, float]]] = []
+
+    trivial = lambda L: True  # noqa: E731
+    x = torch.randn(8, 8)
+    la: dict[str, object] = {"x": x}
+    rows.append(("trivial `lambda L: True`", check_ns(trivial, la, n, r)))
+
+    gs = GuardSet()
+    gs.TENSOR_MATCH(LocalSource("x"), x)
+    cg = compile_guards(gs, {})
+    rows.append(("(a) TENSOR_MATCH x (+DISPATCH_TLS)", check_ns(cg, la, n, r)))
+    gs.GLOBAL_STATE()
+    cg_gs = compile_guards(gs, {})
+    rows.append(("(a) TENSOR_MATCH x + GLOBAL_STATE", check_ns(cg_gs, la, n, r)))
+
+    # Ablations (not shipped modes): the same generated check with lines removed, to show
+    # where the time goes.  Called the same way as the real one (the function is __call__).
+    rows.append(("(a) ablation: without DISPATCH_TLS", check_ns(ablate(cg, ["tls_"]), la, n, r)))
+    rows.append(
+        (
+            "(a) ablation: without DISPATCH_TLS and tensor dispatch keys",
+            check_ns(ablate(cg, ["tls_", "dispatch_keys"]), la, n, r),
+        )
+    )
+
+    model = Model()
+    y = torch.randn(8, 8)
+    lb = {"self": model, "x": x, "y": y}
+    gb = GuardSet()
+    gb.ID_MATCH(LocalSource("self"), model)
+    gb.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
+    gb.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
+    gb.TENSOR_MATCH(LocalSource("x"), x)
+    gb.TENSOR_MATCH(LocalSource("y"), y)
+    gb.GLOBAL_STATE()
+    cgb = compile_guards(gb, {})
+    assert sum(1 for _ in model.parameters()) == 50
+    rows.append(
+        ("(b) module: ID+CONSTANT+DICT_KEYS+2xTENSOR+GLOBAL_STATE", check_ns(cgb, lb, n, r))
+    )
+
+    if not opts.no_torch_compile:
+        # Reference only: torch.compile runs here as the yardstick, never in the package.
+        torch._dynamo.reset()
+        compiled_a = torch.compile(one_tensor_fn, backend="eager")
+        compiled_a(x)
+        eager_a = per_call_ns(one_tensor_fn, (x,), n, r)
+        comp_a = per_call_ns(compiled_a, (x,), n, r)
+        rows.append(
+            (
+                "(a) torch.compile(eager) x+1: compiled - eager",
+                (comp_a[0] - eager_a[0], comp_a[1] - eager_a[1]),
+            )
+        )
+        compiled_b = torch.compile(model, backend="eager")
+        compiled_b(x, y)
+        eager_b = per_call_ns(model, (x, y), n // 10, r)
+        comp_b = per_call_ns(compiled_b, (x, y), n // 10, r)
+        rows.append(
+            (
+                "(b) torch.compile(eager) module: compiled - eager",
+                (comp_b[0] - eager_b[0], comp_b[1] - eager_b[1]),
+            )
+        )
+        rows.append(("    (b) eager module call itself", eager_b))
+
+    print(f"torch {torch.__version__}; median of {r} repeats x {n} calls; ns per call")
+    print("| case | median ns/call | min ns/call |")
+    print("| --- | ---: | ---: |")
+    for name, (med, low) in rows:
+        print(f"| {name} | {med:.0f} | {low:.0f} |")
+    print()
+    print("generated check for (b):")
+    print(cgb.source_code)
+
+
+if __name__ == "__main__":
+    main()
