@@ -52,6 +52,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=None, help="untimed calls after the first")
     p.add_argument("--min-sample-ms", type=float, default=None,
                    help="a sample is enough calls to last this long (overhead probes: 20k calls)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch.set_num_threads(N) in each run (default: torch's own choice)")
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: harness check")
     p.add_argument("--json", dest="json_path", default=None, help="write the JSON here")
     p.add_argument("--out-dir", default=str(BENCH_DIR / "results"),
@@ -135,6 +137,8 @@ def _child_args(args: argparse.Namespace, workload: Workload, out: Path) -> list
              "--device", args.device, "--impl", args.impl, "--repeats", str(args.repeats),
              "--warmup", str(args.warmup), "--min-sample-ms", str(args.min_sample_ms),
              "--strata-backend", args.strata_backend, "--torch-backend", args.torch_backend]
+    if args.threads is not None:
+        child += ["--threads", str(args.threads)]
     return [*child, "--quick"] if args.quick else child
 
 
@@ -191,6 +195,11 @@ def _inductor_env(args: argparse.Namespace, tmp: str) -> tuple[dict[str, str], s
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks; the exit status is 0 even when rows FAILED (that is a result too)."""
     args = parse_args(argv)
+    if args.threads is not None:
+        import torch
+
+        # Set before anything compiles: inductor's CPU kernels take their thread count from it.
+        torch.set_num_threads(args.threads)
     if args.worker:
         return _worker(args)
     if args.list:

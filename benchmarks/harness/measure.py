@@ -240,7 +240,9 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
     for r in runners:
         _summarise(r.result)
         try:
-            counts = r.impl.graph_counts(build)
+            # Same grad mode as the timed calls: a compiler may capture differently under no_grad.
+            with _grad_mode(workload):
+                counts = r.impl.graph_counts(build)
             r.result.graphs, r.result.graph_breaks = counts.graphs, counts.breaks
             r.result.counts_note = counts.note
         except Exception as exc:  # counting is best effort; the timing stands without it

@@ -90,7 +90,7 @@ def _row(r: Result) -> list[str]:
         overhead = f"{r.overhead_us:+.2f} us"
     graphs = "-" if r.graphs is None else str(r.graphs)
     breaks = "-" if r.graph_breaks is None else str(r.graph_breaks)
-    if r.graphs is None and r.impl not in ("eager",) and r.counts_note:
+    if r.graphs is None and r.impl != "eager" and r.counts_note and r.status != FAILED:
         graphs = r.counts_note
     return [
         r.workload, r.impl, status,
