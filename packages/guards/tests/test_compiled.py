@@ -226,3 +226,25 @@ def test_guard_set_update_merges_duplicates() -> None:
     b.TYPE_MATCH(LocalSource("m"), 2)
     a.update(b)
     assert len(a) == 2
+
+
+def test_shape_predicate_may_not_name_generated_locals() -> None:
+    with pytest.raises(GuardError, match="v0"):
+        GuardSet().SHAPE("v0 is not None", "sneaky")
+    GuardSet().SHAPE("max(L['x'].size(0), 2) == 2", "builtins are fine")
+
+
+def test_failures_reads_non_literal_keys_like_the_check(compile_set, verdict) -> None:
+    import enum
+
+    class Key(enum.Enum):
+        A = 1
+
+    src = ItemSource(AttrSource(LocalSource("self"), "table"), Key.A)
+    cg = compile_set(lambda gs: gs.CONSTANT_MATCH(src, 5))
+    holder = types.SimpleNamespace(table={Key.A: 5})
+    assert verdict(cg, {"self": holder}) == (True, [])
+    holder.table[Key.A] = 6
+    ok, why = verdict(cg, {"self": holder})
+    assert not ok and why[0].endswith("expected, got 6")
+    assert src.resolve({"self": holder}, {}) == 6

@@ -118,23 +118,37 @@ class CompiledGuards:
 
     def failures(self, f_locals: dict[str, object]) -> list[str]:
         """Each failed guard in words, in check order; empty exactly when the check passes."""
-        env = {"L": f_locals, "G": self.f_globals}
         values: dict[Source, object] = {}
         errors: dict[Source, str] = {}
+
+        def read(source: Source) -> None:
+            # The same reads, in the same order, as the generated check: bases first, once.
+            if source in values or source in errors:
+                return
+            base = source.base
+            if base is not None:
+                read(base)
+                if base in errors:
+                    errors[source] = errors[base]
+                    return
+            try:
+                base_value = values[base] if base is not None else None
+                values[source] = source.get(base_value, f_locals, self.f_globals)
+            except Exception as exc:
+                errors[source] = f"{type(exc).__name__}: {exc}"
+
         out: list[str] = []
         for guard in self.guards:
             value: object = None
             if guard.source is not None:
-                source = guard.source
-                if source not in values and source not in errors:
-                    try:
-                        values[source] = eval(source.name(), env)
-                    except Exception as exc:
-                        errors[source] = f"{type(exc).__name__}: {exc}"
-                if source in errors:
-                    out.append(f"{guard.kind} {source.name()}: reading it raised {errors[source]}")
+                read(guard.source)
+                if guard.source in errors:
+                    out.append(
+                        f"{guard.kind} {guard.source.name()}: reading it raised "
+                        f"{errors[guard.source]}"
+                    )
                     continue
-                value = values[source]
+                value = values[guard.source]
             try:
                 problem = guard.explain(value, f_locals, self.f_globals)
             except Exception as exc:

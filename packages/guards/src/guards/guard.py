@@ -7,6 +7,8 @@ words for ``failures()``, and ``text()`` -- one line for ``CompiledGuards.text``
 
 from __future__ import annotations
 
+import ast
+import builtins
 import math
 import weakref
 from enum import Enum
@@ -617,9 +619,16 @@ class Shape(Guard):
     def of(cls, predicate: str, description: str) -> Shape:
         """Parse ``predicate`` now, so a bad expression fails when it is added."""
         try:
-            code = compile(predicate, "<shape guard>", "eval")
+            tree = ast.parse(predicate, mode="eval")
         except SyntaxError as exc:
             raise GuardError(f"SHAPE predicate is not a Python expression: {predicate!r}") from exc
+        # The predicate is pasted into the generated function, whose locals and bound
+        # constants it must not see: only L, G and builtins may be named.
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        stray = sorted(names - {"L", "G"} - set(dir(builtins)))
+        if stray:
+            raise GuardError(f"SHAPE predicate may name only L, G and builtins, not {stray}")
+        code = compile(tree, "<shape guard>", "eval")
         return cls(None, predicate, description, code)
 
     def merge_key(self) -> tuple[object, ...]:

@@ -163,8 +163,7 @@ class GuardSet:
         for source in self.sources():
             if source in pinned or not self._is_base(source):
                 continue
-            value = eval(source.name(), {"L": f_locals, "G": f_globals})
-            self.add(TypeMatch(source, type(value)))
+            self.add(TypeMatch(source, type(source.resolve(f_locals, f_globals))))
 
     def _is_base(self, source: Source) -> bool:
         return any(

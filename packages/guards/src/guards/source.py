@@ -16,7 +16,7 @@ import keyword
 import math
 from collections.abc import Callable, Hashable
 from enum import Enum
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -79,6 +79,19 @@ class Source:
         """
         raise NotImplementedError
 
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        """This source's value given its base's value (roots read ``f_locals``/``f_globals``)."""
+        raise NotImplementedError
+
+    def resolve(self, f_locals: dict[str, object], f_globals: dict[str, Any]) -> object:
+        """Read this source's value from a frame: the same reads the generated check makes."""
+        value: object = None
+        for node in self.chain():
+            value = node.get(value, f_locals, f_globals)
+        return value
+
     def name(self) -> str:
         """This source as a Python expression over ``L`` and ``G``."""
         base = self.base
@@ -117,6 +130,11 @@ class LocalSource(Source):
 
     local_name: str
 
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return f_locals[self.local_name]
+
     def render(self, base_expr: str, bind: Binder) -> str:
         return f"L[{self.local_name!r}]"
 
@@ -129,6 +147,11 @@ class GlobalSource(Source):
     """A name in the function's globals dict (looked up when the guard runs, so rebinding shows)."""
 
     global_name: str
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return f_globals[self.global_name]
 
     def render(self, base_expr: str, bind: Binder) -> str:
         return f"G[{self.global_name!r}]"
@@ -147,6 +170,11 @@ class AttrSource(Source):
     @property
     def base(self) -> Source:
         return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return getattr(base_value, self.member)
 
     def render(self, base_expr: str, bind: Binder) -> str:
         if _is_identifier(self.member):
@@ -183,6 +211,11 @@ class ItemSource(Source):
     def base(self) -> Source:
         return self.base_source
 
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return base_value[self.index]  # type: ignore[index]
+
     def render(self, base_expr: str, bind: Binder) -> str:
         if is_literal(self.index):
             return f"{base_expr}[{self.index!r}]"
@@ -204,6 +237,11 @@ class TypeSource(Source):
     def base(self) -> Source:
         return self.base_source
 
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return type(base_value)
+
     def render(self, base_expr: str, bind: Binder) -> str:
         return f"type({base_expr})"
 
@@ -222,6 +260,11 @@ class SizeSource(Source):
     def base(self) -> Source:
         return self.base_source
 
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return base_value.size(self.dim)  # type: ignore[attr-defined]
+
     def render(self, base_expr: str, bind: Binder) -> str:
         return f"{base_expr}.size({self.dim})"
 
@@ -239,6 +282,11 @@ class StrideSource(Source):
     @property
     def base(self) -> Source:
         return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return base_value.stride(self.dim)  # type: ignore[attr-defined]
 
     def render(self, base_expr: str, bind: Binder) -> str:
         return f"{base_expr}.stride({self.dim})"
