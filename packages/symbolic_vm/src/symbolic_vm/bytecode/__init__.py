@@ -3,7 +3,9 @@
 Works on CPython 3.11 and 3.12 (3.13 best effort) and never imports torch.
 """
 
+from symbolic_vm.bytecode import codegen
 from symbolic_vm.bytecode.assemble import CodeOverrides, assemble
+from symbolic_vm.bytecode.codegen import Signature, function_from_code, make_code
 from symbolic_vm.bytecode.decode import decode, localsplus_names
 from symbolic_vm.bytecode.errors import (
     AssemblyError,
@@ -38,6 +40,11 @@ __all__ = [
     "instructions_only",
     "label_indices",
     "format_listing",
+    # code generation (the module holds the instruction helpers)
+    "codegen",
+    "Signature",
+    "make_code",
+    "function_from_code",
     # opcode facts
     "PY_VERSION",
     "ArgKind",
