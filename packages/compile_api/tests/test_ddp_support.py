@@ -1,0 +1,295 @@
+"""Shared pieces of the DDP tests and benchmark: models, graphs, a per-graph autograd backend.
+
+It holds no tests. The multi-process tests import it by its plain module name (this folder is put
+on ``sys.path``) so that processes started with ``spawn`` can import the worker functions too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import math
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.fx
+from torch import nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+class MLP(nn.Module):
+    """``depth`` square Linear+ReLU layers: every layer holds width*(width+1) parameters."""
+
+    def __init__(self, width: int = 32, depth: int = 6) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block with causal self-attention written out in plain ops."""
+
+    def __init__(self, dim: int, heads: int, seq: int) -> None:
+        super().__init__()
+        self.heads, self.dim, self.seq = heads, dim, seq
+        self.register_buffer("mask", torch.ones(seq, seq).tril() == 0)
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d, h = x.size(0), self.seq, self.dim, self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q = q.view(b, t, h, d // h).transpose(1, 2)
+        k = k.view(b, t, h, d // h).transpose(1, 2)
+        v = v.view(b, t, h, d // h).transpose(1, 2)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // h))
+        scores = scores.masked_fill(self.mask, float("-inf"))
+        attn = torch.softmax(scores, dim=-1) @ v
+        x = x + self.proj(attn.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class TinyTransformer(nn.Module):
+    """Token and position embeddings, ``layers`` blocks, a final norm and a vocabulary head."""
+
+    def __init__(
+        self, vocab: int = 64, dim: int = 32, heads: int = 4, layers: int = 2, seq: int = 8
+    ) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.blocks = nn.ModuleList(Block(dim, heads, seq) for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.tok(tokens) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+def param_bytes(module: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs the way symbolic_vm presents them
+
+
+class _TraceThroughModules(torch.fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return False
+
+
+def lifted_graph(module: nn.Module) -> tuple[torch.fx.GraphModule, list[nn.Parameter]]:
+    """FX graph of ``module`` with its parameters as leading placeholders and a tuple output.
+
+    That is how a captured frame looks to a backend: parameters are graph inputs whose example
+    inputs are the real ``nn.Parameter`` objects, and the graph returns a tuple.
+    """
+    graph = _TraceThroughModules().trace(module)
+    first_input = next(n for n in graph.nodes if n.op == "placeholder")
+    params: list[nn.Parameter] = []
+    lifted: dict[int, torch.fx.Node] = {}
+    for node in list(graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value: Any = module
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, nn.Parameter):
+            continue
+        if id(value) not in lifted:
+            with graph.inserting_before(first_input):
+                lifted[id(value)] = graph.placeholder("p_" + str(node.target).replace(".", "_"))
+            params.append(value)
+        node.replace_all_uses_with(lifted[id(value)])
+        graph.erase_node(node)
+    output = next(n for n in graph.nodes if n.op == "output")
+    output.args = ((output.args[0],),)
+    return torch.fx.GraphModule(module, graph), params
+
+
+class TracedRunner(nn.Module):
+    """Runs ``model``'s lifted graph through a backend, compiled at the first call.
+
+    Stands in for ``compile_api.compile`` under DDP: the backend is called during DDP's forward,
+    wrapped by ``maybe_wrap_for_ddp`` exactly as the frame compiler is meant to wrap it.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        backend: Callable[..., Any],
+        *,
+        optimize_ddp: bool = True,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        gm, params = lifted_graph(model)
+        self.__dict__["_gm"] = gm  # kept off the module tree: DDP must see the model's params only
+        self.__dict__["_params"] = params
+        self.__dict__["_backend"] = backend
+        self.optimize_ddp = optimize_ddp
+        self.compiled: Any = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from compile_api.ddp import maybe_wrap_for_ddp
+
+        if self.compiled is None:
+            backend = maybe_wrap_for_ddp(self._backend, self.optimize_ddp)
+            self.compiled = backend(self._gm, [*self._params, x])
+        out = self.compiled(*self._params, x)
+        result: torch.Tensor = out[0]
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends
+
+
+def eager_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    return gm.forward
+
+
+class RegionBackend:
+    """Makes each graph one ``torch.autograd.Function``, as aot-based backends do.
+
+    All gradients of a region's inputs come out together when its backward returns, so a
+    parameter's gradient is ready only once the whole region is done -- the situation the DDP
+    split exists for. The backward recomputes the region's forward under autograd. ``events``
+    records ``("backward", region)`` when a region's backward starts.
+    """
+
+    def __init__(self, events: list[tuple[str, int]] | None = None) -> None:
+        self.events = events if events is not None else []
+        self.graphs: list[torch.fx.GraphModule] = []
+        self.example_inputs: list[list[Any]] = []
+        self.__name__ = "region_backend"
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        index = len(self.graphs)
+        self.graphs.append(gm)
+        self.example_inputs.append(list(example_inputs))
+        events = self.events
+
+        class Region(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, *args: Any) -> Any:
+                ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)])
+                ctx.args = [None if isinstance(a, torch.Tensor) else a for a in args]
+                return tuple(gm(*args))
+
+            @staticmethod
+            def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+                events.append(("backward", index))
+                saved = iter(ctx.saved_tensors)
+                with torch.enable_grad():
+                    inputs = [
+                        next(saved).detach().requires_grad_(next_req) if a is None else a
+                        for a, next_req in zip(ctx.args, ctx.needs_input_grad, strict=True)
+                    ]
+                    outs = list(gm(*inputs))
+                    pairs = [
+                        (o, g)
+                        for o, g in zip(outs, grads, strict=True)
+                        if isinstance(o, torch.Tensor) and o.requires_grad
+                    ]
+                    wanted = [i for i in inputs if isinstance(i, torch.Tensor) and i.requires_grad]
+                    got = iter(
+                        torch.autograd.grad(
+                            [o for o, _ in pairs],
+                            wanted,
+                            [g if g is not None else torch.zeros_like(o) for o, g in pairs],
+                            allow_unused=True,
+                        )
+                    )
+                return tuple(
+                    next(got) if isinstance(i, torch.Tensor) and i.requires_grad else None
+                    for i in inputs
+                )
+
+        def run(*args: Any) -> Any:
+            return Region.apply(*args)
+
+        return run
+
+
+BACKENDS: dict[str, Callable[[], Callable[..., Any]]] = {
+    "eager": lambda: eager_backend,
+    "regions": RegionBackend,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Process groups
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def single_process_group() -> Iterator[None]:
+    """A gloo process group of one rank (a file store: no port to find)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        dist.init_process_group(
+            "gloo",
+            init_method=f"file://{os.path.join(tmp, 'store')}",
+            rank=0,
+            world_size=1,
+            timeout=datetime.timedelta(seconds=30),
+        )
+        try:
+            yield
+        finally:
+            dist.destroy_process_group()
+
+
+def spawn_with_timeout(
+    fn: Callable[..., None], args: tuple[Any, ...], nprocs: int, timeout_s: float
+) -> None:
+    """torch.multiprocessing.spawn that kills its processes and raises after ``timeout_s``."""
+    import time
+
+    import torch.multiprocessing as mp
+
+    context = mp.spawn(fn, args=args, nprocs=nprocs, join=False)
+    assert context is not None
+    deadline = time.monotonic() + timeout_s
+    while not context.join(timeout=max(0.1, deadline - time.monotonic())):
+        if time.monotonic() >= deadline:
+            for process in context.processes:
+                if process.is_alive():
+                    process.kill()
+            raise TimeoutError(f"the {nprocs} DDP processes did not finish in {timeout_s:.0f} s")
+
+
+def ddp_bucket_count(ddp: nn.Module) -> int:
+    """Buckets DDP settled on after its first iterations (it rebuilds them in gradient order)."""
+    data = ddp._get_ddp_logging_data()  # type: ignore[operator]
+    sizes = data.get("rebuilt_bucket_sizes") or data["bucket_sizes"]
+    return len(str(sizes).split(","))
