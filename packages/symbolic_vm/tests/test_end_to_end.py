@@ -7,8 +7,8 @@ import operator
 import pytest
 import torch
 import torch.nn.functional as F
-from vm_harness import check, run_vm
 from torch import nn
+from vm_harness import check, run_vm
 
 from symbolic_vm import Unsupported
 

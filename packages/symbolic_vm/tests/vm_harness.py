@@ -75,6 +75,8 @@ def assert_same(actual: Any, expected: Any) -> None:
         assert type(actual) is type(expected) and list(actual) == list(expected)
         for key in expected:
             assert_same(actual[key], expected[key])
+    elif isinstance(expected, float) and expected != expected:
+        assert isinstance(actual, float) and actual != actual
     else:
         assert type(actual) is type(expected) and actual == expected, f"{actual!r} != {expected!r}"
 

@@ -20,8 +20,8 @@ from symbolic_vm.values import (
     DictBox,
     DictVar,
     FunctionVar,
-    IterBox,
     IteratorVar,
+    IterBox,
     ListBox,
     ListVar,
     ModuleVar,
@@ -264,9 +264,6 @@ def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pic
         raise Unsupported(f"{pick.__name__}() with keyword arguments")
     values = ops.iterate(vm.out, args[0]) if len(args) == 1 else list(args)
     if any(ops.is_graph_value(v) for v in values):
-        if len(values) == 2 and all(isinstance(v, TensorVar) for v in values):
-            target = torch.maximum if pick is max else torch.minimum
-            return ops.graph_call(vm.out, target, values, {})
         raise Unsupported(f"{pick.__name__}() over tensors compares tensor data")
     return ConstVar(pick(ops.const_value(vm.out, v) for v in values))
 

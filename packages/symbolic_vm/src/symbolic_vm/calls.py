@@ -20,6 +20,8 @@ from symbolic_vm.values import (
     DictVar,
     FunctionVar,
     GradModeVar,
+    IterBox,
+    IteratorVar,
     MethodVar,
     ModuleVar,
     NestedFunctionVar,
@@ -147,7 +149,10 @@ def inline(
     """Run ``code`` as a call with these arguments, inside the current capture."""
     from symbolic_vm.interpreter import Interpreter
 
-    if code.co_flags & _CO_GENERATOR_LIKE:
+    # A generator expression runs to completion where it is made: its consumers (sum, tuple,
+    # any, ...) have no effects to interleave with, so eager collection is faithful.
+    is_genexpr = code.co_name == "<genexpr>" and code.co_flags & inspect.CO_GENERATOR
+    if code.co_flags & _CO_GENERATOR_LIKE and not is_genexpr:
         raise Unsupported(f"calling generator or coroutine function {code.co_name}")
     bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
     builtins = f_globals.get("__builtins__", vm.f_builtins)
@@ -157,7 +162,10 @@ def inline(
         vm.out, code, f_globals, builtins, local_vars=bound, closure=closure,
         depth=vm.depth + 1, parent=vm,
     )
-    return child.run()
+    result = child.run()
+    if is_genexpr:
+        return IteratorVar(IterBox(child.yielded))
+    return result
 
 
 def bind_arguments(

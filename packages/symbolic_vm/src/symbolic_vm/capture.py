@@ -94,8 +94,6 @@ def _finish(out: Output, code: object, result: object, graph_name: str) -> Captu
     graph_call = None
     if has_ops or rebuilder.outputs:
         gm = out.builder.finish(rebuilder.outputs)
-        gm.graph.eliminate_dead_code()
-        gm.recompile()
         example_inputs: list[object] = [out.real_input(v) for v in live]
         graphs.append(CapturedGraph(graph_name, gm, example_inputs))
         graph_call = graph_name

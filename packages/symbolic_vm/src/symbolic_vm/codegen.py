@@ -13,7 +13,6 @@ import re
 import types
 from typing import Any
 
-
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.output import AttrWrite, ContainerWrite, GlobalWrite, Output
 from symbolic_vm.values import (

@@ -15,7 +15,7 @@ class SymbolicVMError(Exception):
     """Base class of symbolic_vm's errors."""
 
 
-class Unsupported(SymbolicVMError):  # noqa: N818 - the name is the public torch.compile one
+class Unsupported(SymbolicVMError):
     """The VM met a construct it cannot capture; with fullgraph=True this reaches the user.
 
     The message names the construct, the user's ``filename:lineno`` and source line, and a hint.

@@ -42,7 +42,7 @@ def handlers_for(version: tuple[int, int]) -> dict[str, Handler]:
     return _HANDLERS.get(version, {})
 
 
-class ReturnSignal(Exception):  # noqa: N818 - control flow, never seen by users
+class ReturnSignal(Exception):
     """Raised by RETURN_VALUE to end the interpreter loop with a value."""
 
     def __init__(self, value: Var) -> None:
@@ -81,6 +81,7 @@ class Interpreter:
         self.is_root = frame_locals is not None
         self.stack: list[Var] = []
         self.kw_names: tuple[str, ...] = ()
+        self.yielded: list[Var] = []  # values a generator expression yielded
         self.instructions = list(dis.get_instructions(code))
         self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.ip = 0

@@ -17,12 +17,11 @@ from symbolic_vm.values import (
     NULL,
     BoundMethodVar,
     ConstVar,
-    DictBox,
     DictVar,
     FunctionVar,
     GradModeVar,
-    IterBox,
     IteratorVar,
+    IterBox,
     ListBox,
     ListVar,
     MethodVar,
@@ -147,10 +146,16 @@ def wrap_example(out: Output, node: Any) -> Var:
         ]
         if isinstance(example, list):
             return ListVar(ListBox(items))
-        return TupleVar(tuple(items))
+        fields = getattr(type(example), "_fields", None) or _structseq_fields(example)
+        return TupleVar(tuple(items), fields=tuple(fields))
     if example is None or is_constant_value(example):
         return ConstVar(example)
     raise Unsupported(f"a torch operation returned {type(example).__name__}, unsupported")
+
+
+def _structseq_fields(example: object) -> tuple[str, ...]:
+    names = getattr(type(example), "__match_args__", ())
+    return tuple(str(n) for n in names)
 
 
 def graph_call(out: Output, target: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -208,7 +213,7 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return _sequence(a, items(out, a) + items(out, b))
     if isinstance(a, (TupleVar, ListVar)) and isinstance(b, ConstVar) and plain is operator.mul:
         return _sequence(a, items(out, a) * int(const_value(out, b)))
-    if is_constant(a) and is_constant(b) or _is_plain(a) and _is_plain(b):
+    if (is_constant(a) and is_constant(b)) or (_is_plain(a) and _is_plain(b)):
         return ConstVar(_fold(plain, const_value(out, a), const_value(out, b)))
     raise Unsupported(f"operator {symbol} on {describe(a)} and {describe(b)}")
 
@@ -469,6 +474,8 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         from symbolic_vm.modules import module_attr
 
         return module_attr(vm, obj, name)
+    if isinstance(obj, TupleVar) and name in obj.fields:
+        return obj.items[obj.fields.index(name)]
     if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar)):
         return MethodVar(obj, name)
     if isinstance(obj, ConstVar):

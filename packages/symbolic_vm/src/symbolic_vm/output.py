@@ -213,8 +213,10 @@ class Output:
                 self.request("CONSTANT_MATCH", source, var.value)
         elif isinstance(var, (TupleVar, ListVar)):
             self.request("TYPE_MATCH", source, _real_type(var))
-            length = len(var.items) if isinstance(var, TupleVar) else len(var.box.items)
-            self.request("LENGTH", source, [None] * length)
+            if isinstance(var, TupleVar):
+                self.request("LENGTH", source, (None,) * len(var.items))
+            else:
+                self.request("LENGTH", source, [None] * len(var.box.items))
         elif isinstance(var, DictVar):
             self.request("TYPE_MATCH", source, {})
             self.request("DICT_KEYS", source, dict.fromkeys(var.box.items))

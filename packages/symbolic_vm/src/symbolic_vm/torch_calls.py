@@ -48,7 +48,7 @@ def is_torch_function(value: object) -> bool:
         self_obj = getattr(value, "__self__", None)
         return module.startswith("torch") or (
             self_obj is not None and type(self_obj).__module__.startswith("torch")
-        ) or isinstance(self_obj, types.ModuleType) and self_obj.__name__.startswith("torch")
+        ) or (isinstance(self_obj, types.ModuleType) and self_obj.__name__.startswith("torch"))
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
     if isinstance(value, types.FunctionType):

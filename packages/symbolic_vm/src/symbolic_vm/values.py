@@ -55,9 +55,10 @@ class ConstVar(Var):
 
 @attrs.frozen(eq=False)
 class TupleVar(Var):
-    """A tuple of tracked values."""
+    """A tuple of tracked values; ``fields`` names them for torch's named tuples (max().values)."""
 
     items: tuple[Var, ...]
+    fields: tuple[str, ...] = ()
 
 
 @attrs.define(eq=False)

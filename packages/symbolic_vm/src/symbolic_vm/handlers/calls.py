@@ -22,13 +22,13 @@ from symbolic_vm.values import (
 
 
 @handler("KW_NAMES")
-def KW_NAMES(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def KW_NAMES(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     vm.kw_names = tuple(vm.code.co_consts[inst.arg])
 
 
 @handler("CALL")
-def CALL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def CALL(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     kw_names = vm.take_kw_names()
     args = vm.popn(inst.arg)
@@ -47,7 +47,7 @@ def CALL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("CALL_FUNCTION_EX")
-def CALL_FUNCTION_EX(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def CALL_FUNCTION_EX(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     kwargs_var = vm.pop() if inst.arg & 1 else None
     args_var = vm.pop()
@@ -65,7 +65,7 @@ def CALL_FUNCTION_EX(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N
 
 
 @handler("MAKE_FUNCTION")
-def MAKE_FUNCTION(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def MAKE_FUNCTION(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     code_var = vm.pop()
     code = code_var.value if isinstance(code_var, (ObjectVar, ConstVar)) else None

@@ -27,43 +27,43 @@ def _arg(inst: dis.Instruction) -> int:
 
 
 @handler("BUILD_TUPLE")
-def BUILD_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(TupleVar(tuple(vm.popn(_arg(inst)))))
 
 
 @handler("BUILD_LIST")
-def BUILD_LIST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_LIST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ListVar(ListBox(vm.popn(_arg(inst)))))
 
 
 @handler("BUILD_SET")
-def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:
     values = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
     vm.push(ObjectVar(frozenset(values)))
 
 
 @handler("BUILD_MAP")
-def BUILD_MAP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_MAP(vm: Interpreter, inst: dis.Instruction) -> None:
     flat = vm.popn(2 * _arg(inst))
     items = {ops.const_value(vm.out, flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
     vm.push(DictVar(DictBox(items)))
 
 
 @handler("BUILD_CONST_KEY_MAP")
-def BUILD_CONST_KEY_MAP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_CONST_KEY_MAP(vm: Interpreter, inst: dis.Instruction) -> None:
     keys = ops.const_value(vm.out, vm.pop())
     values = vm.popn(_arg(inst))
     vm.push(DictVar(DictBox(dict(zip(keys, values, strict=True)))))
 
 
 @handler("BUILD_SLICE")
-def BUILD_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
     parts = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
     vm.push(ConstVar(slice(*parts)))
 
 
 @handler("BUILD_STRING")
-def BUILD_STRING(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BUILD_STRING(vm: Interpreter, inst: dis.Instruction) -> None:
     parts = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
     vm.push(ConstVar("".join(parts)))
 
@@ -72,7 +72,7 @@ _CONVERSIONS: dict[int, Any] = {0: None, 1: str, 2: repr, 3: ascii}
 
 
 @handler("FORMAT_VALUE")
-def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     flags = _arg(inst)
     spec = ops.const_value(vm.out, vm.pop()) if flags & 0x04 else ""
     value = vm.pop()
@@ -86,7 +86,7 @@ def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LIST_APPEND")
-def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:
     value = vm.pop()
     target = vm.peek(_arg(inst))
     assert isinstance(target, ListVar)
@@ -94,7 +94,7 @@ def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("SET_ADD")
-def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
     value = ops.const_value(vm.out, vm.pop())
     index = _arg(inst)
     target = vm.peek(index)
@@ -103,7 +103,7 @@ def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LIST_EXTEND")
-def LIST_EXTEND(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LIST_EXTEND(vm: Interpreter, inst: dis.Instruction) -> None:
     values = ops.iterate(vm.out, vm.pop())
     target = vm.peek(_arg(inst))
     assert isinstance(target, ListVar)
@@ -111,7 +111,7 @@ def LIST_EXTEND(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("MAP_ADD")
-def MAP_ADD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def MAP_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
     value = vm.pop()
     key = ops.const_value(vm.out, vm.pop())
     target = vm.peek(_arg(inst))
@@ -120,7 +120,7 @@ def MAP_ADD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
-def DICT_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def DICT_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
     other = vm.pop()
     target = vm.peek(_arg(inst))
     assert isinstance(target, DictVar)
@@ -131,14 +131,14 @@ def DICT_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LIST_TO_TUPLE", versions=(3.11,))
-def LIST_TO_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LIST_TO_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:
     value = vm.pop()
     assert isinstance(value, ListVar)
     vm.push(TupleVar(tuple(value.box.items)))
 
 
 @handler("CALL_INTRINSIC_1", versions=(3.12,))
-def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:
     kind = inst.argrepr
     if kind == "INTRINSIC_LIST_TO_TUPLE":
         LIST_TO_TUPLE(vm, inst)
@@ -149,14 +149,14 @@ def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N
 
 
 @handler("BINARY_SUBSCR")
-def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     key = vm.pop()
     obj = vm.pop()
     vm.push(ops.getitem(vm.out, obj, key))
 
 
 @handler("BINARY_SLICE", versions=(3.12,))
-def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
     end = ops.const_value(vm.out, vm.pop())
     start = ops.const_value(vm.out, vm.pop())
     obj = vm.pop()
@@ -164,7 +164,7 @@ def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("STORE_SUBSCR")
-def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     key = vm.pop()
     obj = vm.pop()
     value = vm.pop()
@@ -172,7 +172,7 @@ def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("STORE_SLICE", versions=(3.12,))
-def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
     end = ops.const_value(vm.out, vm.pop())
     start = ops.const_value(vm.out, vm.pop())
     obj = vm.pop()
@@ -181,7 +181,7 @@ def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("DELETE_SUBSCR")
-def DELETE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def DELETE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     key = ops.const_value(vm.out, vm.pop())
     obj = vm.pop()
     if isinstance(obj, (ListVar, DictVar)):
@@ -192,7 +192,7 @@ def DELETE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("UNPACK_SEQUENCE")
-def UNPACK_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def UNPACK_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:
     values = ops.iterate(vm.out, vm.pop())
     if len(values) != _arg(inst):
         raise Unsupported(f"ValueError: expected {_arg(inst)} values to unpack, got {len(values)}")
@@ -201,7 +201,7 @@ def UNPACK_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N8
 
 
 @handler("UNPACK_EX")
-def UNPACK_EX(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def UNPACK_EX(vm: Interpreter, inst: dis.Instruction) -> None:
     before = _arg(inst) & 0xFF
     after = _arg(inst) >> 8
     values = ops.iterate(vm.out, vm.pop())
@@ -214,7 +214,7 @@ def UNPACK_EX(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("GET_LEN")
-def GET_LEN(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def GET_LEN(vm: Interpreter, inst: dis.Instruction) -> None:
     from symbolic_vm.builtins_ import call_builtin
 
     result = call_builtin(vm, ObjectVar(len), [vm.peek()], {})
@@ -223,7 +223,7 @@ def GET_LEN(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("MATCH_SEQUENCE")
-def MATCH_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def MATCH_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:
     subject = vm.peek()
     is_sequence = isinstance(subject, (TupleVar, ListVar)) or (
         isinstance(subject, ConstVar) and isinstance(subject.value, (tuple, range))
@@ -232,12 +232,12 @@ def MATCH_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N80
 
 
 @handler("MATCH_MAPPING")
-def MATCH_MAPPING(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def MATCH_MAPPING(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ConstVar(isinstance(vm.peek(), DictVar)))
 
 
 @handler("MATCH_KEYS")
-def MATCH_KEYS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def MATCH_KEYS(vm: Interpreter, inst: dis.Instruction) -> None:
     keys = ops.const_value(vm.out, vm.peek())
     subject = vm.peek(2)
     assert isinstance(subject, DictVar)

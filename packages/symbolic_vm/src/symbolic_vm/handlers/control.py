@@ -12,7 +12,7 @@ from symbolic_vm.values import ConstVar, GradModeVar, IteratorVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
-def JUMP_FORWARD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def JUMP_FORWARD(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.jump_to(inst.argval)
 
 
@@ -23,13 +23,13 @@ def _branch(vm: Interpreter, inst: dis.Instruction, jump_if: bool) -> None:
 
 @handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=(3.11,))
 @handler("POP_JUMP_IF_TRUE", versions=(3.12,))
-def POP_JUMP_IF_TRUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def POP_JUMP_IF_TRUE(vm: Interpreter, inst: dis.Instruction) -> None:
     _branch(vm, inst, True)
 
 
 @handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", versions=(3.11,))
 @handler("POP_JUMP_IF_FALSE", versions=(3.12,))
-def POP_JUMP_IF_FALSE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def POP_JUMP_IF_FALSE(vm: Interpreter, inst: dis.Instruction) -> None:
     _branch(vm, inst, False)
 
 
@@ -40,20 +40,20 @@ def _is_none(vm: Interpreter) -> bool:
 
 @handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", versions=(3.11,))
 @handler("POP_JUMP_IF_NONE", versions=(3.12,))
-def POP_JUMP_IF_NONE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def POP_JUMP_IF_NONE(vm: Interpreter, inst: dis.Instruction) -> None:
     if _is_none(vm):
         vm.jump_to(inst.argval)
 
 
 @handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", versions=(3.11,))
 @handler("POP_JUMP_IF_NOT_NONE", versions=(3.12,))
-def POP_JUMP_IF_NOT_NONE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def POP_JUMP_IF_NOT_NONE(vm: Interpreter, inst: dis.Instruction) -> None:
     if not _is_none(vm):
         vm.jump_to(inst.argval)
 
 
 @handler("JUMP_IF_TRUE_OR_POP", versions=(3.11,))
-def JUMP_IF_TRUE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def JUMP_IF_TRUE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:
     if ops.truth(vm.out, vm.peek()):
         vm.jump_to(inst.argval)
     else:
@@ -61,7 +61,7 @@ def JUMP_IF_TRUE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa
 
 
 @handler("JUMP_IF_FALSE_OR_POP", versions=(3.11,))
-def JUMP_IF_FALSE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def JUMP_IF_FALSE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:
     if not ops.truth(vm.out, vm.peek()):
         vm.jump_to(inst.argval)
     else:
@@ -69,12 +69,12 @@ def JUMP_IF_FALSE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:  # noq
 
 
 @handler("GET_ITER")
-def GET_ITER(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def GET_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ops.make_iterator(vm.out, vm.pop()))
 
 
 @handler("FOR_ITER")
-def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
     iterator = vm.peek()
     if not isinstance(iterator, IteratorVar):
         raise Unsupported(f"FOR_ITER over {ops.describe(iterator)}")
@@ -91,23 +91,23 @@ def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("END_FOR", versions=(3.12,))
-def END_FOR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def END_FOR(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.pop()
     vm.pop()
 
 
 @handler("RETURN_VALUE")
-def RETURN_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def RETURN_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     raise ReturnSignal(vm.pop())
 
 
 @handler("RETURN_CONST", versions=(3.12,))
-def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
     raise ReturnSignal(vm.out.wrap(inst.argval, None))
 
 
 @handler("BEFORE_WITH")
-def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
     manager = vm.pop()
     if isinstance(manager, GradModeVar):
         from symbolic_vm.torch_calls import enter_grad_mode
@@ -122,10 +122,22 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("RAISE_VARARGS")
-def RAISE_VARARGS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def RAISE_VARARGS(vm: Interpreter, inst: dis.Instruction) -> None:
     raise Unsupported("raise statement reached while tracing (exceptions are not captured)")
 
 
 @handler("RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START")
-def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:
     raise Unsupported("exception handling code reached while tracing")
+
+
+@handler("RETURN_GENERATOR")
+def RETURN_GENERATOR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    """Only generator expressions get here (calls.inline refuses other generators)."""
+    vm.push(ConstVar(None))
+
+
+@handler("YIELD_VALUE")
+def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    vm.yielded.append(vm.pop())
+    vm.push(ConstVar(None))  # what the consumer sends back: next() sends None

@@ -13,12 +13,12 @@ from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
 
 
 @handler("NOP", "RESUME", "EXTENDED_ARG", "CACHE", "PRECALL")
-def NOP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def NOP(vm: Interpreter, inst: dis.Instruction) -> None:
     """Nothing to do symbolically (PRECALL's method unpacking is implicit in our call records)."""
 
 
 @handler("COPY_FREE_VARS")
-def COPY_FREE_VARS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def COPY_FREE_VARS(vm: Interpreter, inst: dis.Instruction) -> None:
     if vm.is_root:
         return  # the root frame's free variables are read lazily from f_locals
     for name, cell in zip(vm.code.co_freevars, vm.closure, strict=True):
@@ -26,26 +26,26 @@ def COPY_FREE_VARS(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N80
 
 
 @handler("MAKE_CELL")
-def MAKE_CELL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def MAKE_CELL(vm: Interpreter, inst: dis.Instruction) -> None:
     name = inst.argval
     value = vm.load_local(name) if vm.has_local(name) else None
     vm.cells[name] = Cell(value)
 
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
-def LOAD_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(vm.load_local(inst.argval))
 
 
 @handler("LOAD_FAST_AND_CLEAR", versions=(3.12,))
-def LOAD_FAST_AND_CLEAR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_FAST_AND_CLEAR(vm: Interpreter, inst: dis.Instruction) -> None:
     name = inst.argval
     vm.push(vm.load_local(name) if vm.has_local(name) else NULL)
     vm.delete_local(name)
 
 
 @handler("STORE_FAST")
-def STORE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def STORE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
     value = vm.pop()
     if isinstance(value, NullVar):  # 3.12 restoring a local that was unbound before a comprehension
         vm.delete_local(inst.argval)
@@ -54,17 +54,17 @@ def STORE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("DELETE_FAST")
-def DELETE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def DELETE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.delete_local(inst.argval)
 
 
 @handler("LOAD_CONST")
-def LOAD_CONST(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(vm.out.wrap(inst.argval, None))
 
 
 @handler("LOAD_GLOBAL")
-def LOAD_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
     vm.push(load_global(vm, inst.argval))
@@ -89,7 +89,7 @@ def load_global(vm: Interpreter, name: str) -> Var:
 
 
 @handler("STORE_GLOBAL")
-def STORE_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def STORE_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:
     if vm.f_globals is not vm.out.f_globals:
         raise Unsupported("writing a global of another module inside a compiled function")
     value = vm.pop()
@@ -98,7 +98,7 @@ def STORE_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LOAD_DEREF", "LOAD_CLASSDEREF")
-def LOAD_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:
     cell = vm.cell(inst.argval)
     if cell.value is None:
         raise Unsupported(f"free variable {inst.argval!r} referenced before assignment")
@@ -106,7 +106,7 @@ def LOAD_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("STORE_DEREF")
-def STORE_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def STORE_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:
     cell = vm.cell(inst.argval) if inst.argval in vm.cells or not vm.is_root else None
     if cell is None:
         cell = vm.cells.setdefault(inst.argval, Cell(None))
@@ -119,7 +119,7 @@ def STORE_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LOAD_CLOSURE")
-def LOAD_CLOSURE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_CLOSURE(vm: Interpreter, inst: dis.Instruction) -> None:
     name = inst.argval
     if name not in vm.cells:
         vm.cells[name] = vm.cell(name) if name in vm.code.co_freevars else Cell(None)
@@ -127,12 +127,12 @@ def LOAD_CLOSURE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LOAD_ATTR", versions=(3.11,))
-def LOAD_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ops.getattr_var(vm, vm.pop(), inst.argval))
 
 
 @handler("LOAD_ATTR", versions=(3.12,))
-def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.12: the low bit of the oparg asks for a method load (NULL, then the bound attribute)."""
     value = ops.getattr_var(vm, vm.pop(), inst.argval)
     if inst.arg is not None and inst.arg & 1:
@@ -141,37 +141,37 @@ def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("LOAD_METHOD", versions=(3.11,))
-def LOAD_METHOD(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_METHOD(vm: Interpreter, inst: dis.Instruction) -> None:
     obj = vm.pop()
     vm.push(NULL)
     vm.push(ops.getattr_var(vm, obj, inst.argval))
 
 
 @handler("STORE_ATTR")
-def STORE_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def STORE_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     obj = vm.pop()
     value = vm.pop()
     ops.setattr_var(vm, obj, inst.argval, value)
 
 
 @handler("POP_TOP")
-def POP_TOP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def POP_TOP(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.pop()
 
 
 @handler("PUSH_NULL")
-def PUSH_NULL(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def PUSH_NULL(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(NULL)
 
 
 @handler("COPY")
-def COPY(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def COPY(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     vm.push(vm.peek(inst.arg))
 
 
 @handler("SWAP")
-def SWAP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def SWAP(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     i = inst.arg
     vm.stack[-1], vm.stack[-i] = vm.stack[-i], vm.stack[-1]

@@ -12,21 +12,21 @@ from symbolic_vm.values import ConstVar, DictVar, ListVar, TensorVar, TupleVar, 
 
 
 @handler("BINARY_OP")
-def BINARY_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def BINARY_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     right = vm.pop()
     left = vm.pop()
     vm.push(ops.binary(vm.out, inst.argrepr, left, right))
 
 
 @handler("COMPARE_OP")
-def COMPARE_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def COMPARE_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     right = vm.pop()
     left = vm.pop()
     vm.push(ops.compare(vm.out, str(inst.argval), left, right))
 
 
 @handler("IS_OP")
-def IS_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def IS_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     right = vm.pop()
     left = vm.pop()
     same = ops.identical(vm.out, left, right)
@@ -34,7 +34,7 @@ def IS_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
 
 
 @handler("CONTAINS_OP")
-def CONTAINS_OP(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def CONTAINS_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     container = vm.pop()
     item = vm.pop()
     vm.push(ConstVar(contains(vm, container, item) != bool(inst.arg)))
@@ -63,20 +63,20 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
 
 
 @handler("UNARY_NEGATIVE")
-def UNARY_NEGATIVE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def UNARY_NEGATIVE(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ops.unary(vm.out, operator.neg, vm.pop()))
 
 
 @handler("UNARY_POSITIVE", versions=(3.11,))
-def UNARY_POSITIVE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def UNARY_POSITIVE(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ops.unary(vm.out, operator.pos, vm.pop()))
 
 
 @handler("UNARY_INVERT")
-def UNARY_INVERT(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def UNARY_INVERT(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ops.unary(vm.out, operator.invert, vm.pop()))
 
 
 @handler("UNARY_NOT")
-def UNARY_NOT(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def UNARY_NOT(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ConstVar(not ops.truth(vm.out, vm.pop())))
