@@ -248,3 +248,29 @@ def test_failures_reads_non_literal_keys_like_the_check(compile_set, verdict) ->
     ok, why = verdict(cg, {"self": holder})
     assert not ok and why[0].endswith("expected, got 6")
     assert src.resolve({"self": holder}, {}) == 6
+
+
+def test_global_state_sees_torch_function_and_dispatch_modes(compile_set, verdict) -> None:
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class FnMode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    class DispMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    cg = compile_set(lambda gs: gs.GLOBAL_STATE())
+    with FnMode():
+        assert verdict(cg, {}) == (
+            False,
+            ["global state torch_function_modes: expected 0, actual 1"],
+        )
+    with DispMode():
+        assert verdict(cg, {}) == (
+            False,
+            ["global state torch_dispatch_modes: expected 0, actual 1"],
+        )
+    assert verdict(cg, {}) == (True, [])

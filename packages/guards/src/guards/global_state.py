@@ -5,7 +5,9 @@ Captured when the guard is added, compared on every check.  What is captured and
 * grad mode and inference mode -- decide whether autograd records the graph;
 * the default dtype -- factory calls in the graph (``torch.ones(3)``) bake it in;
 * deterministic algorithms (and warn-only) -- backends pick kernels by it;
-* autocast: for each device type, enabled and its dtype, plus the autocast cache flag.
+* autocast: for each device type, enabled and its dtype, plus the autocast cache flag;
+* how many torch-function modes and torch-dispatch modes are active -- a mode intercepts
+  every op, and the graph was traced with or without it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class GlobalStateSnapshot:
     any_autocast: bool
     autocast: tuple[tuple[str, bool, Any], ...]  # (device type, enabled, dtype)
     autocast_cache: bool
+    torch_function_modes: int
+    torch_dispatch_modes: int
 
     def fields(self) -> list[tuple[str, object]]:
         """The snapshot as ordered (name, value) pairs, for text and failure messages."""
@@ -48,6 +52,8 @@ class GlobalStateSnapshot:
         for device, enabled, dtype in self.autocast:
             out.append((f"autocast[{device}]", (enabled, dtype)))
         out.append(("autocast_cache", self.autocast_cache))
+        out.append(("torch_function_modes", self.torch_function_modes))
+        out.append(("torch_dispatch_modes", self.torch_dispatch_modes))
         return out
 
 
@@ -66,4 +72,6 @@ def capture_global_state() -> GlobalStateSnapshot:
         any_autocast=torch._C._is_any_autocast_enabled(),
         autocast=tuple(_autocast_state(d) for d in AUTOCAST_DEVICES),
         autocast_cache=torch.is_autocast_cache_enabled(),
+        torch_function_modes=torch._C._len_torch_function_stack(),
+        torch_dispatch_modes=torch._C._len_torch_dispatch_stack(),
     )

@@ -537,8 +537,9 @@ class DispatchTls(Guard):
 
 @attrs.frozen
 class GlobalState(Guard):
-    """Grad mode, inference mode, default dtype, deterministic algorithms and autocast, as
-    captured when the guard was added (see ``global_state``)."""
+    """Grad mode, inference mode, default dtype, deterministic algorithms, autocast and the
+    number of active torch-function / torch-dispatch modes, as captured when the guard was
+    added (see ``global_state``)."""
 
     kind: ClassVar[str] = "GLOBAL_STATE"
     rank: ClassVar[int] = 7
@@ -561,6 +562,10 @@ class GlobalState(Guard):
             f"{s.deterministic!r}: return False",
             f"if {ctx.bind(torch.is_inference_mode_enabled, 'inference_mode')}() is not "
             f"{s.inference_mode!r}: return False",
+            f"if {ctx.bind(torch._C._len_torch_function_stack, 'function_modes')}() != "
+            f"{s.torch_function_modes}: return False",
+            f"if {ctx.bind(torch._C._len_torch_dispatch_stack, 'dispatch_modes')}() != "
+            f"{s.torch_dispatch_modes}: return False",
         ]
         if s.deterministic:
             warn = ctx.bind(torch.is_deterministic_algorithms_warn_only_enabled, "det_warn_only")
@@ -583,6 +588,8 @@ class GlobalState(Guard):
             "default_dtype",
             "deterministic_algorithms",
             "any_autocast",
+            "torch_function_modes",
+            "torch_dispatch_modes",
         }
         if self.snapshot.deterministic:
             relevant.add("deterministic_warn_only")

@@ -124,7 +124,8 @@ class GuardSet:
         self.add(DictKeys(source, type(value), keys))
 
     def GLOBAL_STATE(self) -> None:
-        """Capture grad mode, default dtype, deterministic algorithms and autocast now."""
+        """Capture grad mode, default dtype, deterministic algorithms, autocast and the
+        torch-function / torch-dispatch mode counts now."""
         self.add(GlobalState(None, capture_global_state()))
 
     def SHAPE(self, predicate: str, description: str) -> None:
