@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,8 @@ def check(config: InductorConfig) -> CheckFn:
     """``check(fn, inputs, **tolerances)``: compile, run and compare with eager."""
 
     def run(fn: Callable[..., Any], inputs: Sequence[Any], **kw: Any) -> CompiledGraph:
-        return _compile_and_check(fn, inputs, kw.pop("config", config), **kw)
+        # the inference-only path returns the CompiledGraph itself, open to inspection
+        cfg = dataclasses.replace(kw.pop("config", config), use_aot=False)
+        return _compile_and_check(fn, inputs, cfg, **kw)
 
     return run

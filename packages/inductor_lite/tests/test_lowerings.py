@@ -2,22 +2,42 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
-
-from typing import Any
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
 def _unary_float(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (
-        -x, x.abs(), x.exp(), torch.log(x.abs() + 1), torch.sqrt(x.abs()), torch.rsqrt(x.abs() + 1),
-        torch.sigmoid(x), torch.tanh(x), torch.relu(x), F.gelu(x), F.gelu(x, approximate="tanh"),
-        F.silu(x), torch.reciprocal(x + 10), x.pow(2), x.abs().pow(1.7), torch.erf(x),
-        torch.clamp(x, -0.5, 0.5), torch.floor(x), torch.ceil(x), torch.sin(x), torch.log1p(x.abs()),
-        torch.expm1(x), x.clamp_min(0.1), F.hardtanh(x), F.leaky_relu(x, 0.1),
+        -x,
+        x.abs(),
+        x.exp(),
+        torch.log(x.abs() + 1),
+        torch.sqrt(x.abs()),
+        torch.rsqrt(x.abs() + 1),
+        torch.sigmoid(x),
+        torch.tanh(x),
+        torch.relu(x),
+        F.gelu(x),
+        F.gelu(x, approximate="tanh"),
+        F.silu(x),
+        torch.reciprocal(x + 10),
+        x.pow(2),
+        x.abs().pow(1.7),
+        torch.erf(x),
+        torch.clamp(x, -0.5, 0.5),
+        torch.floor(x),
+        torch.ceil(x),
+        torch.sin(x),
+        torch.log1p(x.abs()),
+        torch.expm1(x),
+        x.clamp_min(0.1),
+        F.hardtanh(x),
+        F.leaky_relu(x, 0.1),
     )
 
 
@@ -40,9 +60,19 @@ def test_unary_ops_on_sliced_input_match_eager(check: Any) -> None:
 
 def _binary(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (
-        a + b, a - b, a * b, a / (b.abs() + 1), torch.maximum(a, b), torch.minimum(a, b),
-        torch.where(a > b, a, b), a + 2.5 * b, torch.add(a, b, alpha=3), 3 - a,
-        torch.remainder(a, b), torch.atan2(a, b), torch.div(a, b, rounding_mode="floor"),
+        a + b,
+        a - b,
+        a * b,
+        a / (b.abs() + 1),
+        torch.maximum(a, b),
+        torch.minimum(a, b),
+        torch.where(a > b, a, b),
+        a + 2.5 * b,
+        torch.add(a, b, alpha=3),
+        3 - a,
+        torch.remainder(a, b),
+        torch.atan2(a, b),
+        torch.div(a, b, rounding_mode="floor"),
     )
 
 
@@ -56,8 +86,20 @@ def test_binary_ops_with_broadcasting_match_eager(dtype: torch.dtype, check: Any
 def test_comparisons_and_logic_return_bool(check: Any) -> None:
     def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
         m = a > b
-        return (a == b, a != b, a < b, a <= b, m, a >= 0.5, m & (b > 0), m | (a < 0), ~m,
-                torch.logical_xor(m, b > 0), torch.logical_not(m), a.masked_fill(m, -1.0))
+        return (
+            a == b,
+            a != b,
+            a < b,
+            a <= b,
+            m,
+            a >= 0.5,
+            m & (b > 0),
+            m | (a < 0),
+            ~m,
+            torch.logical_xor(m, b > 0),
+            torch.logical_not(m),
+            a.masked_fill(m, -1.0),
+        )
 
     a = torch.randint(0, 3, (6, 7)).float()
     b = torch.randint(0, 3, (6, 7)).float()
@@ -66,8 +108,22 @@ def test_comparisons_and_logic_return_bool(check: Any) -> None:
 
 def test_int64_arithmetic_and_promotion(check: Any) -> None:
     def fn(a: torch.Tensor, b: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (a + b, a * 3, a - b, torch.maximum(a, b), a + f, a / 2, a > b, a.abs(), -a,
-                a.sum(1), a.amax(0), (a > 0).sum(), a.float().mean(), torch.clamp(a, -2, 2))
+        return (
+            a + b,
+            a * 3,
+            a - b,
+            torch.maximum(a, b),
+            a + f,
+            a / 2,
+            a > b,
+            a.abs(),
+            -a,
+            a.sum(1),
+            a.amax(0),
+            (a > 0).sum(),
+            a.float().mean(),
+            torch.clamp(a, -2, 2),
+        )
 
     a = torch.randint(-5, 5, (6, 9))
     b = torch.randint(-5, 5, (9,))
@@ -77,7 +133,14 @@ def test_int64_arithmetic_and_promotion(check: Any) -> None:
 
 def test_int32_and_bool_inputs(check: Any) -> None:
     def fn(a: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return a + 1, a * a, torch.where(m, a, -a), m & ~m, m.to(torch.float32) * 2, a.to(torch.int64)
+        return (
+            a + 1,
+            a * a,
+            torch.where(m, a, -a),
+            m & ~m,
+            m.to(torch.float32) * 2,
+            a.to(torch.int64),
+        )
 
     a = torch.randint(-5, 5, (5, 8), dtype=torch.int32)
     m = torch.rand(5, 8) > 0.5
@@ -86,7 +149,13 @@ def test_int32_and_bool_inputs(check: Any) -> None:
 
 def test_nan_propagates_through_max_min_and_clamp(check: Any) -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return x.amax(1), x.amin(0), torch.clamp(x, -1, 1), torch.maximum(x, x.flip(0) if False else x * 0), torch.relu(x)
+        return (
+            x.amax(1),
+            x.amin(0),
+            torch.clamp(x, -1, 1),
+            torch.maximum(x, x.flip(0) if False else x * 0),
+            torch.relu(x),
+        )
 
     x = torch.randn(4, 6)
     x[1, 2] = float("nan")
@@ -96,9 +165,22 @@ def test_nan_propagates_through_max_min_and_clamp(check: Any) -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_reductions_match_eager(dtype: torch.dtype, check: Any) -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (x.sum(), x.sum(1), x.sum((0, 2), keepdim=True), x.mean(-1), x.mean((0, 1)),
-                x.amax(-1), x.amin(1, keepdim=True), x.var(-1), x.var(0, correction=0),
-                torch.var_mean(x, 1), x.std(2), x.prod(1), x.max(), x.min())
+        return (
+            x.sum(),
+            x.sum(1),
+            x.sum((0, 2), keepdim=True),
+            x.mean(-1),
+            x.mean((0, 1)),
+            x.amax(-1),
+            x.amin(1, keepdim=True),
+            x.var(-1),
+            x.var(0, correction=0),
+            torch.var_mean(x, 1),
+            x.std(2),
+            x.prod(1),
+            x.max(),
+            x.min(),
+        )
 
     x = torch.randn(3, 5, 7).to(dtype)
     t = {"atol": 5e-2, "rtol": 5e-2} if dtype == torch.bfloat16 else {}
@@ -106,9 +188,16 @@ def test_reductions_match_eager(dtype: torch.dtype, check: Any) -> None:
 
 
 def test_softmax_log_softmax_layer_norm_batch_norm(check: Any) -> None:
-    def fn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, rm: torch.Tensor, rv: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (torch.softmax(x, -1), torch.log_softmax(x, 0), F.layer_norm(x, (16,), w, b),
-                F.batch_norm(x, rm, rv, w, b, training=False), F.batch_norm(x, None, None, w, b, training=True))
+    def fn(
+        x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, rm: torch.Tensor, rv: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        return (
+            torch.softmax(x, -1),
+            torch.log_softmax(x, 0),
+            F.layer_norm(x, (16,), w, b),
+            F.batch_norm(x, rm, rv, w, b, training=False),
+            F.batch_norm(x, None, None, w, b, training=True),
+        )
 
     x = torch.randn(12, 16)
     w, b = torch.randn(16), torch.randn(16)
@@ -119,9 +208,17 @@ def test_softmax_log_softmax_layer_norm_batch_norm(check: Any) -> None:
 def test_views_are_index_math_not_copies(check: Any) -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         y = x * 2
-        return (y.t() + 1, y[:, 1:5] * 3, y.reshape(6, 20) + 0, y.unsqueeze(0).expand(3, 8, 15) * 1,
-                y[2] - 1, y.view(2, 4, 15).permute(2, 0, 1).sum(-1), x.t().reshape(-1) + 0,
-                x[:, ::2].squeeze() + 1, x.unsqueeze(1).squeeze(1) * 2)
+        return (
+            y.t() + 1,
+            y[:, 1:5] * 3,
+            y.reshape(6, 20) + 0,
+            y.unsqueeze(0).expand(3, 8, 15) * 1,
+            y[2] - 1,
+            y.view(2, 4, 15).permute(2, 0, 1).sum(-1),
+            x.t().reshape(-1) + 0,
+            x[:, ::2].squeeze() + 1,
+            x.unsqueeze(1).squeeze(1) * 2,
+        )
 
     x = torch.randn(8, 15)
     compiled = check(fn, [x])
@@ -132,9 +229,16 @@ def test_views_are_index_math_not_copies(check: Any) -> None:
 
 
 def test_indexing_ops_match_eager(check: Any) -> None:
-    def fn(w: torch.Tensor, idx: torch.Tensor, x: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (F.embedding(idx, w), torch.index_select(x, 1, idx.flatten()[:3]),
-                torch.gather(x, 1, g), torch.cat([x, x * 2], 0), torch.cat([x, w[:4, :5]], 1))
+    def fn(
+        w: torch.Tensor, idx: torch.Tensor, x: torch.Tensor, g: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        return (
+            F.embedding(idx, w),
+            torch.index_select(x, 1, idx.flatten()[:3]),
+            torch.gather(x, 1, g),
+            torch.cat([x, x * 2], 0),
+            torch.cat([x, w[:4, :5]], 1),
+        )
 
     w = torch.randn(10, 6)
     idx = torch.randint(0, 4, (2, 3))
@@ -145,9 +249,18 @@ def test_indexing_ops_match_eager(check: Any) -> None:
 
 def test_factories_and_dtype_conversion(check: Any) -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return (x + torch.arange(7), torch.zeros(3, 7) + x, torch.ones(7) * x, torch.full((2, 7), 2.5),
-                torch.arange(0, 10, 3), torch.arange(0.0, 2.0, 0.5), x.to(torch.float16),
-                x.to(torch.int64), x.half().float(), x.to(torch.bfloat16).to(torch.float64))
+        return (
+            x + torch.arange(7),
+            torch.zeros(3, 7) + x,
+            torch.ones(7) * x,
+            torch.full((2, 7), 2.5),
+            torch.arange(0, 10, 3),
+            torch.arange(0.0, 2.0, 0.5),
+            x.to(torch.float16),
+            x.to(torch.int64),
+            x.half().float(),
+            x.to(torch.bfloat16).to(torch.float64),
+        )
 
     x = torch.randn(3, 7) * 4
     check(fn, [x])

@@ -139,7 +139,7 @@ def _build(source: str, config: InductorConfig, directory: Path, so: Path, diges
         log.debug("compiling: %s", " ".join(cmd))
         try:
             proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=config.compile_timeout_s
+                cmd, check=False, capture_output=True, text=True, timeout=config.compile_timeout_s
             )
         except subprocess.TimeoutExpired as exc:
             raise CompilerError(

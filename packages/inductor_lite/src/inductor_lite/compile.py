@@ -19,10 +19,10 @@ from .errors import InductorError, UnsupportedGraph
 from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
-from .tracing import trace_to_aten
+from .tracing import extra_decompositions, trace_to_aten
 from .wrapper import build_wrapper
 
-__all__ = ["CompiledGraph", "EagerFallback", "compile_fx"]
+__all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
 
 log = logging.getLogger("strata.inductor_lite")
 
@@ -98,25 +98,83 @@ def compile_fx(
     ``config.fallback == "raise"``.
     """
     config = config or InductorConfig()
+    if config.use_aot:
+        try:
+            return _compile_with_aot(gm, example_inputs, config)
+        except Exception as exc:
+            if config.fallback == "raise":
+                raise
+            log.warning("aot could not handle this graph (%s); compiling for inference only", exc)
     try:
-        return _compile(gm, example_inputs, config)
+        aten_gm, out_spec = trace_to_aten(gm, example_inputs)
+        return _compile(gm, aten_gm, out_spec, example_inputs, config)
     except Exception as exc:
-        if config.fallback == "raise":
-            raise
-        kind = "unsupported graph" if isinstance(exc, UnsupportedGraph) else "compile failure"
-        msg = f"inductor_lite: {kind}, running this graph eagerly: {exc}"
-        if not isinstance(exc, InductorError):
-            log.exception(msg)
-        else:
-            log.warning(msg)
-        warnings.warn(msg, RuntimeWarning, stacklevel=2)
-        return EagerFallback(gm, str(exc))
+        return _give_up(gm, exc, config)
+
+
+def compile_aten_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[object],
+    *,
+    config: InductorConfig | None = None,
+) -> Callable[..., Any]:
+    """Compile a functional aten-level graph (what aot hands its compilers).
+
+    The result takes the graph's flat inputs and returns what the graph returns.
+    """
+    config = config or InductorConfig()
+    try:
+        out_spec = _output_spec(gm)
+        return _compile(gm, gm, out_spec, example_inputs, config)
+    except Exception as exc:
+        return _give_up(gm, exc, config)
+
+
+def _output_spec(gm: torch.fx.GraphModule) -> pytree.TreeSpec:
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    return pytree.tree_flatten(out.args[0])[1]
+
+
+def _give_up(gm: torch.fx.GraphModule, exc: Exception, config: InductorConfig) -> EagerFallback:
+    if config.fallback == "raise":
+        raise exc
+    kind = "unsupported graph" if isinstance(exc, UnsupportedGraph) else "compile failure"
+    msg = f"inductor_lite: {kind}, running this graph eagerly: {exc}"
+    if not isinstance(exc, InductorError):
+        log.exception(msg)
+    else:
+        log.warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+    return EagerFallback(gm, str(exc))
+
+
+def _compile_with_aot(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[object], config: InductorConfig
+) -> Callable[..., Any]:
+    import aot
+
+    table = dict(aot.core_decompositions())
+    # training batch norm stays one aten call: its running-stat update is an in-place write
+    # that the decomposed form would lose inside aot
+    hidden_mutation = {
+        torch.ops.aten.native_batch_norm.default,
+        torch.ops.aten._native_batch_norm_legit_functional.default,
+    }
+    table.update({k: v for k, v in extra_decompositions().items() if k not in hidden_mutation})
+
+    def backend(graph: torch.fx.GraphModule, inputs: Sequence[object]) -> Callable[..., Any]:
+        return compile_aten_graph(graph, inputs, config=config)
+
+    return aot.aot_module_simplified(gm, example_inputs, backend, backend, decompositions=table)
 
 
 def _compile(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[object], config: InductorConfig
+    gm: torch.fx.GraphModule,
+    aten_gm: torch.fx.GraphModule,
+    out_spec: pytree.TreeSpec,
+    example_inputs: Sequence[object],
+    config: InductorConfig,
 ) -> CompiledGraph:
-    aten_gm, out_spec = trace_to_aten(gm, example_inputs)
     lowered = lower_graph(aten_gm, example_inputs, config)
     items = schedule(lowered)
     kernels = [i for i in items if isinstance(i, Kernel)]

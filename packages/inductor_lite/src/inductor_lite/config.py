@@ -50,6 +50,8 @@ class InductorConfig:
     num_threads: int = field(default_factory=_default_threads)
     compile_timeout_s: float = 120.0
     fallback: Literal["eager", "raise"] = "eager"
+    # reach aten through the aot layer (training works); False traces for inference only
+    use_aot: bool = True
     # Below this many scalar iterations a kernel runs on one thread: forking costs more.
     parallel_threshold: int = 32768
     # A pointwise value read by more than one consumer is recomputed (inlined) while its

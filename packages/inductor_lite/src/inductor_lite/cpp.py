@@ -348,7 +348,9 @@ def _reduction_setup(node: ReductionNode, acc: str) -> tuple[str, str, str, str]
     )
 
 
-def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec], threshold: int) -> tuple[str, KernelSource]:
+def _kernel(
+    kernel: Kernel, buffers: dict[str, BufferSpec], threshold: int
+) -> tuple[str, KernelSource]:
     used: list[str] = []
     written: set[str] = set()
     for step in kernel.steps:
@@ -388,7 +390,8 @@ def _step(
     has_inner = len(step.inner_sizes) > 0
     if isinstance(node, PointwiseNode):
         store_idx = " + ".join(
-            [f"{node.offset}LL"] + [f"{v} * {s}LL" for v, s in zip(names, node.strides, strict=True) if s]
+            [f"{node.offset}LL"]
+            + [f"{v} * {s}LL" for v, s in zip(names, node.strides, strict=True) if s]
         )
         body = _Body(ind + ("        " if has_inner else "    "), params, dtypes)
         val = body.value(node.body)

@@ -104,7 +104,7 @@ class GraphLowering:
             self._realized[id(tv)] = (tv, result)
         return result
 
-    def reduce(
+    def reduce(  # noqa: PLR0917
         self,
         x: TensorValue,
         dims: Sequence[int],
@@ -161,8 +161,10 @@ class GraphLowering:
                     raise LoweringError(f"get_attr {node.target} is not a tensor")
                 self.env[node] = self._constant(value)
             elif node.op == "call_function":
-                if not node.users:
-                    continue
+                target = node.target
+                mutates = isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
+                if not node.users and not mutates:
+                    continue  # dead code; a dead mutation still raises below
                 self.env[node] = self._call(node, LOWERINGS)
             elif node.op == "output":
                 outputs = self._outputs(node)
@@ -191,9 +193,7 @@ class GraphLowering:
             return example
         self._check_static(example)
         self._note_device(example)
-        spec = BufferSpec(
-            name, tuple(example.shape), tuple(example.stride()), example.dtype
-        )
+        spec = BufferSpec(name, tuple(example.shape), tuple(example.stride()), example.dtype)
         self.inputs.append(spec)
         self.buffers[name] = spec
         return realized(TensorRef(name, spec.sizes, spec.strides, 0, spec.dtype))
@@ -228,8 +228,8 @@ class GraphLowering:
         kwargs = {k: self.map_arg(v) for k, v in node.kwargs.items()}
         if target is operator.getitem:
             seq, i = args
-            assert isinstance(seq, list | tuple)
-            return seq[i]  # type: ignore[index]
+            assert isinstance(seq, list | tuple) and isinstance(i, int)
+            return seq[i]
         if isinstance(target, torch._ops.OpOverload):
             if target._schema.is_mutable:
                 raise UnsupportedGraph(f"mutating op {target} (graphs must be functional)")

@@ -75,11 +75,16 @@ def _dummy(x: object) -> object:
     return x
 
 
+def _result_type(a: Any, b: Any) -> torch.dtype:
+    dt: torch.dtype = torch.result_type(a, b)
+    return dt
+
+
 def promote(*xs: object) -> torch.dtype:
     """torch's result type of ``xs`` (tensors by dtype and dimensionality, scalars by kind)."""
     acc: object = _dummy(xs[0])
     for x in xs[1:]:
-        dt = torch.result_type(acc, _dummy(x))  # type: ignore[arg-type]
+        dt = _result_type(acc, _dummy(x))
         dims = any(isinstance(y, TensorValue) and y.ndim > 0 for y in (acc, x)) or (
             isinstance(acc, torch.Tensor) and acc.ndim > 0
         )
@@ -89,7 +94,7 @@ def promote(*xs: object) -> torch.dtype:
         return acc.dtype
     if isinstance(acc, torch.dtype):
         return acc
-    return torch.result_type(acc, acc)  # type: ignore[arg-type]
+    return _result_type(acc, acc)
 
 
 def to_tv(x: object, dtype: torch.dtype) -> TensorValue:
@@ -234,7 +239,9 @@ def _add_sub(
 
 
 @register(aten.rsub)
-def _rsub(L: GraphLowering, node: torch.fx.Node, a: object, b: object, *, alpha: object = 1) -> object:
+def _rsub(
+    L: GraphLowering, node: torch.fx.Node, a: object, b: object, *, alpha: object = 1
+) -> object:
     dt = out_dtype(node)
     if alpha != 1 or dt == torch.bool:
         return NotImplemented
@@ -360,8 +367,12 @@ def _gelu(L: GraphLowering, node: torch.fx.Node, x: object, *, approximate: str 
         half = op("mul", dt, a, c(0.5, dt))
         if approximate == "tanh":
             cube = op("mul", dt, op("mul", dt, a, a), a)
-            inner = op("mul", dt, c(math.sqrt(2 / math.pi), dt),
-                       op("add", dt, a, op("mul", dt, cube, c(0.044715, dt))))
+            inner = op(
+                "mul",
+                dt,
+                c(math.sqrt(2 / math.pi), dt),
+                op("add", dt, a, op("mul", dt, cube, c(0.044715, dt))),
+            )
             return op("mul", dt, half, op("add", dt, c(1.0, dt), op("tanh", dt, inner)))
         erf = op("erf", dt, op("mul", dt, a, c(1 / math.sqrt(2), dt)))
         return op("mul", dt, half, op("add", dt, c(1.0, dt), erf))
@@ -408,7 +419,9 @@ def _copy(L: GraphLowering, node: torch.fx.Node, dst: object, src: object, *args
 
 
 @register(aten.full.default)
-def _full(L: GraphLowering, node: torch.fx.Node, size: Sequence[int], value: object, **kw: object) -> object:
+def _full(
+    L: GraphLowering, node: torch.fx.Node, size: Sequence[int], value: object, **kw: object
+) -> object:
     dt = out_dtype(node)
     if not isinstance(value, bool | int | float):
         return NotImplemented
@@ -426,7 +439,9 @@ def _scalar_tensor(L: GraphLowering, node: torch.fx.Node, value: object, **kw: o
 
 @register(aten.arange.start_step, aten.arange.start, aten.arange.default)
 def _arange(L: GraphLowering, node: torch.fx.Node, *args: object, **kw: object) -> object:
-    nums = [a for a in args if isinstance(a, int | float)]
+    nums: list[int | float] = [a for a in args if isinstance(a, int | float)]
+    start: int | float
+    step: int | float
     if len(nums) == 1:
         start, step = 0, 1
     elif len(nums) == 2:
@@ -436,12 +451,21 @@ def _arange(L: GraphLowering, node: torch.fx.Node, *args: object, **kw: object) 
     dt = out_dtype(node)
     sizes = out_sizes(node)
     if isinstance(start, int) and isinstance(step, int) and not dt.is_floating_point:
-        return TensorValue(sizes, dt, lambda idx: VIndex(iadd(imul(idx[0], step), IConst(start)), dt))
+        return TensorValue(
+            sizes, dt, lambda idx: VIndex(iadd(imul(idx[0], step), IConst(start)), dt)
+        )
 
     def load(idx: Sequence[IExpr]) -> VExpr:
         i = VIndex(idx[0], torch.float64)
-        return cast(op("add", torch.float64, op("mul", torch.float64, i, c(step, torch.float64)),
-                       c(start, torch.float64)), dt)
+        return cast(
+            op(
+                "add",
+                torch.float64,
+                op("mul", torch.float64, i, c(step, torch.float64)),
+                c(start, torch.float64),
+            ),
+            dt,
+        )
 
     return TensorValue(sizes, dt, load)
 
@@ -469,7 +493,9 @@ def _t(L: GraphLowering, node: torch.fx.Node, x: TensorValue) -> object:
 
 
 @register(aten.expand.default)
-def _expand(L: GraphLowering, node: torch.fx.Node, x: TensorValue, sizes: Sequence[int], **kw: object) -> object:
+def _expand(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, sizes: Sequence[int], **kw: object
+) -> object:
     return x.expand(out_sizes(node))
 
 
@@ -485,7 +511,7 @@ def _broadcast_in_dim(
 
 
 @register(aten.slice.Tensor)
-def _slice(
+def _slice(  # noqa: PLR0917
     L: GraphLowering,
     node: torch.fx.Node,
     x: TensorValue,
@@ -555,7 +581,7 @@ def _reinsert_ones(x: TensorValue, sizes: tuple[int, ...]) -> TensorValue:
 
 
 @register(aten.as_strided.default)
-def _as_strided(
+def _as_strided(  # noqa: PLR0917
     L: GraphLowering,
     node: torch.fx.Node,
     x: TensorValue,
@@ -608,8 +634,13 @@ def _sum(
 
 @register(aten.prod.default, aten.prod.dim_int)
 def _prod(
-    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: object = None,
-    keepdim: bool = False, *, dtype: object = None,
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: object = None,
+    keepdim: bool = False,
+    *,
+    dtype: object = None,
 ) -> object:
     dt = out_dtype(node)
     return L.reduce(x, _dims(x, dim), keepdim, "prod", dt, _acc_cast(x, dt))
@@ -617,7 +648,11 @@ def _prod(
 
 @register(aten.amax.default, aten.amin.default, aten.max.default, aten.min.default)
 def _amax(
-    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None, keepdim: bool = False
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dims: object = None,
+    keepdim: bool = False,
 ) -> object:
     kind = "max" if node.target in (aten.amax.default, aten.max.default) else "min"
     if x.dtype == torch.bool:
@@ -625,7 +660,9 @@ def _amax(
     return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)  # type: ignore[arg-type]
 
 
-def _mean_of(L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, dt: torch.dtype) -> TensorValue:
+def _mean_of(
+    L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, dt: torch.dtype
+) -> TensorValue:
     n = 1
     for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
         n *= x.sizes[d]
@@ -636,8 +673,13 @@ def _mean_of(L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, d
 
 @register(aten.mean.dim, aten.mean.default)
 def _mean(
-    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None,
-    keepdim: bool = False, *, dtype: object = None,
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dims: object = None,
+    keepdim: bool = False,
+    *,
+    dtype: object = None,
 ) -> object:
     dt = out_dtype(node)
     if not dt.is_floating_point:
@@ -645,8 +687,13 @@ def _mean(
     return _mean_of(L, x, _dims(x, dims), keepdim, dt)
 
 
-def _var(
-    L: GraphLowering, x: TensorValue, dims: list[int], correction: float, keepdim: bool, dt: torch.dtype
+def _var(  # noqa: PLR0917
+    L: GraphLowering,
+    x: TensorValue,
+    dims: list[int],
+    correction: float,
+    keepdim: bool,
+    dt: torch.dtype,
 ) -> tuple[TensorValue, TensorValue]:
     n = 1
     for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
@@ -667,9 +714,14 @@ def _var(
 
 
 @register(aten.var.correction, prims.var.default)
-def _var_lowering(
-    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None,
-    correction: object = None, keepdim: bool = False, **kw: object,
+def _var_lowering(  # noqa: PLR0917
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dims: object = None,
+    correction: object = None,
+    keepdim: bool = False,
+    **kw: object,
 ) -> object:
     if node.target is aten.var.correction:
         correction = kw.get("correction", correction)
@@ -677,13 +729,19 @@ def _var_lowering(
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented
-    return _var(L, x, _dims(x, dims), 1.0 if correction is None else float(correction), keepdim, dt)[0]  # type: ignore[arg-type]
+    corr = 1.0 if correction is None else float(correction)  # type: ignore[arg-type]
+    return _var(L, x, _dims(x, dims), corr, keepdim, dt)[0]
 
 
 @register(aten.var_mean.correction)
 def _var_mean(
-    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None,
-    *, correction: object = None, keepdim: bool = False,
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dims: object = None,
+    *,
+    correction: object = None,
+    keepdim: bool = False,
 ) -> object:
     dt = out_dtype(node)
     if not dt.is_floating_point:
@@ -699,7 +757,9 @@ def _index_value(index: TensorValue, idx: Sequence[IExpr]) -> IExpr:
 
 
 @register(aten.embedding.default)
-def _embedding(L: GraphLowering, node: torch.fx.Node, weight: TensorValue, indices: TensorValue, *a: object) -> object:
+def _embedding(
+    L: GraphLowering, node: torch.fx.Node, weight: TensorValue, indices: TensorValue, *a: object
+) -> object:
     sizes = out_sizes(node)
     k = indices.ndim
 
@@ -727,7 +787,12 @@ def _index_select(
 
 @register(aten.gather.default)
 def _gather(
-    L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int, index: TensorValue, **kw: object
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: int,
+    index: TensorValue,
+    **kw: object,
 ) -> object:
     if x.ndim == 0 or kw.get("sparse_grad"):
         return NotImplemented
@@ -757,3 +822,34 @@ def _cat(L: GraphLowering, node: torch.fx.Node, xs: Sequence[TensorValue], dim: 
         )
         offset += x.sizes[dim]
     return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, dt))
+
+
+# ---------------------------------------------------------------- *_copy forms (aot graphs)
+# aot replaces every view op by its copying twin so graph values never alias; in the loop
+# IR a copy is the same index math (the output logic stores a fresh buffer when needed).
+_COPY_TWINS = {
+    "view_copy": aten.view.default,
+    "permute_copy": aten.permute.default,
+    "expand_copy": aten.expand.default,
+    "unsqueeze_copy": aten.unsqueeze.default,
+    "t_copy": aten.t.default,
+    "alias_copy": aten.alias.default,
+    "detach_copy": aten.alias.default,
+    "as_strided_copy": aten.as_strided.default,
+}
+for _copy_name, _view_op in _COPY_TWINS.items():
+    _packet = getattr(aten, _copy_name, None)
+    if _packet is not None and hasattr(_packet, "default"):
+        LOWERINGS[_packet.default] = LOWERINGS[_view_op]
+for _copy_name, _overloads in (
+    ("slice_copy", ("Tensor",)),
+    ("select_copy", ("int",)),
+    ("transpose_copy", ("int",)),
+    ("squeeze_copy", ("dim", "dims", "default")),
+):
+    _packet = getattr(aten, _copy_name, None)
+    _view_packet = getattr(aten, _copy_name.removesuffix("_copy"))
+    for _ov in _overloads:
+        if _packet is not None and hasattr(_packet, _ov):
+            LOWERINGS[getattr(_packet, _ov)] = LOWERINGS[getattr(_view_packet, _ov)]
+LOWERINGS[aten.detach.default] = LOWERINGS[aten.alias.default]

@@ -160,7 +160,7 @@ def _reads_within_row(reader: Step, producer: Step, load: VLoad) -> bool:
         span = coefs.get(names[k], 0) * (sizes[k] - 1)
         lo += min(0, span)
         hi += max(0, span)
-    return 0 <= lo and hi < row
+    return lo >= 0 and hi < row
 
 
 @dataclass
@@ -199,9 +199,12 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
             continue
         deps = [writer[ld.buf] for ld in iter_loads(node.body) if ld.buf in writer]
         if node.buf in writer:
-            deps.append(writer[node.buf])  # a second writer of one buffer (cat) stays after the first
+            deps.append(
+                writer[node.buf]
+            )  # a second writer of one buffer (cat) stays after the first
         first = max(deps, default=0)
         placed = -1
+        step: Step | None = None
         for k in range(first, len(items)):
             item = items[k]
             if isinstance(item, _OpenKernel):
@@ -210,7 +213,7 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
                     item.steps.append(step)
                     placed = k
                     break
-        if placed < 0:
+        if step is None:
             step = _default_step(node)
             items.append(_OpenKernel(_prod(step.outer_sizes), [step], {}))
             placed = len(items) - 1

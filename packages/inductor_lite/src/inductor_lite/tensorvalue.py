@@ -74,14 +74,14 @@ class TensorValue:
         for new, old in enumerate(dims):
             inv[old] = new
         src = self.loader
-        return TensorValue(sizes, self.dtype, lambda idx: src([idx[inv[k]] for k in range(len(inv))]))
+        return TensorValue(
+            sizes, self.dtype, lambda idx: src([idx[inv[k]] for k in range(len(inv))])
+        )
 
     def expand(self, sizes: Sequence[int]) -> TensorValue:
         sizes = tuple(int(s) for s in sizes)
         lead = len(sizes) - self.ndim
-        sizes = tuple(
-            self.sizes[k - lead] if s == -1 else s for k, s in enumerate(sizes)
-        )
+        sizes = tuple(self.sizes[k - lead] if s == -1 else s for k, s in enumerate(sizes))
         if self.ref is not None:
             r = self.ref
             strides = [0] * lead + [
@@ -97,7 +97,7 @@ class TensorValue:
         start = max(0, min(n, start + n if start < 0 else start))
         end = max(start, min(n, end + n if end < 0 else end))
         length = (end - start + step - 1) // step
-        sizes = self.sizes[:dim] + (length,) + self.sizes[dim + 1 :]
+        sizes = (*self.sizes[:dim], length, *self.sizes[dim + 1 :])
         if self.ref is not None:
             r = self.ref
             strides = list(r.strides)
@@ -132,10 +132,10 @@ class TensorValue:
 
     def unsqueeze(self, dim: int) -> TensorValue:
         dim = dim % (self.ndim + 1)
-        sizes = self.sizes[:dim] + (1,) + self.sizes[dim:]
+        sizes = (*self.sizes[:dim], 1, *self.sizes[dim:])
         if self.ref is not None:
             r = self.ref
-            strides = r.strides[:dim] + (1,) + r.strides[dim:]
+            strides = (*r.strides[:dim], 1, *r.strides[dim:])
             return realized(TensorRef(r.buf, sizes, strides, r.offset, r.dtype))
         src = self.loader
         return TensorValue(sizes, self.dtype, lambda idx: src([*idx[:dim], *idx[dim + 1 :]]))
@@ -215,9 +215,7 @@ def broadcast_loader(x: TensorValue, out_sizes: Sequence[int]) -> Loader:
     sizes = x.sizes
 
     def load(idx: Sequence[IExpr]) -> VExpr:
-        return src(
-            [IConst(0) if sizes[k] == 1 else idx[k + lead] for k in range(len(sizes))]
-        )
+        return src([IConst(0) if sizes[k] == 1 else idx[k + lead] for k in range(len(sizes))])
 
     return load
 

@@ -13,7 +13,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from .errors import UnsupportedGraph
 
-__all__ = ["decomposition_table", "trace_to_aten"]
+__all__ = ["decomposition_table", "extra_decompositions", "trace_to_aten"]
 
 aten = torch.ops.aten
 
@@ -21,7 +21,13 @@ aten = torch.ops.aten
 def decomposition_table() -> dict[Any, Any]:
     """Core aten decompositions plus the composite ops we prefer as their pieces."""
     table: dict[Any, Any] = dict(core_aten_decompositions())
-    table.update(
+    table.update(extra_decompositions())
+    return table
+
+
+def extra_decompositions() -> dict[Any, Any]:
+    """Ops that are core aten but that we lower better as their pieces (softmax, norms)."""
+    return dict(
         get_decompositions(
             [
                 aten._softmax,
@@ -39,7 +45,6 @@ def decomposition_table() -> dict[Any, Any]:
             ]
         )
     )
-    return table
 
 
 def trace_to_aten(

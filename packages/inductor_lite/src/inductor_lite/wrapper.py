@@ -15,7 +15,9 @@ from .scheduler import Kernel, ScheduleItem, iter_loads
 __all__ = ["build_wrapper"]
 
 
-def _as_view(t: torch.Tensor, sizes: Sequence[int], strides: Sequence[int], offset: int) -> torch.Tensor:
+def _as_view(
+    t: torch.Tensor, sizes: Sequence[int], strides: Sequence[int], offset: int
+) -> torch.Tensor:
     return t.as_strided(sizes, strides, t.storage_offset() + offset)
 
 
@@ -114,8 +116,9 @@ def build_wrapper(
         if free:
             lines.append(f"    {spec.name} = {free.pop()}  # reuse")
         else:
+            dtype = str(spec.dtype).split(".")[-1]
             lines.append(
-                f"    {spec.name} = _empty({spec.sizes!r}, {spec.strides!r}, dtype=torch.{str(spec.dtype).split('.')[-1]})"
+                f"    {spec.name} = _empty({spec.sizes!r}, {spec.strides!r}, dtype=torch.{dtype})"
             )
 
     for k, item in enumerate(items):

@@ -1,0 +1,86 @@
+"""The scheduler's decisions, asserted as kernel counts on known graphs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from inductor_lite.ir import PointwiseNode, ReductionNode
+
+
+def test_six_op_pointwise_chain_is_one_kernel(check: Any) -> None:
+    def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(torch.relu(x * 2 + y) - 1).exp() / 3
+
+    c = check(chain, [torch.randn(64, 100), torch.randn(100)])
+    assert c.kernel_count == 1
+    assert len(c.lowered.nodes) == 1  # the intermediates never touch memory
+
+
+def test_layer_norm_is_one_kernel(check: Any) -> None:
+    w, b = torch.randn(96), torch.randn(96)
+
+    def ln(x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (96,), w, b)
+
+    c = check(ln, [torch.randn(32, 96)], atol=1e-5, rtol=1e-5)
+    assert c.kernel_count == 1
+    assert sum(isinstance(n, ReductionNode) for n in c.lowered.nodes) == 2  # mean, then var
+
+
+def test_softmax_reductions_and_normalisation_share_one_kernel(check: Any) -> None:
+    c = check(lambda x: torch.softmax(x, -1), [torch.randn(16, 200)])
+    assert c.kernel_count == 1
+    kinds = [type(s.node) for s in c.items[0].steps]
+    assert kinds == [ReductionNode, ReductionNode, PointwiseNode]
+
+
+def test_reductions_over_one_input_share_a_kernel(check: Any) -> None:
+    def stats(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.sum(-1), x.amax(-1), x.amin(-1), (x * x).mean(-1)
+
+    c = check(stats, [torch.randn(40, 50)])
+    assert c.kernel_count == 1
+
+
+def test_reduction_result_read_twice_is_stored_not_recomputed(check: Any) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        m = x.amax(-1, keepdim=True)
+        return x - m, x * m
+
+    c = check(fn, [torch.randn(8, 30)])
+    reductions = [n for n in c.lowered.nodes if isinstance(n, ReductionNode)]
+    assert len(reductions) == 1
+
+
+def test_expensive_value_with_two_readers_is_materialised(check: Any) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x
+        for _ in range(10):
+            y = torch.tanh(y * 1.1 + 0.1).exp().log()
+        return y + 1, y * 2
+
+    c = check(fn, [torch.randn(8, 30)])
+    # y is stored once and read by both outputs instead of being recomputed in each
+    assert len(c.lowered.nodes) == 3
+
+
+def test_column_reduction_does_not_fuse_with_row_consumer_it_cannot_serve(check: Any) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x - x.mean(0)  # the mean over rows is needed complete before any row
+
+    c = check(fn, [torch.randn(20, 30)])
+    assert c.kernel_count == 2
+
+
+def test_matmul_is_an_aten_call_between_fused_kernels(check: Any) -> None:
+    w = torch.randn(32, 16)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu((x * 2 + 1) @ w).sum(-1)
+
+    c = check(fn, [torch.randn(8, 32)], atol=1e-4, rtol=1e-4)
+    assert c.kernel_count == 2
+    assert c.fallback_count == 1
