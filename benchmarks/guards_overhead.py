@@ -25,7 +25,6 @@ import torch
 
 from guards import AttrSource, CompiledGuards, GuardSet, LocalSource, compile_guards
 
-
 # CPU time of this process: on a shared, oversubscribed machine wall time mostly measures
 # the neighbours.  (torch runs single-threaded below, so this is the time of one thread.)
 TIMER = time.process_time
