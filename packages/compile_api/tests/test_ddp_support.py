@@ -293,3 +293,105 @@ def ddp_bucket_count(ddp: nn.Module) -> int:
     data = ddp._get_ddp_logging_data()  # type: ignore[operator]
     sizes = data.get("rebuilt_bucket_sizes") or data["bucket_sizes"]
     return len(str(sizes).split(","))
+
+
+# ---------------------------------------------------------------------------------------------
+# Training compiled vs uncompiled DDP in each rank
+
+
+def mlp_case(device: torch.device) -> tuple[nn.Module, Callable[[int, int], Any], Any, int]:
+    """(model, input of (rank, step), loss of (output, rank, step), bucket cap in bytes)."""
+    model = MLP(width=32, depth=6).to(device)
+
+    def make_input(rank: int, step: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(1000 * rank + step)
+        return torch.randn(16, 32, generator=g).to(device)
+
+    def loss(out: torch.Tensor, rank: int, step: int) -> torch.Tensor:
+        return out.square().mean()
+
+    return model, make_input, loss, 2 * 32 * 33 * 4  # two hidden layers a bucket
+
+
+def transformer_case(device: torch.device) -> tuple[nn.Module, Callable[[int, int], Any], Any, int]:
+    model = TinyTransformer().to(device)
+
+    def make_input(rank: int, step: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(1000 * rank + step)
+        return torch.randint(0, 64, (4, 8), generator=g).to(device)
+
+    def loss(out: torch.Tensor, rank: int, step: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(7000 + 1000 * rank + step)
+        target = torch.randint(0, 64, (4, 8), generator=g).to(out.device)
+        return torch.nn.functional.cross_entropy(out.reshape(-1, 64), target.reshape(-1))
+
+    return model, make_input, loss, param_bytes(model) // 4
+
+
+CASES = {"mlp": mlp_case, "transformer": transformer_case}
+
+
+def train(
+    ddp_model: nn.Module,
+    make_input: Callable[[int, int], Any],
+    loss_fn: Any,
+    rank: int,
+    steps: int,
+) -> list[float]:
+    opt = torch.optim.SGD(ddp_model.parameters(), lr=0.1)
+    losses = []
+    for step in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(ddp_model(make_input(rank, step)), rank, step)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def compare_in_rank(
+    case: str, backend: str, rank: int, device: torch.device, steps: int
+) -> dict[str, Any]:
+    """Train one model under plain DDP and under DDP with the split backend, from one init."""
+    torch.manual_seed(0)
+    model, make_input, loss_fn, cap = CASES[case](device)
+    twin, _, _, _ = CASES[case](device)
+    twin.load_state_dict(model.state_dict())
+    cap_mb = cap / 2**20
+    ids = [device.index] if device.type == "cuda" else None
+    eager = nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=cap_mb)
+    runner = TracedRunner(twin, BACKENDS[backend]())
+    split = nn.parallel.DistributedDataParallel(runner, device_ids=ids, bucket_cap_mb=cap_mb)
+    eager_losses = train(eager, make_input, loss_fn, rank, steps)
+    split_losses = train(split, make_input, loss_fn, rank, steps)
+    return {
+        "eager_losses": eager_losses,
+        "split_losses": split_losses,
+        "eager_params": [p.detach().cpu() for p in model.parameters()],
+        "split_params": [p.detach().cpu() for p in twin.parameters()],
+        "num_subgraphs": runner.compiled.num_subgraphs,
+        "ddp_buckets": ddp_bucket_count(eager),
+        "split_ddp_buckets": ddp_bucket_count(split),
+    }
+
+
+def gloo_worker(
+    rank: int, world: int, port: int, out_dir: str, cases: list[tuple[str, str]], steps: int
+) -> None:
+    """One rank of the CPU test: every (model, backend) case, results saved for the parent."""
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=60),
+    )
+    try:
+        torch.set_num_threads(1)
+        results = {
+            f"{case}/{backend}": compare_in_rank(case, backend, rank, torch.device("cpu"), steps)
+            for case, backend in cases
+        }
+        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
