@@ -15,6 +15,7 @@ from guards import (
     ItemSource,
     LocalSource,
     SizeSource,
+    Source,
     StrideSource,
     TypeSource,
     UnsupportedGuardValue,
@@ -111,3 +112,63 @@ def test_chain_depth_and_root() -> None:
     s = ItemSource(AttrSource(LocalSource("self"), "layers"), 3)
     assert [c.name() for c in s.chain()] == ["L['self']", "L['self'].layers", "L['self'].layers[3]"]
     assert s.depth == 2 and s.root() == LocalSource("self")
+
+
+def _frame(**changes: object) -> tuple[dict[str, object], dict[str, object]]:
+    """A frame whose every source kind below reads the value 4 (or type int) by default."""
+    obj = types.SimpleNamespace(attr=4)
+    L: dict[str, object] = {"x": 4, "o": obj, "xs": [0, 4], "d": {"k": 4, Color.RED: 4}}
+    L["t"] = torch.empty(4, 4)
+    G: dict[str, object] = {"g": 4}
+    for key, value in changes.items():
+        if key == "attr":
+            obj.attr = value
+        elif key in G:
+            G[key] = value
+        else:
+            L[key] = value
+    return L, G
+
+
+# (source, a change that alters the value it reads, the value that change makes it read)
+SOURCE_KINDS = [
+    (LocalSource("x"), {"x": 5}, 5),
+    (GlobalSource("g"), {"g": 5}, 5),
+    (AttrSource(LocalSource("o"), "attr"), {"attr": 5}, 5),
+    (ItemSource(LocalSource("xs"), 1), {"xs": [0, 5]}, 5),
+    (ItemSource(LocalSource("d"), "k"), {"d": {"k": 5, Color.RED: 4}}, 5),
+    (ItemSource(LocalSource("d"), Color.RED), {"d": {"k": 4, Color.RED: 5}}, 5),
+    (SizeSource(LocalSource("t"), 0), {"t": torch.empty(5, 4)}, 5),
+    (StrideSource(LocalSource("t"), 0), {"t": torch.empty(4, 5)}, 5),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "change", "changed"),
+    SOURCE_KINDS,
+    ids=lambda v: str(v)[:24] if isinstance(v, Source) else "",
+)
+def test_constant_guard_through_each_source_kind(
+    compile_set, verdict, source, change, changed
+) -> None:
+    L, G = _frame()
+    assert source.resolve(L, G) == 4
+    cg = compile_set(lambda gs: gs.CONSTANT_MATCH(source, 4), G)
+    assert verdict(cg, L) == (True, [])
+    L2, G2 = _frame(**change)
+    G.clear()
+    G.update(G2)
+    assert verdict(cg, L2) == (False, [f"{source.name()} == 4 expected, got {changed}"])
+    # a change elsewhere in the frame does not matter
+    L3, G3 = _frame(unrelated=object())
+    G.clear()
+    G.update(G3)
+    assert verdict(cg, L3) == (True, [])
+
+
+def test_type_guard_through_a_type_source(compile_set, verdict) -> None:
+    src = TypeSource(LocalSource("x"))
+    cg = compile_set(lambda gs: gs.ID_MATCH(src, int))
+    assert verdict(cg, {"x": 1}) == (True, [])
+    ok, why = verdict(cg, {"x": 1.0})
+    assert not ok and why[0].startswith("type(L['x']) is the type with id")
