@@ -11,8 +11,10 @@ from evalframe_testkit import Recorder, entry_for, installed
 
 
 def counter(n):
-    for i in range(n):
+    i = 0
+    while i < n:
         yield i
+        i += 1
 
 
 def counter_squared(n):

@@ -64,7 +64,12 @@ static struct {
 } stats;
 
 /* ------------------------------------------------------------------ */
-/* The per-code cache: entries (tuples (guard, code, entry)), oldest first. */
+/* The per-code cache: entries as tuples (guard, code), oldest first.  An
+ * entry whose code is the cache's own code object stores None instead: code
+ * objects are invisible to the cycle collector, so a reference from a code
+ * object's extra slot back to itself would keep it alive forever.  For the same
+ * reason the Entry objects themselves are not kept (they hold their code);
+ * cache_entries() makes equal ones. */
 
 typedef struct {
     PyObject_HEAD
@@ -678,7 +683,9 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
         }
         if (hit != NULL) {
             stats.hits++;
-            PyCodeObject *code = (PyCodeObject *)Py_NewRef(PyTuple_GET_ITEM(hit, 1));
+            PyObject *stored = PyTuple_GET_ITEM(hit, 1);
+            PyCodeObject *code = (PyCodeObject *)Py_NewRef(stored == Py_None ? (PyObject *)co
+                                                                             : stored);
             Py_DECREF(hit);
             PyObject *result = run_entry(ts, st, frame, code);
             Py_DECREF(code);
@@ -774,7 +781,7 @@ take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer, PyCodeObject **
         goto bad_entry;
     }
     cache = cache_of_or_create((PyObject *)co, &st->disabled);
-    item = cache ? PyTuple_Pack(3, guard, code, answer) : NULL;
+    item = cache ? PyTuple_Pack(2, guard, code == (PyObject *)co ? Py_None : code) : NULL;
     if (item == NULL || PyList_Append(cache->entries, item) < 0) {
         goto bad_entry;
     }
@@ -935,15 +942,34 @@ ef_cache_entries(PyObject *module, PyObject *code)
         return NULL;
     }
     CodeCache *cache = cache_of(code);
-    Py_ssize_t n = cache ? PyList_GET_SIZE(cache->entries) : 0;
-    PyObject *out = PyList_New(n);
-    if (out == NULL) {
+    PyObject *out = PyList_New(0);
+    if (out == NULL || cache == NULL || PyList_GET_SIZE(cache->entries) == 0) {
+        return out;
+    }
+    if (require_registered() < 0) {
+        Py_DECREF(out);
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(cache->entries, n - 1 - i);
-        PyList_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(item, 2)));
+    /* A copy: making Entry objects runs Python code, which may change the cache. */
+    PyObject *items = PySequence_List(cache->entries);
+    if (items == NULL) {
+        Py_DECREF(out);
+        return NULL;
     }
+    for (Py_ssize_t i = PyList_GET_SIZE(items) - 1; i >= 0; i--) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *stored = PyTuple_GET_ITEM(item, 1);
+        PyObject *entry = PyObject_CallFunctionObjArgs(
+            entry_type, PyTuple_GET_ITEM(item, 0), stored == Py_None ? code : stored, NULL);
+        if (entry == NULL || PyList_Append(out, entry) < 0) {
+            Py_XDECREF(entry);
+            Py_DECREF(items);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(entry);
+    }
+    Py_DECREF(items);
     return out;
 }
 
