@@ -225,3 +225,12 @@ def test_cli_quick_run_writes_outputs_and_survives_a_crashing_implementation(tmp
     assert {r["impl"] for r in rows} == {"eager", "crashing"}
     assert all(r["status"] == FAILED and r["stage"] == "process" for r in rows)
     assert "signal 6" in rows[0]["error"]
+
+
+def test_process_clock_reports_cpu_time_and_keeps_wall_time_alongside():
+    settings = Settings(repeats=2, warmup=0, min_sample_s=1e-4, quick=True, clock="process")
+    [eager] = run_in_process(BY_NAME["overhead_add_one"], [("eager", Eager)], settings)
+    assert eager.clock == "process"
+    assert eager.samples_s == eager.cpu_samples_s
+    assert len(eager.wall_samples_s) == len(eager.cpu_samples_s) == 2
+    assert all(t > 0 for t in eager.wall_samples_s)

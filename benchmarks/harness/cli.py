@@ -54,6 +54,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="a sample is enough calls to last this long (overhead probes: 20k calls)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch.set_num_threads(N) in each run (default: torch's own choice)")
+    p.add_argument("--clock", choices=("wall", "process"), default="wall",
+                   help="time samples by elapsed time (default) or by this process's CPU time")
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repeats: harness check")
     p.add_argument("--json", dest="json_path", default=None, help="write the JSON here")
     p.add_argument("--out-dir", default=str(BENCH_DIR / "results"),
@@ -105,7 +107,7 @@ def select_impls(spec: str) -> list[str]:
 
 def _settings(args: argparse.Namespace) -> Settings:
     return Settings(device=args.device, repeats=args.repeats, warmup=args.warmup,
-                    min_sample_s=args.min_sample_ms / 1e3, quick=args.quick)
+                    min_sample_s=args.min_sample_ms / 1e3, quick=args.quick, clock=args.clock)
 
 
 def _options(args: argparse.Namespace) -> Options:
@@ -136,7 +138,8 @@ def _child_args(args: argparse.Namespace, workload: Workload, out: Path) -> list
     child = [sys.executable, str(RUN_PY), "--worker", workload.name, "--worker-out", str(out),
              "--device", args.device, "--impl", args.impl, "--repeats", str(args.repeats),
              "--warmup", str(args.warmup), "--min-sample-ms", str(args.min_sample_ms),
-             "--strata-backend", args.strata_backend, "--torch-backend", args.torch_backend]
+             "--strata-backend", args.strata_backend, "--torch-backend", args.torch_backend,
+             "--clock", args.clock]
     if args.threads is not None:
         child += ["--threads", str(args.threads)]
     return [*child, "--quick"] if args.quick else child

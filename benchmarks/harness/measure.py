@@ -44,6 +44,10 @@ class Settings:
     warmup: int = 3
     min_sample_s: float = 0.05
     quick: bool = False
+    # "wall": elapsed time (what a user waits). "process": this process's CPU time, all threads
+    # together -- far less sensitive to other processes on a shared machine, but it counts the
+    # work of every thread rather than the latency, and it misses time spent on a GPU.
+    clock: str = "wall"
 
 
 @dataclass
@@ -64,6 +68,9 @@ class Result:
     max_s: float | None = None
     calls_per_sample: int | None = None
     samples_s: list[float] = field(default_factory=list)
+    wall_samples_s: list[float] = field(default_factory=list)
+    cpu_samples_s: list[float] = field(default_factory=list)
+    clock: str = "wall"
     speedup: float | None = None
     overhead_us: float | None = None
     correct: bool | None = None
@@ -101,9 +108,12 @@ class _Runner:
         assert self.call is not None and self.instance is not None
         return self.call(*self.instance.args)
 
-    def take_sample(self, calls: int, device: torch.device) -> None:
+    def take_sample(self, calls: int, device: torch.device, clock: str) -> None:
         assert self.call is not None and self.instance is not None
-        self.result.samples_s.append(_time_sample(self.call, self.instance.args, calls, device))
+        wall, cpu = _time_sample(self.call, self.instance.args, calls, device)
+        self.result.wall_samples_s.append(wall)
+        self.result.cpu_samples_s.append(cpu)
+        self.result.samples_s.append(cpu if clock == "process" else wall)
 
 
 def _sync(device: torch.device) -> None:
@@ -162,13 +172,14 @@ def compare(expected: Sequence[Any], actual: Sequence[Any], rtol: float, atol: f
 
 
 def _time_sample(call: Callable[..., Any], args: tuple[Any, ...], calls: int,
-                 device: torch.device) -> float:
+                 device: torch.device) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) per call, over ``calls`` back-to-back calls."""
     _sync(device)
-    start = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
         call(*args)
     _sync(device)
-    return (time.perf_counter() - start) / calls
+    return (time.perf_counter() - wall) / calls, (time.process_time() - cpu) / calls
 
 
 def _calls_per_sample(workload: Workload, settings: Settings, eager: _Runner | None,
@@ -180,7 +191,7 @@ def _calls_per_sample(workload: Workload, settings: Settings, eager: _Runner | N
     if probe is None or probe.call is None or probe.instance is None:
         return 1
     # One warm call of eager sets the sample length for every implementation of this workload.
-    per_call = _time_sample(probe.call, probe.instance.args, 1, device)
+    per_call = _time_sample(probe.call, probe.instance.args, 1, device)[0]
     return max(1, int(settings.min_sample_s / max(per_call, 1e-9)))
 
 
@@ -190,7 +201,7 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
     device = torch.device(settings.device)
     runners = [
         _Runner(impl, name, Result(workload.name, workload.kind, name,
-                                   tolerance=str(workload.tolerance)))
+                                   tolerance=str(workload.tolerance), clock=settings.clock))
         for name, impl in impls
     ]
 
@@ -231,7 +242,7 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
             shift = round_index % max(len(runners), 1)
             for r in runners[shift:] + runners[:shift]:
                 r.result.calls_per_sample = calls
-                _guarded(r, "timing", partial(r.take_sample, calls, device))
+                _guarded(r, "timing", partial(r.take_sample, calls, device, settings.clock))
 
         if device.type == "cuda":
             for r in runners:

@@ -133,10 +133,13 @@ def markdown_report(results: Sequence[Result], meta: dict[str, Any],
         f"- torch {machine['torch']}, Python {machine['python']}",
         f"- command: `{meta['command']}`",
         f"- settings: repeats={settings['repeats']}, warmup={settings['warmup']}, "
-        f"min sample {settings['min_sample_s'] * 1e3:g} ms, quick={settings['quick']}, "
+        f"min sample {settings['min_sample_s'] * 1e3:g} ms, clock={settings['clock']}, "
+        f"quick={settings['quick']}, "
         f"inductor cache: {meta.get('inductor_cache', 'default')}",
         "",
-        "Times are per call: the median of the samples, with the interquartile range (p25-p75) "
+        ("Times are process CPU time (all threads), not elapsed time. "
+         if settings["clock"] == "process" else "")
+        + "Times are per call: the median of the samples, with the interquartile range (p25-p75) "
         "and the extremes; speedup = eager median / median. See benchmarks/README.md for how "
         "each column is measured.",
         "",
