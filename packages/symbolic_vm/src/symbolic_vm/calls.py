@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
 from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
@@ -221,6 +222,10 @@ def bind_arguments(
 def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``cls(*args)`` for a user class: a new object whose ``__init__`` is inlined."""
     cls = cls_var.value
+    if issubclass(cls, BaseException):
+        # Only ever raised (which is unsupported) or inspected: keep a real instance.
+        py_args = [ops.const_value(vm.out, a) for a in args]
+        return ObjectVar(cls(*py_args))
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"creating module {cls.__name__} inside a compiled function")
     if cls.__new__ is not object.__new__ or type(cls) is not type:

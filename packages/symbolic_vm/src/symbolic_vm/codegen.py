@@ -70,7 +70,7 @@ class Rebuilder:
         if var.source is not None and not isinstance(var, (TupleVar, NewObjectVar)):
             return source_expr(var.source)
         if isinstance(var, ConstVar):
-            return self._constant(var.value)
+            return self.constant(var.value)
         if isinstance(var, TupleVar):
             inner = "".join(f"{self.expr(v)}, " for v in var.items)
             return f"({inner})"
@@ -78,7 +78,7 @@ class Rebuilder:
             return "[" + ", ".join(self.expr(v) for v in var.box.items) + "]"
         if isinstance(var, DictVar):
             pairs = ", ".join(
-                f"{self._constant(k)}: {self.expr(v)}" for k, v in var.box.items.items()
+                f"{self.constant(k)}: {self.expr(v)}" for k, v in var.box.items.items()
             )
             return "{" + pairs + "}"
         if isinstance(var, ObjectVar):
@@ -99,7 +99,7 @@ class Rebuilder:
             "out of a compiled function"
         )
 
-    def _constant(self, value: object) -> str:
+    def constant(self, value: object) -> str:
         if value is None or isinstance(value, (bool, int, str, bytes)):
             return repr(value)
         if isinstance(value, float) and math.isfinite(value):
@@ -127,39 +127,51 @@ def signature_text(code: types.CodeType) -> str:
     return ", ".join(parts)
 
 
-def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
-    """Statements replaying the trace's side effects, in program order."""
-    lines: list[str] = []
+def effect_lines(rebuilder: Rebuilder, out: Output) -> tuple[list[str], list[str]]:
+    """Statements replaying the trace's side effects, in program order.
+
+    Returns (reads, writes): every value is read into a temporary before any write runs, so a
+    write never changes what a later value expression reads (``d.clear()`` then ``d['k']``).
+    """
+    reads: list[str] = []
+    writes: list[str] = []
+
+    def temp(expr: str) -> str:
+        name = f"__strata_v{len(reads)}"
+        reads.append(f"{name} = {expr}")
+        return name
+
     for effect in out.side_effects:
         if isinstance(effect, AttrWrite):
-            lines.append(
-                f"setattr({rebuilder.expr(effect.target)}, {effect.name!r}, "
-                f"{rebuilder.expr(effect.value)})"
-            )
+            target = temp(rebuilder.expr(effect.target))
+            value = temp(rebuilder.expr(effect.value))
+            writes.append(f"setattr({target}, {effect.name!r}, {value})")
         elif isinstance(effect, GlobalWrite):
-            lines.append(f"{_G}[{effect.name!r}] = {rebuilder.expr(effect.value)}")
+            value = temp(rebuilder.expr(effect.value))
+            writes.append(f"{_G}[{effect.name!r}] = {value}")
         elif isinstance(effect, ContainerWrite):
-            target = effect.target
-            assert target.source is not None
-            where = source_expr(target.source)
-            if isinstance(target, ListVar):
-                items = ", ".join(rebuilder.expr(v) for v in target.box.items)
-                lines.append(f"{where}[:] = [{items}]")
-            elif isinstance(target, DictVar):
-                lines.append(f"{where}.clear()")
+            container = effect.target
+            assert container.source is not None
+            target = temp(source_expr(container.source))
+            if isinstance(container, ListVar):
+                items = temp("[" + ", ".join(rebuilder.expr(v) for v in container.box.items) + "]")
+                writes.append(f"{target}[:] = {items}")
+            elif isinstance(container, DictVar):
                 pairs = ", ".join(
-                    f"{rebuilder._constant(k)}: {rebuilder.expr(v)}"
-                    for k, v in target.box.items.items()
+                    f"{rebuilder.constant(k)}: {rebuilder.expr(v)}"
+                    for k, v in container.box.items.items()
                 )
-                lines.append(f"{where}.update({{{pairs}}})")
-    return lines
+                contents = temp("{" + pairs + "}")
+                writes.append(f"{target}.clear()")
+                writes.append(f"{target}.update({contents})")
+    return reads, writes
 
 
 def build_code(
     original: types.CodeType,
     graph_call: str | None,
     graph_args: list[str],
-    effects: list[str],
+    effects: tuple[list[str], list[str]],
     return_expr: str,
 ) -> types.CodeType:
     """Compile the transformed function and return its code object."""
@@ -172,8 +184,11 @@ def build_code(
     ]
     if graph_call is not None:
         body.append(f"{_OUT} = {graph_call}({', '.join(graph_args)})")
-    body.extend(effects)
-    body.append(f"return {return_expr}")
+    reads, writes = effects
+    body.extend(reads)
+    body.append(f"__strata_result = {return_expr}")
+    body.extend(writes)
+    body.append("return __strata_result")
     free_init = "".join(f"    {name} = None\n" for name in original.co_freevars)
     source = (
         "def __strata_outer():\n"
