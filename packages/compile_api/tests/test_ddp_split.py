@@ -457,3 +457,32 @@ def test_plain_and_ddp_modules_are_not_fsdp(process_group: None) -> None:
         assert not ddp.warn_if_fsdp(nn.parallel.DistributedDataParallel(nn.Linear(4, 4)))
         assert not ddp.warn_if_fsdp(lambda x: x)
     assert not caught
+
+
+def test_graph_is_compiled_whole_when_splitting_fails(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def fail(*args: object) -> None:
+        raise RuntimeError("cannot propagate")
+
+    monkeypatch.setattr(ddp, "_submodule_examples", fail)
+    gm, inputs = lifted(Chain())
+    calls, backend = recording_eager()
+    splitter = ddp.ddp_split_backend(backend, LAYER_BYTES)
+    with caplog.at_level(logging.WARNING, logger="strata.compile_api"):
+        compiled = splitter(gm, inputs)
+    assert compiled.num_subgraphs == 1 and len(calls) == 1 and calls[0][0] is gm
+    assert "cannot propagate" in splitter.records[-1].reason_unsplit
+    assert any("compiling a graph of 6 buckets whole" in r.getMessage() for r in caplog.records)
+    torch.testing.assert_close(compiled(*inputs)[0], gm(*inputs)[0], rtol=0, atol=0)
+
+
+def test_backend_errors_on_a_subgraph_propagate() -> None:
+    """A failing backend is the frame compiler's to report (it falls back or raises)."""
+
+    def broken(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        raise NotImplementedError("backend bug")
+
+    gm, inputs = lifted(Chain())
+    with pytest.raises(NotImplementedError, match="backend bug"):
+        ddp.ddp_split_backend(broken, LAYER_BYTES)(gm, inputs)

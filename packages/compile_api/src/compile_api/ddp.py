@@ -296,17 +296,31 @@ def _unsplittable(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> st
     return ""
 
 
-def _compile_split(
-    split_gm: torch.fx.GraphModule,
-    example_inputs: Sequence[Any],
-    backend: Backend,
-) -> int:
-    """Compile every ``submod_<i>`` of ``split_gm`` in place; return how many there were.
+def _split(gm: torch.fx.GraphModule, built: list[_Building]) -> torch.fx.GraphModule:
+    """``gm`` as a top-level graph calling ``submod_<i>``, one per bucket, in bucket order."""
+    partition = {node: i for i, b in enumerate(built) for node in b.nodes}
+    # keep_original_order: independent pieces must still run in bucket order
+    split_gm = split_module(gm, gm, lambda node: partition[node], keep_original_order=True)
+    before = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    after = sum(1 for n in split_gm.graph.nodes if n.op == "placeholder")
+    calls = [n for n in split_gm.graph.nodes if n.op == "call_module"]
+    if after != before or len(calls) != len(built):
+        raise RuntimeError(
+            f"split_module gave {after} inputs and {len(calls)} subgraphs, "
+            f"expected {before} and {len(built)}"
+        )
+    return split_gm
 
-    Walks the top-level graph with fake values so that each subgraph gets example inputs of the
-    right sizes without running the model (which would repeat its side effects, e.g. BatchNorm's
-    running statistics): the graph's own inputs are passed as they are (parameters stay the real
-    ``torch.nn.Parameter`` objects) and intermediate values as real tensors of the same layout.
+
+def _submodule_examples(
+    split_gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> list[tuple[str, list[object]]]:
+    """Example inputs of every ``submod_<i>`` of ``split_gm``, in call order.
+
+    Walks the top-level graph with fake values so that no part of the model runs (running it
+    would repeat its side effects, e.g. BatchNorm's running statistics): the graph's own inputs
+    are passed as they are (parameters stay the real ``torch.nn.Parameter`` objects), and values
+    made by an earlier subgraph as real tensors of the same size, layout and requires_grad.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -318,7 +332,7 @@ def _compile_split(
     real: dict[torch.fx.Node, object] = {}
     fake: dict[torch.fx.Node, object] = {}
     inputs = iter(example_inputs)
-    count = 0
+    examples: list[tuple[str, list[object]]] = []
     for node in split_gm.graph.nodes:
         if node.op == "placeholder":
             real[node] = next(inputs)
@@ -328,10 +342,8 @@ def _compile_split(
             fake[node] = to_fake(real[node])
         elif node.op == "call_module" and isinstance(node.target, str):
             submod = split_gm.get_submodule(node.target)
-            if not isinstance(submod, torch.fx.GraphModule):
-                raise TypeError(f"expected split_module to make a GraphModule at {node.target}")
-            fake_args = [fake[a] for a in node.args if isinstance(a, torch.fx.Node)]
-            if len(fake_args) != len(node.args):
+            args = [a for a in node.args if isinstance(a, torch.fx.Node)]
+            if len(args) != len(node.args) or node.kwargs:
                 raise TypeError(f"{node.target} is called with non-node arguments")
             # The subgraph's own parameters and buffers go in as fakes too, so that in-place
             # updates (BatchNorm's running statistics) land on fakes, not on the model.
@@ -343,23 +355,34 @@ def _compile_split(
                 )
             }
             with fake_mode:
-                fake[node] = torch.func.functional_call(submod, fake_state, tuple(fake_args))
-            example_args = [
-                real[a] if a in real else _example_for(fake[a])
-                for a in node.args
-                if isinstance(a, torch.fx.Node)
-            ]
-            single = not _returns_tuple(submod)
-            if single:
-                _make_tuple_returning(submod)
-            compiled = backend(submod, example_args)
-            setattr(split_gm, node.target, _CompiledSubmodule(compiled, single))
-            count += 1
+                fake[node] = torch.func.functional_call(
+                    submod, fake_state, tuple(fake[a] for a in args)
+                )
+            examples.append(
+                (node.target, [real[a] if a in real else _example_for(fake[a]) for a in args])
+            )
         elif node.op == "call_function":
             # only getitem on a submodule's outputs appears here
             fake_args = [fake[a] if isinstance(a, torch.fx.Node) else a for a in node.args]
             fake[node] = node.target(*fake_args)  # type: ignore[operator]
-    return count
+    return examples
+
+
+def _compile_submodules(
+    split_gm: torch.fx.GraphModule,
+    examples: list[tuple[str, list[object]]],
+    backend: Backend,
+) -> None:
+    """Replace every ``submod_<i>`` of ``split_gm`` by its compiled form."""
+    for target, example_args in examples:
+        submod = split_gm.get_submodule(target)
+        if not isinstance(submod, torch.fx.GraphModule):
+            raise TypeError(f"expected split_module to make a GraphModule at {target}")
+        single = not _returns_tuple(submod)
+        if single:
+            _make_tuple_returning(submod)
+        compiled = backend(submod, example_args)
+        setattr(split_gm, target, _CompiledSubmodule(compiled, single))
 
 
 class DDPSplitBackend:
@@ -383,6 +406,12 @@ class DDPSplitBackend:
         self.records: list[SplitRecord] = []
         self.__name__ = f"ddp_split({getattr(backend, '__name__', type(backend).__name__)})"
 
+    def _whole(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], record: SplitRecord
+    ) -> SplitCompiled:
+        self.records.append(record)
+        return SplitCompiled(record, self.backend(gm, example_inputs), None)
+
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> SplitCompiled:
         built = _bucket_nodes(
             gm,
@@ -392,42 +421,37 @@ class DDPSplitBackend:
             self.ignored_parameters,
         )
         buckets = _frozen(built)
-        reason = _unsplittable(gm, example_inputs) if len(built) > 1 else ""
-        record = SplitRecord(
-            buckets, self.bucket_bytes_cap, self.first_bucket_bytes_cap, reason_unsplit=reason
-        )
-        self.records.append(record)
-        if len(built) <= 1 or reason:
-            if reason:
-                log.info(
-                    "DDP: not splitting a graph of %d buckets (%s); its gradients are "
-                    "all-reduced after its whole backward",
-                    len(built),
-                    reason,
-                )
-            else:
-                log.debug(
-                    "DDP: graph fits in one bucket (%d bytes); not split",
-                    sum(b.nbytes for b in buckets),
-                )
-            compiled = self.backend(gm, example_inputs)
-            return SplitCompiled(record, compiled, None)
-
-        partition = {node: i for i, b in enumerate(built) for node in b.nodes}
-        split_gm = split_module(gm, gm, lambda node: partition[node], keep_original_order=True)
-        n_placeholders = sum(1 for n in split_gm.graph.nodes if n.op == "placeholder")
-        if n_placeholders != len(example_inputs):
-            raise RuntimeError(
-                f"split_module changed the graph's inputs ({len(example_inputs)} -> "
-                f"{n_placeholders})"
+        caps = (self.bucket_bytes_cap, self.first_bucket_bytes_cap)
+        if len(built) <= 1:
+            log.debug(
+                "DDP: graph fits in one bucket (%d bytes); not split",
+                sum(b.nbytes for b in buckets),
             )
-        count = _compile_split(split_gm, example_inputs, self.backend)
-        if count != len(built):
-            raise RuntimeError(f"expected {len(built)} subgraphs after the split, got {count}")
+            return self._whole(gm, example_inputs, SplitRecord(buckets, *caps))
+        reason = _unsplittable(gm, example_inputs)
+        if not reason:
+            try:
+                split_gm = _split(gm, built)
+                examples = _submodule_examples(split_gm, example_inputs)
+            except Exception as err:  # the split is an optimization: compile whole instead
+                reason = f"splitting failed: {type(err).__name__}: {err}"
+        if reason:
+            log.warning(
+                "DDP: compiling a graph of %d buckets whole (%s); its gradients are "
+                "all-reduced only after its whole backward",
+                len(built),
+                reason,
+            )
+            return self._whole(
+                gm, example_inputs, SplitRecord(buckets, *caps, reason_unsplit=reason)
+            )
+        _compile_submodules(split_gm, examples, self.backend)
+        record = SplitRecord(buckets, *caps)
+        self.records.append(record)
         log.info(
             "DDP: split a graph into %d subgraphs at bucket boundaries "
             "(bucket cap %d bytes, first bucket cap %d bytes); bucket bytes %s",
-            count,
+            len(built),
             self.bucket_bytes_cap,
             self.first_bucket_bytes_cap,
             [b.nbytes for b in buckets],
