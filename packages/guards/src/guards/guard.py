@@ -145,6 +145,7 @@ class IdMatch(Guard):
     obj_type: type
     ref: Any = attrs.field(eq=False, repr=False)  # weakref.ref or a strong reference
     weak: bool = attrs.field(eq=False)
+    label: str = attrs.field(eq=False, default="")  # qualname of a function/class/module
 
     @classmethod
     def of(cls, source: Source, value: object) -> IdMatch:
@@ -156,14 +157,18 @@ class IdMatch(Guard):
             weak = True
         except TypeError:
             ref, weak = value, False
-        return cls(source, id(value), type(value), ref, weak)
+        label = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+        return cls(
+            source, id(value), type(value), ref, weak, label if isinstance(label, str) else ""
+        )
 
     def target(self) -> object:
         """The guarded object, or None if it has been collected."""
         return self.ref() if self.weak else self.ref
 
     def text(self) -> str:
-        return f"ID_MATCH: {self._name()} id={self.obj_id} type={type_name(self.obj_type)}"
+        named = f" name={self.label}" if self.label else ""
+        return f"ID_MATCH: {self._name()} id={self.obj_id} type={type_name(self.obj_type)}{named}"
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         if self.weak:
