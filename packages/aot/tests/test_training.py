@@ -13,15 +13,19 @@ MODEL_NAMES = ["mlp", "transformer_block", "cnn_batchnorm_dropout"]
 PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut"]
 
 
+COMPILERS = {"identity": aot.identity_compiler, "eager": aot.eager_compiler}
+
+
+@pytest.mark.parametrize("compiler", list(COMPILERS))
 @pytest.mark.parametrize("partition", PARTITION_NAMES)
 @pytest.mark.parametrize("model_name", MODEL_NAMES)
 def test_aot_module_training_steps_match_eager(
-    helpers: Any, model_name: str, partition: str
+    helpers: Any, model_name: str, partition: str, compiler: str
 ) -> None:
     make_model, make_input = helpers.MODELS[model_name]
     options = helpers.PARTITIONS[partition]
     helpers.compare_training(
-        make_model, make_input, lambda m: aot.aot_module(m, aot.identity_compiler, **options)
+        make_model, make_input, lambda m: aot.aot_module(m, COMPILERS[compiler], **options)
     )
 
 

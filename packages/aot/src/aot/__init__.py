@@ -15,9 +15,9 @@ from aot.api import (
     aot_function,
     aot_module,
     aot_module_simplified,
-    identity_compiler,
 )
 from aot.backends import aot_eager, aot_eager_decomp_partition
+from aot.compilers import eager_compiler, identity_compiler
 from aot.decompositions import DecompositionTable, core_decompositions
 from aot.errors import (
     AotError,
@@ -44,6 +44,7 @@ __all__ = [
     "aot_eager",
     "aot_eager_decomp_partition",
     "identity_compiler",
+    "eager_compiler",
     # partitioners and their helpers
     "default_partition",
     "min_cut_partition",

@@ -29,7 +29,6 @@ __all__ = [
     "aot_function",
     "aot_module",
     "aot_module_simplified",
-    "identity_compiler",
 ]
 
 log = logging.getLogger("strata.aot")
@@ -50,14 +49,6 @@ class PartitionFn(Protocol):
         self, joint_gm: torch.fx.GraphModule, joint_inputs: Sequence[object], /, *,
         num_fwd_outputs: int,
     ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]: ...
-
-
-def identity_compiler(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[object]
-) -> CompiledCallable:
-    """The compiler that runs the graph as it is (the "eager" backend for aten graphs)."""
-    del example_inputs
-    return gm
 
 
 @attrs.define

@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from aot.api import aot_module_simplified, identity_compiler
+from aot.api import aot_module_simplified
+from aot.compilers import eager_compiler
 from aot.decompositions import core_decompositions
 from aot.partition import min_cut_partition
 
@@ -15,8 +16,8 @@ __all__ = ["aot_eager", "aot_eager_decomp_partition"]
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> Callable[..., Any]:
-    """Backend "aot_eager": aot tracing and the default partition, graphs run as they are."""
-    return aot_module_simplified(gm, example_inputs, identity_compiler)
+    """Backend "aot_eager": aot tracing and the default partition, graphs run op by op."""
+    return aot_module_simplified(gm, example_inputs, eager_compiler)
 
 
 def aot_eager_decomp_partition(
@@ -26,7 +27,7 @@ def aot_eager_decomp_partition(
     return aot_module_simplified(
         gm,
         example_inputs,
-        identity_compiler,
+        eager_compiler,
         partition_fn=min_cut_partition,
         decompositions=core_decompositions(),
     )

@@ -34,6 +34,12 @@ def _as_list(result: object) -> list[Any]:
     return [result]
 
 
+def _storage_key(value: object) -> int | None:
+    if not isinstance(value, torch.Tensor):
+        return None
+    return int(value.untyped_storage().data_ptr())
+
+
 def _regenerate_view(base: torch.Tensor, info: OutputInfo) -> torch.Tensor:
     if info.view_chain is not None:
         out = base
@@ -99,10 +105,11 @@ def make_training_runtime(
         def forward(ctx: Any, *args: Any) -> Any:
             outs = _as_list(compiled_fw(*args))
             fw_outs, saved = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
-            # A saved input that the runtime is about to overwrite (input mutation) is saved as
-            # a copy: the backward needs the value it had during the forward.
-            mutated = {id(args[i]) for i in meta.mutated_inputs}
-            saved = [s.clone() if id(s) in mutated else s for s in saved]
+            # A saved value sharing memory with an input that the runtime is about to overwrite
+            # (input mutation) is saved as a copy: the backward needs its forward-time value.
+            mutated = {_storage_key(args[i]) for i in meta.mutated_inputs}
+            if mutated:
+                saved = [s.clone() if _storage_key(s) in mutated else s for s in saved]
             tensors = [s for s in saved if isinstance(s, torch.Tensor)]
             ctx.save_for_backward(*tensors)
             ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
