@@ -234,40 +234,57 @@ def main(argv: Sequence[str] | None = None) -> int:
             results += batch
             sys.stderr.write(progress_line(index, len(workloads), batch) + "\n")
             sys.stderr.flush()
+            if index < len(workloads):
+                # Saved after every workload (marked partial), so a run cut short keeps its rows.
+                meta = _meta(args, settings, specs, cache_note, partial=True)
+                _save(args, results, meta, _report(results, meta, workloads), plot=False,
+                      quiet=True)
 
-    meta: dict[str, Any] = {
+    meta = _meta(args, settings, specs, cache_note, partial=False)
+    report = _report(results, meta, workloads)
+    print(report)
+    _save(args, results, meta, report, plot=not args.no_plot, quiet=False)
+    return 0
+
+
+def _meta(args: argparse.Namespace, settings: Settings, specs: Sequence[str], cache_note: str,
+          partial: bool) -> dict[str, Any]:
+    return {
         "command": python_command(),
         "machine": machine_description(args.device),
         "settings": dataclasses.asdict(settings),
         "impls": [impl_name(s) for s in specs],
         "inductor_cache": cache_note,
+        "partial": partial,
     }
-    report = markdown_report(
+
+
+def _report(results: Sequence[Result], meta: dict[str, Any], workloads: Sequence[Workload]) -> str:
+    return markdown_report(
         results, meta,
         {w.name: w.description for w in workloads},
         {w.name: str(w.tolerance) for w in workloads},
     )
-    print(report)
-    _save(args, results, meta, report)
-    return 0
 
 
 def _save(args: argparse.Namespace, results: Sequence[Result], meta: dict[str, Any],
-          report: str) -> None:
+          report: str, *, plot: bool, quiet: bool) -> None:
     stem = f"{args.device}-quick" if args.quick else args.device
     out_dir = Path(args.out_dir)
     payload = results_json(results, meta)
     if args.json_path:
         Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json_path).write_text(payload, encoding="utf-8")
-        sys.stderr.write(f"JSON written to {args.json_path}\n")
+        if not quiet:
+            sys.stderr.write(f"JSON written to {args.json_path}\n")
     if args.no_save:
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{stem}.md").write_text(report, encoding="utf-8")
     if not args.json_path:
         (out_dir / f"{stem}.json").write_text(payload, encoding="utf-8")
-    sys.stderr.write(f"table written to {out_dir / (stem + '.md')}\n")
-    if not args.no_plot:
+    if not quiet:
+        sys.stderr.write(f"table written to {out_dir / (stem + '.md')}\n")
+    if plot:
         title = f"Speedup over eager ({args.device}, {meta['machine']['date_utc']})"
         sys.stderr.write(plot_speedups(results, out_dir / f"{stem}.png", title) + "\n")

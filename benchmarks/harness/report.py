@@ -122,6 +122,8 @@ def markdown_report(results: Sequence[Result], meta: dict[str, Any],
     head = [
         f"# Benchmark results: {machine['device']}",
         "",
+        *(["**PARTIAL: the run has not finished (or was cut short); rows so far.**", ""]
+          if meta.get("partial") else []),
         f"- date: {machine['date_utc']}",
         f"- machine: {machine['cpu']}, {machine['cores']} cores (torch uses "
         f"{machine['torch_threads']} threads), {machine['platform']}",
