@@ -9,7 +9,7 @@ import types
 import pytest
 from bytecode_testing import compile_file, normalized, stdlib_files, walk_code
 
-from symbolic_vm.bytecode import Instr, Label, assemble, decode
+from symbolic_vm.bytecode import MUST_BE_FOLLOWED_BY, Instr, Label, assemble, decode
 
 _FIELDS = (
     "co_code",
@@ -69,7 +69,7 @@ def _spread_nops(items: list[Instr | Label], every: int) -> list[Instr | Label]:
     count = 0
     for item in items:
         out.append(item)
-        if isinstance(item, Instr):
+        if isinstance(item, Instr) and item.opname not in MUST_BE_FOLLOWED_BY:
             count += 1
             if count % every == 0:
                 out.append(Instr("NOP", position=item.position, handler=item.handler))

@@ -23,7 +23,13 @@ from symbolic_vm.bytecode.instr import (
     instructions_only,
     label_indices,
 )
-from symbolic_vm.bytecode.opcodes import PY_VERSION, ArgKind, arg_kind, cache_entries
+from symbolic_vm.bytecode.opcodes import (
+    MUST_BE_FOLLOWED_BY,
+    PY_VERSION,
+    ArgKind,
+    arg_kind,
+    cache_entries,
+)
 
 __all__ = [
     # records
@@ -50,6 +56,7 @@ __all__ = [
     "ArgKind",
     "arg_kind",
     "cache_entries",
+    "MUST_BE_FOLLOWED_BY",
     # errors
     "BytecodeError",
     "DecodeError",

@@ -278,6 +278,7 @@ def assemble(
             target_of(i, ins.handler.target)
         slots.append(slot)
 
+    _check_adjacency(items, instrs, label_index)
     offsets = _resolve_jumps(slots, instrs)
     code_bytes = _emit(slots)
     exception_table = _exception_table(slots, offsets, label_index)
@@ -304,6 +305,38 @@ def assemble(
         co_exceptiontable=exception_table,
     )
     return template.replace(**fields)  # type: ignore[arg-type]
+
+
+def _check_adjacency(
+    items: Sequence[Instr | Label], instrs: Sequence[Instr], label_index: dict[Label, int]
+) -> None:
+    """Refuse layouts the interpreter would misrun (it assumes some instructions adjacent)."""
+    for k, item in enumerate(items):
+        if not isinstance(item, Instr):
+            continue
+        follower = opcodes.MUST_BE_FOLLOWED_BY.get(item.opname)
+        if follower is None:
+            continue
+        nxt = items[k + 1] if k + 1 < len(items) else None
+        if not (isinstance(nxt, Instr) and nxt.opname == follower):
+            raise AssemblyError(
+                f"{item!r} must be directly followed by {follower} (no label or other "
+                f"instruction between), found {nxt!r}"
+            )
+    if opcodes.FOR_ITER_TARGET is not None:
+        for i, ins in enumerate(instrs):
+            if ins.opname == "FOR_ITER":
+                assert isinstance(ins.arg, Label)
+                t = label_index.get(ins.arg)
+                if (
+                    t is not None
+                    and t < len(instrs)
+                    and instrs[t].opname != opcodes.FOR_ITER_TARGET
+                ):
+                    raise AssemblyError(
+                        f"{_where(i, ins)}: FOR_ITER must jump to an {opcodes.FOR_ITER_TARGET} "
+                        f"(it skips the instruction at its target), found {instrs[t]!r}"
+                    )
 
 
 def _resolve_jumps(slots: list[_Slot], instrs: Sequence[Instr]) -> list[int]:

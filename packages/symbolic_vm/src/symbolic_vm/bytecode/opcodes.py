@@ -26,6 +26,8 @@ __all__ = [
     "is_backward_jump",
     "is_jump",
     "is_real_opname",
+    "FOR_ITER_TARGET",
+    "MUST_BE_FOLLOWED_BY",
     "NAME_SHIFTS",
     "negated_conditional",
     "NO_FALLTHROUGH",
@@ -204,6 +206,19 @@ NO_FALLTHROUGH: frozenset[str] = frozenset(
     )
     if n in _REAL_OPS
 )
+
+#: Instruction pairs the interpreter assumes adjacent (first -> what must come right after it):
+#: 3.11's PRECALL specialisations skip over the CALL after them, generator code finds "suspended
+#: in yield from/await" by reading the RESUME after the YIELD_VALUE, 3.13's FOR_ITER skips two.
+MUST_BE_FOLLOWED_BY: dict[str, str] = {"YIELD_VALUE": "RESUME"}
+if PY_VERSION == (3, 11):
+    MUST_BE_FOLLOWED_BY["PRECALL"] = "CALL"
+if PY_VERSION >= (3, 13):
+    # An exhausted FOR_ITER pops the iterator and skips both END_FOR and the POP_TOP after it.
+    MUST_BE_FOLLOWED_BY["END_FOR"] = "POP_TOP"
+
+#: 3.12+: FOR_ITER, on exhaustion, skips the instruction at its target, which must be END_FOR.
+FOR_ITER_TARGET: str | None = "END_FOR" if PY_VERSION >= (3, 12) else None
 
 _CONDITIONS = ("TRUE", "FALSE", "NONE", "NOT_NONE")
 _NEGATED = {"TRUE": "FALSE", "FALSE": "TRUE", "NONE": "NOT_NONE", "NOT_NONE": "NONE"}
