@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from vm_harness import check, run_vm
 
 from guards import compile_guards
-from vm_harness import check, run_vm
 
 
 class WithBuffer(nn.Module):

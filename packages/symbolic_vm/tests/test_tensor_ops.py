@@ -125,14 +125,16 @@ def functional_calls(x, y):
 
 
 def tensor_methods(x, y):
-    return (x.abs(), x.clone(), x.detach(), x.exp(), x.pow(2), x.clamp(min=0), x.masked_fill(x > 0, 1.0),
+    return (x.abs(), x.clone(), x.detach(), x.exp(), x.pow(2), x.clamp(min=0),
+            x.masked_fill(x > 0, 1.0),
             x.type_as(y), x.new_zeros(2), x.sum().neg(), x.max(dim=1).values, x.topk(2).indices)
 
 
 def tensor_metadata(x, y):
     n = x.size(0) + x.size(-1) + x.dim() + x.numel() + x.ndim + len(x)
     rows, cols = x.shape
-    return x * n + rows - cols, x.shape, x.size(), x.dtype, x.device, x.requires_grad, x.is_contiguous()
+    return (x * n + rows - cols, x.shape, x.size(), x.dtype, x.device, x.requires_grad,
+            x.is_contiguous())
 
 
 def tensor_shape_arith(x, y):

@@ -73,7 +73,9 @@ _OPERATOR_BINARY = {v: k for k, v in ops.BINARY_OPS.items()}
 _OPERATOR_COMPARE = {v: k for k, v in ops.COMPARE_OPS.items()}
 
 
-def call_builtin(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
+def call_builtin(
+    vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
     """The VM's answer to calling builtin ``fn``; None when it is not one of ours."""
     value = fn.value
     impl = _IMPLS.get(id(value))
@@ -91,7 +93,8 @@ def call_builtin(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[s
         try:
             return vm.out.wrap(value(*py_args, **py_kwargs), None)
         except Exception as exc:
-            raise Unsupported(f"{type(exc).__name__} raised while folding a builtin: {exc}") from exc
+            reason = f"{type(exc).__name__} raised while folding a builtin: {exc}"
+            raise Unsupported(reason) from exc
     return None
 
 
@@ -368,7 +371,8 @@ def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     from symbolic_vm.calls import call
 
     columns = [ops.iterate(vm.out, a) for a in args[1:]]
-    return IteratorVar(IterBox([call(vm, args[0], list(row), {}) for row in zip(*columns, strict=False)]))
+    rows = zip(*columns, strict=False)
+    return IteratorVar(IterBox([call(vm, args[0], list(row), {}) for row in rows]))
 
 
 @implements(builtins.filter)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -21,8 +21,8 @@ from symbolic_vm.values import (
     DictVar,
     FunctionVar,
     GradModeVar,
-    IterBox,
     IteratorVar,
+    IterBox,
     MethodVar,
     ModuleVar,
     NestedFunctionVar,
@@ -51,7 +51,9 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
     if isinstance(fn, FunctionVar):
         return _call_function(vm, fn, args, kwargs)
     if isinstance(fn, NestedFunctionVar):
-        return inline(vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs)
+        return inline(
+            vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs
+        )
     if isinstance(fn, BoundMethodVar):
         return call(vm, fn.func, [fn.self_var, *args], kwargs)
     if isinstance(fn, PartialVar):
@@ -68,7 +70,7 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         if value is graph_break:
             raise Unsupported("graph_break() called inside the compiled function")
         if value in DISABLED:
-            raise Unsupported(f"call to {_name(value)}, which is marked as disabled for compilation")
+            raise Unsupported(f"call to {_name(value)}, which is disabled for compilation")
         if value in ALLOW_IN_GRAPH or value in NONSTRICT_TRACE:
             out.depend(fn)
             return torch_calls.opaque_call(out, value, args, kwargs)
@@ -90,15 +92,18 @@ def _name(value: object) -> str:
     return str(getattr(value, "__qualname__", getattr(value, "__name__", repr(value))))
 
 
-def _call_function(vm: Interpreter, fn: FunctionVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+def _call_function(
+    vm: Interpreter, fn: FunctionVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
     from symbolic_vm import torch_calls
 
-    func = fn.fn
+    # mypy reads a FunctionType attribute through an instance as a bound method.
+    func = cast(types.FunctionType, fn.fn)  # type: ignore[redundant-cast]
     out = vm.out
     if func is graph_break:
         raise Unsupported("graph_break() called inside the compiled function")
     if func in DISABLED:
-        raise Unsupported(f"call to {_name(func)}, which is marked as disabled for compilation")
+        raise Unsupported(f"call to {_name(func)}, which is disabled for compilation")
     out.depend(fn)
     if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
         return torch_calls.opaque_call(out, func, args, kwargs)
@@ -107,7 +112,8 @@ def _call_function(vm: Interpreter, fn: FunctionVar, args: list[Var], kwargs: di
         if handled is not None:
             return handled
     defaults = tuple(
-        out.wrap(d, _source_item(fn, "__defaults__", i)) for i, d in enumerate(func.__defaults__ or ())
+        out.wrap(d, _source_item(fn, "__defaults__", i))
+        for i, d in enumerate(func.__defaults__ or ())
     )
     kwdefaults = {
         k: out.wrap(v, _source_item(fn, "__kwdefaults__", k))
@@ -137,7 +143,7 @@ def _cell_contents(vm: Interpreter, cell: types.CellType, fn: FunctionVar, i: in
     return vm.out.wrap(contents, source)
 
 
-def inline(
+def inline(  # noqa: PLR0917 - mirrors a function object's parts
     vm: Interpreter,
     code: types.CodeType,
     f_globals: dict[str, Any],
@@ -236,7 +242,9 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
     vm.out.depend(cls_var)
     obj = NewObjectVar(ObjectBox(cls, {}))
-    init = cls.__init__
+    init = cls.__dict__.get("__init__") or next(
+        (k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__), object.__init__
+    )
     if init is object.__init__:
         if args or kwargs:
             raise Unsupported(f"{cls.__name__}() takes no arguments")

@@ -44,7 +44,7 @@ def source_expr(source: Any) -> str:
 
 def make_object(cls: type, attributes: dict[str, object]) -> object:
     """Rebuild an object created while tracing (its ``__init__`` already ran symbolically)."""
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     obj.__dict__.update(attributes)
     return obj
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import linecache
+from typing import Any
 
 HINT = (
     "rewrite the code so the construct is not reached while tracing, move it out of the compiled "
@@ -58,3 +59,5 @@ class GraphBreakNeeded(Unsupported):
     Until graph breaks exist (issue 5) compile_api answers it by running the frame eagerly;
     ``breaks`` holds the GraphBreak records that explain() reports.
     """
+
+    breaks: list[Any] = []  # noqa: RUF012 - replaced per instance by capture()

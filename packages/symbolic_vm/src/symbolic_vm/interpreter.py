@@ -24,7 +24,9 @@ MAX_INLINE_DEPTH = 64
 _VERSION_MAP = {3.11: (3, 11), 3.12: (3, 12)}
 
 
-def handler(*opnames: str, versions: tuple[float, ...] = (3.11, 3.12)) -> Callable[[Handler], Handler]:
+def handler(
+    *opnames: str, versions: tuple[float, ...] = (3.11, 3.12)
+) -> Callable[[Handler], Handler]:
     """Register ``fn`` as the handler of ``opnames`` on the listed Python versions."""
 
     def register(fn: Handler) -> Handler:

@@ -32,7 +32,9 @@ _TENSOR_META_METHODS = frozenset({
     "dim", "ndimension", "numel", "nelement", "element_size", "is_floating_point",
     "is_complex", "is_contiguous", "get_device", "stride", "is_signed", "storage_offset",
 })
-_DATA_DEPENDENT_METHODS = frozenset({"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"})
+_DATA_DEPENDENT_METHODS = frozenset(
+    {"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"}
+)
 
 
 def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dict[str, Var]) -> Var:

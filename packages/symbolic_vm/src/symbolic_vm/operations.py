@@ -207,7 +207,8 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         a.box.items.extend(iterate(out, b))
         note_mutation(out, a)
         return a
-    if isinstance(a, (TupleVar, ListVar)) and isinstance(b, (TupleVar, ListVar)) and plain is operator.add:
+    sequences = (TupleVar, ListVar)
+    if isinstance(a, sequences) and isinstance(b, sequences) and plain is operator.add:
         if type(a) is not type(b):
             raise Unsupported("adding a tuple and a list")
         return _sequence(a, items(out, a) + items(out, b))
@@ -318,11 +319,12 @@ def truth(out: Output, var: Var) -> bool:
             return True
         if isinstance(var.value, (type, types.ModuleType, types.BuiltinFunctionType)):
             return True
-    if isinstance(var, NewObjectVar):
-        if getattr(var.box.cls, "__bool__", None) is None and getattr(
-            var.box.cls, "__len__", None
-        ) is None:
-            return True
+    if (
+        isinstance(var, NewObjectVar)
+        and getattr(var.box.cls, "__bool__", None) is None
+        and getattr(var.box.cls, "__len__", None) is None
+    ):
+        return True
     raise Unsupported(f"truth value of {describe(var)}")
 
 
@@ -403,9 +405,10 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
         if isinstance(index, slice):
             return _sequence(obj, values[index])
         try:
-            return values[index]
+            item: Var = values[index]
         except (IndexError, TypeError) as exc:
             raise Unsupported(f"{type(exc).__name__} raised by indexing: {exc}") from exc
+        return item
     if isinstance(obj, DictVar):
         k = const_value(out, key)
         if k not in obj.box.items:
@@ -551,7 +554,7 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
     if overlay is not None:
         return overlay
     out.depend(obj)
-    if isinstance(value, types.ModuleType) or isinstance(value, type):
+    if isinstance(value, (types.ModuleType, type)):
         try:
             attr = inspect.getattr_static(value, name)
         except AttributeError as exc:

@@ -13,6 +13,7 @@ import attrs
 import torch
 
 from fxbuild import GraphBuilder
+from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, GuardSet, Source, UnsupportedGuardValue
 from symbolic_vm.records import CaptureConfig
 from symbolic_vm.values import (
@@ -164,7 +165,9 @@ class Output:
         if isinstance(value, functools.partial):
             return PartialVar(
                 self.wrap(value.func, _attr(source, "func")),
-                tuple(self.wrap(a, _item(_attr(source, "args"), i)) for i, a in enumerate(value.args)),
+                tuple(
+                    self.wrap(a, _item(_attr(source, "args"), i)) for i, a in enumerate(value.args)
+                ),
                 {k: self.wrap(v, _item(_attr(source, "keywords"), k))
                  for k, v in value.keywords.items()},
                 source=source,
@@ -176,7 +179,7 @@ class Output:
         if known is not None:
             return known
         if source is None:
-            raise_unsupported("a tensor that the VM cannot name as a frame input")
+            raise Unsupported("a tensor that the VM cannot name as a frame input")
         name = _placeholder_name(source)
         dims = self.config.dynamic_dims.get(source.name(), frozenset())
         node = self.builder.placeholder(name, value, dynamic_dims=dims)
@@ -244,6 +247,7 @@ class Output:
         guard_set.GLOBAL_STATE()
         for var in live_inputs:
             real = self._real_inputs[id(var.node)]
+            assert var.source is not None  # inputs always have one (see _wrap_tensor)
             dims = self.config.dynamic_dims.get(var.source.name(), frozenset())
             if self.builder.dynamic:
                 dims = frozenset(range(var.example.dim()))
@@ -278,13 +282,19 @@ def _real_type(var: Var) -> object:
     return () if isinstance(var, TupleVar) else []
 
 
+_LIBRARY_MODULES = ("builtins", "torch", "torch._C", "math", "operator", "functools", "typing")
+_NOT_INSTANCES = (
+    type, types.ModuleType, types.BuiltinFunctionType, types.FunctionType, types.MethodType,
+    types.BuiltinMethodType,
+)
+
+
 def _is_user_instance(value: object) -> bool:
-    return not isinstance(
-        value,
-        (type, types.ModuleType, types.BuiltinFunctionType, types.FunctionType,
-         types.MethodType, types.BuiltinMethodType),
-    ) and not callable(getattr(value, "__torch_function__", None)) and type(value).__module__ not in (
-        "builtins", "torch", "torch._C", "math", "operator", "functools", "typing",
+    """Instances of user classes are guarded by type (their attributes are guarded on use)."""
+    return (
+        not isinstance(value, _NOT_INSTANCES)
+        and not callable(getattr(value, "__torch_function__", None))
+        and type(value).__module__ not in _LIBRARY_MODULES
     )
 
 
@@ -307,10 +317,3 @@ def _placeholder_name(source: Source) -> str:
     while "__" in out:
         out = out.replace("__", "_")
     return out.strip("_")
-
-
-def raise_unsupported(reason: str) -> None:
-    """Raise Unsupported (the interpreter adds the user's location)."""
-    from symbolic_vm.errors import Unsupported
-
-    raise Unsupported(reason)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 from collections.abc import Callable, Mapping
@@ -40,7 +41,9 @@ class FrameInput:
 
 
 def frame_from_call(
-    fn: Callable[..., object], args: tuple[object, ...] = (), kwargs: Mapping[str, object] | None = None
+    fn: Callable[..., object],
+    args: tuple[object, ...] = (),
+    kwargs: Mapping[str, object] | None = None,
 ) -> FrameInput:
     """The frame ``fn(*args, **kwargs)`` would start with, without running it."""
     func = fn.__func__ if isinstance(fn, types.MethodType) else fn
@@ -53,10 +56,8 @@ def frame_from_call(
     f_locals: dict[str, Any] = dict(bound.arguments)
     code = func.__code__
     for name, cell in zip(code.co_freevars, func.__closure__ or (), strict=True):
-        try:
+        with contextlib.suppress(ValueError):  # an empty cell is absent, as in a real frame
             f_locals[name] = cell.cell_contents
-        except ValueError:  # an empty cell is absent, as in a real frame
-            pass
     f_builtins = func.__globals__.get("__builtins__", __builtins__)
     if isinstance(f_builtins, types.ModuleType):
         f_builtins = vars(f_builtins)

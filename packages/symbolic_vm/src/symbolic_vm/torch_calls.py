@@ -59,7 +59,9 @@ def is_torch_function(value: object) -> bool:
     return False
 
 
-def call_torch(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
+def call_torch(
+    vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
     """Handle a call to a torch function or class; None when ``fn`` is not torch's."""
     out = vm.out
     value = fn.value

@@ -214,7 +214,7 @@ class ContextExitVar(Var):
 
 @attrs.frozen(eq=False)
 class SuperVar(Var):
-    """``super()`` inside a method: attribute lookups start after ``cls`` in ``type(obj).__mro__``."""
+    """``super()`` in a method: lookups start after ``cls`` in the MRO of ``obj``'s class."""
 
     cls: type
     obj: Var

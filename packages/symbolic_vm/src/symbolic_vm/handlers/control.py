@@ -132,12 +132,12 @@ def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 
 @handler("RETURN_GENERATOR")
-def RETURN_GENERATOR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def RETURN_GENERATOR(vm: Interpreter, inst: dis.Instruction) -> None:
     """Only generator expressions get here (calls.inline refuses other generators)."""
     vm.push(ConstVar(None))
 
 
 @handler("YIELD_VALUE")
-def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.yielded.append(vm.pop())
     vm.push(ConstVar(None))  # what the consumer sends back: next() sends None

@@ -6,7 +6,7 @@ import dis
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import GlobalSource, ItemSource
+from symbolic_vm.guard_api import GlobalSource, ItemSource, Source
 from symbolic_vm.interpreter import Interpreter, handler
 from symbolic_vm.output import GlobalWrite
 from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
@@ -76,6 +76,7 @@ def load_global(vm: Interpreter, name: str) -> Var:
     if vm.f_globals is out.f_globals and name in out.global_overlay:
         return out.global_overlay[name]
     if name in vm.f_globals:
+        source: Source
         if vm.f_globals is out.f_globals:
             source = GlobalSource(name)
         else:
