@@ -135,7 +135,7 @@ def compile(
         )
     if mode not in _MODES:
         raise RuntimeError(
-            f"Unrecognized mode={mode!r}, should be one of: {', '.join(map(str, _MODES[1:]))}"
+            f"Unrecognized mode={mode}, should be one of: {', '.join(map(str, _MODES[1:]))}"
         )
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"options must be a dict, got {type(options).__name__}")

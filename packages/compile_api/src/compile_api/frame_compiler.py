@@ -6,10 +6,10 @@ Every decision about a frame is made here, in Python; evalframe only dispatches.
 from __future__ import annotations
 
 import dis
+import importlib.util
 import io
 import logging
 import os
-import sys
 import sysconfig
 import time
 import traceback
@@ -52,35 +52,31 @@ class CompileContext:
     on_record: Callable[[FrameRecord], None] | None = None
 
 
-def _library_dirs() -> tuple[str, ...]:
-    dirs = {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
-    import attr
-    import typing_extensions
+# Packages whose code is never compiled: the torch stack, Strata's layers, and tools around tests.
+_LIBRARY_PACKAGES = (
+    "torch", "evalframe", "guards", "fxbuild", "symbolic_vm", "aot", "inductor_lite", "compile_api",
+    "attr", "attrs", "typing_extensions", "numpy", "sympy", "networkx", "triton", "mpmath",
+    "_pytest", "pluggy", "pytest", "hypothesis", "tqdm",
+)
 
-    for module in (torch, evalframe, guards, symbolic_vm, attr, typing_extensions):
-        file = getattr(module, "__file__", None)
-        if file:
-            dirs.add(os.path.dirname(file))
-    dirs.add(os.path.dirname(__file__))
-    for name in (
-        "fxbuild",
-        "aot",
-        "inductor_lite",
-        "numpy",
-        "sympy",
-        "networkx",
-        "triton",
-        "_pytest",
-        "pluggy",
-    ):
-        module = sys.modules.get(name)
-        file = getattr(module, "__file__", None) if module is not None else None
-        if file:
-            dirs.add(os.path.dirname(file))
+
+def _library_dirs() -> tuple[str, ...]:
+    """Directories of the standard library and of _LIBRARY_PACKAGES (found without importing)."""
+    paths = sysconfig.get_paths()
+    dirs = {paths["stdlib"], paths["platstdlib"]}
+    for name in _LIBRARY_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            dirs.update(spec.submodule_search_locations)
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
 _LIBRARY_DIRS: tuple[str, ...] | None = None
+# Files inside Strata's own directories that hold user code (the demo's example functions).
+_USER_FILES = frozenset({os.path.join(os.path.dirname(__file__), "demo.py")})
 
 
 def skip_reason(code: types.CodeType) -> str | None:
@@ -95,7 +91,7 @@ def skip_reason(code: types.CodeType) -> str | None:
         return "generated or frozen library code"
     if _LIBRARY_DIRS is None:
         _LIBRARY_DIRS = _library_dirs()
-    if filename.startswith(_LIBRARY_DIRS):
+    if filename.startswith(_LIBRARY_DIRS) and filename not in _USER_FILES:
         return "library code (torch, the standard library or Strata itself)"
     return None
 
