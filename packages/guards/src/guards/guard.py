@@ -435,7 +435,10 @@ class TensorMatch(Guard):
                     checks.append(f"{stride}[{i}] != {stride}[{x.dim}] * {size}[{x.dim}]")
             out.append(f"if {' or '.join(checks)}: return False")
         out.append(f"if {var}.requires_grad is not {s.requires_grad!r}: return False")
-        out.append(f"if {var}.get_device() != {s.device_index}: return False")
+        if s.device_index >= 0:
+            # CPU and meta tensors (index -1) are told apart by their backend dispatch key,
+            # checked next; only accelerator indices need their own read.
+            out.append(f"if {var}.get_device() != {s.device_index}: return False")
         keys = ctx.bind(torch._C._dispatch_keys, "dispatch_keys")
         out.append(f"if {keys}({var}).raw_repr() != {s.dispatch_keys_raw}: return False")
         return out
