@@ -78,10 +78,6 @@ def ensure_private_dir(path: Path) -> Path:
     return fresh
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _atomic_write(directory: Path, final: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
     try:
@@ -101,13 +97,31 @@ class LoadedLibrary:
     cache_hit: bool
 
 
-def _valid_entry(so: Path, digest: Path) -> bool:
+def _read_valid_entry(so: Path, digest: Path) -> bytes | None:
+    """The library's bytes when the entry is trusted and intact, else None."""
     if not (_trusted(so) and _trusted(digest)):
-        return False
+        return None
     try:
-        return digest.read_text().strip() == _digest(so)
+        data = so.read_bytes()
+        expected = digest.read_text().strip()
     except OSError:
-        return False
+        return None
+    return data if hashlib.sha256(data).hexdigest() == expected else None
+
+
+def _load_private_copy(data: bytes, key: str) -> ctypes.CDLL:
+    """dlopen a private copy of exactly the bytes that were checked.
+
+    Loading the cache file itself would leave a window between the check and the load,
+    and a library mapped from a file that someone later rewrites in place crashes us.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f"strata-{key[:12]}-", suffix=".so")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return ctypes.CDLL(tmp)
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # the mapping stays valid after unlink
 
 
 def load_library(source: str, config: InductorConfig) -> LoadedLibrary:
@@ -116,21 +130,22 @@ def load_library(source: str, config: InductorConfig) -> LoadedLibrary:
     key = cache_key(source, config)
     so = directory / f"{key}.so"
     digest = directory / f"{key}.sha256"
-    if _valid_entry(so, digest):
+    data = _read_valid_entry(so, digest)
+    if data is not None:
         try:
-            return LoadedLibrary(ctypes.CDLL(str(so)), so, True)
+            return LoadedLibrary(_load_private_copy(data, key), so, True)
         except OSError as exc:
             log.warning("cached kernel %s failed to load (%s); rebuilding", so, exc)
     elif so.exists() or digest.exists():
         log.warning("ignoring untrusted or corrupt cache entry %s; rebuilding", so)
-    _build(source, config, directory, so, digest)
+    data = _build(source, config, directory, so, digest)
     try:
-        return LoadedLibrary(ctypes.CDLL(str(so)), so, False)
+        return LoadedLibrary(_load_private_copy(data, key), so, False)
     except OSError as exc:
         raise CompilerError(f"compiled library {so} does not load: {exc}") from exc
 
 
-def _build(source: str, config: InductorConfig, directory: Path, so: Path, digest: Path) -> None:
+def _build(source: str, config: InductorConfig, directory: Path, so: Path, digest: Path) -> bytes:
     with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as work:
         cpp = Path(work) / "kernels.cpp"
         cpp.write_text(source)
@@ -152,3 +167,4 @@ def _build(source: str, config: InductorConfig, directory: Path, so: Path, diges
         data = out.read_bytes()
     _atomic_write(directory, so, data)
     _atomic_write(directory, digest, hashlib.sha256(data).hexdigest().encode())
+    return data

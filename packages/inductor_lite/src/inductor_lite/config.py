@@ -57,3 +57,6 @@ class InductorConfig:
     # A pointwise value read by more than one consumer is recomputed (inlined) while its
     # expression stays this cheap, and stored to memory otherwise.
     inline_cost_limit: int = 24
+
+    def __post_init__(self) -> None:
+        self.cache_dir = Path(self.cache_dir)

@@ -48,6 +48,16 @@ def _is_dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+def _is_view_op(node: torch.fx.Node) -> bool:
+    """True when eager's result of ``node`` aliases an input (a view op, by its schema)."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    return any(
+        r.alias_info is not None and not r.alias_info.is_write for r in target._schema.returns
+    )
+
+
 class GraphLowering:
     """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
 
@@ -302,7 +312,7 @@ class GraphLowering:
                 specs.append(OutputSpec(None, value))
                 continue
             strides = tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
-            fresh_in_eager = isinstance(meta, torch.Tensor) and not meta._is_view()
+            fresh_in_eager = isinstance(meta, torch.Tensor) and not _is_view_op(out)
             ref = value.ref
             if ref is None or (
                 fresh_in_eager and (ref.buf.startswith(("arg", "const")) or not self._owns(ref))

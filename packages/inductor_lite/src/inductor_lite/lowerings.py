@@ -827,6 +827,8 @@ def _cat(L: GraphLowering, node: torch.fx.Node, xs: Sequence[TensorValue], dim: 
 # ---------------------------------------------------------------- *_copy forms (aot graphs)
 # aot replaces every view op by its copying twin so graph values never alias; in the loop
 # IR a copy is the same index math (the output logic stores a fresh buffer when needed).
+_copy_packet: Any
+_view_packet: Any
 _COPY_TWINS = {
     "view_copy": aten.view.default,
     "permute_copy": aten.permute.default,
@@ -838,18 +840,18 @@ _COPY_TWINS = {
     "as_strided_copy": aten.as_strided.default,
 }
 for _copy_name, _view_op in _COPY_TWINS.items():
-    _packet = getattr(aten, _copy_name, None)
-    if _packet is not None and hasattr(_packet, "default"):
-        LOWERINGS[_packet.default] = LOWERINGS[_view_op]
+    _copy_packet = getattr(aten, _copy_name, None)
+    if _copy_packet is not None and hasattr(_copy_packet, "default"):
+        LOWERINGS[_copy_packet.default] = LOWERINGS[_view_op]
 for _copy_name, _overloads in (
     ("slice_copy", ("Tensor",)),
     ("select_copy", ("int",)),
     ("transpose_copy", ("int",)),
     ("squeeze_copy", ("dim", "dims", "default")),
 ):
-    _packet = getattr(aten, _copy_name, None)
+    _copy_packet = getattr(aten, _copy_name, None)
     _view_packet = getattr(aten, _copy_name.removesuffix("_copy"))
     for _ov in _overloads:
-        if _packet is not None and hasattr(_packet, _ov):
-            LOWERINGS[getattr(_packet, _ov)] = LOWERINGS[getattr(_view_packet, _ov)]
+        if _copy_packet is not None and hasattr(_copy_packet, _ov):
+            LOWERINGS[getattr(_copy_packet, _ov)] = LOWERINGS[getattr(_view_packet, _ov)]
 LOWERINGS[aten.detach.default] = LOWERINGS[aten.alias.default]

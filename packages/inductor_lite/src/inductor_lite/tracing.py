@@ -64,7 +64,9 @@ def trace_to_aten(
 
     with torch.no_grad():
         traced = make_fx(
-            flat_fn,
+            # mutation of graph-local tensors becomes functional ops; mutation of an input
+            # stays a copy_ into it, which the lowering refuses (the graph then runs eagerly)
+            torch.func.functionalize(flat_fn, remove="mutations"),
             decomposition_table=decomposition_table(),
             tracing_mode="fake",
             _allow_non_fake_inputs=True,

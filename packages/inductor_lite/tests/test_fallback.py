@@ -1,0 +1,112 @@
+"""Never wrong, never stuck: what happens when compiling is not possible."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.fx
+
+from inductor_lite import CompiledGraph, EagerFallback, InductorConfig, compile_fx
+
+
+def _fn(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x) * 2
+
+
+def test_broken_compiler_falls_back_to_eager_with_one_warning(tmp_path: Path) -> None:
+    config = InductorConfig(cache_dir=tmp_path, cxx="false", use_aot=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c = compile_fx(torch.fx.symbolic_trace(_fn), [torch.randn(3)], config=config)
+    assert isinstance(c, EagerFallback)
+    assert len([w for w in caught if "inductor_lite" in str(w.message)]) == 1
+    x = torch.randn(3)
+    torch.testing.assert_close(c(x), _fn(x))
+
+
+def test_compiler_timeout_falls_back(tmp_path: Path) -> None:
+    config = InductorConfig(cache_dir=tmp_path, compile_timeout_s=0.001, use_aot=False)
+    with pytest.warns(RuntimeWarning, match="timed out"):
+        c = compile_fx(torch.fx.symbolic_trace(_fn), [torch.randn(3)], config=config)
+    x = torch.randn(3)
+    torch.testing.assert_close(c(x), _fn(x))
+
+
+def test_raise_policy_surfaces_the_error(tmp_path: Path) -> None:
+    config = InductorConfig(cache_dir=tmp_path, cxx="false", fallback="raise", use_aot=False)
+    with pytest.raises(Exception, match="compiler"):
+        compile_fx(torch.fx.symbolic_trace(_fn), [torch.randn(3)], config=config)
+
+
+def test_unlowered_op_runs_as_aten_call_inside_the_compiled_graph(check: Any) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.cumsum(x * 2, 0) + 1
+
+    c = check(fn, [torch.randn(5, 4)])
+    assert c.fallback_count == 1
+    assert "_fb" in c.wrapper_source
+
+
+def test_integer_division_by_zero_behaves_as_eager(check: Any) -> None:
+    # integer floor division is left to aten, which is what raises or not in eager
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.div(a, b, rounding_mode="floor")
+
+    c = check(fn, [torch.randint(-9, 9, (6,)), torch.randint(1, 4, (6,))])
+    assert c.fallback_count == 1
+
+
+def test_other_strides_at_call_time_run_the_original_graph(check: Any) -> None:
+    c = check(_fn, [torch.randn(4, 6)])
+    x = torch.randn(6, 4).t()
+    torch.testing.assert_close(c(x), _fn(x))
+    assert c.eager_calls == 1
+
+
+def test_call_needing_grad_runs_the_original_graph(check: Any) -> None:
+    c = check(_fn, [torch.randn(4, 6)])
+    x = torch.randn(4, 6, requires_grad=True)
+    y = c(x)
+    y.sum().backward()
+    assert x.grad is not None
+    torch.testing.assert_close(x.grad, (x > 0).float() * 2)
+
+
+def test_local_mutation_is_functionalized_and_compiled(check: Any) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x.clone()
+        y.add_(1)
+        return y * 2
+
+    c = check(fn, [torch.randn(3)])
+    assert c.kernel_count == 1 and c.fallback_count == 0
+
+
+def test_input_mutation_runs_eagerly_with_the_same_effect(tmp_path: Path) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x + 1
+
+    config = InductorConfig(cache_dir=tmp_path, use_aot=False)
+    with pytest.warns(RuntimeWarning, match="mutating op"):
+        c = compile_fx(torch.fx.symbolic_trace(fn), [torch.randn(3)], config=config)
+    x = torch.randn(3)
+    x_ref = x.clone()
+    torch.testing.assert_close(c(x), fn(x_ref))
+    torch.testing.assert_close(x, x_ref)
+
+
+def test_output_aliasing_input_is_a_view_and_fresh_outputs_are_not(check: Any) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x.t(), x.clone()
+
+    c = check(fn, [torch.randn(3, 4)])
+    x = torch.randn(3, 4)
+    view, fresh = c(x)
+    assert view.data_ptr() == x.data_ptr() and view.stride() == (1, 4)
+    assert fresh.data_ptr() != x.data_ptr()
+    assert isinstance(c, CompiledGraph)
