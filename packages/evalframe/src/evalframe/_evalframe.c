@@ -57,6 +57,7 @@ static PyObject *state_key = NULL;    /* key of our record in the thread-state d
 static Py_tss_t tss_key = Py_tss_NEEDS_INIT;
 static Py_ssize_t active_threads = 0; /* threads with a callback or inside run_only() */
 static int force_slow_path = 0;       /* tests: take the no-room path every time */
+static int passthrough = 0;           /* benchmarks: measure a do-nothing hook */
 
 /* Counters of which path ran; tests read them to prove a path was taken. */
 static struct {
@@ -632,7 +633,7 @@ static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
 static PyObject *
 evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
 {
-    if (throwflag || !frame_is_fresh(frame)) {
+    if (throwflag || passthrough || !frame_is_fresh(frame)) {
         return eval_default(ts, frame, throwflag);
     }
     ThreadState *st = (ThreadState *)PyThread_tss_get(&tss_key);
@@ -1024,6 +1025,17 @@ ef_set_force_slow_path(PyObject *module, PyObject *flag)
 }
 
 static PyObject *
+ef_set_passthrough(PyObject *module, PyObject *flag)
+{
+    int v = PyObject_IsTrue(flag);
+    if (v < 0) {
+        return NULL;
+    }
+    passthrough = v;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 ef_registered_codes(PyObject *module, PyObject *unused)
 {
     return PySequence_List(registry);
@@ -1042,6 +1054,8 @@ static PyMethodDef methods[] = {
     {"_stats", ef_stats, METH_NOARGS, "Counters of the paths the hook took."},
     {"_set_force_slow_path", ef_set_force_slow_path, METH_O,
      "Tests: always take the no-room path when running an entry."},
+    {"_set_passthrough", ef_set_passthrough, METH_O,
+     "Benchmarks: the installed hook does nothing but call the default evaluator."},
     {NULL, NULL, 0, NULL},
 };
 
