@@ -15,6 +15,7 @@ import evalframe
 import symbolic_vm
 
 from .backends import Backend, lookup_backend
+from .ddp import warn_if_fsdp
 from .errors import NotCallableError
 from .frame_compiler import CompileContext, make_callback
 from .state import FrameRecord, state
@@ -162,6 +163,7 @@ def compile(
     if disable:
         return model
     if isinstance(model, torch.nn.Module):
+        warn_if_fsdp(model)
         return OptimizedModule(model, ctx)
     return _wrap(model, ctx)
 

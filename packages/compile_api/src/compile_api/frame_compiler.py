@@ -28,6 +28,7 @@ import symbolic_vm
 
 from .backends import Backend
 from .config import config
+from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
 from .state import FrameRecord, state
@@ -183,11 +184,13 @@ def _recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[s
     return reasons
 
 
-def _compile_graph(ctx: CompileContext, graph: Any, code: types.CodeType) -> Callable[..., Any]:
+def _compile_graph(
+    ctx: CompileContext, backend: Backend, graph: Any, code: types.CodeType
+) -> Callable[..., Any]:
     """Run the backend on one captured graph, falling back to the graph itself on error."""
     gm: torch.fx.GraphModule = graph.gm
     try:
-        compiled = ctx.backend(gm, graph.example_inputs)
+        compiled = backend(gm, graph.example_inputs)
         if not callable(compiled):
             raise TypeError(f"the backend returned {type(compiled).__name__}, not a callable")
     except Exception as err:
@@ -318,8 +321,12 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     record.graphs = list(result.graphs)
     record.breaks = list(result.breaks)
     namespace = frame.f_globals
+    # Inside a DistributedDataParallel forward, graphs are split at gradient-bucket boundaries.
+    backend = maybe_wrap_for_ddp(ctx.backend, config.optimize_ddp)
     with _timed(record, "backend_compile"):
-        compiled = {graph.name: _compile_graph(ctx, graph, code) for graph in result.graphs}
+        compiled = {
+            graph.name: _compile_graph(ctx, backend, graph, code) for graph in result.graphs
+        }
     with state.lock:
         for name, value in [*compiled.items(), *result.globals_to_install.items()]:
             namespace[name] = value
