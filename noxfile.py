@@ -19,7 +19,7 @@ PACKAGE_DIRS = [str(ROOT / "packages" / name) for name in PACKAGES]
 SRC_DIRS = [str(ROOT / "packages" / name / "src") for name in PACKAGES]
 # The CPU wheel: pip finds it locally; pinning it keeps pip from pulling a CUDA build.
 TORCH = "torch==2.13.0"
-TEST_DEPS = ["numpy", "pytest>=8", "hypothesis>=6", "networkx>=3", "attrs>=23", "typing-extensions>=4.8"]
+TEST_DEPS = ["numpy", "import-linter>=2.0", "pytest>=8", "hypothesis>=6", "networkx>=3", "attrs>=23", "typing-extensions>=4.8"]
 # Suites that need no torch, run again on every other CPython we support.
 TORCH_FREE_SUITES = {
     "evalframe": ["packages/evalframe/tests"],
