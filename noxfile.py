@@ -19,7 +19,15 @@ PACKAGE_DIRS = [str(ROOT / "packages" / name) for name in PACKAGES]
 SRC_DIRS = [str(ROOT / "packages" / name / "src") for name in PACKAGES]
 # The CPU wheel: pip finds it locally; pinning it keeps pip from pulling a CUDA build.
 TORCH = "torch==2.13.0"
-TEST_DEPS = ["numpy", "import-linter>=2.0", "pytest>=8", "hypothesis>=6", "networkx>=3", "attrs>=23", "typing-extensions>=4.8"]
+TEST_DEPS = [
+    "numpy",
+    "import-linter>=2.0",
+    "pytest>=8",
+    "hypothesis>=6",
+    "networkx>=3",
+    "attrs>=23",
+    "typing-extensions>=4.8",
+]
 # Suites that need no torch, run again on every other CPython we support.
 TORCH_FREE_SUITES = {
     "evalframe": ["packages/evalframe/tests"],
@@ -57,16 +65,37 @@ def _run_torch_free_suites(session: nox.Session) -> None:
         pip = str(venv / "bin" / "pip")
         if not (venv / "bin" / "python").exists():
             session.run(python, "-m", "venv", str(venv), external=True)
-            session.run(pip, "install", "-q", "pytest>=8", "attrs>=23", "typing-extensions>=4.8",
-                        "setuptools>=64", external=True)
-        session.run(pip, "install", "-q", "--no-build-isolation", "--no-deps",
-                    str(ROOT / "packages" / "evalframe"), external=True)
+            session.run(
+                pip,
+                "install",
+                "-q",
+                "pytest>=8",
+                "attrs>=23",
+                "typing-extensions>=4.8",
+                "setuptools>=64",
+                external=True,
+            )
+        session.run(
+            pip,
+            "install",
+            "-q",
+            "--no-build-isolation",
+            "--no-deps",
+            str(ROOT / "packages" / "evalframe"),
+            external=True,
+        )
         paths = [p for suite in TORCH_FREE_SUITES.values() for p in suite if (ROOT / p).exists()]
         session.log(f"torch-free suites on Python {minor}: {', '.join(paths)}")
         session.run(
-            str(venv / "bin" / "python"), "-m", "pytest", *paths, "-p", "no:cacheprovider",
+            str(venv / "bin" / "python"),
+            "-m",
+            "pytest",
+            *paths,
+            "-p",
+            "no:cacheprovider",
             env={"PYTHONPATH": str(ROOT / "packages" / "symbolic_vm" / "src")},
-            external=True, success_codes=[0, 5],
+            external=True,
+            success_codes=[0, 5],
         )
 
 
@@ -84,8 +113,9 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def typecheck(session: nox.Session) -> None:
     """mypy --strict over every package's source."""
-    session.install(TORCH, "mypy>=1.10", "attrs>=23", "typing-extensions>=4.8", "networkx>=3",
-                    "pytest>=8")
+    session.install(
+        TORCH, "mypy>=1.10", "attrs>=23", "typing-extensions>=4.8", "networkx>=3", "pytest>=8"
+    )
     session.run("mypy", *SRC_DIRS)
 
 
