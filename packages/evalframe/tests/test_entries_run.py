@@ -336,3 +336,23 @@ def test_entry_code_bigger_than_a_fresh_stack_chunk(slow_path):
         # At some depth the small frame starts a new chunk of its own; moving it
         # out must drop that chunk (CPython keeps no empty chunk on its stack).
         assert after["chunk_replaced"] > before["chunk_replaced"]
+
+
+def endless(n):
+    return endless(n + 1)
+
+
+def endless_entry(n):
+    return endless(n + 2)
+
+
+@pytest.mark.parametrize("answer", ["entry", "none"])
+def test_runaway_recursion_under_the_hook_is_a_recursion_error_and_recovers(answer):
+    factory = entry_for(endless_entry.__code__) if answer == "entry" else (lambda f, s: None)
+    rec = Recorder({endless.__code__: factory})
+    with installed(rec):
+        with pytest.raises(RecursionError):
+            endless(0)
+        assert outer(1) == 1  # the interpreter is usable at once
+    # With an entry cached, every deeper frame hit it; with None, each one asked.
+    assert (rec.count("endless") == 1) == (answer == "entry")
