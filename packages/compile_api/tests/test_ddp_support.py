@@ -457,6 +457,7 @@ def compare_compiled_in_rank(
     import compile_api
 
     compile_api.reset()
+    compile_api.config.suppress_errors = False  # a backend failure must fail, not run eagerly
     torch.manual_seed(0)
     model, make_input, loss_fn, cap = CASES[case](device)
     twin, _, _, _ = CASES[case](device)
