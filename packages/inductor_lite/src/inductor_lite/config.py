@@ -45,6 +45,8 @@ class InductorConfig:
         "-shared",
         "-fPIC",
         "-fno-math-errno",
+        # lets floor/round vectorise; we never read floating-point exception flags
+        "-fno-trapping-math",
         "-std=c++17",
     )
     num_threads: int = field(default_factory=_default_threads)

@@ -99,6 +99,64 @@ template <typename T> static inline T sign_of(T a) {
     return a > 0 ? T(1) : (a < 0 ? T(-1) : a);
 }
 
+// Branch-free float math that GCC can vectorise (std:: calls stay scalar without -ffast-math).
+static inline __attribute__((always_inline)) float vexp(float x) {
+    const float log2e = 1.44269504088896341f;
+    const float ln2_hi = 0.693145751953125f;
+    const float ln2_lo = 1.42860682030941723212e-6f;
+    float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+    float k = std::floor(xc * log2e + 0.5f);
+    float r = xc - k * ln2_hi - k * ln2_lo;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t ki = static_cast<int32_t>(k);
+    // split the scale in two so that k = 128 (x near the overflow edge) stays representable
+    int32_t k1 = ki >> 1;
+    int32_t k2 = ki - k1;
+    uint32_t b1 = static_cast<uint32_t>(k1 + 127) << 23;
+    uint32_t b2 = static_cast<uint32_t>(k2 + 127) << 23;
+    float s1 = __builtin_bit_cast(float, b1);
+    float s2 = __builtin_bit_cast(float, b2);
+    float y = p * s1 * s2;
+    y = x > 88.72283f ? std::numeric_limits<float>::infinity() : y;
+    y = x < -87.33654f ? 0.0f : y;
+    return x != x ? x : y;
+}
+static inline __attribute__((always_inline)) float vsigmoid(float x) {
+    return 1.0f / (1.0f + vexp(-x));
+}
+static inline __attribute__((always_inline)) float vtanh(float x) {
+    float ax = std::fabs(x);
+    float e = vexp(-2.0f * ax);
+    float big = (1.0f - e) / (1.0f + e);
+    float z = x * x;
+    float small = ax * (1.0f + z * (-1.0f / 3.0f + z * (2.0f / 15.0f + z * (-17.0f / 315.0f))));
+    float t = ax < 0.0625f ? small : big;
+    t = std::copysign(t, x);
+    return x != x ? x : t;
+}
+static inline __attribute__((always_inline)) float verf(float x) {
+    float ax = std::fabs(x);
+    float z = x * x;
+    // |x| < 0.5: the Maclaurin series; otherwise Abramowitz & Stegun 7.1.26
+    float small = ax * 1.1283791670955126f *
+        (1.0f + z * (-1.0f / 3.0f + z * (1.0f / 10.0f +
+         z * (-1.0f / 42.0f + z * (1.0f / 216.0f)))));
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
+                 t * (-1.453152027f + t * 1.061405429f))));
+    float big = 1.0f - poly * vexp(-z);
+    float r = ax < 0.5f ? small : big;
+    r = std::copysign(r, x);
+    return x != x ? x : r;
+}
+
 extern "C" void strata_set_num_threads(int n) { omp_set_num_threads(n); }
 """
 
@@ -140,6 +198,8 @@ _UNARY_FN = {
     "round": "std::nearbyint",
     "atan": "std::atan",
 }
+# float versions that vectorise (see vexp & co. in the prelude); double keeps libm
+_VECTOR_FN = {"exp": "vexp", "tanh": "vtanh", "erf": "verf"}
 _BINARY_INFIX = {
     "add": "+",
     "sub": "-",
@@ -231,13 +291,17 @@ class _Body:
         is_float = v.dtype.is_floating_point
         if name in _BINARY_INFIX:
             return f"static_cast<{ct}>({a[0]} {_BINARY_INFIX[name]} {a[1]})"
+        if ct == "float" and name in _VECTOR_FN:
+            return f"{_VECTOR_FN[name]}({a[0]})"
         if name in _UNARY_FN:
             return f"{_UNARY_FN[name]}({a[0]})"
         simple = {
             "neg": f"static_cast<{ct}>(-{a[0]})",
             "reciprocal": f"({ct}(1) / {a[0]})",
             "rsqrt": f"({ct}(1) / std::sqrt({a[0]}))",
-            "sigmoid": f"({ct}(1) / ({ct}(1) + std::exp(-{a[0]})))",
+            "sigmoid": f"({ct}(1) / ({ct}(1) + std::exp(-{a[0]})))"
+            if ct != "float"
+            else f"vsigmoid({a[0]})",
             "relu": f"({a[0]} < {ct}(0) ? {ct}(0) : {a[0]})",
             "logical_not": f"({a[0]} == 0)",
             "where": f"({a[0]} ? {a[1] if len(a) > 1 else ''} : {a[2] if len(a) > 2 else ''})",
