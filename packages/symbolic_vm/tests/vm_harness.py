@@ -20,6 +20,8 @@ class Compiled:
 
     result: CaptureResult
     output: Any
+    fn: Callable[..., Any]  # the transformed function (reusable while ``guard`` holds)
+    guard: Callable[[dict[str, Any]], bool]
 
     @property
     def graph_count(self) -> int:
@@ -57,7 +59,7 @@ def run_vm(fn: Callable[..., Any], *args: Any, fullgraph: bool = True,
     assert check(dict(frame.f_locals)), "guards fail on the very inputs they were made from"
     new_fn = types.FunctionType(result.code, g, func.__name__, func.__defaults__, func.__closure__)
     new_fn.__kwdefaults__ = func.__kwdefaults__
-    return Compiled(result, new_fn(*args, **kwargs))
+    return Compiled(result, new_fn(*args, **kwargs), new_fn, check)
 
 
 def assert_same(actual: Any, expected: Any) -> None:

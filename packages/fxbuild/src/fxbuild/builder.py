@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -25,7 +25,7 @@ from torch.fx.experimental.symbolic_shapes import (
     StatelessSymbolicContext,
     free_unbacked_symbols,
 )
-from torch.utils._pytree import tree_map
+from torch.fx.node import map_aggregate
 
 from fxbuild.errors import FakePropagationError
 
@@ -157,11 +157,12 @@ class GraphBuilder:
     def _propagate(
         self, op: str, target: Any, args: tuple[object, ...], kwargs: dict[str, object]
     ) -> object:
-        def to_example(value: object) -> object:
+        def to_example(value: Any) -> Any:
             return value.meta["example_value"] if isinstance(value, torch.fx.Node) else value
 
-        fake_args = tree_map(to_example, args)
-        fake_kwargs = tree_map(to_example, kwargs)
+        # map_aggregate also descends into slices (x[:n] with a symbolic n), unlike pytree.
+        fake_args: Any = map_aggregate(cast(Any, args), to_example)
+        fake_kwargs: Any = map_aggregate(cast(Any, kwargs), to_example)
         name = target if isinstance(target, str) else _target_name(target)
         try:
             with self.fake_mode:

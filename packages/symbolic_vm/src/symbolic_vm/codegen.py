@@ -13,6 +13,8 @@ import re
 import types
 from typing import Any
 
+import torch
+
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.output import AttrWrite, ContainerWrite, GlobalWrite, Output
 from symbolic_vm.values import (
@@ -73,6 +75,8 @@ class Rebuilder:
             return self.constant(var.value)
         if isinstance(var, TupleVar):
             inner = "".join(f"{self.expr(v)}, " for v in var.items)
+            if var.is_size:
+                return f"{self.out.install(torch.Size, 'Size')}(({inner}))"
             return f"({inner})"
         if isinstance(var, ListVar):
             return "[" + ", ".join(self.expr(v) for v in var.box.items) + "]"

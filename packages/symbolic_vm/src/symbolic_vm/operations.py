@@ -31,6 +31,7 @@ from symbolic_vm.values import (
     NullVar,
     ObjectVar,
     PartialVar,
+    SliceVar,
     SuperVar,
     SymVar,
     TensorVar,
@@ -90,7 +91,20 @@ def const_value(out: Output, var: Var) -> Any:
     if isinstance(var, ModuleVar):
         out.depend(var)
         return var.module
+    if isinstance(var, SliceVar):
+        return slice(*(const_value(out, p) for p in (var.start, var.stop, var.step)))
+    if isinstance(var, SymVar):
+        # Specialise: the ShapeEnv records the guard, emitted as a SHAPE guard at the end.
+        return _specialize(var.example)
     raise Unsupported(f"expected a Python constant, got {describe(var)}")
+
+
+def _specialize(value: Any) -> Any:
+    if isinstance(value, torch.SymBool):
+        return bool(value)
+    if isinstance(value, torch.SymFloat):
+        return float(value)
+    return int(value)
 
 
 def is_constant(var: Var) -> bool:
@@ -126,6 +140,8 @@ def graph_arg(out: Output, var: Var) -> Any:
     if isinstance(var, ConstVar):
         out.depend(var)
         return var.value
+    if isinstance(var, SliceVar):
+        return slice(graph_arg(out, var.start), graph_arg(out, var.stop), graph_arg(out, var.step))
     if isinstance(var, ObjectVar) and isinstance(var.value, (torch.dtype, torch.device)):
         out.depend(var)
         return var.value
@@ -309,7 +325,8 @@ def truth(out: Output, var: Var) -> bool:
             "data-dependent branch: the condition is a tensor, whose value is unknown while tracing"
         )
     if isinstance(var, SymVar):
-        raise Unsupported("branch on a symbolic size (dynamic shapes) is not supported yet")
+        # A branch on sizes: take the branch the example sizes take and guard on it.
+        return bool(_specialize(var.example))
     if isinstance(var, (FunctionVar, NestedFunctionVar, ModuleVar, BoundMethodVar, PartialVar)):
         return True
     if isinstance(var, ObjectVar):
@@ -544,7 +561,7 @@ def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:
         return values[0]
     if all(isinstance(v, ConstVar) for v in values):
         return ConstVar(torch.Size([v.value for v in values if isinstance(v, ConstVar)]))
-    return TupleVar(tuple(values))
+    return TupleVar(tuple(values), is_size=True)
 
 
 def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:

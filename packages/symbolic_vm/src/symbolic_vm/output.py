@@ -10,11 +10,19 @@ import types
 from typing import Any
 
 import attrs
+import sympy
 import torch
 
 from fxbuild import GraphBuilder
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import AttrSource, GuardSet, Source, UnsupportedGuardValue
+from symbolic_vm.guard_api import (
+    AttrSource,
+    GuardSet,
+    SizeSource,
+    Source,
+    UnsupportedGuardValue,
+    shape_guards,
+)
 from symbolic_vm.records import CaptureConfig
 from symbolic_vm.values import (
     BoundMethodVar,
@@ -95,6 +103,7 @@ class Output:
         self.builder = GraphBuilder(dynamic=bool(config.dynamic))
         self._tensor_inputs: dict[int, TensorVar] = {}
         self._real_inputs: dict[int, torch.Tensor] = {}
+        self._input_symbols: dict[int, dict[int, Any]] = {}
         self._by_source: dict[str, Var] = {}
         self._by_id: dict[int, Var] = {}
         self._keep_alive: list[object] = []
@@ -185,6 +194,12 @@ class Output:
         node = self.builder.placeholder(name, value, dynamic_dims=dims)
         node.meta["source"] = source
         self._real_inputs[id(node)] = value
+        # The symbols of its dynamic dims, recorded now: later specialisation replaces them.
+        self._input_symbols[id(node)] = {
+            d: size.node.expr
+            for d, size in enumerate(node.meta["example_value"].shape)
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol)
+        }
         var = TensorVar(node, node.meta["example_value"], source=source)
         self._tensor_inputs[id(value)] = var
         return var
@@ -245,13 +260,18 @@ class Output:
         """The guards of everything the trace depended on."""
         guard_set = GuardSet()
         guard_set.GLOBAL_STATE()
+        symbol_sources: dict[Any, Source] = {}
         for var in live_inputs:
             real = self._real_inputs[id(var.node)]
             assert var.source is not None  # inputs always have one (see _wrap_tensor)
-            dims = self.config.dynamic_dims.get(var.source.name(), frozenset())
-            if self.builder.dynamic:
-                dims = frozenset(range(var.example.dim()))
-            guard_set.TENSOR_MATCH(var.source, real, dynamic_dims=dims)
+            dims = self._input_symbols.get(id(var.node), {})
+            for d, symbol in dims.items():
+                symbol_sources.setdefault(symbol, SizeSource(var.source, d))
+            guard_set.TENSOR_MATCH(var.source, real, dynamic_dims=sorted(dims))
+        if symbol_sources:
+            # Relations the trace relied on between symbolic sizes (x.size(0) == y.size(0), ...).
+            for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
+                guard_set.SHAPE(predicate, description)
         for request in self._guards.values():
             try:
                 getattr(guard_set, request.kind)(request.source, request.value)

@@ -54,11 +54,21 @@ class ConstVar(Var):
 
 
 @attrs.frozen(eq=False)
+class SliceVar(Var):
+    """A slice with a symbolic bound (constant slices are ConstVars)."""
+
+    start: Var
+    stop: Var
+    step: Var
+
+
+@attrs.frozen(eq=False)
 class TupleVar(Var):
     """A tuple of tracked values; ``fields`` names them for torch's named tuples (max().values)."""
 
     items: tuple[Var, ...]
     fields: tuple[str, ...] = ()
+    is_size: bool = False  # a torch.Size with symbolic entries (rebuilt as torch.Size)
 
 
 @attrs.define(eq=False)

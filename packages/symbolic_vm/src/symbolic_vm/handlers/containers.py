@@ -16,6 +16,9 @@ from symbolic_vm.values import (
     ListBox,
     ListVar,
     ObjectVar,
+    SliceVar,
+    SymVar,
+    TensorVar,
     TupleVar,
     Var,
 )
@@ -58,8 +61,12 @@ def BUILD_CONST_KEY_MAP(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("BUILD_SLICE")
 def BUILD_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
-    parts = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
-    vm.push(ConstVar(slice(*parts)))
+    parts = vm.popn(_arg(inst))
+    if any(isinstance(p, SymVar) for p in parts):
+        start, stop, *step = parts
+        vm.push(SliceVar(start, stop, step[0] if step else ConstVar(None)))
+        return
+    vm.push(ConstVar(slice(*[ops.const_value(vm.out, v) for v in parts])))
 
 
 @handler("BUILD_STRING")
@@ -157,10 +164,14 @@ def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("BINARY_SLICE", versions=(3.12,))
 def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
-    end = ops.const_value(vm.out, vm.pop())
-    start = ops.const_value(vm.out, vm.pop())
+    end = vm.pop()
+    start = vm.pop()
     obj = vm.pop()
-    vm.push(ops.getitem(vm.out, obj, ConstVar(slice(start, end))))
+    if isinstance(obj, TensorVar) and (isinstance(start, SymVar) or isinstance(end, SymVar)):
+        vm.push(ops.getitem(vm.out, obj, SliceVar(start, end, ConstVar(None))))
+        return
+    key = ConstVar(slice(ops.const_value(vm.out, start), ops.const_value(vm.out, end)))
+    vm.push(ops.getitem(vm.out, obj, key))
 
 
 @handler("STORE_SUBSCR")
