@@ -40,7 +40,8 @@ CASES = [
     (slice_by_size, [(torch.randn(3), torch.randn(8)), (torch.randn(4), torch.randn(6))]),
     (branch_on_size, [(torch.randn(2, 5),), (torch.randn(7, 4),)]),
     (sizes_in_arithmetic, [(torch.randn(3, 5),), (torch.randn(6, 2),)]),
-    (mlp_any_batch, [(torch.randn(4, 3), torch.randn(3, 5)), (torch.randn(9, 3), torch.randn(3, 5))]),
+    (mlp_any_batch, [(torch.randn(4, 3), torch.randn(3, 5)),
+                     (torch.randn(9, 3), torch.randn(3, 5))]),
 ]
 
 
