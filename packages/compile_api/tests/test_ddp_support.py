@@ -504,3 +504,36 @@ def e2e_worker(
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+
+
+def nccl_worker(
+    rank: int, world: int, port: int, out_dir: str, cases: list[tuple[str, str, str]], steps: int
+) -> None:
+    """One rank (one GPU) of the NCCL test: ``(path, model, backend)`` cases, path being
+    ``runner`` (the splitter on a lifted FX graph) or ``compile`` (compile_api.compile)."""
+    for name, value in {
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }.items():
+        os.environ[name] = value  # NVLink multicast stays off on the shared GPU hosts
+    device = torch.device("cuda", rank)
+    torch.cuda.set_device(device)
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=120),
+    )
+    try:
+        results: dict[str, Any] = {}
+        for path, case, backend in cases:
+            compare = compare_in_rank if path == "runner" else compare_compiled_in_rank
+            try:
+                results[f"{path}/{case}/{backend}"] = compare(case, backend, rank, device, steps)
+            except Exception as err:
+                results[f"{path}/{case}/{backend}"] = {"error": f"{type(err).__name__}: {err}"}
+        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
