@@ -15,7 +15,7 @@ import evalframe
 from evalframe import _evalframe
 
 NEEDS_HOOK = pytest.mark.skipif(
-    not evalframe.HOOK_AVAILABLE, reason="the frame-evaluation hook needs CPython 3.11 or 3.12"
+    not evalframe.HOOK_AVAILABLE, reason="the frame-evaluation hook needs CPython 3.11, 3.12 or 3.13"
 )
 
 
@@ -37,7 +37,7 @@ def _clean_hook_state() -> Iterator[None]:
 @pytest.fixture(params=[False, True], ids=["room-in-place", "no-room-path"])
 def slow_path(request: pytest.FixtureRequest) -> Iterator[bool]:
     """Run a test with the frame retargeted in place, and again through the path
-    taken when the stack chunk has no room (3.12: move to a new chunk; 3.11: call)."""
+    taken when the stack chunk has no room (3.12+: move to a new chunk; 3.11: call)."""
     _evalframe._set_force_slow_path(request.param)
     yield request.param
     _evalframe._set_force_slow_path(False)

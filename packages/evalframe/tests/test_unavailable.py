@@ -10,12 +10,12 @@ import evalframe
 
 
 def test_hook_availability_matches_the_interpreter_version():
-    assert evalframe.HOOK_AVAILABLE == ((3, 11) <= sys.version_info[:2] <= (3, 12))
+    assert evalframe.HOOK_AVAILABLE == ((3, 11) <= sys.version_info[:2] <= (3, 13))
 
 
 @pytest.mark.skipif(evalframe.HOOK_AVAILABLE, reason="the hook is available here")
 def test_unavailable_hook_raises_a_clear_error_when_used():
-    with pytest.raises(evalframe.HookUnavailableError, match="3.11 and 3.12"):
+    with pytest.raises(evalframe.HookUnavailableError, match="3.11, 3.12 and 3.13"):
         evalframe.set_callback(lambda frame, size: None)
     with pytest.raises(evalframe.HookUnavailableError), evalframe.run_only():
         pass

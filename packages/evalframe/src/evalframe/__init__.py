@@ -40,7 +40,7 @@ log = logging.getLogger("strata.evalframe")
 
 HOOK_AVAILABLE: Final[bool] = _evalframe.HOOK_AVAILABLE
 _UNAVAILABLE = (
-    f"evalframe's frame-evaluation hook supports CPython 3.11 and 3.12; this is "
+    f"evalframe's frame-evaluation hook supports CPython 3.11, 3.12 and 3.13; this is "
     f"{sys.version_info.major}.{sys.version_info.minor} (see packages/evalframe/README.md)"
 )
 

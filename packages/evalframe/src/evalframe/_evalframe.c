@@ -20,14 +20,14 @@
  * frame never sees it, so whatever the callback does to it cannot disturb the
  * frame that runs next.
  *
- * CPython 3.13+ builds without the hook: HOOK_AVAILABLE is False and the
- * Python layer says why.
+ * CPython 3.13 works like 3.12 (f_executable and instr_ptr renamed); 3.14+
+ * builds without the hook: HOOK_AVAILABLE is False and the Python layer says why.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
 #define EF_HOOK 1
 #define Py_BUILD_CORE 1
 #include "internal/pycore_frame.h"
@@ -239,6 +239,19 @@ current_state(int create)
 /* ------------------------------------------------------------------ */
 /* Version-specific frame access.                                      */
 
+#if PY_VERSION_HEX >= 0x030D0000
+/* 3.13: f_executable, and instr_ptr points at the next instruction. */
+#define FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
+#define SET_FRAME_CODE(f, c) ((f)->f_executable = (PyObject *)(c))
+#define FRAME_UNSTARTED(f) ((f)->instr_ptr <= _PyCode_CODE(FRAME_CODE(f)))
+#define FRAME_RESET_IP(f, c) ((f)->instr_ptr = _PyCode_CODE(c))
+#else
+#define FRAME_CODE(f) ((f)->f_code)
+#define SET_FRAME_CODE(f, c) ((f)->f_code = (c))
+#define FRAME_UNSTARTED(f) ((f)->prev_instr < _PyCode_CODE((f)->f_code))
+#define FRAME_RESET_IP(f, c) ((f)->prev_instr = _PyCode_CODE(c) - 1)
+#endif
+
 #if PY_VERSION_HEX >= 0x030C0000
 #define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
 #define SET_FRAME_FUNC(f, fn) ((f)->f_funcobj = (PyObject *)(fn))
@@ -269,8 +282,7 @@ static int
 frame_is_fresh(_PyInterpreterFrame *frame)
 {
     /* Not a resumed generator, and no instruction has run yet. */
-    return frame->owner == FRAME_OWNED_BY_THREAD &&
-           frame->prev_instr < _PyCode_CODE(frame->f_code);
+    return frame->owner == FRAME_OWNED_BY_THREAD && FRAME_UNSTARTED(frame);
 }
 
 static int
@@ -285,7 +297,7 @@ n_arguments(PyCodeObject *co)
 static PyObject *
 snapshot_frame(_PyInterpreterFrame *frame)
 {
-    PyCodeObject *co = frame->f_code;
+    PyCodeObject *co = FRAME_CODE(frame);
     int nlocals = co->co_nlocalsplus;
     PyFrameObject *f =
         PyObject_GC_NewVar(PyFrameObject, &PyFrame_Type, nlocals + co->co_stacksize);
@@ -297,15 +309,41 @@ snapshot_frame(_PyInterpreterFrame *frame)
     f->f_lineno = 0;
     f->f_trace_lines = 1;
     f->f_trace_opcodes = 0;
+#if PY_VERSION_HEX >= 0x030D0000
+    f->f_extra_locals = NULL;
+    f->f_locals_cache = NULL;
+#else
     f->f_fast_as_locals = 0;
+#endif
     _PyInterpreterFrame *copy = (_PyInterpreterFrame *)f->_f_frame_data;
     memcpy(copy, frame, (char *)&frame->localsplus[nlocals] - (char *)frame);
-    Py_INCREF(copy->f_code);
+    Py_INCREF(FRAME_CODE(copy));
     Py_INCREF(FRAME_FUNC(copy));
     Py_XINCREF(copy->f_locals);
     for (int i = 0; i < nlocals; i++) {
         Py_XINCREF(copy->localsplus[i]);
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    /* 3.13's f_locals proxy expects cells in cell and free slots, as if
+     * MAKE_CELL and COPY_FREE_VARS had run; give the snapshot its own cells. */
+    PyObject *closure = FRAME_FUNC(copy)->func_closure;
+    const char *kinds = PyBytes_AS_STRING(co->co_localspluskinds);
+    int nfree = co->co_nfreevars;
+    for (int i = 0; i < nlocals; i++) {
+        PyObject *value = copy->localsplus[i];
+        if ((kinds[i] & CO_FAST_FREE) && value == NULL && closure != NULL &&
+            i - (nlocals - nfree) < PyTuple_GET_SIZE(closure)) {
+            copy->localsplus[i] = Py_NewRef(PyTuple_GET_ITEM(closure, i - (nlocals - nfree)));
+        }
+        else if ((kinds[i] & CO_FAST_CELL) && value != NULL) {
+            copy->localsplus[i] = PyCell_New(value);
+            Py_DECREF(value);
+            if (copy->localsplus[i] == NULL) {
+                PyErr_Clear(); /* out of memory: the snapshot shows the slot empty */
+            }
+        }
+    }
+#endif
     copy->stacktop = nlocals;
     copy->frame_obj = f;
     copy->previous = NULL;
@@ -326,11 +364,14 @@ snapshot_frame(_PyInterpreterFrame *frame)
 static PyObject *
 fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame)
 {
+#if PY_VERSION_HEX < 0x030D0000
+    /* Before 3.13 the evaluator adds no traceback entry for an unstarted frame. */
     PyObject *f = snapshot_frame(frame);
     if (f != NULL) {
         PyTraceBack_Here((PyFrameObject *)f);
         Py_DECREF(f);
     }
+#endif
 #if PY_VERSION_HEX >= 0x030C0000
     /* 3.12: the evaluator owns the frame it was given; unwinding it with the
      * exception pending (as generator.throw does) clears and pops it. */
@@ -346,7 +387,7 @@ fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame)
 static PyObject *
 guard_locals(_PyInterpreterFrame *frame)
 {
-    PyCodeObject *co = frame->f_code;
+    PyCodeObject *co = FRAME_CODE(frame);
     PyObject *d;
     if (!(co->co_flags & CO_OPTIMIZED) && frame->f_locals != NULL &&
         PyDict_Check(frame->f_locals)) {
@@ -455,7 +496,7 @@ move_to_new_chunk(PyThreadState *ts, _PyInterpreterFrame *frame, int new_size)
 static PyObject *
 call_instead(ThreadState *st, _PyInterpreterFrame *frame, PyCodeObject *code)
 {
-    PyCodeObject *co = frame->f_code;
+    PyCodeObject *co = FRAME_CODE(frame);
     if (!(co->co_flags & CO_OPTIMIZED)) {
         PyObject *closure = FRAME_FUNC(frame)->func_closure;
         return PyEval_EvalCodeEx((PyObject *)code, frame->f_globals,
@@ -506,7 +547,7 @@ done:
 static PyObject *
 run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCodeObject *code)
 {
-    PyCodeObject *old = frame->f_code;
+    PyCodeObject *old = FRAME_CODE(frame);
     int nargs = n_arguments(old);
     int new_size = frame_size(code);
     PyObject **base = (PyObject **)frame;
@@ -545,7 +586,7 @@ run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCode
         ts->datastack_top = base + new_size;
         stats.in_place++;
     }
-    frame->f_code = (PyCodeObject *)Py_NewRef(code);
+    SET_FRAME_CODE(frame, (PyCodeObject *)Py_NewRef(code));
     Py_DECREF(old);
     if (fn != NULL) {
         PyFunctionObject *prev = FRAME_FUNC(frame);
@@ -558,7 +599,7 @@ run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCode
         frame->localsplus[i] = NULL;
     }
     frame->stacktop = code->co_nlocalsplus;
-    frame->prev_instr = _PyCode_CODE(code) - 1;
+    FRAME_RESET_IP(frame, code);
     return eval_default(ts, frame, 0);
 }
 
@@ -640,7 +681,7 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     if (st == NULL || st->disabled || !thread_active(st)) {
         return eval_default(ts, frame, 0);
     }
-    PyCodeObject *co = frame->f_code;
+    PyCodeObject *co = FRAME_CODE(frame);
     if (st->skip_code == (void *)co) {
         st->skip_code = NULL;
         return eval_default(ts, frame, 0);
@@ -871,7 +912,7 @@ ef_set_callback(PyObject *module, PyObject *callback)
 #if !EF_HOOK
     PyErr_SetString(PyExc_RuntimeError,
                     "evalframe: the frame-evaluation hook is not available on this "
-                    "CPython version (supported: 3.11, 3.12)");
+                    "CPython version (supported: 3.11, 3.12, 3.13)");
     return NULL;
 #endif
     if (callback != Py_None && !PyCallable_Check(callback)) {
@@ -907,7 +948,7 @@ ef_enter_run_only(PyObject *module, PyObject *unused)
 #if !EF_HOOK
     PyErr_SetString(PyExc_RuntimeError,
                     "evalframe: the frame-evaluation hook is not available on this "
-                    "CPython version (supported: 3.11, 3.12)");
+                    "CPython version (supported: 3.11, 3.12, 3.13)");
     return NULL;
 #endif
     ThreadState *st = current_state(1);

@@ -12,6 +12,6 @@ class EvalFrameError(Exception):
 class HookUnavailableError(EvalFrameError, RuntimeError):
     """The running CPython has no frame-evaluation hook support in this build.
 
-    evalframe supports CPython 3.11 and 3.12; on other versions the module imports
+    evalframe supports CPython 3.11, 3.12 and 3.13; on other versions the module imports
     (so `cache_entries` and friends work) but `set_callback` and `run_only` raise this.
     """
