@@ -15,7 +15,8 @@ import evalframe
 from evalframe import _evalframe
 
 NEEDS_HOOK = pytest.mark.skipif(
-    not evalframe.HOOK_AVAILABLE, reason="the frame-evaluation hook needs CPython 3.11, 3.12 or 3.13"
+    not evalframe.HOOK_AVAILABLE,
+    reason="the frame-evaluation hook needs CPython 3.11, 3.12 or 3.13",
 )
 
 
