@@ -92,3 +92,39 @@ def test_aot_module_simplified_returns_what_the_graph_returns(helpers: Any) -> N
     single = aot.aot_module_simplified(torch.fx.symbolic_trace(lambda a: a.cos()), [x],
                                        aot.identity_compiler)
     assert isinstance(single(x), torch.Tensor)
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_dynamic_shapes_compile_once_and_match_eager_for_each_size(
+    helpers: Any, backend: str
+) -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.tanh(x @ w) * x.shape[0]
+        return h.sum(0) * n, x.view(-1)
+
+    compiles: list[int] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        compiles.append(1)
+        return BACKENDS[backend](gm, example_inputs)
+
+    compiled = torch.compile(fn, backend=counting, dynamic=True)
+    w = torch.randn(4, 3, requires_grad=True)
+    # Sizes unlike w's (4, 3): dynamo would otherwise tie them to w's by duck sizing.
+    for rows, n in ((5, 2), (6, 5), (9, 7)):
+        x = torch.randn(rows, 4, requires_grad=True)
+        actual, expected = compiled(x, w, n), fn(x, w, n)
+        helpers.assert_close(actual, expected, f"outputs for {rows} rows")
+        assert actual[1]._base is x
+        grads = torch.autograd.grad(actual[0].sum(), [x, w])
+        helpers.assert_close(grads, torch.autograd.grad(expected[0].sum(), [x, w]), "grads")
+    assert len(compiles) == 1
+
+
+def test_dynamic_output_view_with_symbolic_sizes_is_refused_clearly() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.view(x.shape[0] * 2, -1)
+
+    compiled = torch.compile(fn, backend=_identity_backend, dynamic=True)
+    with pytest.raises(Exception, match="symbolic \\(dynamic\\) view arguments"):
+        compiled(torch.randn(4, 6))

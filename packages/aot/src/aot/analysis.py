@@ -184,6 +184,28 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         return tuple(reversed(steps))
 
 
+def _is_symbolic(t: torch.Tensor) -> bool:
+    dims = (*t.shape, *t.stride(), t.storage_offset())
+    return any(isinstance(d, torch.SymInt) for d in dims)
+
+
+def _mentions_symbols(chain: tuple[ViewStep, ...]) -> bool:
+    leaves = [a for step in chain for a in (*step.args, *step.kwargs.values())]
+    flat: list[object] = []
+    for a in leaves:
+        flat.extend(a if isinstance(a, (list, tuple)) else [a])
+    return any(isinstance(a, torch.SymInt | torch.SymFloat | torch.SymBool) for a in flat)
+
+
+def _geometry(o: torch.Tensor, base: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """Size, stride and storage offset relative to the base (for as_strided); () if symbolic."""
+    if _is_symbolic(o) or _is_symbolic(base):
+        return (), (), 0
+    size = tuple(int(s) for s in o.shape)
+    stride = tuple(int(s) for s in o.stride())
+    return size, stride, int(o.storage_offset()) - int(base.storage_offset())
+
+
 def fresh_fake_inputs(
     flat_inputs: Sequence[object], fake_mode: Any, *, requires_grad: Sequence[bool]
 ) -> list[object]:
@@ -253,9 +275,17 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
             base = o._base
             assert base is not None
             chain = recorder.chain(o, base)
-            size = tuple(int(s) for s in o.shape)
-            stride = tuple(int(s) for s in o.stride())
-            offset = int(o.storage_offset()) - int(base.storage_offset())
+            if chain is not None and _mentions_symbols(chain):
+                raise AotUnsupportedError(
+                    "an output that is a view with symbolic (dynamic) view arguments is not "
+                    "supported yet; return a copy (.clone()) or compile with static shapes"
+                )
+            if chain is None and _is_symbolic(o):
+                raise AotUnsupportedError(
+                    "an output aliasing another tensor through an unrecorded view chain is not "
+                    "supported with dynamic shapes"
+                )
+            size, stride, offset = _geometry(o, base)
             if id(base) in tensor_inputs:
                 infos.append(OutputInfo(OutputKind.ALIAS_OF_INPUT, tensor_inputs[id(base)],
                                         view_chain=chain, size=size, stride=stride,

@@ -68,14 +68,31 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list[object]:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
 
-def _leaf_key(value: object) -> Hashable:
+def _is_symbolic(value: object) -> bool:
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return True
     if isinstance(value, torch.Tensor):
+        dims = (*value.shape, *value.stride(), value.storage_offset())
+        return any(isinstance(d, torch.SymInt) for d in dims)
+    return False
+
+
+def _leaf_key(value: object, dynamic: bool) -> Hashable:
+    if isinstance(value, torch.Tensor):
+        if dynamic:  # sizes are symbols in the graphs; whoever made them guards the shapes
+            return ("T", value.dim(), value.dtype, value.device.type, value.device.index,
+                    bool(value.requires_grad))
         return (
             "T", tuple(value.shape), tuple(value.stride()), value.dtype, value.device.type,
             value.device.index, bool(value.requires_grad),
         )
+    if dynamic and isinstance(value, int | float | bool | torch.SymInt | torch.SymFloat):
+        return ("N", float if isinstance(value, float | torch.SymFloat) else int)
     if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        raise AotUnsupportedError("symbolic (dynamic) inputs are not supported by aot yet")
+        raise AotUnsupportedError(
+            "symbolic inputs reached a function compiled for static shapes; use "
+            "aot_module_simplified with the graph's symbolic example values"
+        )
     try:
         hash(value)
     except TypeError:
@@ -106,8 +123,11 @@ class AotFunction:
         bw_compiler: Compiler | None,
         partition_fn: PartitionFn,
         decompositions: DecompositionTable | None,
+        *,
+        dynamic: bool = False,
     ) -> None:
         self.fn = fn
+        self.dynamic = dynamic
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler if bw_compiler is not None else fw_compiler
         self.partition_fn = partition_fn
@@ -123,7 +143,7 @@ class AotFunction:
 
     def artifacts_for(self, flat_args: Sequence[object]) -> CompiledArtifacts:
         """The compiled graphs for this input signature, compiling them on a miss."""
-        key = (torch.is_grad_enabled(), tuple(_leaf_key(a) for a in flat_args))
+        key = (torch.is_grad_enabled(), tuple(_leaf_key(a, self.dynamic) for a in flat_args))
         art = self.cache.get(key)
         if art is None:
             art = self._compile(flat_args)
@@ -279,6 +299,33 @@ def aot_module(
     return AotModule(module, compiled)
 
 
+def _symbolic_examples(
+    gm: torch.nn.Module, example_inputs: Sequence[object]
+) -> list[object] | None:
+    """The graph's own symbolic example values, when the inputs are dynamic; else None.
+
+    A capture layer that made sizes symbolic passes SymInts (and maybe real tensors) as example
+    inputs; the fake tensors with symbolic sizes live on the placeholders' metadata.
+    """
+    if not any(_is_symbolic(e) for e in example_inputs):
+        return None
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise AotUnsupportedError(
+            "dynamic example inputs need a GraphModule with placeholder metadata"
+        )
+    values = [n.meta.get("example_value", n.meta.get("val"))
+              for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(values) != len(example_inputs) or any(
+        isinstance(e, torch.Tensor | torch.SymInt) and v is None
+        for e, v in zip(example_inputs, values, strict=True)
+    ):
+        raise AotUnsupportedError(
+            "dynamic example inputs without symbolic example values on the graph's placeholders"
+        )
+    return [v if isinstance(e, torch.Tensor | torch.SymInt) else e
+            for e, v in zip(example_inputs, values, strict=True)]
+
+
 def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.md)
     gm: torch.nn.Module,
     example_inputs: Sequence[object],
@@ -307,9 +354,11 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
                  if isinstance(v, torch.Tensor)}
         return torch.func.functional_call(gm, state, tuple(flat_args[num_owned:]))
 
-    compiled = AotFunction(with_state, fw_compiler, bw_compiler, partition_fn, decompositions)
     owned_values = [owned[n] for n in names]
-    compiled.artifacts_for([*owned_values, *example_inputs])
+    examples = _symbolic_examples(gm, example_inputs)
+    compiled = AotFunction(with_state, fw_compiler, bw_compiler, partition_fn, decompositions,
+                           dynamic=examples is not None)
+    compiled.artifacts_for([*owned_values, *(examples or example_inputs)])
 
     def run(*args: object) -> Any:
         return compiled(*owned_values, *args)

@@ -43,9 +43,18 @@ def node_bytes(node: torch.fx.Node) -> int:
     return _value_bytes(node.meta.get("val"))
 
 
+def _hint(n: object) -> int:
+    """A concrete value for a possibly symbolic int, without adding a guard."""
+    if isinstance(n, torch.SymInt):
+        hint = n.node.hint
+        return int(hint) if hint is not None else 4096
+    assert isinstance(n, int)
+    return n
+
+
 def _value_bytes(val: object) -> int:
     if isinstance(val, torch.Tensor):
-        return int(val.numel()) * val.element_size()
+        return _hint(val.numel()) * val.element_size()
     if isinstance(val, (list, tuple)):
         return sum(_value_bytes(v) for v in val)
     return 0

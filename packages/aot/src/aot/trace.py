@@ -20,6 +20,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils import _pytree as pytree
 
 from aot.analysis import FlatFn, FunctionMeta, TracedKind
 from aot.decompositions import DecompositionTable
@@ -96,10 +97,12 @@ def _views_to_copies(gm: torch.fx.GraphModule, fake_mode: Any) -> None:
             log.warning("no copy variant for view op %s; left as a view", node.target)
             continue
         node.target = target
-        args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs),
-                                             lambda n: n.meta.get("val"))
+        # A `*_copy` op returns the view's values in a fresh contiguous tensor.
         with fake_mode:
-            node.meta["val"] = target(*args, **kwargs)
+            node.meta["val"] = pytree.tree_map_only(
+                torch.Tensor, lambda v: v.clone(memory_format=torch.contiguous_format),
+                node.meta.get("val"),
+            )
 
 
 def _flatten_calling_convention(gm: torch.fx.GraphModule, fake_mode: Any) -> torch.fx.GraphModule:
