@@ -53,7 +53,10 @@ PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut"]
 
 def _params() -> Params:
     torch.manual_seed(0)
-    return {"w1": torch.randn(6, 8, requires_grad=True), "w2": torch.randn(8, 3, requires_grad=True)}
+    return {
+        "w1": torch.randn(6, 8, requires_grad=True),
+        "w2": torch.randn(8, 3, requires_grad=True),
+    }
 
 
 def _train(fn: Callable[..., Any], steps: int = 2) -> tuple[list[Any], Params, torch.Tensor]:
