@@ -30,6 +30,7 @@ from .report import (
     progress_line,
     python_command,
     results_json,
+    source_revision,
 )
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
@@ -255,6 +256,7 @@ def _meta(args: argparse.Namespace, settings: Settings, specs: Sequence[str], ca
         "settings": dataclasses.asdict(settings),
         "impls": [impl_name(s) for s in specs],
         "inductor_cache": cache_note,
+        "source": source_revision(),
         "partial": partial,
     }
 

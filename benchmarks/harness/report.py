@@ -47,6 +47,23 @@ def machine_description(device: str) -> dict[str, Any]:
     return info
 
 
+def source_revision() -> str:
+    """The checkout's commit, and whether the packages or benchmarks had uncommitted changes."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True, timeout=10).stdout
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--",
+                                "packages", "benchmarks"],
+                               capture_output=True, text=True, check=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (not a git checkout)"
+    suffix = " plus uncommitted changes in packages/ or benchmarks/" if dirty.strip() else ""
+    return commit.strip() + suffix
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -133,6 +150,7 @@ def markdown_report(results: Sequence[Result], meta: dict[str, Any],
                     f"triton {machine.get('triton')})")
     head += [
         f"- torch {machine['torch']}, Python {machine['python']}",
+        f"- source: {meta.get('source', 'unknown')}",
         f"- command: `{meta['command']}`",
         f"- settings: repeats={settings['repeats']}, warmup={settings['warmup']}, "
         f"min sample {settings['min_sample_s'] * 1e3:g} ms, clock={settings['clock']}, "
