@@ -176,3 +176,17 @@ def SWAP(vm: Interpreter, inst: dis.Instruction) -> None:
     assert inst.arg is not None
     i = inst.arg
     vm.stack[-1], vm.stack[-i] = vm.stack[-i], vm.stack[-1]
+
+
+@handler("LOAD_SUPER_ATTR", versions=(3.12,))
+def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+    """3.12 ``super().name``: pops super, the class and self; bit 0 asks for a method load."""
+    from symbolic_vm.values import SuperVar
+
+    self_var = vm.pop()
+    cls_var = vm.pop()
+    vm.pop()  # the global `super` itself
+    value = ops.getattr_var(vm, SuperVar(ops.const_value(vm.out, cls_var), self_var), inst.argval)
+    if inst.arg is not None and inst.arg & 1:
+        vm.push(NULL)
+    vm.push(value)
