@@ -179,7 +179,7 @@ def SWAP(vm: Interpreter, inst: dis.Instruction) -> None:
 
 
 @handler("LOAD_SUPER_ATTR", versions=(3.12,))
-def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:  # noqa: N802
+def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.12 ``super().name``: pops super, the class and self; bit 0 asks for a method load."""
     from symbolic_vm.values import SuperVar
 
