@@ -373,7 +373,7 @@ fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame)
     }
 #endif
 #if PY_VERSION_HEX >= 0x030C0000
-    /* 3.12: the evaluator owns the frame it was given; unwinding it with the
+    /* 3.12+: the evaluator owns the frame it was given; unwinding it with the
      * exception pending (as generator.throw does) clears and pops it. */
     return eval_default(ts, frame, 1);
 #else
@@ -551,8 +551,17 @@ run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCode
     int nargs = n_arguments(old);
     int new_size = frame_size(code);
     PyObject **base = (PyObject **)frame;
-    int room = (base + frame_size(old) == ts->datastack_top) &&
-               (base + new_size <= ts->datastack_limit) && !force_slow_path;
+    int on_top = base + frame_size(old) == ts->datastack_top;
+    int room = on_top && base + new_size <= ts->datastack_limit && !force_slow_path;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!on_top && new_size > frame_size(old)) {
+        /* A fresh frame is always the top of the stack; if that ever changes,
+         * refuse rather than overwrite the frames above it. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "evalframe: the frame to retarget is not on top of the frame stack");
+        return fail_frame(ts, frame);
+    }
+#endif
 #if PY_VERSION_HEX < 0x030C0000
     if (!room) {
         stats.called++;
@@ -571,7 +580,7 @@ run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCode
         }
     }
 #if PY_VERSION_HEX >= 0x030C0000
-    if (!room) {
+    if (!room && on_top) {
         _PyInterpreterFrame *moved = move_to_new_chunk(ts, frame, new_size);
         if (moved == NULL) {
             Py_XDECREF(fn);
@@ -583,7 +592,9 @@ run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCode
     else
 #endif
     {
-        ts->datastack_top = base + new_size;
+        if (on_top) {
+            ts->datastack_top = base + new_size;
+        }
         stats.in_place++;
     }
     SET_FRAME_CODE(frame, (PyCodeObject *)Py_NewRef(code));
@@ -744,6 +755,8 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     if (fobj == NULL) {
         return fail_frame(ts, frame);
     }
+    /* Guards may have changed the cache: count what is there now. */
+    n = cache ? PyList_GET_SIZE(cache->entries) : 0;
     PyObject *size = PyLong_FromSsize_t(n);
     if (size == NULL) {
         Py_DECREF(fobj);
