@@ -200,3 +200,32 @@ def test_callback_can_change_callbacks_while_running():
         add(2)
         assert evalframe.set_callback(first) is replacement
     assert calls == ["first", "replacement"]
+
+
+def test_guard_that_clears_the_cache_while_entries_are_tried_is_safe():
+    def clearing_guard(f_locals):
+        evalframe.clear_cache(add.__code__)
+        return False
+
+    answers = iter(
+        [
+            evalframe.Entry(lambda f_locals: f_locals["x"] > 0, add_twice.__code__),
+            evalframe.Entry(clearing_guard, add_twice.__code__),
+        ]
+    )
+    sizes = []
+
+    def cb(frame, size):
+        if frame.f_code is add.__code__:
+            sizes.append(size)
+            return next(answers, None)
+        return None
+
+    with installed(cb):
+        assert add(1) == 22  # miss: caches the x > 0 entry
+        assert add(-1) == 18  # miss: caches the clearing entry (newest)
+        # The clearing guard runs first, empties the cache and refuses; the older
+        # entry is gone, so this is a miss and the callback answers None.
+        assert add(5) == 15
+    assert sizes == [0, 1, 0]
+    assert evalframe.cache_entries(add.__code__) == []
