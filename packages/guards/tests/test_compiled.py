@@ -63,22 +63,22 @@ def test_each_source_is_read_once(model) -> None:
     reads = [line.strip() for line in code.splitlines() if line.strip().startswith("v")]
     assert [r.split(" = ")[1] for r in reads] == [
         "L['self']",
-        "L['x']",
         "v0.training",
+        "L['x']",
         "v0.lin",
         "v3.weight",
     ]
 
 
-def test_check_order_puts_bases_first_then_cheap_kinds(model) -> None:
+def test_check_order_puts_cheap_kinds_first_then_tensors(model) -> None:
     self_, x = model
     gs = GuardSet()
     module_guards(gs, self_, x)
     kinds = [(g.kind, g.source.name() if g.source else None) for g in gs.guards]
     assert kinds == [
         ("ID_MATCH", "L['self']"),
-        ("TENSOR_MATCH", "L['x']"),
         ("CONSTANT_MATCH", "L['self'].training"),
+        ("TENSOR_MATCH", "L['x']"),
         ("TENSOR_MATCH", "L['self'].lin.weight"),
         ("DISPATCH_TLS", None),
         ("GLOBAL_STATE", None),
@@ -177,7 +177,7 @@ def test_text_lists_one_guard_per_line_in_check_order(model) -> None:
     lines = cg.text.splitlines()
     assert len(lines) == len(cg.guards) == 7
     assert lines[0] == f"ID_MATCH: L['self'] id={id(self_)} type=types.SimpleNamespace"
-    assert lines[2] == "CONSTANT_MATCH: L['self'].training == True type=bool"
+    assert lines[1] == "CONSTANT_MATCH: L['self'].training == True type=bool"
     assert lines[5].startswith("GLOBAL_STATE: grad_enabled=True")
     assert lines[6] == "SHAPE: L['x'].size(0) == L['self'].lin.weight.size(0)  # x and weight agree"
 
@@ -274,3 +274,20 @@ def test_global_state_sees_torch_function_and_dispatch_modes(compile_set, verdic
             ["global state torch_dispatch_modes: expected 0, actual 1"],
         )
     assert verdict(cg, {}) == (True, [])
+
+
+def test_guards_on_a_base_come_before_guards_read_through_it() -> None:
+    # A tensor guard on L['t'] (expensive class) and a constant read through it (cheap
+    # class): the base's guard still comes first, so the read never meets a non-tensor.
+    gs = GuardSet()
+    t = torch.randn(3)
+    gs.CONSTANT_MATCH(AttrSource(LocalSource("t"), "is_leaf"), True)
+    gs.TENSOR_MATCH(LocalSource("t"), t)
+    gs.CONSTANT_MATCH(LocalSource("n"), 1)
+    order = [(g.kind, g.source.name() if g.source else None) for g in gs.guards]
+    assert order == [
+        ("CONSTANT_MATCH", "L['n']"),
+        ("TENSOR_MATCH", "L['t']"),
+        ("CONSTANT_MATCH", "L['t'].is_leaf"),
+        ("DISPATCH_TLS", None),
+    ]

@@ -30,12 +30,42 @@ __all__ = ["GuardSet"]
 log = logging.getLogger("strata.guards")
 
 _SOURCELESS_DEPTH = 1 << 30
+#: Ranks up to this one (ID, TYPE, CONSTANT, LENGTH, DICT_KEYS) are plain Python compares.
+_CHEAP_RANK = 4
 
 
-def _order(item: tuple[int, Guard]) -> tuple[int, int, int]:
+def _order(item: tuple[int, Guard]) -> tuple[int, int, int, int]:
     seq, guard = item
     depth = guard.source.depth if guard.source is not None else _SOURCELESS_DEPTH
-    return (depth, guard.rank, seq)
+    cost = 0 if guard.rank <= _CHEAP_RANK else guard.rank
+    return (cost, depth, guard.rank, seq)
+
+
+def check_order(items: list[tuple[int, Guard]]) -> list[Guard]:
+    """Cheap guards (any depth) before tensor guards before TLS, global state and shapes;
+    within those, shallow sources first; then every guard on a base is moved before the
+    guards on values read through it, so a base's type is pinned before it is read through."""
+    ordered = [g for _, g in sorted(items, key=_order)]
+    on_source: dict[Source, list[Guard]] = {}
+    for guard in ordered:
+        if guard.source is not None:
+            on_source.setdefault(guard.source, []).append(guard)
+    out: list[Guard] = []
+    placed: set[int] = set()
+
+    def place(guard: Guard) -> None:
+        if id(guard) in placed:
+            return
+        placed.add(id(guard))
+        if guard.source is not None:
+            for base in guard.source.chain()[:-1]:
+                for base_guard in on_source.get(base, []):
+                    place(base_guard)
+        out.append(guard)
+
+    for guard in ordered:
+        place(guard)
+    return out
 
 
 class GuardSet:
@@ -45,10 +75,11 @@ class GuardSet:
     no-op; two TENSOR_MATCH on one source (static and dynamic) keep the stricter; two
     contradictory guards on one value (two different constants, ...) raise GuardError.
 
-    ``guards`` lists them in check order: by source depth (a base's guards before guards on
-    values read through it, so ``type(L['self'])`` is known before ``L['self'].linear`` is
-    read), then cheap identity checks before type, constant, length, key and tensor checks,
-    then the source-less guards (dispatch TLS, global state, shape predicates).
+    ``guards`` lists them in check order (see ``check_order``): the cheap Python compares
+    (ID, TYPE, CONSTANT, LENGTH, DICT_KEYS) first, as flags and lengths are what most often
+    tells cache entries apart; then TENSOR_MATCH, DISPATCH_TLS, GLOBAL_STATE and SHAPE; and
+    always a base's guards before guards on values read through it, so ``type(L['self'])``
+    is known before ``L['self'].linear`` is read.
     """
 
     def __init__(self) -> None:
@@ -137,7 +168,7 @@ class GuardSet:
     @property
     def guards(self) -> list[Guard]:
         """All guards, in check order."""
-        return [g for _, g in sorted(self._guards.values(), key=_order)]
+        return check_order(list(self._guards.values()))
 
     def sources(self) -> list[Source]:
         """Every source a guard reads, bases included, each once, bases first."""
