@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from symbolic_vm.capture import capture, reset_counters
     from symbolic_vm.errors import GraphBreakNeeded, SymbolicVMError, Unsupported
+    from symbolic_vm.frame_capture import capture, reset, reset_counters
     from symbolic_vm.records import (
         CaptureConfig,
         CapturedGraph,
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
-    "capture": "symbolic_vm.capture",
-    "reset_counters": "symbolic_vm.capture",
+    "capture": "symbolic_vm.frame_capture",
+    "reset_counters": "symbolic_vm.frame_capture",
+    "reset": "symbolic_vm.frame_capture",
     "CaptureConfig": "symbolic_vm.records",
     "CaptureResult": "symbolic_vm.records",
     "CapturedGraph": "symbolic_vm.records",
@@ -67,6 +68,7 @@ __all__ = [
     "disable_marker",
     "reset_registries",
     "reset_counters",
+    "reset",
 ]
 
 

@@ -29,9 +29,18 @@ _ = handlers  # importing the package registers every opcode handler
 
 
 def reset_counters() -> None:
-    """Restart graph numbering (compile_api.reset())."""
+    """Restart graph numbering."""
     global _counter
     _counter = itertools.count()
+
+
+def reset() -> None:
+    """Forget the VM's state between compilations (compile_api.reset()): graph numbering.
+
+    Registrations made with allow_in_graph/nonstrict_trace/disable_marker are kept, as
+    torch._dynamo.reset() keeps them; reset_registries() forgets those too.
+    """
+    reset_counters()
 
 
 def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
