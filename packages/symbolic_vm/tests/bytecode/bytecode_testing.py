@@ -70,3 +70,62 @@ def rebuild_function(fn: types.FunctionType, code: types.CodeType) -> types.Func
     new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
+
+
+# Test modules of CPython's own suite that are dense in unusual syntax (match, except*, async,
+# with, comprehensions, settrace control-flow corner cases): a second corpus, beside the library.
+SYNTAX_HEAVY_TESTS = (
+    "patma grammar coroutines generators exceptions except_star with listcomps setcomps dictcomps "
+    "contextlib contextlib_async asyncgen scope super compile peepholer opcodes "
+    "positional_only_arg keywordonlyarg unpack_ex fstring named_expressions type_params "
+    "dataclasses sys_settrace raise exception_group typing enum inspect"
+).split()
+
+
+def syntax_heavy_test_files() -> list[str]:
+    """Paths of the SYNTAX_HEAVY_TESTS modules that exist in this interpreter's Lib/test."""
+    test_dir = os.path.join(sysconfig.get_paths()["stdlib"], "test")
+    found = []
+    for name in SYNTAX_HEAVY_TESTS:
+        for path in (
+            os.path.join(test_dir, f"test_{name}.py"),
+            os.path.join(test_dir, f"test_{name}", "__init__.py"),
+        ):
+            if os.path.exists(path):
+                found.append(path)
+    return found
+
+
+_NO_FALLTHROUGH = {
+    "JUMP_FORWARD",
+    "JUMP_BACKWARD",
+    "JUMP_BACKWARD_NO_INTERRUPT",
+    "RETURN_VALUE",
+    "RETURN_CONST",
+    "RAISE_VARARGS",
+    "RERAISE",
+}
+
+
+def has_dead_code(items: list[Instr | Label]) -> bool:
+    """True when some instruction cannot be reached from the entry (by jumps, fall-through or
+    exception handlers of reached instructions)."""
+    where = label_indices(items)
+    instrs = [i for i in items if isinstance(i, Instr)]
+    seen = {0}
+    todo = [0]
+    while todo:
+        k = todo.pop()
+        ins = instrs[k]
+        nxt: list[int] = []
+        if isinstance(ins.arg, Label):
+            nxt.append(where[ins.arg])
+        if ins.handler is not None:
+            nxt.append(where[ins.handler.target])
+        if ins.opname not in _NO_FALLTHROUGH and k + 1 < len(instrs):
+            nxt.append(k + 1)
+        for n in nxt:
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return len(seen) < len(instrs)

@@ -7,7 +7,14 @@ import sys
 import types
 
 import pytest
-from bytecode_testing import compile_file, normalized, stdlib_files, walk_code
+from bytecode_testing import (
+    compile_file,
+    has_dead_code,
+    normalized,
+    stdlib_files,
+    syntax_heavy_test_files,
+    walk_code,
+)
 
 from symbolic_vm.bytecode import MUST_BE_FOLLOWED_BY, Instr, Label, assemble, decode
 
@@ -61,6 +68,34 @@ def test_stdlib_code_objects_reassemble_byte_identical(part: int) -> None:
                 failures.append(f"{path}:{code.co_firstlineno} {code.co_qualname}: {diff}")
     assert not failures, f"{len(failures)} of {checked} differ, first: {failures[:5]}"
     assert checked > 500
+
+
+def test_syntax_heavy_cpython_test_modules_reassemble_identically() -> None:
+    """CPython's own tests of match, except*, async, with... reassemble unchanged.
+
+    One allowance: where the compiler left unreachable instructions, it sized the stack before
+    removing dead code, so its co_stacksize may exceed ours (which covers every reachable path).
+    """
+    checked = dead_code_smaller = 0
+    failures: list[str] = []
+    for path in syntax_heavy_test_files():
+        top = compile_file(path)
+        if top is None:
+            continue
+        for code in walk_code(top):
+            items = decode(code)
+            new = assemble(items, template=code)
+            checked += 1
+            diff = _differences(code, new)
+            if diff == ["co_stacksize"] and new.co_stacksize < code.co_stacksize:
+                if has_dead_code(items):
+                    dead_code_smaller += 1
+                    continue
+            if diff:
+                failures.append(f"{path}:{code.co_firstlineno} {code.co_qualname}: {diff}")
+    assert not failures, f"{len(failures)} of {checked} differ, first: {failures[:5]}"
+    assert checked > 5000
+    assert dead_code_smaller < checked // 200
 
 
 def _spread_nops(items: list[Instr | Label], every: int) -> list[Instr | Label]:

@@ -16,6 +16,7 @@ from symbolic_vm.bytecode.errors import (
 from symbolic_vm.bytecode.instr import (
     NO_POSITION,
     ExceptHandler,
+    FreeVar,
     Instr,
     Label,
     Position,
@@ -38,6 +39,7 @@ __all__ = [
     "Position",
     "NO_POSITION",
     "ExceptHandler",
+    "FreeVar",
     # decode / assemble
     "decode",
     "assemble",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dis
 import struct
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypedDict
 
 import attrs
@@ -13,7 +13,7 @@ from typing_extensions import Unpack
 
 from symbolic_vm.bytecode import opcodes
 from symbolic_vm.bytecode.errors import AssemblyError
-from symbolic_vm.bytecode.instr import ExceptHandler, Instr, Label, Position
+from symbolic_vm.bytecode.instr import ExceptHandler, FreeVar, Instr, Label, Position
 from symbolic_vm.bytecode.opcodes import ArgKind
 from symbolic_vm.bytecode.tables import (
     ExceptionTableEntry,
@@ -200,24 +200,34 @@ def assemble(
     cellvars = list(overrides.get("co_cellvars", template.co_cellvars))
     freevars = list(overrides.get("co_freevars", template.co_freevars))
     known_vars = set(varnames) | set(cellvars) | set(freevars)
-    for ins in instrs:
+    for i, ins in enumerate(instrs):
         kind = opcodes.arg_kind(ins.opname)
-        if kind is ArgKind.LOCAL or kind is ArgKind.LOCAL_PAIR:
+        if kind is ArgKind.LOCAL or kind is ArgKind.LOCAL_PAIR or kind is ArgKind.FREE:
             vs = ins.arg if kind is ArgKind.LOCAL_PAIR else (ins.arg,)
             assert isinstance(vs, tuple)
             for v in vs:
-                if v not in known_vars:
+                if isinstance(v, FreeVar):
+                    if v.name not in freevars:
+                        raise AssemblyError(f"{_where(i, ins)}: {v.name!r} is not a free variable")
+                elif kind is ArgKind.FREE:
+                    # A cell may share an argument's slot; a new one is added to the cells.
+                    if v not in cellvars and v not in freevars:
+                        cellvars.append(v)
+                        known_vars.add(v)
+                elif v not in known_vars:
                     varnames.append(v)
                     known_vars.add(v)
-        elif kind is ArgKind.FREE:
-            assert isinstance(ins.arg, str)
-            if ins.arg not in cellvars and ins.arg not in freevars:
-                cellvars.append(ins.arg)
-                known_vars.add(ins.arg)
     localsplus = varnames + [c for c in cellvars if c not in varnames] + freevars
     local_index: dict[str, int] = {}
     for k, nm in enumerate(localsplus):
         local_index.setdefault(nm, k)
+    free_base = len(localsplus) - len(freevars)
+
+    def slot_of(v: object) -> int:
+        if isinstance(v, FreeVar):
+            return free_base + freevars.index(v.name)
+        assert isinstance(v, str)
+        return local_index[v]
 
     slots: list[_Slot] = []
     for i, ins in enumerate(instrs):
@@ -248,11 +258,10 @@ def assemble(
             oparg = name_index[arg] << shift | flags
             flags = 0
         elif kind is ArgKind.LOCAL or kind is ArgKind.FREE:
-            assert isinstance(arg, str)
-            oparg = local_index[arg]
+            oparg = slot_of(arg)
         elif kind is ArgKind.LOCAL_PAIR:
             assert isinstance(arg, tuple)
-            a, b = (local_index[v] for v in arg)
+            a, b = (slot_of(v) for v in arg)
             if a > 15 or b > 15:
                 raise AssemblyError(f"{_where(i, ins)}: both locals must be among the first 16")
             oparg = a << 4 | b
@@ -342,9 +351,19 @@ def _check_adjacency(
 def _resolve_jumps(slots: list[_Slot], instrs: Sequence[Instr]) -> list[int]:
     """Set jump opargs and EXTENDED_ARG counts to a fixed point; return offsets in code units.
 
-    Sizes only ever grow, so the loop ends; in practice after one or two rounds.
+    Where a jump sits right at the 255/256 boundary two layouts can both be consistent; CPython
+    picks one by where its iteration starts. 3.11/3.12 start from jumps without prefixes and only
+    grow; 3.13 starts from each jump's target *index* as its oparg and lets sizes move both ways.
+    Both are mirrored (3.13's only for a bounded number of rounds, then growing only, so the loop
+    always ends), which keeps reassembled code byte-identical.
     """
     jumps = [i for i, s in enumerate(slots) if s.target >= 0]
+    two_way_rounds = 0
+    if opcodes.PY_VERSION >= (3, 13):
+        two_way_rounds = 16
+        for i in jumps:
+            slots[i].ext = _ext_count(slots[i].target)
+    rounds = 0
     while True:
         offsets = [0] * (len(slots) + 1)
         for i, s in enumerate(slots):
@@ -359,11 +378,12 @@ def _resolve_jumps(slots: list[_Slot], instrs: Sequence[Instr]) -> list[int]:
                 raise AssemblyError(f"{_where(i, instrs[i])}: jump goes the wrong way")
             s.oparg = delta
             need = _ext_count(delta)
-            if need > s.ext:
+            if need > s.ext or (need < s.ext and rounds < two_way_rounds):
                 s.ext = need
                 changed = True
         if not changed:
             return offsets
+        rounds += 1
 
 
 def _emit(slots: Sequence[_Slot]) -> bytes:
@@ -436,6 +456,31 @@ def _stacksize(
             work.append(i)
 
     push(0, 0)
+    # Every handler named in the table is also analysed, even one only dead code can reach, and
+    # so is a dead handler block (an unreached PUSH_EXC_INFO, entered with just the exception
+    # above its cleanup depth): CPython's compiler sizes the stack before it drops dead code, and
+    # a larger size is harmless.
+    for s in slots:
+        if s.handler is not None:
+            h = s.handler
+            push(label_index[h.target], h.depth + int(h.lasti) + 1)
+    while True:
+        _flow(slots, depth_at, work, push, label_index)
+        for i, s in enumerate(slots):
+            if depth_at[i] < 0 and s.name == "PUSH_EXC_INFO" and s.handler is not None:
+                push(i, s.handler.depth)
+        if not work:
+            break
+    return max_depth
+
+
+def _flow(
+    slots: Sequence[_Slot],
+    depth_at: list[int],
+    work: list[int],
+    push: Callable[[int, int], None],
+    label_index: dict[Label, int],
+) -> None:
     while work:
         i = work.pop()
         depth = depth_at[i]
@@ -452,7 +497,6 @@ def _stacksize(
         else:
             after = depth + _effect(s.op, oparg)
             if s.name in opcodes.NO_FALLTHROUGH:
-                max_depth = max(max_depth, after)
+                push(len(slots), after)  # only counts towards the maximum
                 continue
             push(i + 1, after)
-    return max_depth

@@ -7,7 +7,7 @@ import types
 
 from symbolic_vm.bytecode import opcodes
 from symbolic_vm.bytecode.errors import DecodeError
-from symbolic_vm.bytecode.instr import ExceptHandler, Instr, Label, Position
+from symbolic_vm.bytecode.instr import ExceptHandler, FreeVar, Instr, Label, Position
 from symbolic_vm.bytecode.opcodes import ArgKind
 from symbolic_vm.bytecode.tables import decode_exception_table
 
@@ -110,6 +110,12 @@ def decode(code: types.CodeType) -> list[Instr | Label]:
 
     positions = list(code.co_positions())
     localsplus = localsplus_names(code)
+    first_free = len(localsplus) - len(code.co_freevars)
+    # A variable is named by a plain string unless a class body has the same name as a cell too.
+    variables: list[str | FreeVar] = [
+        FreeVar(name) if k >= first_free and name in localsplus[:first_free] else name
+        for k, name in enumerate(localsplus)
+    ]
     consts = code.co_consts
     names = code.co_names
     instrs: list[Instr] = []
@@ -128,9 +134,9 @@ def decode(code: types.CodeType) -> list[Instr | Label]:
             arg = names[r.oparg >> shift]
             flags = r.oparg & ((1 << shift) - 1)
         elif kind is ArgKind.LOCAL or kind is ArgKind.FREE:
-            arg = localsplus[r.oparg]
+            arg = variables[r.oparg]
         elif kind is ArgKind.LOCAL_PAIR:
-            arg = (localsplus[r.oparg >> 4], localsplus[r.oparg & 15])
+            arg = (variables[r.oparg >> 4], variables[r.oparg & 15])
         elif kind is ArgKind.COMPARE:
             arg = dis.cmp_op[r.oparg >> opcodes.COMPARE_SHIFT]
             flags = r.oparg & ((1 << opcodes.COMPARE_SHIFT) - 1)

@@ -14,6 +14,7 @@ from symbolic_vm.bytecode.opcodes import ArgKind
 
 __all__ = [
     "ExceptHandler",
+    "FreeVar",
     "Instr",
     "Label",
     "NO_POSITION",
@@ -67,8 +68,33 @@ class ExceptHandler:
     lasti: bool = False
 
 
+@attrs.frozen
+class FreeVar:
+    """The free-variable slot of ``name``, where the code object also has a cell of that name.
+
+    Only class bodies do this (``__class__`` both captured from outside and provided to methods);
+    everywhere else a plain ``str`` names the variable unambiguously and is what ``decode`` gives.
+    """
+
+    name: str
+
+
 _INT_KINDS = (ArgKind.INT,)
-_STR_KINDS = (ArgKind.NAME, ArgKind.LOCAL, ArgKind.FREE, ArgKind.COMPARE)
+_STR_KINDS = (ArgKind.NAME, ArgKind.COMPARE)
+_VAR_KINDS = (ArgKind.LOCAL, ArgKind.FREE)
+
+
+_EXPECTED = {
+    ArgKind.NONE: "no argument (None)",
+    ArgKind.INT: "an int argument >= 0",
+    ArgKind.CONST: "a constant",
+    ArgKind.NAME: "a name (str)",
+    ArgKind.LOCAL: "a local variable name (str)",
+    ArgKind.LOCAL_PAIR: "a pair of local variable names",
+    ArgKind.FREE: "a cell or free variable name (str)",
+    ArgKind.COMPARE: f"a comparison operator, one of {dis.cmp_op}",
+    ArgKind.JUMP: "a jump target (a Label)",
+}
 
 
 def _check_arg(instance: Instr, _attr: attrs.Attribute[object], value: object) -> None:
@@ -85,14 +111,20 @@ def _check_arg(instance: Instr, _attr: attrs.Attribute[object], value: object) -
         ok = isinstance(value, str)
         if ok and kind is ArgKind.COMPARE:
             ok = value in dis.cmp_op
+    elif kind in _VAR_KINDS:
+        ok = isinstance(value, str | FreeVar)
     elif kind is ArgKind.LOCAL_PAIR:
-        ok = isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, str) for v in value)
+        ok = (
+            isinstance(value, tuple)
+            and len(value) == 2
+            and all(isinstance(v, str | FreeVar) for v in value)
+        )
     elif kind is ArgKind.JUMP:
         ok = isinstance(value, Label)
     else:  # CONST: any object
         ok = True
     if not ok:
-        raise AssemblyError(f"{name} takes a {kind.value} argument, got {value!r}")
+        raise AssemblyError(f"{name} takes {_EXPECTED[kind]}, got {value!r}")
 
 
 def _default_flags(opname: str, arg: object) -> int:
@@ -106,7 +138,8 @@ class Instr:
     """One instruction with its argument resolved.
 
     ``arg`` is, by the opcode's :class:`ArgKind`: the constant itself (LOAD_CONST, RETURN_CONST,
-    KW_NAMES), a name (co_names, local, cell or free variable), a comparison operator string
+    KW_NAMES), a name (co_names, local, cell or free variable; :class:`FreeVar` in the one
+    ambiguous case), a comparison operator string
     (COMPARE_OP), a :class:`Label` (jumps), a pair of local names (3.13 LOAD_FAST_LOAD_FAST...),
     a plain int, or None for argument-less opcodes. Use ``attrs.evolve`` to derive a changed copy.
 
