@@ -2,7 +2,7 @@
 
 The generated function has the shape::
 
-    def ___guard_check(L, *, G=<f_globals>, ___type_0=<class>, ...):
+    def ___guard_check(___self, L, *, G=<f_globals>, ___type_0=<class>, ...):
         try:
             v0 = L['x']
             if type(v0) is not ___tensor_type_1: return False
@@ -11,6 +11,7 @@ The generated function has the shape::
             return False
         return True
 
+It becomes the ``__call__`` of the returned object (``___self`` is that object, unused).
 Constants (classes, dtypes, weakrefs, torch functions) are bound as keyword-only defaults, so
 each is a fast local load instead of a global or attribute lookup per call.  Each source is
 read once into a local, in check order, bases before the values read through them.  Any
