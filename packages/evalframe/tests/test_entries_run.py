@@ -356,3 +356,38 @@ def test_runaway_recursion_under_the_hook_is_a_recursion_error_and_recovers(answ
         assert outer(1) == 1  # the interpreter is usable at once
     # With an entry cached, every deeper frame hit it; with None, each one asked.
     assert (rec.count("endless") == 1) == (answer == "entry")
+
+
+def test_guard_dict_has_the_keys_and_values_of_f_locals_at_frame_start():
+    def make():
+        free = [1]
+
+        def fn(a, b=2, *args, k, **kw):
+            cell = a
+
+            def uses():
+                return cell, b, free
+
+            return uses()
+
+        return fn
+
+    fn = make()
+    at_start = []
+    given = []
+
+    def guard(f_locals):
+        given.append(dict(f_locals))
+        return True
+
+    def answer(frame, size):
+        at_start.append(dict(frame.f_locals))
+        return evalframe.Entry(guard, frame.f_code)
+
+    rec = Recorder({fn.__code__: answer})
+    with installed(rec):
+        assert fn(1, 3, 4, k=5, z=6) == (1, 3, [1])
+        assert fn(1, 3, 4, k=5, z=6) == (1, 3, [1])
+    expected = {"a": 1, "b": 3, "args": (4,), "k": 5, "kw": {"z": 6}, "free": [1]}
+    assert at_start == [expected]
+    assert given == [expected]
