@@ -7,7 +7,10 @@ Cases:
   (a) one tensor argument: TENSOR_MATCH (+ the DISPATCH_TLS it implies), then the same
       plus GLOBAL_STATE, plus ablations that show where the time goes;
   (b) a module with 50 parameters: ID_MATCH on the module, CONSTANT_MATCH on .training,
-      DICT_KEYS on ._modules, TENSOR_MATCH on two tensor args, GLOBAL_STATE.
+      DICT_KEYS on ._modules, TENSOR_MATCH on two tensor args, GLOBAL_STATE;
+  (b') the same plus TENSOR_MATCH on each of the 50 parameters (symbolic_vm lifts parameters
+      as graph inputs and guards each), with TYPE_MATCH on the submodules read through;
+  (b'') as (b') with the parameters read through the modules' _modules/_parameters dicts.
 References (run side by side, never used by the package): TorchDynamo's own cached guard
 check for the same frame (its C++ GuardManager, through its Python ``check``), and
 torch.compile(backend="eager")'s whole per-call overhead (compiled call - eager call; for (b)
@@ -27,7 +30,15 @@ from collections.abc import Callable
 
 import torch
 
-from guards import AttrSource, CompiledGuards, GuardSet, LocalSource, compile_guards
+from guards import (
+    AttrSource,
+    CompiledGuards,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    Source,
+    compile_guards,
+)
 
 # CPU time of this process: on a shared, oversubscribed machine wall time mostly measures
 # the neighbours.  (torch runs single-threaded below, so this is the time of one thread.)
@@ -146,6 +157,43 @@ def main() -> None:
     assert sum(1 for _ in model.parameters()) == 50
     rows.append(
         ("(b) module: ID+CONSTANT+DICT_KEYS+2xTENSOR+GLOBAL_STATE", check_ns(cgb, lb, n, r))
+    )
+    # (b'): the same plus a TENSOR_MATCH on each of the 50 parameters, read through the
+    # module, which is what symbolic_vm emits today when it lifts parameters as graph inputs.
+    for name, _ in model.named_parameters():
+        source: Source = LocalSource("self")
+        for part in name.split("."):
+            source = AttrSource(source, part)
+        gb.TENSOR_MATCH(source, model.get_parameter(name))
+    gb.add_base_guards(lb, {})
+    cgb_params = compile_guards(gb, {})
+    rows.append(
+        ("(b') as (b) + TENSOR_MATCH on the 50 parameters", check_ns(cgb_params, lb, n // 10, r))
+    )
+    # (b''): the same guards, but each parameter read through the module's own dicts
+    # (L['self']._modules['layers']._modules['0']._parameters['weight']): no
+    # nn.Module.__getattr__ (a Python function) per step.
+    gd = GuardSet()
+    gd.ID_MATCH(LocalSource("self"), model)
+    gd.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
+    gd.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
+    gd.TENSOR_MATCH(LocalSource("x"), x)
+    gd.TENSOR_MATCH(LocalSource("y"), y)
+    gd.GLOBAL_STATE()
+    for name, _ in model.named_parameters():
+        *mods, leaf = name.split(".")
+        source = LocalSource("self")
+        for part in mods:
+            source = ItemSource(AttrSource(source, "_modules"), part)
+        gd.TENSOR_MATCH(
+            ItemSource(AttrSource(source, "_parameters"), leaf), model.get_parameter(name)
+        )
+    gd.add_base_guards(lb, {})
+    rows.append(
+        (
+            "(b'') as (b'), parameters read via _modules/_parameters",
+            check_ns(compile_guards(gd, {}), lb, n // 10, r),
+        )
     )
 
     if not opts.no_torch_compile:
