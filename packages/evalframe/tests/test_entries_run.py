@@ -292,15 +292,33 @@ def test_recursive_hooked_function_hits_its_own_entry():
     assert stats()["hits"] - before == 29
 
 
-def test_module_level_code_can_be_replaced():
+def test_module_level_code_can_be_replaced(slow_path):
     module_code = compile("result = 1\n", "<mod>", "exec")
-    replacement = compile("result = 2\n", "<mod>", "exec")
-    rec = Recorder({module_code: entry_for(replacement)})
-    namespace: dict[str, object] = {}
+    replacement = compile("result = [2, __name__]\n", "<mod>", "exec")
+    rec = Recorder({module_code: entry_for(replacement), replacement: entry_for(module_code)})
+    namespace: dict[str, object] = {"__name__": "mod"}
     with installed(rec):
         exec(module_code, namespace)
-    assert namespace["result"] == 2
-    assert sys.getrefcount(module_code) >= 2
+    assert namespace["result"] == [2, "mod"]
+    assert [call[0] for call in rec.calls] == ["<module>"]  # the replacement was not offered
+
+
+def test_class_body_can_be_replaced(slow_path):
+    def make(value):
+        class Body:
+            attr = value
+
+        return Body
+
+    body_code = next(c for c in make.__code__.co_consts if hasattr(c, "co_name"))
+    ns: dict[str, object] = {}
+    exec("def make(value):\n    class Body:\n        attr = value * 10\n    return Body\n", ns)
+    other_code = next(c for c in ns["make"].__code__.co_consts if hasattr(c, "co_name"))
+    rec = Recorder({body_code: entry_for(other_code)})
+    with installed(rec):
+        assert make(4).attr == 40
+        assert make(5).attr == 50
+    assert rec.count("Body") == 1
 
 
 def test_entry_code_bigger_than_a_fresh_stack_chunk(slow_path):

@@ -498,10 +498,15 @@ call_instead(ThreadState *st, _PyInterpreterFrame *frame, PyCodeObject *code)
 {
     PyCodeObject *co = FRAME_CODE(frame);
     if (!(co->co_flags & CO_OPTIMIZED)) {
+        /* Module and class bodies: run with the frame's namespace. */
         PyObject *closure = FRAME_FUNC(frame)->func_closure;
-        return PyEval_EvalCodeEx((PyObject *)code, frame->f_globals,
-                                 frame->f_locals ? frame->f_locals : frame->f_globals,
-                                 NULL, 0, NULL, 0, NULL, 0, NULL, closure);
+        st->skip_code = code;
+        PyObject *result = PyEval_EvalCodeEx(
+            (PyObject *)code, frame->f_globals,
+            frame->f_locals ? frame->f_locals : frame->f_globals, NULL, 0, NULL, 0, NULL, 0,
+            NULL, closure);
+        st->skip_code = NULL;
+        return result;
     }
     PyObject *fn = function_for(frame, code);
     if (fn == NULL) {
