@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.fx
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -262,22 +263,60 @@ def test_split_is_logged_with_the_subgraph_count(caplog: pytest.LogCaptureFixtur
     assert any("split a graph into 2 subgraphs" in m for m in messages), messages
 
 
-def test_graph_with_symbolic_sizes_is_compiled_whole() -> None:
+def _dynamic_graph() -> tuple[torch.fx.GraphModule, list[Any], list[nn.Linear]]:
+    """A captured-style graph with a symbolic batch size (fxbuild, dynamic=True)."""
+    import fxbuild
+
+    layers = [nn.Linear(WIDTH, WIDTH) for _ in range(4)]
+    builder = fxbuild.GraphBuilder(dynamic=True)
+    weights = [
+        (builder.placeholder(f"w{i}", layer.weight), builder.placeholder(f"b{i}", layer.bias))
+        for i, layer in enumerate(layers)
+    ]
+    h = builder.placeholder("x", torch.randn(8, WIDTH))
+    batch = builder.call_method("size", [h, 0])  # a symbolic size crossing the buckets
+    for w, b in weights:
+        h = builder.call_function(torch.relu, [builder.call_function(F.linear, [h, w, b])])
+    out = builder.call_method("view", [h, batch, -1])
+    return builder.finish([out]), builder.example_inputs, layers
+
+
+@pytest.mark.parametrize("backend_name", ["eager", "aot_eager"])
+def test_graph_with_symbolic_sizes_splits_and_serves_other_sizes(backend_name: str) -> None:
+    torch.manual_seed(0)
+    gm, inputs, _ = _dynamic_graph()
+    backend = compile_api.lookup_backend(backend_name)
+    calls: list[torch.fx.GraphModule] = []
+
+    def recording(sub: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        calls.append(sub)
+        return backend(sub, example_inputs)
+
+    compiled = ddp.ddp_split_backend(recording, LAYER_BYTES)(gm, inputs)
+    assert compiled.num_subgraphs == 4
+    for sub in calls:
+        for node in sub.graph.nodes:
+            if node.op == "placeholder" and node.name == "x":
+                assert isinstance(node.meta["example_value"].shape[0], torch.SymInt)
+    later = [n for n in calls[-1].graph.nodes if n.op == "placeholder"]
+    assert any(isinstance(n.meta.get("example_value"), torch.SymInt) for n in later), (
+        "the symbolic batch size crosses into later subgraphs with its example value"
+    )
+    for batch in (8, 5, 3):
+        args = [*inputs[:-1], torch.randn(batch, WIDTH)]
+        torch.testing.assert_close(compiled(*args)[0], gm(*args)[0])
+
+
+def test_fake_example_inputs_compile_the_graph_whole() -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     gm, inputs = lifted(Chain())
-    mode = FakeTensorMode(shape_env=ShapeEnv())
-    x_node = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
-    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
-
-    context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC])
-    x_node.meta["example_value"] = mode.from_tensor(inputs[-1], symbolic_context=context)
+    inputs[-1] = FakeTensorMode().from_tensor(inputs[-1])
     calls, backend = recording_eager()
     splitter = ddp.ddp_split_backend(backend, LAYER_BYTES)
     compiled = splitter(gm, inputs)
     assert compiled.num_subgraphs == 1 and len(calls) == 1
-    assert "dynamic" in splitter.records[-1].reason_unsplit
+    assert "fake" in splitter.records[-1].reason_unsplit
     assert len(splitter.records[-1].buckets) == 6
 
 

@@ -269,38 +269,50 @@ def _example_for(fake: object) -> object:
     return real.requires_grad_(fake.requires_grad)
 
 
-def _has_symbolic_sizes(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
-    if any(isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) for v in example_inputs):
-        return True
-    for node in gm.graph.nodes:
-        if node.op != "placeholder":
-            continue
-        value = node.meta.get("example_value", node.meta.get("val"))
-        if isinstance(value, torch.Tensor) and any(
-            isinstance(s, torch.SymInt) for s in value.shape
-        ):
-            return True
-    return False
+def _unsplittable(example_inputs: Sequence[Any]) -> str:
+    """Why a graph with these example inputs must be compiled whole, or '' when it can be split.
 
-
-def _unsplittable(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str:
-    """Why this graph must be compiled whole, or '' when it can be split."""
+    The split makes real example inputs for the values that cross between subgraphs; it
+    relies on the graph's own inputs being real values, as the capture layer passes them.
+    """
     from torch._subclasses.fake_tensor import FakeTensor
 
-    if _has_symbolic_sizes(gm, example_inputs):
-        # Intermediate example inputs are made from fake values; with symbolic sizes they would
-        # pin each subgraph to this call's sizes while the frame's guards allow others.
-        return "the graph has dynamic (symbolic) sizes"
+    if any(isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) for v in example_inputs):
+        return "the example inputs hold symbolic numbers"
     if any(isinstance(v, FakeTensor) for v in example_inputs):
         return "the example inputs are fake tensors"
     return ""
 
 
+_EXAMPLE_META = ("example_value", "val")
+
+
 def _split(gm: torch.fx.GraphModule, built: list[_Building]) -> torch.fx.GraphModule:
-    """``gm`` as a top-level graph calling ``submod_<i>``, one per bucket, in bucket order."""
+    """``gm`` as a top-level graph calling ``submod_<i>``, one per bucket, in bucket order.
+
+    Every node of a subgraph keeps its name and its example value (fake, symbolic where the
+    capture made sizes dynamic), and each subgraph's placeholders carry the example values of
+    the nodes they stand for: a backend sees a subgraph as it would see a whole captured graph.
+    """
+    # split_module wants every size symbol in the example values bound by a SymInt input of the
+    # graph; ours live in tensor sizes, so split without them and put them back afterwards.
+    saved = {
+        node.name: {k: node.meta.pop(k) for k in _EXAMPLE_META if k in node.meta}
+        for node in gm.graph.nodes
+    }
     partition = {node: i for i, b in enumerate(built) for node in b.nodes}
-    # keep_original_order: independent pieces must still run in bucket order
-    split_gm = split_module(gm, gm, lambda node: partition[node], keep_original_order=True)
+    try:
+        # keep_original_order: independent pieces must still run in bucket order
+        split_gm = split_module(
+            gm,
+            gm,
+            lambda node: partition[node],
+            keep_original_order=True,
+            keep_original_node_name=True,
+        )
+    finally:
+        for node in gm.graph.nodes:
+            node.meta.update(saved[node.name])
     before = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     after = sum(1 for n in split_gm.graph.nodes if n.op == "placeholder")
     calls = [n for n in split_gm.graph.nodes if n.op == "call_module"]
@@ -309,6 +321,11 @@ def _split(gm: torch.fx.GraphModule, built: list[_Building]) -> torch.fx.GraphMo
             f"split_module gave {after} inputs and {len(calls)} subgraphs, "
             f"expected {before} and {len(built)}"
         )
+    for call in calls:
+        submod = split_gm.get_submodule(str(call.target))
+        if isinstance(submod, torch.fx.GraphModule):
+            for node in submod.graph.nodes:
+                node.meta.update(saved.get(node.name, {}))
     return split_gm
 
 
@@ -428,7 +445,7 @@ class DDPSplitBackend:
                 sum(b.nbytes for b in buckets),
             )
             return self._whole(gm, example_inputs, SplitRecord(buckets, *caps))
-        reason = _unsplittable(gm, example_inputs)
+        reason = _unsplittable(example_inputs)
         if not reason:
             try:
                 split_gm = _split(gm, built)
