@@ -198,19 +198,44 @@ def _in_order(joint_gm: torch.fx.GraphModule, chosen: set[torch.fx.Node]) -> lis
 def default_partition(
     joint_gm: torch.fx.GraphModule, joint_inputs: Sequence[object], *, num_fwd_outputs: int
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-    """Save every forward value that the backward uses; recompute nothing.
+    """Save every forward value that the backward uses; recompute nothing but views of inputs.
 
     The forward graph computes what the forward outputs need; everything else (which depends on
-    tangents or is used only by the backward) runs in the backward graph.
+    tangents or is used only by the backward) runs in the backward graph. A saved value that is
+    only a view of a graph input (a transposed weight) is saved as that input, as eager does.
     """
     del joint_inputs  # the graph's node metadata carries the example values
     parts = _classify(joint_gm, num_fwd_outputs)
     fwd = parts.forward_nodes | set(parts.primals)
     bwd_needed = _ancestors([o for o in parts.bwd_outputs if o is not None],
                             frozenset(fwd) | frozenset(parts.tangents))
-    saved = {n for n in bwd_needed if n in fwd and _is_saveable(n)}
-    # A needed tuple-valued forward node is reached only through its getitems (in fwd).
+    saved = {_view_root(n) for n in bwd_needed if n in fwd and _is_saveable(n)}
     return _split(joint_gm, parts, _in_order(joint_gm, saved))
+
+
+_VIEW_COPIES = frozenset(
+    {
+        "view_copy", "_unsafe_view", "t_copy", "transpose_copy", "permute_copy", "expand_copy",
+        "unsqueeze_copy", "squeeze_copy", "slice_copy", "select_copy", "alias_copy",
+        "detach_copy",
+    }
+)
+
+
+def _view_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The graph input `node` is a chain of view copies of, else `node` itself.
+
+    In eager such a value is a view: it costs no memory of its own, and the backward gets it from
+    the input it already holds. The default partition does the same: it saves the input and
+    leaves the view ops to the backward.
+    """
+    cur = node
+    while cur.op == "call_function":
+        name = getattr(getattr(cur.target, "overloadpacket", None), "__name__", "")
+        if name not in _VIEW_COPIES or not isinstance(cur.args[0], torch.fx.Node):
+            return node
+        cur = cur.args[0]
+    return cur if cur.op == "placeholder" else node
 
 
 def _is_saveable(node: torch.fx.Node) -> bool:
