@@ -1,4 +1,4 @@
-"""Count the code objects the round-trip tests reassemble on this interpreter (the README's figures).
+"""Count the code objects the round-trip tests reassemble here (the README's figures).
 
 Run from the repository root:
     PYTHONPATH=packages/symbolic_vm/src:packages/symbolic_vm/tests/bytecode python \

@@ -352,3 +352,33 @@ def test_binary_op_table_covers_in_place_operators() -> None:
     assert f(2, 10) == 1024
     with pytest.raises(AssemblyError):
         codegen.binary_op("<>")
+
+
+def test_call_function_ex_with_star_args_and_star_star_kwargs() -> None:
+    # def f(t, d): return g(*t, **d); and h(t): return g(*t)
+    def g(*args: int, **kw: int) -> tuple[tuple[int, ...], dict[str, int]]:
+        return args, kw
+
+    both = [
+        *codegen.call_function_ex([load_fast("g")], [load_fast("t")], [load_fast("d")]),
+        return_value(),
+    ]
+    f = _fn(make_code(both, Signature(argnames=("g", "t", "d"))))
+    assert f(g, (1, 2), {"k": 3}) == g(*(1, 2), **{"k": 3})
+    only_args = [*codegen.call_function_ex([load_fast("g")], [load_fast("t")]), return_value()]
+    h = _fn(make_code(only_args, Signature(argnames=("g", "t"))))
+    assert h(g, [4, 5]) == ((4, 5), {})
+
+
+def test_make_function_with_keyword_only_defaults() -> None:
+    inner = make_code(
+        [load_fast("a"), load_fast("k"), build("tuple", 2), return_value()],
+        Signature(argnames=("a",), kwonly=("k",)),
+    )
+    outer = make_code(
+        [*make_function(inner, defaults=(1,), kwdefaults={"k": "kw"}), return_value()]
+    )
+    made = _fn(outer)()
+    assert made() == (1, "kw")
+    assert made(2, k=3) == (2, 3)
+    assert made.__kwdefaults__ == {"k": "kw"}

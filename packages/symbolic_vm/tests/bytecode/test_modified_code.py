@@ -17,6 +17,7 @@ from symbolic_vm.bytecode import (
     Instr,
     Label,
     assemble,
+    codegen,
     decode,
     label_indices,
     localsplus_names,
@@ -282,3 +283,49 @@ def test_localsplus_names_follow_cpythons_slot_numbering() -> None:
     for code in (outer.__code__, outer(1, 2).__code__):
         names = localsplus_names(code)
         assert [code._varname_from_oparg(k) for k in range(len(names))] == list(names)
+
+
+class _Recorder:
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def __enter__(self) -> str:
+        self.log.append(f"enter {self.name}")
+        return self.name
+
+    def __exit__(self, et: object, ev: object, tb: object) -> bool:
+        self.log.append(f"exit {self.name} {getattr(et, '__name__', None)}")
+        return et is KeyError  # suppress KeyError only
+
+
+def inside_with(log: list[str], fail: bool) -> list[str]:
+    with _Recorder(log, "original"):
+        log.append("first")
+        log.append("second")
+        if fail:
+            raise KeyError
+    log.append("after")
+    return log
+
+
+def test_resuming_inside_a_with_block_runs_its_exit_and_cleanup() -> None:
+    # A resume function's shape: re-enter the context manager, then jump into the with body
+    # (at the statement appending "second"); the body keeps its exception handlers, so both the
+    # normal exit and the exception cleanup of the original code run.
+    items = decode(inside_with.__code__)
+    head, rest = _split_at_resume(items)
+    line = next(
+        i.lineno
+        for i in rest
+        if isinstance(i, Instr) and i.opname == "LOAD_CONST" and i.arg == "second"
+    )
+    k = next(k for k, i in enumerate(rest) if isinstance(i, Instr) and i.lineno == line)
+    assert rest[k].handler is not None  # inside the with block
+    resume_at = Label("second")
+    rest = [*rest[:k], resume_at, *rest[k:]]
+    manager = call_global("_Recorder", [[load_fast("log")], [load_const("resumed")]])
+    entry = [*codegen.enter_with(manager), jump(resume_at)]
+    code = assemble([*head, *entry, *rest], template=inside_with.__code__)
+    resumed = rebuild_function(inside_with, code)
+    assert resumed([], False) == ["enter resumed", "second", "exit resumed None", "after"]
+    assert resumed([], True) == ["enter resumed", "second", "exit resumed KeyError", "after"]

@@ -29,6 +29,8 @@ __all__ = [
     "call_function",
     "call_global",
     "call_method",
+    "call_function_ex",
+    "enter_with",
     "compare_op",
     "for_loop",
     "function_from_code",
@@ -371,19 +373,50 @@ def call_method(
     return [*obj, load_method(name), *pushed, *call(n, names)]
 
 
+def call_function_ex(
+    func: Sequence[Instr | Label],
+    args: Sequence[Instr | Label],
+    kwargs: Sequence[Instr | Label] | None = None,
+) -> Items:
+    """``func(*args, **kwargs)``: ``args`` pushes a tuple, ``kwargs`` (optional) a dict."""
+    if _PY >= (3, 13):
+        callee: Items = [*func, Instr("PUSH_NULL")]
+    else:
+        callee = [Instr("PUSH_NULL"), *func]
+    extra: Items = list(kwargs) if kwargs is not None else []
+    return [*callee, *args, *extra, Instr("CALL_FUNCTION_EX", 1 if kwargs is not None else 0)]
+
+
+def enter_with(manager: Sequence[Instr | Label], *, store: Instr | None = None) -> Items:
+    """Enter the context manager pushed by ``manager``, leaving its bound ``__exit__`` pushed.
+
+    That is the stack a ``with`` body runs on: jumping from here into the body of a ``with``
+    block of decoded code (whose instructions keep their exception handlers) resumes inside it,
+    and the original exit and cleanup code then runs. ``store`` keeps ``__enter__``'s result
+    (``with m as x``); without it the result is dropped.
+    """
+    return [*manager, Instr("BEFORE_WITH"), store if store is not None else Instr("POP_TOP")]
+
+
 # --- functions and code objects ------------------------------------------------------------------
 
 _MAKE_FUNCTION_DEFAULTS = 0x01
+_MAKE_FUNCTION_KWDEFAULTS = 0x02
 _MAKE_FUNCTION_CLOSURE = 0x08
 
 
 def make_function(
-    code: types.CodeType, *, closure: Sequence[str] = (), defaults: tuple[object, ...] = ()
+    code: types.CodeType,
+    *,
+    closure: Sequence[str] = (),
+    defaults: tuple[object, ...] = (),
+    kwdefaults: Mapping[str, object] | None = None,
 ) -> list[Instr]:
     """Push a new function made from ``code``.
 
     ``closure`` names the cell or free variables of the *current* code object to capture, in the
-    order of ``code.co_freevars``; ``defaults`` are constant positional defaults.
+    order of ``code.co_freevars``; ``defaults`` are constant positional defaults and
+    ``kwdefaults`` constant keyword-only defaults.
     """
     if tuple(closure) != code.co_freevars:
         raise AssemblyError(
@@ -395,6 +428,11 @@ def make_function(
     if defaults:
         out.append(load_const(tuple(defaults)))
         flags |= _MAKE_FUNCTION_DEFAULTS
+    if kwdefaults:
+        for key, value in kwdefaults.items():
+            out.extend([load_const(key), load_const(value)])
+        out.append(build("dict", len(kwdefaults)))
+        flags |= _MAKE_FUNCTION_KWDEFAULTS
     if closure:
         out.extend(load_closure(n) for n in closure)
         out.append(build("tuple", len(closure)))
@@ -405,7 +443,7 @@ def make_function(
         return out
     out.append(Instr("MAKE_FUNCTION"))
     # Attributes are pushed lowest flag first, so they are set highest flag first.
-    for bit in (_MAKE_FUNCTION_CLOSURE, _MAKE_FUNCTION_DEFAULTS):
+    for bit in (_MAKE_FUNCTION_CLOSURE, _MAKE_FUNCTION_KWDEFAULTS, _MAKE_FUNCTION_DEFAULTS):
         if flags & bit:
             out.append(Instr("SET_FUNCTION_ATTRIBUTE", bit))
     return out
