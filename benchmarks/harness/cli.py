@@ -135,9 +135,10 @@ def _factories(specs: Sequence[str], options: Options) -> list[tuple[str, Callab
     return [(impl_name(s), lambda s=s: make_impl(s, options)) for s in specs]  # type: ignore[misc]
 
 
-def _child_args(args: argparse.Namespace, workload: Workload, out: Path) -> list[str]:
+def _child_args(args: argparse.Namespace, workload: Workload, out: Path,
+                specs: Sequence[str]) -> list[str]:
     child = [sys.executable, str(RUN_PY), "--worker", workload.name, "--worker-out", str(out),
-             "--device", args.device, "--impl", args.impl, "--repeats", str(args.repeats),
+             "--device", args.device, "--impl", ",".join(specs), "--repeats", str(args.repeats),
              "--warmup", str(args.warmup), "--min-sample-ms", str(args.min_sample_ms),
              "--strata-backend", args.strata_backend, "--torch-backend", args.torch_backend,
              "--clock", args.clock]
@@ -148,13 +149,57 @@ def _child_args(args: argparse.Namespace, workload: Workload, out: Path) -> list
 
 def run_in_child(args: argparse.Namespace, workload: Workload, specs: Sequence[str],
                  env: dict[str, str]) -> list[Result]:
-    """Run one workload in a child process; if it dies or hangs, every implementation is FAILED."""
+    """Run one workload in a child process, all implementations together.
+
+    If the child dies or hangs, each implementation is run again apart, beside eager only, so one
+    crashing implementation costs only its own row; those rows say so in their note.
+    """
+    together, error = _child_once(args, workload, specs, env)
+    if together is not None:
+        return together
+    if len(specs) == 1:
+        return [_process_failure(workload, specs[0], error)]
+    sys.stderr.write(f"{workload.name}: {error}; running each implementation apart\n")
+    note = "run apart from the others after the shared run crashed"
+    by_impl: dict[str, Result] = {}
+    for spec in specs[1:]:
+        if len(specs) == 2:  # the pair is the run that just crashed: no need to repeat it
+            pair, pair_error = None, error
+        else:
+            pair, pair_error = _child_once(args, workload, [specs[0], spec], env)
+        if pair is None:
+            by_impl[impl_name(spec)] = _process_failure(workload, spec, pair_error)
+            continue
+        for result in pair:
+            result.note = note
+            if result.impl != impl_name(specs[0]):
+                by_impl[result.impl] = result
+            else:
+                by_impl.setdefault(result.impl, result)
+    if impl_name(specs[0]) not in by_impl:
+        alone, alone_error = _child_once(args, workload, [specs[0]], env)
+        if alone is None:
+            by_impl[impl_name(specs[0])] = _process_failure(workload, specs[0], alone_error)
+        else:
+            alone[0].note = note
+            by_impl[impl_name(specs[0])] = alone[0]
+    return [by_impl[impl_name(s)] for s in specs]
+
+
+def _process_failure(workload: Workload, spec: str, error: str) -> Result:
+    return Result(workload.name, workload.kind, impl_name(spec), status=FAILED, stage="process",
+                  error=error)
+
+
+def _child_once(args: argparse.Namespace, workload: Workload, specs: Sequence[str],
+                env: dict[str, str]) -> tuple[list[Result] | None, str]:
+    """(results, "") from one child process, or (None, why it gave none)."""
     with tempfile.TemporaryDirectory(prefix="strata-bench-") as tmp:
         out = Path(tmp) / "results.json"
         log_path = Path(tmp) / "child.log"
         with open(log_path, "w", encoding="utf-8") as log_file:
             try:
-                proc = subprocess.run(_child_args(args, workload, out), stdout=log_file,
+                proc = subprocess.run(_child_args(args, workload, out, specs), stdout=log_file,
                                       stderr=subprocess.STDOUT, env=env, timeout=args.timeout,
                                       check=False)
                 reason = None if proc.returncode == 0 else _exit_reason(proc.returncode)
@@ -162,13 +207,12 @@ def run_in_child(args: argparse.Namespace, workload: Workload, specs: Sequence[s
                 reason = f"workload timed out after {args.timeout:g} s"
         log_text = log_path.read_text(encoding="utf-8", errors="replace")
         if reason is None and out.exists():
-            return [Result(**d) for d in json.loads(out.read_text(encoding="utf-8"))]
+            return [Result(**d) for d in json.loads(out.read_text(encoding="utf-8"))], ""
     last = next((line for line in reversed(log_text.splitlines()) if line.strip()), "")
-    sys.stderr.write(f"--- {workload.name}: child process output (last 20 lines) ---\n")
+    names = ", ".join(impl_name(s) for s in specs)
+    sys.stderr.write(f"--- {workload.name} [{names}]: child output (last 20 lines) ---\n")
     sys.stderr.write("\n".join(log_text.splitlines()[-20:]) + "\n")
-    error = f"{reason or 'child wrote no results'}; last output: {last.strip()[:200]}"
-    return [Result(workload.name, workload.kind, impl_name(s), status=FAILED, stage="process",
-                   error=error) for s in specs]
+    return None, f"{reason or 'child wrote no results'}; last output: {last.strip()[:200]}"
 
 
 def _exit_reason(code: int) -> str:

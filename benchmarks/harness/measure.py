@@ -81,6 +81,7 @@ class Result:
     graph_breaks: int | None = None
     counts_note: str = ""
     peak_mem_bytes: int | None = None
+    note: str = ""
 
 
 class _Runner:

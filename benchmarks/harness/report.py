@@ -95,6 +95,8 @@ def _row(r: Result) -> list[str]:
     extremes = (f"{r.min_s * scale:.3g}-{r.max_s * scale:.3g}"
                 if r.min_s is not None and r.max_s is not None else "-")
     status = "ok" if r.status != FAILED else f"FAILED ({r.stage}): {r.error}"
+    if r.note:
+        status += f" ({r.note})"
     if r.correct is None:
         correct = r.correctness_note or "-"
     elif r.correct:
