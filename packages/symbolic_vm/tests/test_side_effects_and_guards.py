@@ -234,3 +234,26 @@ def test_transformed_code_runs_with_a_closure_cell_argument():
     check(fn, torch.randn(2), 3)
     _ = types
     _ = pytest
+
+
+def _make_stepper():
+    count = 0
+    total = None
+
+    def step(x):
+        nonlocal count, total
+        count += 1
+        total = x * count
+        return total + 1
+
+    return step, lambda: (count, total)
+
+
+def test_nonlocal_writes_of_the_compiled_frame_are_replayed_into_its_cells():
+    step, peek = _make_stepper()
+    x = torch.ones(2)
+    compiled = run_vm(step, x)
+    torch.testing.assert_close(compiled.output, x * 1 + 1)
+    count, total = peek()
+    assert count == 1
+    torch.testing.assert_close(total, x)

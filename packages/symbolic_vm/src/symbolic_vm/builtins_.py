@@ -385,3 +385,18 @@ def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         if ops.truth(vm.out, test):
             kept.append(value)
     return IteratorVar(IterBox(kept))
+
+
+@implements(functools.reduce)
+def _reduce(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.calls import call
+
+    values = ops.iterate(vm.out, args[1])
+    if len(args) > 2:
+        values = [args[2], *values]
+    if not values:
+        raise Unsupported("TypeError: reduce() of empty iterable with no initial value")
+    total = values[0]
+    for value in values[1:]:
+        total = call(vm, args[0], [total, value], {})
+    return total

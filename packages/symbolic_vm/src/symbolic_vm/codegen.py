@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.output import AttrWrite, ContainerWrite, GlobalWrite, Output
+from symbolic_vm.output import AttrWrite, CellWrite, ContainerWrite, GlobalWrite, Output
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -150,6 +150,9 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> tuple[list[str], list[str
             target = temp(rebuilder.expr(effect.target))
             value = temp(rebuilder.expr(effect.value))
             writes.append(f"setattr({target}, {effect.name!r}, {value})")
+        elif isinstance(effect, CellWrite):
+            value = temp(rebuilder.expr(effect.value))
+            writes.append(f"{effect.name} = {value}")
         elif isinstance(effect, GlobalWrite):
             value = temp(rebuilder.expr(effect.value))
             writes.append(f"{_G}[{effect.name!r}] = {value}")
@@ -177,9 +180,11 @@ def build_code(
     graph_args: list[str],
     effects: tuple[list[str], list[str]],
     return_expr: str,
+    nonlocals: list[str] | None = None,
 ) -> types.CodeType:
     """Compile the transformed function and return its code object."""
-    body = [
+    body = [f"nonlocal {name}" for name in nonlocals or []]
+    body += [
         "if False:",
         f"    ({', '.join([*original.co_freevars, ''])})",
         f"    (lambda: ({', '.join([*original.co_cellvars, ''])}))",

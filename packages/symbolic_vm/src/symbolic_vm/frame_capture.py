@@ -12,7 +12,7 @@ from symbolic_vm import handlers
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, source_expr
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
 from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
-from symbolic_vm.output import Output
+from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import (
     CaptureConfig,
     CapturedGraph,
@@ -107,8 +107,9 @@ def _finish(out: Output, code: object, result: object, graph_name: str) -> Captu
         graphs.append(CapturedGraph(graph_name, gm, example_inputs))
         graph_call = graph_name
         log.debug("captured %s:\n%s", graph_name, gm.code)
+    nonlocals = sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
     new_code = build_code(
-        code, graph_call, [source_expr(_source(v)) for v in live], effects, return_expr
+        code, graph_call, [source_expr(_source(v)) for v in live], effects, return_expr, nonlocals
     )
     return CaptureResult(
         code=new_code,

@@ -172,9 +172,9 @@ class Interpreter:
             # The root frame's free variables: their contents are in f_locals, read-only for us.
             if name in self.frame_locals:
                 var = self.out.wrap(self.frame_locals[name], LocalSource(name))
-                found = Cell(var, external=True)
+                found = Cell(var, external=True, root_name=name)
             else:
-                found = Cell(None, external=True)
+                found = Cell(None, external=True, root_name=name)
             self.cells[name] = found
             return found
         raise Unsupported(f"cell variable {name!r} is unknown to the VM")

@@ -88,7 +88,15 @@ class ContainerWrite:
     target: Var
 
 
-SideEffect = AttrWrite | GlobalWrite | ContainerWrite
+@attrs.frozen
+class CellWrite:
+    """Assigning ``nonlocal name`` of the compiled frame (its closure cell)."""
+
+    name: str
+    value: Var
+
+
+SideEffect = AttrWrite | GlobalWrite | ContainerWrite | CellWrite
 
 
 class Output:

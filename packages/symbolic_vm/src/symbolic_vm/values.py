@@ -121,7 +121,8 @@ class Cell:
     """A closure cell made while tracing (MAKE_CELL) or a frame's own cell variable."""
 
     value: Var | None = None
-    external: bool = False  # a real cell of the frame's closure: writes must be replayed
+    external: bool = False  # a real cell from outside the trace
+    root_name: str | None = None  # set for the compiled frame's own free variables
 
 
 @attrs.frozen(eq=False)

@@ -8,7 +8,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import GlobalSource, ItemSource, Source
 from symbolic_vm.interpreter import Interpreter, handler
-from symbolic_vm.output import GlobalWrite
+from symbolic_vm.output import CellWrite, GlobalWrite
 from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
 
 
@@ -108,9 +108,17 @@ def LOAD_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("STORE_DEREF")
 def STORE_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:
-    cell = vm.cell(inst.argval) if inst.argval in vm.cells or not vm.is_root else None
-    if cell is None:
-        cell = vm.cells.setdefault(inst.argval, Cell(None))
+    name = inst.argval
+    if name in vm.cells or name in vm.code.co_freevars:
+        cell = vm.cell(name)
+    else:
+        cell = vm.cells.setdefault(name, Cell(None))
+    if cell.external and cell.root_name is not None:
+        # `nonlocal` of the compiled frame: the transformed code shares its cells, replay there.
+        value = vm.pop()
+        cell.value = value
+        vm.out.side_effects.append(CellWrite(cell.root_name, value))
+        return
     if cell.external:
         raise Unsupported(
             f"assigning nonlocal {inst.argval!r}, a variable of an enclosing function outside "
