@@ -168,3 +168,55 @@ def test_text_line_in_dynamo_style(compile_set) -> None:
         "TENSOR_MATCH: L['x'] class=torch.Tensor dtype=torch.float32 device=cpu "
         "requires_grad=False size=[10] stride=[1] dispatch_keys=[CPU"
     )
+
+
+def test_zero_dim_and_empty_tensors(compile_set, verdict) -> None:
+    cg = guard_x(compile_set, torch.tensor(3.0))
+    assert verdict(cg, {"x": torch.tensor(7.0)}) == (True, [])
+    assert not verdict(cg, {"x": torch.tensor([7.0])})[0]
+    cg = guard_x(compile_set, torch.empty(0, 3), dynamic_dims=[0])  # size 0 stays static
+    assert verdict(cg, {"x": torch.empty(0, 3)})[0]
+    assert not verdict(cg, {"x": torch.empty(2, 3)})[0]
+
+
+def test_sparse_tensors_check_layout_and_sizes_without_strides(compile_set, verdict) -> None:
+    sp = torch.eye(3).to_sparse()
+    cg = guard_x(compile_set, sp)
+    assert "layout=torch.sparse_coo" in cg.text
+    assert verdict(cg, {"x": (torch.eye(3) * 2).to_sparse()}) == (True, [])
+    assert verdict(cg, {"x": torch.eye(3)}) == (
+        False,
+        ["tensor 'x' layout mismatch: expected torch.sparse_coo, actual torch.strided"],
+    )
+    assert not verdict(cg, {"x": torch.eye(4).to_sparse()})[0]
+    dense = guard_x(compile_set, torch.eye(3))
+    ok, why = verdict(dense, {"x": sp})
+    assert not ok and why == [
+        "tensor 'x' layout mismatch: expected torch.strided, actual torch.sparse_coo"
+    ]
+
+
+def test_tensor_without_sizes_is_refused() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+    with pytest.raises(UnsupportedGuardValue):
+        GuardSet().TENSOR_MATCH(LocalSource("x"), nested)
+
+
+def test_parameter_and_requires_grad_tensors(compile_set, verdict) -> None:
+    p = torch.nn.Parameter(torch.randn(2, 2))
+    cg = guard_x(compile_set, p)
+    assert verdict(cg, {"x": torch.nn.Parameter(torch.zeros(2, 2))}) == (True, [])
+    ok, why = verdict(cg, {"x": torch.zeros(2, 2, requires_grad=True)})
+    assert not ok and "class mismatch" in why[0]
+    with torch.no_grad():
+        p.mul_(2)  # data changes under no_grad: still the same guard state
+    assert verdict(cg, {"x": p})[0]
+    p.requires_grad_(False)
+    assert verdict(cg, {"x": p}) == (
+        False,
+        ["tensor 'x' requires_grad mismatch: expected True, actual False"],
+    )

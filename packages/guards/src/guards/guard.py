@@ -388,20 +388,25 @@ class TensorMatch(Guard):
             return super().merge(other)
         # Same tensor seen static in one place and dynamic in another: keep the stricter.
         sizes = tuple(x if x is not None else y for x, y in zip(a.sizes, b.sizes, strict=True))
-        strides = tuple(
-            x if isinstance(x, int) else y for x, y in zip(a.strides, b.strides, strict=True)
+        strides = (
+            None
+            if a.strides is None or b.strides is None
+            else tuple(
+                x if isinstance(x, int) else y for x, y in zip(a.strides, b.strides, strict=True)
+            )
         )
         return attrs.evolve(self, spec=attrs.evolve(a, sizes=sizes, strides=strides))
 
     def text(self) -> str:
         s = self.spec
         sizes = ", ".join("dyn>=2" if x is None else str(x) for x in s.sizes)
-        strides = ", ".join(_stride_text(x) for x in s.strides)
+        strides = "" if s.strides is None else ", ".join(_stride_text(x) for x in s.strides)
+        layout = "" if s.layout == torch.strided else f" layout={s.layout}"
         keys = ", ".join(str(s.dispatch_keys)[len("DispatchKeySet(") : -1].split(", "))
         return (
             f"TENSOR_MATCH: {self._name()} class={type_name(s.cls)} dtype={s.dtype} "
             f"device={s.device} requires_grad={s.requires_grad} size=[{sizes}] "
-            f"stride=[{strides}] dispatch_keys=[{keys}]"
+            f"stride=[{strides}]{layout} dispatch_keys=[{keys}]"
         )
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
@@ -419,7 +424,9 @@ class TensorMatch(Guard):
                 checks.append(f"{size}[{i}] < 2" if n is None else f"{size}[{i}] != {n}")
             out.append(f"{size} = {var}.size()")
             out.append(f"if {' or '.join(checks)}: return False")
-        if all(isinstance(x, int) for x in s.strides):
+        if s.strides is None:
+            pass  # no strides in this layout; the dispatch keys below pin the layout
+        elif all(isinstance(x, int) for x in s.strides):
             out.append(f"if {var}.stride() != {tuple(s.strides)!r}: return False")
         else:
             stride = ctx.temp("stride")
@@ -428,7 +435,7 @@ class TensorMatch(Guard):
                 out.append(f"{size} = {var}.size()")
             out.append(f"{stride} = {var}.stride()")
             checks = []
-            for i, x in enumerate(s.strides):
+            for i, x in enumerate(s.strides or ()):
                 if isinstance(x, int):
                     checks.append(f"{stride}[{i}] != {x}")
                 else:
@@ -455,6 +462,8 @@ class TensorMatch(Guard):
             want_cls, got_cls = type_name(s.cls), type_name(type(value))
             return f"{label} class mismatch: expected {want_cls}, actual {got_cls}"
         assert isinstance(value, torch.Tensor)
+        if value.layout != s.layout:
+            return f"{label} layout mismatch: expected {s.layout}, actual {value.layout}"
         problems: list[str] = []
         if value.dtype is not s.dtype:
             problems.append(f"{label} dtype mismatch: expected {s.dtype}, actual {value.dtype}")
@@ -470,7 +479,8 @@ class TensorMatch(Guard):
             problems.append(
                 f"{label} dispatch keys mismatch: expected {s.dispatch_keys}, actual {keys}"
             )
-        size, stride = tuple(value.size()), tuple(value.stride())
+        size = tuple(value.size())
+        stride = tuple(value.stride()) if s.strides is not None else ()
         if len(size) != s.ndim:
             problems.append(f"{label} rank mismatch: expected {s.ndim}, actual {len(size)}")
             return "; ".join(problems)
@@ -484,7 +494,7 @@ class TensorMatch(Guard):
                 problems.append(
                     f"{label} size mismatch at index {i}: expected {n}, actual {size[i]}"
                 )
-        for i, x in enumerate(s.strides):
+        for i, x in enumerate(s.strides or ()):
             want = x if isinstance(x, int) else stride[x.dim] * size[x.dim]
             if stride[i] != want:
                 how = "" if isinstance(x, int) else f" (= {x})"

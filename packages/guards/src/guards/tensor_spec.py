@@ -25,6 +25,8 @@ from typing import Any, TypeAlias
 import attrs
 import torch
 
+from guards.errors import UnsupportedGuardValue
+
 __all__ = ["TensorSpec", "StrideRel", "StrideExpr", "tensor_spec", "stride_rule"]
 
 
@@ -53,7 +55,9 @@ class TensorSpec:
     dispatch_keys: Any = attrs.field(eq=False)  # torch.DispatchKeySet (unhashable)
     dispatch_keys_raw: int
     sizes: tuple[int | None, ...]
-    strides: tuple[StrideExpr, ...]
+    #: None for layouts without strides (sparse); the dispatch keys tell layouts apart.
+    strides: tuple[StrideExpr, ...] | None
+    layout: Any = torch.strided  # torch.layout
 
     @property
     def ndim(self) -> int:
@@ -85,10 +89,17 @@ def stride_rule(
 
 
 def tensor_spec(tensor: torch.Tensor, dynamic_dims: Collection[int] = ()) -> TensorSpec:
-    """Record ``tensor``'s checked properties; ``dynamic_dims`` may be negative (from the end)."""
+    """Record ``tensor``'s checked properties; ``dynamic_dims`` may be negative (from the end).
+
+    Raises UnsupportedGuardValue for tensors without sizes (strided nested tensors).
+    """
     ndim = tensor.dim()
-    sizes = tuple(int(s) for s in tensor.size())
-    strides = tuple(int(s) for s in tensor.stride())
+    try:
+        sizes = tuple(int(s) for s in tensor.size())
+    except RuntimeError as exc:
+        raise UnsupportedGuardValue(f"TENSOR_MATCH on a tensor without sizes: {exc}") from exc
+    strided = tensor.layout == torch.strided
+    strides = tuple(int(s) for s in tensor.stride()) if strided else ()
     dynamic = frozenset(
         d % ndim for d in dynamic_dims if -ndim <= d < ndim and sizes[d % ndim] >= 2
     )
@@ -102,5 +113,6 @@ def tensor_spec(tensor: torch.Tensor, dynamic_dims: Collection[int] = ()) -> Ten
         dispatch_keys=keys,
         dispatch_keys_raw=keys.raw_repr(),
         sizes=tuple(None if i in dynamic else s for i, s in enumerate(sizes)),
-        strides=stride_rule(sizes, strides, dynamic),
+        strides=stride_rule(sizes, strides, dynamic) if strided else None,
+        layout=tensor.layout,
     )
