@@ -82,18 +82,23 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             return handled
         if isinstance(value, type):
             return construct(vm, fn, args, kwargs)
-        dunder_call = getattr(type(value), "__call__", None)
+        dunder_call = _class_call(type(value))
         if isinstance(dunder_call, types.FunctionType):
             out.depend(fn)
             return call(vm, BoundMethodVar(fn, FunctionVar(dunder_call)), args, kwargs)
         raise Unsupported(f"call to {_name(value)} ({type(value).__name__}) is not supported")
     if isinstance(fn, NewObjectVar):
-        dunder_call = getattr(fn.box.cls, "__call__", None)
+        dunder_call = _class_call(fn.box.cls)
         if isinstance(dunder_call, types.FunctionType):
             return call(vm, BoundMethodVar(fn, FunctionVar(dunder_call)), args, kwargs)
     if isinstance(fn, GradModeVar):
         raise Unsupported("calling a grad-mode object (used as a decorator?)")
     raise Unsupported(f"calling {type(fn).__name__.removesuffix('Var').lower()}")
+
+
+def _class_call(cls: type) -> object:
+    """The ``__call__`` a class defines (looked up on the class, as Python's call does)."""
+    return next((k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__), None)
 
 
 def _name(value: object) -> str:

@@ -174,7 +174,7 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> tuple[list[str], list[str
     return reads, writes
 
 
-def build_code(
+def build_code(  # noqa: PLR0917 - the parts of one generated function
     original: types.CodeType,
     graph_call: str | None,
     graph_args: list[str],
