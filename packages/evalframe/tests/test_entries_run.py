@@ -409,3 +409,19 @@ def test_guard_dict_has_the_keys_and_values_of_f_locals_at_frame_start():
     expected = {"a": 1, "b": 3, "args": (4,), "k": 5, "kw": {"z": 6}, "free": [1]}
     assert at_start == [expected]
     assert given == [expected]
+
+
+def test_huge_original_frame_retargeted_to_a_small_code(slow_path):
+    # The reverse of the test above: the frame the caller pushed is far bigger than
+    # the entry code needs (moving it must copy only what the new code uses).
+    body = "".join(f"    w{i} = x\n" for i in range(3000))
+    scratch: dict[str, object] = {}
+    exec(f"def huge(x):\n{body}    return w0 + x\n", scratch)
+    huge = scratch["huge"]
+
+    def tiny(x):
+        return x + 1
+
+    rec = Recorder({huge.__code__: entry_for(tiny.__code__)})
+    with installed(rec):
+        assert [huge(i) for i in range(50)] == [tiny(i) for i in range(50)]

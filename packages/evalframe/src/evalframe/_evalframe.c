@@ -451,7 +451,7 @@ function_for(_PyInterpreterFrame *frame, PyCodeObject *code)
  * stack and nothing points into it yet) to the start of a new chunk; the
  * evaluator pops that chunk when the frame ends, returning to the old one. */
 static _PyInterpreterFrame *
-move_to_new_chunk(PyThreadState *ts, _PyInterpreterFrame *frame, int new_size)
+move_to_new_chunk(PyThreadState *ts, _PyInterpreterFrame *frame, int new_size, int nargs)
 {
     PyObjectArenaAllocator arena;
     PyObject_GetArenaAllocator(&arena);
@@ -477,7 +477,9 @@ move_to_new_chunk(PyThreadState *ts, _PyInterpreterFrame *frame, int new_size)
         old->top = (PyObject **)frame - &old->data[0];
     }
     _PyInterpreterFrame *moved = (_PyInterpreterFrame *)&chunk->data[0];
-    memcpy(moved, frame, (char *)&frame->localsplus[frame->stacktop] - (char *)frame);
+    /* Only the specials and the arguments carry anything (the other slots of an
+     * unstarted frame are empty, and the new code may need fewer of them). */
+    memcpy(moved, frame, (char *)&frame->localsplus[nargs] - (char *)frame);
     if (replaces_old) {
         arena.free(arena.ctx, old, old->size);
         stats.chunk_replaced++;
@@ -586,7 +588,7 @@ run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCode
     }
 #if PY_VERSION_HEX >= 0x030C0000
     if (!room && on_top) {
-        _PyInterpreterFrame *moved = move_to_new_chunk(ts, frame, new_size);
+        _PyInterpreterFrame *moved = move_to_new_chunk(ts, frame, new_size, nargs);
         if (moved == NULL) {
             Py_XDECREF(fn);
             return fail_frame(ts, frame);
