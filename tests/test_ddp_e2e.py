@@ -27,6 +27,7 @@ WORLD = 2
 STEPS = 3
 BACKENDS = ("eager", "aot_eager", "inductor")
 MODELS = ("mlp", "transformer")
+BATCHES = (8, 8, 5, 3)  # the last, smaller batches of an epoch
 
 
 def _skip_reason() -> str:
@@ -181,3 +182,51 @@ def test_aot_backend_gives_each_bucket_its_own_backward_and_overlaps_all_reduce(
     else:
         assert len(regions) == 1
         assert all(r > max(backward_starts) for r in reduces), events
+
+
+def _batch_change_problem(backend: str) -> str:
+    """Why ``backend`` cannot follow a batch-size change even without DDP ('' when it can)."""
+    compile_api.config.suppress_errors = False
+    try:
+        torch.manual_seed(0)
+        model = support.MLP(width=32, depth=6)
+        compiled = compile_api.compile(model, backend=backend)
+        for batch in BATCHES:
+            compiled(torch.randn(batch, 32)).square().mean().backward()
+    except Exception as err:
+        return f"{backend} fails on a batch-size recompile without DDP: {type(err).__name__}: {err}"
+    finally:
+        compile_api.reset()
+    return ""
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_recompile_for_a_new_batch_size_is_split_too(backend: str) -> None:
+    """The last, smaller batch of an epoch recompiles (automatic dynamic); it stays split."""
+    reason = _skip_reason() or support.backend_problem(backend) or _batch_change_problem(backend)
+    if reason:
+        pytest.skip(reason)
+    if not _hooked_up():
+        pytest.skip("compile_api's frame compiler does not call maybe_wrap_for_ddp yet")
+    compile_api.config.suppress_errors = False
+    with support.single_process_group():
+        torch.manual_seed(0)
+        model = support.MLP(width=32, depth=6)
+        reference = support.MLP(width=32, depth=6)
+        reference.load_state_dict(model.state_dict())
+        cap_mb = 2 * 32 * 33 * 4 / 2**20  # 3 buckets
+        compiled = compile_api.compile(
+            torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap_mb),
+            backend=backend,
+        )
+        plain = torch.nn.parallel.DistributedDataParallel(reference, bucket_cap_mb=cap_mb)
+        for batch in BATCHES:
+            x = torch.randn(batch, 32)
+            for m in (compiled, plain):
+                m.zero_grad()
+                m(x).square().mean().backward()
+            for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+                torch.testing.assert_close(p.grad, q.grad)
+        splits = support.installed_splits(support.MLP.__module__)
+    assert len(splits) >= 2, "a second graph was compiled for the new batch size"
+    assert [s.num_subgraphs for s in splits] == [3] * len(splits)
