@@ -17,6 +17,26 @@ import aot
 # Float32 graphs run the very same aten kernels as eager, so results agree to rounding.
 RTOL = 1e-5
 ATOL = 1e-6
+# With core decompositions some kernels become several simpler ops (tanh_backward, layer norm,
+# ...), which round differently: measured differences reach ~1e-5 absolute on unit-scale values.
+DECOMPOSED_RTOL = 1e-4
+DECOMPOSED_ATOL = 1e-5
+_tolerance = {"rtol": RTOL, "atol": ATOL}
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_tolerance(request: pytest.FixtureRequest) -> Any:
+    """Every test starts from the same RNG state (tests must not depend on their order), and
+    tests parametrized with a decomposing variant compare at the decomposed tolerance."""
+    torch.manual_seed(1234)
+    callspec = getattr(request.node, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    decomposed = any(isinstance(p, str) and "decomp" in p for p in params)
+    _tolerance.update(
+        rtol=DECOMPOSED_RTOL if decomposed else RTOL, atol=DECOMPOSED_ATOL if decomposed else ATOL
+    )
+    yield
+    _tolerance.update(rtol=RTOL, atol=ATOL)
 
 
 class MLP(nn.Module):
@@ -100,7 +120,10 @@ PARTITIONS: dict[str, dict[str, Any]] = {
 
 
 def assert_close(actual: Any, expected: Any, what: str) -> None:
-    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL, msg=lambda m: f"{what}: {m}")
+    torch.testing.assert_close(
+        actual, expected, rtol=_tolerance["rtol"], atol=_tolerance["atol"],
+        msg=lambda m: f"{what}: {m}",
+    )
 
 
 def train_steps(
