@@ -30,7 +30,7 @@ def _compile(cache: Path) -> CompiledGraph:
 
 def _entry(cache: Path, c: CompiledGraph) -> Path:
     config = InductorConfig(cache_dir=cache)
-    return cache / f"{cache_key(c.cpp_source, config)}.so"
+    return cache / f"{cache_key(c.kernel_source, config)}.so"
 
 
 _CHILD = textwrap.dedent(

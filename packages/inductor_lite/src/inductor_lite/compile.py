@@ -20,7 +20,7 @@ from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
 from .tracing import extra_decompositions, trace_to_aten
-from .wrapper import build_wrapper
+from .wrapper import build_wrapper, ctypes_kernels
 
 __all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
 
@@ -47,7 +47,7 @@ class CompiledGraph:
     out_spec: pytree.TreeSpec
     input_keys: tuple[object, ...]
     items: list[ScheduleItem]
-    cpp_source: str
+    kernel_source: str  # the C++ translation unit or the Triton module
     wrapper_source: str
     cache_hit: bool
     lowered: LoweredGraph
@@ -178,14 +178,30 @@ def _compile(
     lowered = lower_graph(aten_gm, example_inputs, config)
     items = schedule(lowered)
     kernels = [i for i in items if isinstance(i, Kernel)]
-    cpp_source, sources = generate_cpp(kernels, lowered.buffers, config.parallel_threshold)
-    lib = None
     cache_hit = False
-    if kernels:
-        loaded = load_library(cpp_source, config)
-        lib, cache_hit = loaded.lib, loaded.cache_hit
-        lib.strata_set_num_threads(config.num_threads)
-    run, wrapper_source = build_wrapper(lowered, items, sources, lib)
+    use_triton = config.codegen == "triton" or (
+        config.codegen == "auto" and lowered.device.type == "cuda"
+    )
+    if use_triton:
+        from .triton_codegen import generate_triton
+        from .triton_runtime import triton_kernels
+
+        kernel_source, tsources = generate_triton(kernels, lowered.buffers)
+        fns = (
+            triton_kernels(kernel_source, tsources, config.triton_autotune_cache) if kernels else {}
+        )
+        run, wrapper_source = build_wrapper(lowered, items, fns, pass_pointers=False)
+    else:
+        if lowered.device.type != "cpu":
+            raise UnsupportedGraph("C++ code generation needs CPU tensors")
+        kernel_source, sources = generate_cpp(kernels, lowered.buffers, config.parallel_threshold)
+        cfns = {}
+        if kernels:
+            loaded = load_library(kernel_source, config)
+            cache_hit = loaded.cache_hit
+            loaded.lib.strata_set_num_threads(config.num_threads)
+            cfns = ctypes_kernels(loaded.lib, sources)
+        run, wrapper_source = build_wrapper(lowered, items, cfns, pass_pointers=True)
     log.info(
         "compiled graph: %d kernels, %d aten fallbacks (cache %s)",
         len(kernels),
@@ -198,7 +214,7 @@ def _compile(
         out_spec,
         tuple(_meta_key(a) for a in example_inputs),
         items,
-        cpp_source,
+        kernel_source,
         wrapper_source,
         cache_hit,
         lowered,

@@ -52,6 +52,11 @@ class InductorConfig:
     num_threads: int = field(default_factory=_default_threads)
     compile_timeout_s: float = 120.0
     fallback: Literal["eager", "raise"] = "eager"
+    # "auto": C++ for CPU tensors, Triton for CUDA ones; "triton" forces Triton (CPU tensors
+    # then need TRITON_INTERPRET=1, which is how the Triton path is tested without a GPU)
+    codegen: Literal["auto", "cpp", "triton"] = "auto"
+    # (kernel source hash, kernel name) -> chosen (XBLOCK, RBLOCK): timed once, then reused
+    triton_autotune_cache: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     # reach aten through the aot layer (training works); False traces for inference only
     use_aot: bool = True
     # Below this many scalar iterations a kernel runs on one thread: forking costs more.

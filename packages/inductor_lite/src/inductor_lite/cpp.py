@@ -220,19 +220,60 @@ _BINARY_INFIX = {
 class _Body:
     """Emits C statements for value expressions, one temporary per distinct subexpression."""
 
-    def __init__(self, indent: str, params: dict[str, str], dtypes: dict[str, torch.dtype]):
+    def __init__(
+        self,
+        indent: str,
+        params: dict[str, str],
+        dtypes: dict[str, torch.dtype],
+        inner: Sequence[str] = (),
+        pre_indent: str = "",
+    ):
         self.lines: list[str] = []
+        # values that do not depend on the inner loop's variables: computed once, before it
+        self.pre: list[str] = []
         self.cache: dict[object, str] = {}
         self.indent = indent
+        self.pre_indent = pre_indent
         self.params = params
         self.dtypes = dtypes
+        self.inner = frozenset(inner)
         self.counter = 0
+        self._dep: dict[object, bool] = {}
 
-    def tmp(self, ctype: str, expr: str) -> str:
+    def tmp(self, ctype: str, expr: str, hoist: bool = False) -> str:
         name = f"t{self.counter}"
         self.counter += 1
-        self.lines.append(f"{self.indent}const {ctype} {name} = {expr};")
+        if hoist:
+            self.pre.append(f"{self.pre_indent}const {ctype} {name} = {expr};")
+        else:
+            self.lines.append(f"{self.indent}const {ctype} {name} = {expr};")
         return name
+
+    def _index_dep(self, x: IExpr) -> bool:
+        if isinstance(x, IVar):
+            return x.name in self.inner
+        if isinstance(x, IAdd):
+            return any(self._index_dep(t) for t in x.terms)
+        if isinstance(x, IMul | IDiv | IMod):
+            return self._index_dep(x.a)
+        if isinstance(x, IValue):
+            return self.depends(x.v)
+        return False
+
+    def depends(self, v: VExpr) -> bool:
+        """True when ``v`` changes along the inner loop."""
+        hit = self._dep.get(v)
+        if hit is None:
+            if isinstance(v, VConst):
+                hit = False
+            elif isinstance(v, VIndex | VLoad):
+                hit = self._index_dep(v.index)
+            elif isinstance(v, VCast):
+                hit = self.depends(v.x)
+            else:
+                hit = any(self.depends(a) for a in v.args)
+            self._dep[v] = hit
+        return hit
 
     def index(self, x: IExpr) -> str:
         if isinstance(x, IConst):
@@ -263,8 +304,9 @@ class _Body:
         if isinstance(v, VConst):
             return _literal(v.value, v.dtype)
         ct = compute_type(v.dtype)
+        hoist = not self.depends(v)
         if isinstance(v, VIndex):
-            return self.tmp(ct, f"static_cast<{ct}>({self.index(v.index)})")
+            return self.tmp(ct, f"static_cast<{ct}>({self.index(v.index)})", hoist)
         if isinstance(v, VLoad):
             ptr = self.params[v.buf]
             raw = f"{ptr}[{self.index(v.index)}]"
@@ -272,19 +314,19 @@ class _Body:
                 raw = f"bf16_load({raw})"
             elif v.dtype == torch.float16:
                 raw = f"static_cast<float>({raw})"
-            return self.tmp(ct, raw)
+            return self.tmp(ct, raw, hoist)
         if isinstance(v, VCast):
             x = self.value(v.x)
             if v.dtype == torch.bool:
-                return self.tmp(ct, f"({x} != 0)")
+                return self.tmp(ct, f"({x} != 0)", hoist)
             if v.dtype == torch.float16:
-                return self.tmp(ct, f"static_cast<float>(static_cast<_Float16>({x}))")
+                return self.tmp(ct, f"static_cast<float>(static_cast<_Float16>({x}))", hoist)
             if v.dtype == torch.bfloat16:
-                return self.tmp(ct, f"bf16_load(bf16_store(static_cast<float>({x})))")
-            return self.tmp(ct, f"static_cast<{ct}>({x})")
+                return self.tmp(ct, f"bf16_load(bf16_store(static_cast<float>({x})))", hoist)
+            return self.tmp(ct, f"static_cast<{ct}>({x})", hoist)
         assert isinstance(v, VOp)
         args = [self.value(a) for a in v.args]
-        return self.tmp(ct, self._op(v, args, ct))
+        return self.tmp(ct, self._op(v, args, ct), hoist)
 
     def _op(self, v: VOp, a: list[str], ct: str) -> str:
         name = v.op
@@ -457,9 +499,16 @@ def _step(
             [f"{node.offset}LL"]
             + [f"{v} * {s}LL" for v, s in zip(names, node.strides, strict=True) if s]
         )
-        body = _Body(ind + ("        " if has_inner else "    "), params, dtypes)
+        body = _Body(
+            ind + ("        " if has_inner else "    "),
+            params,
+            dtypes,
+            names[step.split :],
+            ind + "    ",
+        )
         val = body.value(node.body)
         store = f"{body.indent}{params[node.buf]}[{store_idx}] = {_store(dtypes[node.buf], val)};"
+        lines += body.pre
         if has_inner:
             pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
             lines.append(f"{ind}    {pragma}")
@@ -474,8 +523,9 @@ def _step(
     else:
         acc = f"acc{n}"
         decl, combine, clause, final = _reduction_setup(node, acc)
-        body = _Body(ind + "        ", params, dtypes)
+        body = _Body(ind + "        ", params, dtypes, names[step.split :], ind + "    ")
         val = body.value(node.body)
+        lines += body.pre
         lines.append(f"{ind}    {decl}")
         pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
         lines.append(f"{ind}    {pragma} {clause}")

@@ -190,8 +190,10 @@ class GraphLowering:
         )
 
     def _note_device(self, t: torch.Tensor) -> None:
-        if t.device.type != "cpu":
-            raise UnsupportedGraph(f"tensor on {t.device}: only CPU code generation is built")
+        if t.device.type not in ("cpu", "cuda"):
+            raise UnsupportedGraph(f"tensor on {t.device}: no code generation for it")
+        if self.device is not None and t.device != self.device:
+            raise UnsupportedGraph(f"graph mixes devices {self.device} and {t.device}")
         self.device = t.device
 
     def _input(self, node: torch.fx.Node, example: object) -> object:

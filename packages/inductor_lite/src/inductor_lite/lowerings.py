@@ -393,9 +393,13 @@ def _silu(L: GraphLowering, node: torch.fx.Node, x: object) -> object:
 def _to_copy(L: GraphLowering, node: torch.fx.Node, x: object, **kwargs: object) -> object:
     assert isinstance(x, TensorValue)
     val = meta(node)
-    if val.device.type != "cpu" or kwargs.get("layout") not in (None, torch.strided):
+    if val.device != x_device(L) or kwargs.get("layout") not in (None, torch.strided):
         return NotImplemented
     return pointwise(node, [x], lambda v: v[0], x.dtype)
+
+
+def x_device(L: GraphLowering) -> torch.device:
+    return L.device or torch.device("cpu")
 
 
 @register(prims.convert_element_type.default)

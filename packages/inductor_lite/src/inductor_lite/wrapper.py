@@ -12,7 +12,7 @@ from .cpp import KernelSource
 from .ir import BufferSpec, FallbackNode, LoweredGraph, TensorRef
 from .scheduler import Kernel, ScheduleItem, iter_loads
 
-__all__ = ["build_wrapper"]
+__all__ = ["build_wrapper", "ctypes_kernels"]
 
 
 def _as_view(
@@ -68,23 +68,40 @@ def _reads(item: ScheduleItem) -> set[str]:
     return names
 
 
+def ctypes_kernels(
+    lib: ctypes.CDLL, sources: Sequence[KernelSource]
+) -> dict[str, tuple[Callable[..., None], tuple[str, ...]]]:
+    """The compiled C++ kernels as callables of data pointers."""
+    out: dict[str, tuple[Callable[..., None], tuple[str, ...]]] = {}
+    for src in sources:
+        fn = getattr(lib, src.name)
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * len(src.params)
+        out[src.name] = (fn, src.params)
+    return out
+
+
 def build_wrapper(
     graph: LoweredGraph,
     items: Sequence[ScheduleItem],
-    sources: Sequence[KernelSource],
-    lib: ctypes.CDLL | None,
+    kernels: dict[str, tuple[Callable[..., None], tuple[str, ...]]],
+    *,
+    pass_pointers: bool,
 ) -> tuple[Callable[[Sequence[Any]], tuple[object, ...]], str]:
-    """The callable running the schedule, and its Python source (for logs and tests)."""
+    """The callable running the schedule, and its Python source (for logs and tests).
+
+    Kernels get data pointers (C++) or the tensors themselves (Triton launchers).
+    """
     buffers = graph.buffers
     ns: dict[str, object] = {
         "torch": torch,
         "_as_view": _as_view,
         "_restride": _restride,
         "_empty": torch.empty_strided,
+        "_dev": graph.device,
     }
     ns.update(graph.constants)
     consts: list[object] = []
-    by_name = {s.name: s for s in sources}
     external = {s.name for s in graph.inputs} | set(graph.constants)
     output_bufs = {o.ref.buf for o in graph.outputs if o.ref is not None}
     last_use: dict[str, int] = {}
@@ -117,21 +134,19 @@ def build_wrapper(
             lines.append(f"    {spec.name} = {free.pop()}  # reuse")
         else:
             dtype = str(spec.dtype).split(".")[-1]
-            lines.append(
-                f"    {spec.name} = _empty({spec.sizes!r}, {spec.strides!r}, dtype=torch.{dtype})"
-            )
+            shape = f"{spec.sizes!r}, {spec.strides!r}"
+            lines.append(f"    {spec.name} = _empty({shape}, dtype=torch.{dtype}, device=_dev)")
 
     for k, item in enumerate(items):
         if isinstance(item, Kernel):
-            src = by_name[item.name]
-            for name in src.params:
+            fn, params = kernels[item.name]
+            for name in params:
                 allocate(buffers[name])
-            assert lib is not None
-            fn = getattr(lib, item.name)
-            fn.restype = None
-            fn.argtypes = [ctypes.c_void_p] * len(src.params)
             ns[f"_{item.name}"] = fn
-            ptrs = ", ".join(f"{n}.data_ptr()" for n in src.params)
+            if pass_pointers:
+                ptrs = ", ".join(f"{n}.data_ptr()" for n in params)
+            else:
+                ptrs = ", ".join(params)
             lines.append(f"    _{item.name}({ptrs})")
         else:
             lines.extend(_fallback_lines(k, item, buffers, consts, ns))
@@ -153,9 +168,9 @@ def build_wrapper(
         ns[f"_c{i}"] = c
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<inductor_lite wrapper>", "exec"), ns)
-    fn = ns["call"]
-    assert callable(fn)
-    return fn, source
+    call = ns["call"]
+    assert callable(call)
+    return call, source
 
 
 def _fallback_lines(

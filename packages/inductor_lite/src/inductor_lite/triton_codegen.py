@@ -1,0 +1,350 @@
+"""Triton code generation (CUDA tensors; tested on CPU under ``TRITON_INTERPRET=1``).
+
+The same schedule as the C++ path: a kernel is a loop over rows with steps inside. Here
+each program handles ``XBLOCK`` rows; a step with an inner loop walks it in ``RBLOCK``
+chunks as a 2-D tile (a single chunk when the row fits: the persistent form), masking the
+tail. Reductions accumulate a tile and reduce it along the chunk axis at the end. A step
+that reads a buffer written earlier in the same program waits at a barrier first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .errors import LoweringError
+from .ir import (
+    BufferSpec,
+    IAdd,
+    IConst,
+    IDiv,
+    IExpr,
+    IMod,
+    IMul,
+    IValue,
+    IVar,
+    PointwiseNode,
+    ReductionNode,
+    VCast,
+    VConst,
+    VExpr,
+    VIndex,
+    VLoad,
+    VOp,
+)
+from .scheduler import Kernel, Step, iter_loads
+
+__all__ = ["TritonKernelSource", "block_candidates", "generate_triton"]
+
+_TL = {
+    torch.float32: "tl.float32",
+    torch.float64: "tl.float64",
+    torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16",
+    torch.int64: "tl.int64",
+    torch.int32: "tl.int32",
+    torch.int16: "tl.int16",
+    torch.int8: "tl.int8",
+    torch.uint8: "tl.uint8",
+    torch.bool: "tl.int1",
+}
+
+
+def _compute(dtype: torch.dtype) -> str:
+    if dtype in (torch.float16, torch.bfloat16):
+        return "tl.float32"
+    try:
+        return _TL[dtype]
+    except KeyError:
+        raise LoweringError(f"no Triton type for {dtype}") from None
+
+
+def _literal(value: object, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        v = float(value)  # type: ignore[arg-type]
+        if math.isnan(v):
+            return "float('nan')"
+        if math.isinf(v):
+            return "float('inf')" if v > 0 else "float('-inf')"
+        return repr(v)
+    return str(int(value))  # type: ignore[call-overload]
+
+
+_UNARY = {
+    "exp": "tl.exp({0})",
+    "exp2": "tl.exp2({0})",
+    "log": "tl.log({0})",
+    "log2": "tl.log2({0})",
+    "log1p": "tl.log(1.0 + {0})",
+    "expm1": "(tl.exp({0}) - 1.0)",
+    "sqrt": "tl.sqrt({0})",
+    "rsqrt": "tl.rsqrt({0})",
+    "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})",
+    "erf": "tl.erf({0})",
+    "sigmoid": "tl.sigmoid({0})",
+    "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)",
+    "floor": "tl.floor({0})",
+    "ceil": "tl.ceil({0})",
+    "trunc": "tl.where({0} < 0, tl.ceil({0}), tl.floor({0}))",
+    "neg": "(-{0})",
+    "abs": "tl.abs({0})",
+    "reciprocal": "(1.0 / {0})",
+    "relu": "tl.where({0} < 0, 0, {0})",
+    "logical_not": "({0} == 0)",
+    "bitwise_not": "(~{0})",
+    "sign": "tl.where({0} > 0, 1, tl.where({0} < 0, -1, {0}))",
+}
+_INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+    "eq": "==",
+    "ne": "!=",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+}
+
+
+class _Body:
+    def __init__(self, indent: str, params: dict[str, str], mask: str) -> None:
+        self.lines: list[str] = []
+        self.cache: dict[object, str] = {}
+        self.indent = indent
+        self.params = params
+        self.mask = mask
+        self.counter = 0
+
+    def tmp(self, expr: str) -> str:
+        name = f"t{self.counter}"
+        self.counter += 1
+        self.lines.append(f"{self.indent}{name} = {expr}")
+        return name
+
+    def index(self, x: IExpr) -> str:
+        if isinstance(x, IConst):
+            return str(x.value)
+        if isinstance(x, IVar):
+            return x.name
+        if isinstance(x, IAdd):
+            return "(" + " + ".join(self.index(t) for t in x.terms) + ")"
+        if isinstance(x, IMul):
+            return f"({self.index(x.a)} * {x.c})"
+        if isinstance(x, IDiv):
+            return f"({self.index(x.a)} // {x.c})"
+        if isinstance(x, IMod):
+            return f"({self.index(x.a)} % {x.c})"
+        if isinstance(x, IValue):
+            return f"{self.value(x.v)}.to(tl.int64)"
+        raise LoweringError(f"unknown index expression {x!r}")
+
+    def value(self, v: VExpr) -> str:
+        hit = self.cache.get(v)
+        if hit is None:
+            hit = self._value(v)
+            self.cache[v] = hit
+        return hit
+
+    def _value(self, v: VExpr) -> str:
+        ct = _compute(v.dtype)
+        if isinstance(v, VConst):
+            return _literal(v.value, v.dtype)
+        if isinstance(v, VIndex):
+            return self.tmp(f"({self.index(v.index)}).to({ct})")
+        if isinstance(v, VLoad):
+            ptr = self.params[v.buf]
+            other = "0" if not v.dtype.is_floating_point else "0.0"
+            raw = f"tl.load({ptr} + {self.index(v.index)}, mask={self.mask}, other={other})"
+            return self.tmp(f"{raw}.to({ct})")
+        if isinstance(v, VCast):
+            x = self.value(v.x)
+            if v.dtype == torch.bool:
+                return self.tmp(f"({x} != 0)")
+            if v.dtype in (torch.float16, torch.bfloat16):
+                return self.tmp(f"({x}).to({_TL[v.dtype]}).to(tl.float32)")
+            return self.tmp(f"({x}).to({ct})")
+        assert isinstance(v, VOp)
+        a = [self.value(x) for x in v.args]
+        return self.tmp(self._op(v, a, ct))
+
+    @staticmethod
+    def _op(v: VOp, a: list[str], ct: str) -> str:
+        name = v.op
+        if name in _INFIX:
+            return f"({a[0]} {_INFIX[name]} {a[1]}).to({ct})"
+        if name in _UNARY:
+            return f"({_UNARY[name].format(a[0])}).to({ct})"
+        if name == "where":
+            return f"tl.where({a[0]}, {a[1]}, {a[2]}).to({ct})"
+        if name in ("maximum", "minimum"):
+            fn = "tl.maximum" if name == "maximum" else "tl.minimum"
+            nan = ", propagate_nan=tl.PropagateNan.ALL" if v.dtype.is_floating_point else ""
+            return f"{fn}({a[0]}, {a[1]}{nan})"
+        if name == "clamp_lo":
+            return f"tl.where({a[0]} < {a[1]}, {a[1]}, {a[0]}).to({ct})"
+        if name == "clamp_hi":
+            return f"tl.where({a[0]} > {a[1]}, {a[1]}, {a[0]}).to({ct})"
+        if name in ("floor_div", "remainder"):
+            q = f"tl.floor({a[0]} / {a[1]})"
+            return q if name == "floor_div" else f"({a[0]} - {q} * {a[1]})"
+        if name in ("logical_and", "logical_or", "logical_xor"):
+            sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}[name]
+            return f"(({a[0]} != 0) {sym} ({a[1]} != 0))"
+        raise LoweringError(f"no Triton lowering for op {name}")
+
+
+def _var_defs(names: Sequence[str], sizes: Sequence[int], flat: str, indent: str) -> list[str]:
+    out: list[str] = []
+    total = math.prod(sizes)
+    below = total
+    for name, size in zip(names, sizes, strict=True):
+        below //= max(size, 1)
+        if size == 1:
+            expr = f"{flat} * 0"
+        elif below == 1 and size == total:
+            expr = flat
+        else:
+            expr = f"(({flat} // {below}) % {size})"
+        out.append(f"{indent}{name} = {expr}")
+    return out
+
+
+@dataclass(frozen=True)
+class TritonKernelSource:
+    name: str
+    params: tuple[str, ...]
+    rows: int
+    max_inner: int
+
+
+def block_candidates(rows: int, max_inner: int) -> list[tuple[int, int]]:
+    """(XBLOCK, RBLOCK) pairs worth timing for a kernel of this shape."""
+    if max_inner <= 1:
+        return [(128, 1), (1024, 1)]
+    full = 1 << max(0, (max_inner - 1).bit_length())
+    cands = [(1, min(full, 4096)), (4, min(full, 512)), (8, min(full, 128))]
+    out: list[tuple[int, int]] = []
+    for c in cands:
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def _reduction_lines(step: Step, n: int, body: _Body, acc: str, ct: str) -> tuple[str, str, str]:
+    node = step.node
+    assert isinstance(node, ReductionNode)
+    if node.reduction == "sum":
+        return f"tl.full([XBLOCK, RBLOCK], 0, {ct})", f"{acc} + {{v}}", f"tl.sum({acc}, 1)"
+    if node.reduction == "prod":
+        raise LoweringError("prod reductions are not generated for Triton")
+    is_max = node.reduction == "max"
+    if node.dtype.is_floating_point:
+        init = "float('-inf')" if is_max else "float('inf')"
+    else:
+        info = torch.iinfo(node.dtype)
+        init = str(info.min if is_max else info.max)
+    fn = "tl.maximum" if is_max else "tl.minimum"
+    red = "tl.max" if is_max else "tl.min"
+    nan = ", propagate_nan=tl.PropagateNan.ALL" if node.dtype.is_floating_point else ""
+    final = f"{red}({acc}, 1)"
+    if node.dtype.is_floating_point:
+        # tl.max does not propagate NaN: count NaNs alongside
+        final = (
+            f"tl.where(tl.sum(({acc} != {acc}).to(tl.int32), 1) > 0, float('nan'), {red}({acc}, 1))"
+        )
+    return f"tl.full([XBLOCK, RBLOCK], {init}, {ct})", f"{fn}({acc}, {{v}}{nan})", final
+
+
+def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, TritonKernelSource]:
+    used: list[str] = []
+    for step in kernel.steps:
+        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
+            if name not in used:
+                used.append(name)
+    params = {name: f"p_{name}" for name in used}
+    max_inner = max((s.inner_numel for s in kernel.steps), default=1)
+    sig = ", ".join([*params.values(), "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+    lines = ["@triton.jit", f"def {kernel.name}({sig}):"]
+    lines.append("    o = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+    lines.append(f"    omask = o < {kernel.outer_numel}")
+    written: set[str] = set()
+    for n, step in enumerate(kernel.steps):
+        node = step.node
+        reads = {ld.buf for ld in iter_loads(node.body)}
+        if reads & written:
+            lines.append("    tl.debug_barrier()")
+        written.add(node.buf)
+        names = step.var_names
+        lines.append(f"    # step {n}: {type(node).__name__} -> {node.buf}")
+        lines += _var_defs(names[: step.split], step.outer_sizes, "o", "    ")
+        has_inner = len(step.inner_sizes) > 0
+        inner = step.inner_numel
+        store_ptr = params[node.buf]
+        out_ty = _TL[buffers[node.buf].dtype]
+        if isinstance(node, PointwiseNode):
+            idx = " + ".join(
+                [str(node.offset)]
+                + [f"{v} * {s}" for v, s in zip(names, node.strides, strict=True) if s]
+            )
+            if has_inner:
+                lines.append(f"    for rb in range(0, {inner}, RBLOCK):")
+                lines.append("        ri = rb + tl.arange(0, RBLOCK)[None, :]")
+                lines.append(f"        m = omask & (ri < {inner})")
+                lines += _var_defs(names[step.split :], step.inner_sizes, "ri", "        ")
+                body = _Body("        ", params, "m")
+            else:
+                lines.append("    m = omask")
+                body = _Body("    ", params, "m")
+            val = body.value(node.body)
+            lines += body.lines
+            if not val.startswith("t"):  # a literal: give it the tile's shape
+                shape = "[XBLOCK, RBLOCK]" if has_inner else "[XBLOCK, 1]"
+                val = f"tl.full({shape}, {val}, {_compute(node.body.dtype)})"
+            lines.append(
+                f"{body.indent}tl.store({store_ptr} + {idx}, ({val}).to({out_ty}), mask=m)"
+            )
+        else:
+            acc = f"acc{n}"
+            ct = _compute(node.dtype)
+            body = _Body("        ", params, "m")
+            init, combine, final = _reduction_lines(step, n, body, acc, ct)
+            lines.append(f"    {acc} = {init}")
+            lines.append(f"    for rb in range(0, {inner}, RBLOCK):")
+            lines.append("        ri = rb + tl.arange(0, RBLOCK)[None, :]")
+            lines.append(f"        m = omask & (ri < {inner})")
+            lines += _var_defs(names[step.split :], step.inner_sizes, "ri", "        ")
+            val = body.value(node.body)
+            lines += body.lines
+            if not val.startswith("t"):
+                val = f"tl.full([XBLOCK, RBLOCK], {val}, {ct})"
+            lines.append(f"        {acc} = tl.where(m, {combine.format(v=val)}, {acc})")
+            lines.append(f"    res{n} = ({final})[:, None]")
+            lines.append(f"    tl.store({store_ptr} + o, res{n}.to({out_ty}), mask=omask)")
+    return "\n".join(lines), TritonKernelSource(
+        kernel.name, tuple(used), kernel.outer_numel, max_inner
+    )
+
+
+def generate_triton(
+    kernels: Sequence[Kernel], buffers: dict[str, BufferSpec]
+) -> tuple[str, list[TritonKernelSource]]:
+    """A Python module with one ``@triton.jit`` function per kernel."""
+    parts = ["import triton", "import triton.language as tl", ""]
+    sources = []
+    for k in kernels:
+        text, src = _kernel(k, buffers)
+        parts.append(text)
+        parts.append("")
+        sources.append(src)
+    return "\n".join(parts) + "\n", sources
