@@ -257,3 +257,22 @@ def test_nonlocal_writes_of_the_compiled_frame_are_replayed_into_its_cells():
     count, total = peek()
     assert count == 1
     torch.testing.assert_close(total, x)
+
+
+def test_an_object_made_inside_and_stored_twice_is_one_object():
+    class Box:
+        pass
+
+    holder = Holder()
+
+    def fn(x, h):
+        shared = [x + 1]
+        b = Box()
+        b.items = shared
+        h.a = b
+        h.b = b
+        return shared, b
+
+    out, b = run_vm(fn, torch.randn(2), holder).output
+    assert holder.a is holder.b is b
+    assert b.items is out

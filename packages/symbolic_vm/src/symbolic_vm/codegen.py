@@ -11,6 +11,7 @@ import inspect
 import math
 import re
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -58,6 +59,23 @@ class Rebuilder:
         self.out = out
         self.outputs: list[Any] = []  # fx nodes, in output order
         self._index: dict[int, int] = {}
+        # Statements run after the graph, before any write: temporaries for values, and one
+        # binding per object made while tracing so each is built once (identity is kept).
+        self.lines: list[str] = []
+        self._made: dict[int, str] = {}
+
+    def bind(self, expr: str) -> str:
+        """A temporary holding ``expr``, evaluated now (before any write)."""
+        name = f"__strata_v{len(self.lines)}"
+        self.lines.append(f"{name} = {expr}")
+        return name
+
+    def _once(self, box: object, build: Callable[[], str]) -> str:
+        known = self._made.get(id(box))
+        if known is None:
+            known = self.bind(build())
+            self._made[id(box)] = known
+        return known
 
     def expr(self, var: Var) -> str:
         if isinstance(var, (TensorVar, SymVar)):
@@ -79,12 +97,13 @@ class Rebuilder:
                 return f"{self.out.install(torch.Size, 'Size')}(({inner}))"
             return f"({inner})"
         if isinstance(var, ListVar):
-            return "[" + ", ".join(self.expr(v) for v in var.box.items) + "]"
+            box = var.box
+            return self._once(box, lambda: "[" + ", ".join(self.expr(v) for v in box.items) + "]")
         if isinstance(var, DictVar):
-            pairs = ", ".join(
-                f"{self.constant(k)}: {self.expr(v)}" for k, v in var.box.items.items()
-            )
-            return "{" + pairs + "}"
+            dbox = var.box
+            return self._once(dbox, lambda: "{" + ", ".join(
+                f"{self.constant(k)}: {self.expr(v)}" for k, v in dbox.items.items()
+            ) + "}")
         if isinstance(var, ObjectVar):
             return self.out.install(var.value)
         if isinstance(var, ModuleVar):
@@ -94,8 +113,10 @@ class Rebuilder:
         if isinstance(var, NewObjectVar):
             helper = self.out.install(make_object, "make_object")
             cls = self.out.install(var.box.cls, "cls")
-            fields = ", ".join(f"{k!r}: {self.expr(v)}" for k, v in var.box.attrs.items())
-            return f"{helper}({cls}, {{{fields}}})"
+            obox = var.box
+            return self._once(obox, lambda: f"{helper}({cls}, {{" + ", ".join(
+                f"{k!r}: {self.expr(v)}" for k, v in obox.attrs.items()
+            ) + "})")
         if isinstance(var, BoundMethodVar):
             return f"{self.expr(var.func)}.__get__({self.expr(var.self_var)})"
         raise Unsupported(
@@ -131,19 +152,14 @@ def signature_text(code: types.CodeType) -> str:
     return ", ".join(parts)
 
 
-def effect_lines(rebuilder: Rebuilder, out: Output) -> tuple[list[str], list[str]]:
-    """Statements replaying the trace's side effects, in program order.
+def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
+    """The writes replaying the trace's side effects, in program order.
 
-    Returns (reads, writes): every value is read into a temporary before any write runs, so a
-    write never changes what a later value expression reads (``d.clear()`` then ``d['k']``).
+    Every value they use is read into a temporary first (``rebuilder.lines``), so a write never
+    changes what a later value expression reads (``d.clear()`` then ``d['k']``).
     """
-    reads: list[str] = []
     writes: list[str] = []
-
-    def temp(expr: str) -> str:
-        name = f"__strata_v{len(reads)}"
-        reads.append(f"{name} = {expr}")
-        return name
+    temp = rebuilder.bind
 
     for effect in out.side_effects:
         if isinstance(effect, AttrWrite):
@@ -171,14 +187,15 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> tuple[list[str], list[str
                 contents = temp("{" + pairs + "}")
                 writes.append(f"{target}.clear()")
                 writes.append(f"{target}.update({contents})")
-    return reads, writes
+    return writes
 
 
 def build_code(  # noqa: PLR0917 - the parts of one generated function
     original: types.CodeType,
     graph_call: str | None,
     graph_args: list[str],
-    effects: tuple[list[str], list[str]],
+    reads: list[str],
+    writes: list[str],
     return_expr: str,
     nonlocals: list[str] | None = None,
 ) -> types.CodeType:
@@ -193,7 +210,6 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     ]
     if graph_call is not None:
         body.append(f"{_OUT} = {graph_call}({', '.join(graph_args)})")
-    reads, writes = effects
     body.extend(reads)
     body.append(f"__strata_result = {return_expr}")
     body.extend(writes)

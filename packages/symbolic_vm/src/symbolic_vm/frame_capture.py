@@ -88,7 +88,7 @@ def _finish(out: Output, code: object, result: object, graph_name: str) -> Captu
 
     assert isinstance(code, types.CodeType) and isinstance(result, Var)
     rebuilder = Rebuilder(out)
-    effects = effect_lines(rebuilder, out)
+    writes = effect_lines(rebuilder, out)
     return_expr = rebuilder.expr(result)
     graph = out.builder.graph
     inputs = out.tensor_inputs()
@@ -109,7 +109,13 @@ def _finish(out: Output, code: object, result: object, graph_name: str) -> Captu
         log.debug("captured %s:\n%s", graph_name, gm.code)
     nonlocals = sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
     new_code = build_code(
-        code, graph_call, [source_expr(_source(v)) for v in live], effects, return_expr, nonlocals
+        code,
+        graph_call,
+        [source_expr(_source(v)) for v in live],
+        rebuilder.lines,
+        writes,
+        return_expr,
+        nonlocals,
     )
     return CaptureResult(
         code=new_code,
