@@ -230,3 +230,68 @@ def test_recompile_for_a_new_batch_size_is_split_too(backend: str) -> None:
         splits = support.installed_splits(support.MLP.__module__)
     assert len(splits) >= 2, "a second graph was compiled for the new batch size"
     assert [s.num_subgraphs for s in splits] == [3] * len(splits)
+
+
+class BrokenMLP(torch.nn.Module):
+    """Six Linear+ReLU layers and a head with a graph break half-way: two graphs."""
+
+    def __init__(self, width: int = 32) -> None:
+        super().__init__()
+        self.first = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(3))
+        self.second = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(3))
+        self.head = torch.nn.Linear(width, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.first:
+            x = torch.relu(layer(x))
+        compile_api.graph_break()
+        for layer in self.second:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+def _explain_bare_and_under_ddp() -> tuple[Any, Any, torch.nn.Module]:
+    torch.manual_seed(0)
+    model = BrokenMLP(width=32)
+    x = torch.randn(8, 32)
+    bare = compile_api.explain(model)(x)
+    compile_api.reset()
+    cap_mb = 32 * 33 * 4 / 2**20  # one hidden layer a bucket
+    ddp_model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap_mb)
+    under_ddp = compile_api.explain(ddp_model)(x)
+    compile_api.reset()
+    return bare, under_ddp, ddp_model
+
+
+def test_graph_breaks_are_the_same_under_ddp() -> None:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with support.single_process_group():
+        bare, under_ddp, _ = _explain_bare_and_under_ddp()
+    assert bare.graph_break_count >= 1
+    assert bare.graph_count == under_ddp.graph_count
+    assert bare.graph_break_count == under_ddp.graph_break_count
+    assert [b.reason for b in bare.break_reasons] == [b.reason for b in under_ddp.break_reasons]
+
+
+def test_each_graph_of_a_broken_frame_is_split() -> None:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    if not _hooked_up():
+        pytest.skip("compile_api's frame compiler does not call maybe_wrap_for_ddp yet")
+    compile_api.config.suppress_errors = False
+    with support.single_process_group():
+        bare, _, ddp_model = _explain_bare_and_under_ddp()
+        if bare.graph_count < 2:
+            pytest.skip(
+                f"compile_api makes {bare.graph_count} graphs of a frame with a graph break "
+                "(no resume after a break yet)"
+            )
+        x = torch.randn(8, 32)
+        out = compile_api.compile(ddp_model, backend="eager")(x)
+        torch.testing.assert_close(out, ddp_model.module(x))
+        splits = support.installed_splits(BrokenMLP.__module__)
+    assert len(splits) == bare.graph_count, "every graph of the frame went through the splitter"
+    assert sum(s.num_subgraphs for s in splits) >= 6, "each graph was split at its own buckets"
