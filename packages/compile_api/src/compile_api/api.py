@@ -174,7 +174,7 @@ class _Optimize:
     def __init__(self, ctx: CompileContext) -> None:
         self._ctx = ctx
         self._callback = make_callback(ctx)
-        self._previous: list[object] = []
+        self._previous: list[evalframe.Callback | None] = []
 
     def __call__(self, fn: F) -> F:
         if isinstance(fn, torch.nn.Module):
@@ -187,7 +187,7 @@ class _Optimize:
         self._previous.append(evalframe.set_callback(self._callback))
 
     def __exit__(self, *exc: object) -> None:
-        evalframe.set_callback(self._previous.pop())  # type: ignore[arg-type]
+        evalframe.set_callback(self._previous.pop())
 
 
 def optimize(

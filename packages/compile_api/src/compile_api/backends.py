@@ -68,13 +68,11 @@ def _identity_compiler(
     return gm.forward
 
 
-@register_backend(name="eager")
 def eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     """Runs the captured FX graph as it is (Python calling torch ops)."""
     return _identity_compiler(gm, example_inputs)
 
 
-@register_backend(name="aot_eager")
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     """aot's joint trace and default partition, with the graphs run as they are."""
     import aot
@@ -84,7 +82,6 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callab
     )
 
 
-@register_backend(name="aot_eager_decomp_partition")
 def aot_eager_decomp_partition(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
 ) -> Callable[..., Any]:
@@ -100,9 +97,12 @@ def aot_eager_decomp_partition(
     )
 
 
-@register_backend(name="inductor")
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     """inductor_lite: fused C++/OpenMP (CPU) or Triton (CUDA) kernels."""
     import inductor_lite
 
     return inductor_lite.compile_fx(gm, list(example_inputs))  # type: ignore[no-any-return]
+
+
+for _backend in (eager, aot_eager, aot_eager_decomp_partition, inductor):
+    register_backend(_backend)

@@ -113,7 +113,7 @@ class TransformerBlock(torch.nn.Module):
         self.fc1 = torch.nn.Linear(d, 4 * d)
         self.fc2 = torch.nn.Linear(4 * d, d)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> Any:
         batch, seq, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
         q = q.view(batch, seq, self.heads, d // self.heads).transpose(1, 2)

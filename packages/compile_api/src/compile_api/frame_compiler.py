@@ -17,7 +17,7 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import attrs
 import torch
@@ -259,7 +259,10 @@ def _finish(record: FrameRecord, ctx: CompileContext) -> None:
     _log_record(record)
 
 
-def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> object:
+FrameAnswer: TypeAlias = "evalframe.Entry | Literal[evalframe.Skip.SKIP] | None"
+
+
+def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> FrameAnswer:
     """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
     code = frame.f_code
     reason = skip_reason(code)
@@ -338,10 +341,10 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     return evalframe.Entry(check, result.code)
 
 
-def make_callback(ctx: CompileContext) -> Callable[[types.FrameType, int], object]:
+def make_callback(ctx: CompileContext) -> evalframe.Callback:
     """The evalframe callback for one compile context."""
 
-    def callback(frame: types.FrameType, cache_size: int) -> object:
+    def callback(frame: types.FrameType, cache_size: int) -> FrameAnswer:
         return compile_frame(frame, cache_size, ctx)
 
     return callback
