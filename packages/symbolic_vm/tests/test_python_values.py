@@ -513,3 +513,39 @@ def test_try_and_match(fn):
 
 def test_match_default_branch():
     check(match_constant, X, mode="other")
+
+
+def autocast_region(x, w):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.relu(x @ w)
+    return y, y.dtype, (x @ w).dtype
+
+
+def autocast_disabled_inside(x, w):
+    with torch.autocast(device_type="cpu"):
+        with torch.autocast(device_type="cpu", enabled=False):
+            z = x @ w
+        y = x @ w
+    return y.dtype, z.dtype, y.float() + z
+
+
+@pytest.mark.parametrize("fn", [autocast_region, autocast_disabled_inside])
+def test_autocast_regions_match_eager_and_leave_the_tracer_clean(fn):
+    check(fn, torch.randn(4, 4), torch.randn(4, 4))
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def switches_grad_off(x):
+    torch.set_grad_enabled(False)
+    return x * 2
+
+
+def test_unbalanced_grad_mode_change_is_replayed_and_guards_describe_entry_state():
+    from vm_harness import run_vm
+
+    x = torch.randn(2, requires_grad=True)
+    compiled = run_vm(switches_grad_off, x)  # its guard check runs on the entry state
+    assert not torch.is_grad_enabled()  # the transformed code switched it, like eager
+    assert not compiled.output.requires_grad
+    torch.set_grad_enabled(True)
+    assert compiled.guard({"x": x})

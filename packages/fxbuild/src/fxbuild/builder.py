@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 from torch.fx.node import map_aggregate
+from torch.utils._pytree import tree_leaves
 
 from fxbuild.errors import FakePropagationError
 
@@ -185,7 +186,7 @@ class GraphBuilder:
             ) from exc
         # With a ShapeEnv, nonzero/item succeed on fakes with unbacked symbols; we do not capture
         # data-dependent outputs (yet), so report them like the fake-mode refusals above.
-        if free_unbacked_symbols(result):
+        if _has_unbacked_symbols(result):
             self.shape_env.pending_fresh_unbacked_symbols.clear()
             raise FakePropagationError(
                 f"{name} has an output that depends on tensor data",
@@ -209,6 +210,13 @@ class GraphBuilder:
     def _check_open(self) -> None:
         if self._finished:
             raise RuntimeError("GraphBuilder.finish() was already called")
+
+
+def _has_unbacked_symbols(result: object) -> bool:
+    """True when a tensor or symbolic number in ``result`` has a data-dependent symbol."""
+    symbolic = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
+    leaves = [leaf for leaf in tree_leaves(result) if isinstance(leaf, symbolic)]
+    return bool(leaves) and bool(free_unbacked_symbols(leaves))
 
 
 def _identifier(name: str) -> str:

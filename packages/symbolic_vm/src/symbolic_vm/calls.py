@@ -13,6 +13,7 @@ from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
 from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
 from symbolic_vm.values import (
+    AutocastExitVar,
     BoundMethodVar,
     Cell,
     ConstVar,
@@ -62,6 +63,9 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         return methods.call_method(vm, fn, args, kwargs)
     if isinstance(fn, ModuleVar):
         return call_module(vm, fn, args, kwargs)
+    if isinstance(fn, AutocastExitVar):
+        torch_calls.exit_autocast(out, fn)
+        return ConstVar(None)
     if isinstance(fn, ContextExitVar):
         torch_calls.set_grad_mode(out, fn.restore)
         return ConstVar(None)

@@ -64,6 +64,9 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
                 frame_locals=dict(frame.f_locals),
             )
             result = vm.run()
+            # Guards describe the state at frame entry, not after the trace changed it.
+            _leave_autocast(out)
+            torch._C._set_grad_enabled(grad_before)
             return _finish(out, code, result, f"__compiled_fn_{number}")
         except Unsupported as exc:
             if not exc.lineno:
@@ -78,7 +81,13 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
             error.breaks = [graph_break]
             raise error from exc
     finally:
+        _leave_autocast(out)
         torch._C._set_grad_enabled(grad_before)
+
+
+def _leave_autocast(out: Output) -> None:
+    while out.cleanups:
+        torch.amp.autocast_mode._exit_autocast(out.cleanups.pop())
 
 
 def _finish(out: Output, code: object, result: object, graph_name: str) -> CaptureResult:

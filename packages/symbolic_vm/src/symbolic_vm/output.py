@@ -121,6 +121,8 @@ class Output:
         # Attribute writes on real objects, seen by later reads in the same trace.
         self.attr_overlay: dict[tuple[int, str], Var] = {}
         self.global_overlay: dict[str, Var] = {}  # globals rebound by the trace
+        # Autocast modes entered in the tracer and not yet left (left if the capture fails).
+        self.cleanups: list[Any] = []
         self._installs: dict[str, object] = {}
         self._install_ids: dict[int, str] = {}
         self.graph_index = 0

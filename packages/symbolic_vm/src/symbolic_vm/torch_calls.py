@@ -11,6 +11,8 @@ from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.output import Output
 from symbolic_vm.values import (
+    AutocastExitVar,
+    AutocastVar,
     ConstVar,
     ContextExitVar,
     GradModeVar,
@@ -77,6 +79,8 @@ def call_torch(
         set_grad_mode(out, enabled)
         # Already in effect: as a context manager, its exit restores the previous mode.
         return GradModeVar(previous, applied=True)
+    if value in _AUTOCAST_CLASSES:
+        return _autocast(out, value, args, kwargs)
     if value in _UNSUPPORTED:
         raise Unsupported(_UNSUPPORTED[value])
     if value in _METADATA_FUNCTIONS:
@@ -92,6 +96,42 @@ def call_torch(
     if "out" in kwargs:
         raise Unsupported(f"{_name(value)}(out=...) inside a compiled function")
     return ops.graph_call(out, value, args, kwargs)
+
+
+_AUTOCAST_CLASSES: tuple[Any, ...] = (torch.autocast, torch.amp.autocast)
+
+
+def _autocast(out: Output, cls: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    params = ("device_type", "dtype", "enabled", "cache_enabled")
+    values: dict[str, Any] = {"dtype": None, "enabled": True, "cache_enabled": None}
+    for name, var in zip(params, args, strict=False):
+        values[name] = ops.const_value(out, var)
+    for name, var in kwargs.items():
+        if name not in params:
+            raise Unsupported(f"torch.autocast(..., {name}=...)")
+        values[name] = ops.const_value(out, var)
+    if "device_type" not in values:
+        raise Unsupported("torch.autocast() without a device_type")
+    device_type = values["device_type"]
+    dtype = values["dtype"] or torch.get_autocast_dtype(device_type)
+    cache = values["cache_enabled"]
+    cache = torch.is_autocast_cache_enabled() if cache is None else cache
+    return AutocastVar((device_type, dtype, bool(values["enabled"]), bool(cache)))
+
+
+def enter_autocast(out: Output, mode: AutocastVar) -> Var:
+    """``with torch.autocast(...)``: enter/exit nodes in the graph, entered in the tracer too."""
+    node = out.builder.call_function(torch.amp.autocast_mode._enter_autocast, mode.args)
+    out.cleanups.append(node.meta["example_value"])
+    return AutocastExitVar(node)
+
+
+def exit_autocast(out: Output, exit_var: AutocastExitVar) -> None:
+    """Leave the autocast region entered by ``exit_var.enter_node``."""
+    out.builder.call_function(torch.amp.autocast_mode._exit_autocast, (exit_var.enter_node,))
+    mode = exit_var.enter_node.meta["example_value"]
+    if mode in out.cleanups:
+        out.cleanups.remove(mode)
 
 
 def _meta_arg(out: Output, var: Var) -> Any:

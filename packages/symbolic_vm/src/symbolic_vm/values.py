@@ -217,6 +217,20 @@ class GradModeVar(Var):
 
 
 @attrs.frozen(eq=False)
+class AutocastVar(Var):
+    """``torch.autocast(device_type, dtype, enabled, cache_enabled)`` as a context manager."""
+
+    args: tuple[Any, ...]
+
+
+@attrs.frozen(eq=False)
+class AutocastExitVar(Var):
+    """The ``__exit__`` of an entered autocast: its enter node in the graph."""
+
+    enter_node: Any
+
+
+@attrs.frozen(eq=False)
 class ContextExitVar(Var):
     """The ``__exit__`` BEFORE_WITH pushed: calling it restores grad mode ``restore``."""
 

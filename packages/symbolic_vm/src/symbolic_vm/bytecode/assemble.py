@@ -173,6 +173,8 @@ def assemble(
     label_index: dict[Label, int] = {}
     for item in items:
         if isinstance(item, Label):
+            if item in label_index:
+                raise AssemblyError(f"{item!r} is placed twice in the instruction list")
             label_index[item] = len(instrs)
         else:
             instrs.append(item)

@@ -8,7 +8,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, ReturnSignal, handler
-from symbolic_vm.values import ConstVar, GradModeVar, IteratorVar
+from symbolic_vm.values import AutocastVar, ConstVar, GradModeVar, IteratorVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
@@ -109,6 +109,12 @@ def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
 @handler("BEFORE_WITH")
 def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
     manager = vm.pop()
+    if isinstance(manager, AutocastVar):
+        from symbolic_vm.torch_calls import enter_autocast
+
+        vm.push(enter_autocast(vm.out, manager))
+        vm.push(ConstVar(None))
+        return
     if isinstance(manager, GradModeVar):
         from symbolic_vm.torch_calls import enter_grad_mode
 
