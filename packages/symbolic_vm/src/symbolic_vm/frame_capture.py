@@ -87,7 +87,7 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
 
 def _leave_autocast(out: Output) -> None:
     while out.cleanups:
-        torch.amp.autocast_mode._exit_autocast(out.cleanups.pop())
+        torch.amp.autocast_mode._exit_autocast(out.cleanups.pop())  # type: ignore[no-untyped-call]
 
 
 def _finish(out: Output, code: object, result: object, graph_name: str) -> CaptureResult:
