@@ -1,4 +1,4 @@
-"""Each package builds and installs on its own: its own wheel, version, dependencies and py.typed."""
+"""Each package builds on its own: its own wheel, version, dependencies and py.typed."""
 
 from __future__ import annotations
 
