@@ -329,3 +329,53 @@ def test_resuming_inside_a_with_block_runs_its_exit_and_cleanup() -> None:
     resumed = rebuild_function(inside_with, code)
     assert resumed([], False) == ["enter resumed", "second", "exit resumed None", "after"]
     assert resumed([], True) == ["enter resumed", "second", "exit resumed KeyError", "after"]
+
+
+def test_assembler_refuses_a_label_placed_twice() -> None:
+    twice = Label("twice")
+    items: list[Instr | Label] = [Instr("RESUME", 0), twice, load_const(None), twice]
+    items.append(Instr("RETURN_VALUE"))
+    with pytest.raises(AssemblyError, match="placed twice"):
+        assemble(items, template=_tmpl())
+
+
+def test_assembler_refuses_stack_underflow() -> None:
+    items: list[Instr | Label] = [Instr("RESUME", 0), Instr("POP_TOP"), Instr("RETURN_VALUE")]
+    with pytest.raises(AssemblyError, match="underflow"):
+        assemble(items, template=_tmpl())
+
+
+def test_assembler_refuses_flags_on_an_opcode_without_them() -> None:
+    items: list[Instr | Label] = [
+        Instr("RESUME", 0),
+        Instr("LOAD_FAST", "x", flags=1),
+        Instr("RETURN_VALUE"),
+    ]
+    with pytest.raises(AssemblyError, match="no flags"):
+        assemble(items, template=_tmpl())
+
+
+def test_stack_size_counts_the_deepest_path_and_handler_entry() -> None:
+    # Straight line: three pushes deep. A handler entered with lasti: depth + lasti + exception.
+    deep = [
+        Instr("RESUME", 0),
+        load_const(1),
+        load_const(2),
+        load_const(3),
+        Instr("BUILD_TUPLE", 3),
+        Instr("RETURN_VALUE"),
+    ]
+    assert assemble(deep, template=_tmpl()).co_stacksize == 3
+    handler = Label()
+    h = ExceptHandler(handler, depth=2, lasti=True)
+    guarded = [
+        Instr("RESUME", 0),
+        load_const(1),
+        load_const(2),
+        Instr("NOP", handler=h),
+        Instr("BUILD_TUPLE", 2),
+        Instr("RETURN_VALUE"),
+        handler,
+        Instr("RERAISE", 1),
+    ]
+    assert assemble(guarded, template=_tmpl()).co_stacksize == 4
