@@ -549,3 +549,18 @@ def test_unbalanced_grad_mode_change_is_replayed_and_guards_describe_entry_state
     assert not compiled.output.requires_grad
     torch.set_grad_enabled(True)
     assert compiled.guard({"x": x})
+
+
+def parameter_checks(x, p):
+    out = x
+    if isinstance(p, torch.nn.Parameter):
+        out = out + p
+    if type(x) is torch.Tensor and not isinstance(x, torch.nn.Parameter):
+        out = out * 2
+    if isinstance(x + 1, torch.nn.Parameter):
+        out = out - 100
+    return out
+
+
+def test_isinstance_sees_the_real_tensor_class():
+    check(parameter_checks, torch.randn(3), torch.nn.Parameter(torch.randn(3)))

@@ -10,8 +10,6 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.values import (
@@ -118,7 +116,7 @@ def _python_type(vm: Interpreter, var: Var) -> type:
     """The Python type of a tracked value."""
     if isinstance(var, TensorVar):
         vm.out.depend(var)
-        return torch.nn.Parameter if isinstance(var.example, torch.nn.Parameter) else torch.Tensor
+        return vm.out.tensor_type(var)
     if isinstance(var, ConstVar):
         vm.out.depend(var)
         return type(var.value)
@@ -156,9 +154,6 @@ def _type(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     obj, classes = args
     cls = ops.const_value(vm.out, classes)
-    if isinstance(obj, TensorVar):
-        vm.out.depend(obj)
-        return ConstVar(isinstance(obj.example, cls))
     return ConstVar(issubclass(_python_type(vm, obj), cls))
 
 

@@ -218,6 +218,11 @@ class Output:
         """The real tensor behind input ``var``."""
         return self._real_inputs[id(var.node)]
 
+    def tensor_type(self, var: TensorVar) -> type:
+        """The real class of a tensor: its input's class (Parameter, ...) or torch.Tensor."""
+        real = self._real_inputs.get(id(var.node))
+        return type(real) if real is not None else torch.Tensor
+
     def tensor_inputs(self) -> list[TensorVar]:
         """Placeholders in creation order."""
         return list(self._tensor_inputs.values())
