@@ -174,11 +174,15 @@ def compare_training(
 
 
 def mutating_or_aliasing_ops(gm: torch.fx.GraphModule) -> list[str]:
-    """Names of the ops in `gm` whose schema mutates an argument or returns an alias."""
+    """Names of the ops in `gm` whose schema mutates an argument or returns an alias, plus
+    training-mode `native_batch_norm` (it updates running stats without declaring it)."""
     bad = []
     for node in gm.graph.nodes:
         schema = getattr(node.target, "_schema", None)
         if node.op != "call_function" or schema is None:
+            continue
+        if node.target is torch.ops.aten.native_batch_norm.default and node.args[5]:
+            bad.append(str(node.target))
             continue
         if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
             bad.append(str(node.target))

@@ -278,3 +278,41 @@ def test_eager_compiler_runs_copies_as_views_but_never_aliases_outputs(helpers: 
     ops = [str(n.target) for n in fw.graph.nodes if n.op == "call_function"]
     assert "aten.t.default" in ops  # at least one copy became a view
     assert helpers.mutating_or_aliasing_ops(art.fw_gm) == []  # aot's own graph stays alias-free
+
+
+def test_batch_norm_mutation_is_functionalized_even_when_its_kernel_is_decomposed(
+    helpers: Any,
+) -> None:
+    from torch._decomp import get_decompositions
+
+    aten = torch.ops.aten
+    for ops in ([], [aten.native_batch_norm.default],
+                [aten._native_batch_norm_legit_functional.default]):
+        eager = torch.nn.BatchNorm1d(4)
+        model = torch.nn.BatchNorm1d(4)
+        compiled = aot.aot_module(model, aot.identity_compiler,
+                                  decompositions=get_decompositions(ops))
+        for _ in range(2):
+            x = torch.randn(8, 4, requires_grad=True)
+            helpers.assert_close(compiled(x), eager(x), f"output, decomposing {ops}")
+        helpers.assert_close(model.running_mean, eager.running_mean, "running_mean")
+        helpers.assert_close(model.running_var, eager.running_var, "running_var")
+        assert int(model.num_batches_tracked) == 2
+        art = compiled.artifacts
+        assert art is not None and art.bw_gm is not None
+        for gm in (art.fw_gm, art.bw_gm):
+            assert helpers.mutating_or_aliasing_ops(gm) == []
+
+
+def test_a_decomposition_that_mutates_below_functionalization_is_refused() -> None:
+    def add_in_place(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        out.copy_(x)
+        return out.add_(y)  # in place on an intermediate, below functionalization
+
+    compiled = aot.aot_function(
+        lambda x: torch.sin(x) + x, aot.identity_compiler,
+        decompositions={torch.ops.aten.add.Tensor: add_in_place},
+    )
+    with pytest.raises(aot.AotTracingError, match="still mutates"):
+        compiled(torch.randn(3))

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 import torch
+from torch._dispatch.python import enable_python_dispatcher
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aot.errors import AotTracingError, AotUnsupportedError
@@ -139,12 +140,32 @@ def _is_view_op(func: Any) -> bool:
     return alias is not None and not alias.is_write
 
 
+def storage_id(t: torch.Tensor) -> int:
+    """An identity for the memory a tensor lives in (shared by all its views)."""
+    return int(t.untyped_storage()._cdata)
+
+
+def _written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    schema = getattr(func, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return []
+    written = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is None or not arg.alias_info.is_write:
+            continue
+        value = args[i] if i < len(args) else kwargs.get(arg.name)
+        written.extend(value if isinstance(value, (list, tuple)) else [value])
+    return [w for w in written if isinstance(w, torch.Tensor)]
+
+
 class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
-    """Remembers, for every tensor made by a view op, the op and its source tensor."""
+    """Remembers, for every tensor made by a view op, the op and its source tensor, and the
+    storages that ops write to (an input can be written through a view of it)."""
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.records: dict[int, _ViewRecord] = {}
+        self.written_storages: set[int] = set()
 
     def __torch_dispatch__(
         self,
@@ -154,6 +175,8 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        for t in _written_tensors(func, args, kwargs):
+            self.written_storages.add(storage_id(t))
         out = func(*args, **kwargs)
         if _is_view_op(func) and args and isinstance(args[0], torch.Tensor):
             rest = tuple(args[1:])
@@ -238,7 +261,9 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
     }
     recorder = _ViewRecorder()
     try:
-        with fake_mode, recorder:
+        # The Python dispatcher routes ops with hidden mutations (training batch norm) to forms
+        # that declare them, so they are seen here and functionalized in the trace.
+        with enable_python_dispatcher(), fake_mode, recorder:
             outs = list(flat_fn(*fake_inputs))
     except AotTracingError:
         raise
@@ -249,7 +274,8 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
     mutated = tuple(
         i
         for i, x in enumerate(fake_inputs)
-        if isinstance(x, torch.Tensor) and x._version != versions[i]
+        if isinstance(x, torch.Tensor)
+        and (x._version != versions[i] or storage_id(x) in recorder.written_storages)
     )
     traced: list[TracedOutput] = []
     traced_ids: dict[int, int] = {}

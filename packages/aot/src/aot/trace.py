@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
@@ -105,6 +106,26 @@ def _views_to_copies(gm: torch.fx.GraphModule, fake_mode: Any) -> None:
             )
 
 
+def _mutates(node: torch.fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    if node.target is torch.ops.aten.native_batch_norm.default:
+        return bool(node.args[5])  # training: updates the running stats without declaring it
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and bool(schema.is_mutable)
+
+
+def _check_functional(gm: torch.fx.GraphModule) -> None:
+    """Refuse a graph that still mutates (e.g. a decomposition writing below functionalization)."""
+    bad = sorted({str(n.target) for n in gm.graph.nodes if _mutates(n)})
+    if bad:
+        raise AotTracingError(
+            f"the traced graph still mutates tensors through {', '.join(bad)}; this usually "
+            "means a decomposition in the table writes in place below functionalization. "
+            "Remove that op's entry from the decomposition table."
+        )
+
+
 def _flatten_calling_convention(gm: torch.fx.GraphModule, fake_mode: Any) -> torch.fx.GraphModule:
     """Make `gm` take its placeholders positionally and return a flat tuple; drop aliases."""
     gm.graph._codegen = torch.fx.graph.CodeGen()
@@ -112,6 +133,7 @@ def _flatten_calling_convention(gm: torch.fx.GraphModule, fake_mode: Any) -> tor
     values = out.args[0]
     out.args = (tuple(values) if isinstance(values, (list, tuple)) else (values,),)
     _views_to_copies(gm, fake_mode)
+    _check_functional(gm)
     for node in list(gm.graph.nodes):
         if (node.op == "call_function" and node.target in _IDENTITY_OPS
                 and out not in node.users):
@@ -127,7 +149,7 @@ def _make_fx(
 ) -> Callable[..., torch.fx.GraphModule]:
     def trace(*args: object) -> torch.fx.GraphModule:
         try:
-            with fake_mode:
+            with enable_python_dispatcher(), fake_mode:
                 gm = make_fx(fn, decomposition_table=decompositions or {}, tracing_mode="real")(
                     *args
                 )
