@@ -149,7 +149,7 @@ def _written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     schema = getattr(func, "_schema", None)
     if schema is None or not schema.is_mutable:
         return []
-    written = []
+    written: list[Any] = []
     for i, arg in enumerate(schema.arguments):
         if arg.alias_info is None or not arg.alias_info.is_write:
             continue
