@@ -72,3 +72,12 @@ def test_subgraph_count_equals_ddp_bucket_count(
         got = result[f"{model}/{backend}"]
         assert got["num_subgraphs"] > 1
         assert got["num_subgraphs"] == got["ddp_buckets"] == got["split_ddp_buckets"]
+
+
+def test_hung_ranks_are_killed_at_the_deadline() -> None:
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not finish"):
+        support.spawn_with_timeout(support.sleeping_worker, args=(120.0,), nprocs=2, timeout_s=3)
+    assert time.monotonic() - start < 60

@@ -537,3 +537,10 @@ def nccl_worker(
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
+
+
+def sleeping_worker(rank: int, seconds: float) -> None:
+    """A rank that hangs (as a stuck collective would), for the timeout test."""
+    import time
+
+    time.sleep(seconds)
