@@ -210,6 +210,7 @@ class AotCallable:
         self._last: AotFunction | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the compiled function (tracing and compiling first for a new signature)."""
         flat, in_spec = pytree.tree_flatten((args, kwargs))
         compiled = self._by_spec.get(repr(in_spec))
         if compiled is None:
