@@ -564,3 +564,17 @@ def parameter_checks(x, p):
 
 def test_isinstance_sees_the_real_tensor_class():
     check(parameter_checks, torch.randn(3), torch.nn.Parameter(torch.randn(3)))
+
+
+def set_results(x):
+    s = {1, 2}
+    t = {i * 2 for i in range(3)}
+    return x * len(s | t), s, t, 2 in t
+
+
+def test_sets_of_constants_are_rebuilt_fresh_on_every_call():
+
+    compiled = check(set_results, X)
+    first = compiled.fn(X)[1]
+    first.add(99)
+    assert 99 not in compiled.fn(X)[1]

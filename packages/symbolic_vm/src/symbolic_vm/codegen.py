@@ -105,6 +105,10 @@ class Rebuilder:
                 f"{self.constant(k)}: {self.expr(v)}" for k, v in dbox.items.items()
             ) + "}")
         if isinstance(var, ObjectVar):
+            if type(var.value) is set:  # a fresh set per call, never a shared one
+                return f"set({self.out.install(frozenset(var.value))})"
+            if isinstance(var.value, (list, dict, bytearray)):
+                raise Unsupported(f"returning a {type(var.value).__name__} the VM cannot rebuild")
             return self.out.install(var.value)
         if isinstance(var, ModuleVar):
             return self.out.install(var.module)

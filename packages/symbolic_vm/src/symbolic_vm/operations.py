@@ -230,9 +230,15 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return _sequence(a, items(out, a) + items(out, b))
     if isinstance(a, (TupleVar, ListVar)) and isinstance(b, ConstVar) and plain is operator.mul:
         return _sequence(a, items(out, a) * int(const_value(out, b)))
+    if _is_set(a) and _is_set(b):
+        return ObjectVar(_fold(plain, const_value(out, a), const_value(out, b)))
     if (is_constant(a) and is_constant(b)) or (_is_plain(a) and _is_plain(b)):
         return ConstVar(_fold(plain, const_value(out, a), const_value(out, b)))
     raise Unsupported(f"operator {symbol} on {describe(a)} and {describe(b)}")
+
+
+def _is_set(var: Var) -> bool:
+    return isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset))
 
 
 def _is_plain(var: Var) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import attrs
 
-from symbolic_vm.bytecode.errors import DecodeError
+from symbolic_vm.bytecode.errors import AssemblyError, DecodeError
 from symbolic_vm.bytecode.instr import Position
 
 __all__ = [
@@ -156,6 +156,10 @@ def _write_entry(out: bytearray, pos: Position, n: int, prev_line: int) -> int:
     line = pos.lineno
     delta = line - prev_line
     end_line = pos.end_lineno
+    if (end_line is not None and end_line < line) or min(
+        pos.col_offset or 0, pos.end_col_offset or 0
+    ) < 0:
+        raise AssemblyError(f"{pos!r}: ends before it starts, or has a negative column")
     col = -1 if pos.col_offset is None else pos.col_offset
     end_col = -1 if pos.end_col_offset is None else pos.end_col_offset
     if col < 0 or end_col < 0:

@@ -42,7 +42,8 @@ def BUILD_LIST(vm: Interpreter, inst: dis.Instruction) -> None:
 @handler("BUILD_SET")
 def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:
     values = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
-    vm.push(ObjectVar(frozenset(values)))
+    # Sets of constants only; the VM never mutates this object (SET_ADD makes a new one).
+    vm.push(ObjectVar(set(values)))
 
 
 @handler("BUILD_MAP")
@@ -106,7 +107,7 @@ def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
     index = _arg(inst)
     target = vm.peek(index)
     assert isinstance(target, ObjectVar)
-    vm.stack[-index] = ObjectVar(frozenset({*target.value, value}))
+    vm.stack[-index] = ObjectVar({*target.value, value})
 
 
 @handler("LIST_EXTEND")
