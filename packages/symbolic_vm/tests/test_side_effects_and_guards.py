@@ -276,3 +276,13 @@ def test_an_object_made_inside_and_stored_twice_is_one_object():
     out, b = run_vm(fn, torch.randn(2), holder).output
     assert holder.a is holder.b is b
     assert b.items is out
+
+
+def test_a_torch_size_argument_is_guarded_by_value_not_identity():
+    def fn(x, shape):
+        return x.reshape(shape)
+
+    _, guards_fn, frame = _guards(fn, torch.randn(6), torch.Size([2, 3]))
+    x = frame.f_locals["x"]
+    assert guards_fn({"x": x, "shape": torch.Size([2, 3])})
+    assert not guards_fn({"x": x, "shape": torch.Size([3, 2])})

@@ -253,3 +253,13 @@ def test_input_returned_unchanged_is_not_a_graph_output():
     gm = compiled.result.graphs[0].gm
     assert compiled.placeholders() == ["y"]
     assert len(list(gm.graph.nodes)[-1].args[0]) == 1
+
+
+def returns_named_result(x, y):
+    result = x.max(dim=1)
+    return result, torch.sort(y, dim=0)
+
+
+def test_named_tuple_results_keep_their_type():
+    compiled = check(returns_named_result, X, Y)
+    assert type(compiled.output[0]).__name__ == "max"

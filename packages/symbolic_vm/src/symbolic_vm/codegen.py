@@ -95,6 +95,8 @@ class Rebuilder:
             inner = "".join(f"{self.expr(v)}, " for v in var.items)
             if var.is_size:
                 return f"{self.out.install(torch.Size, 'Size')}(({inner}))"
+            if var.named_type is not None:
+                return f"{self.out.install(var.named_type, 'cls')}(({inner}))"
             return f"({inner})"
         if isinstance(var, ListVar):
             box = var.box

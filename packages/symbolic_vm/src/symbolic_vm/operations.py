@@ -163,7 +163,8 @@ def wrap_example(out: Output, node: Any) -> Var:
         if isinstance(example, list):
             return ListVar(ListBox(items))
         fields = getattr(type(example), "_fields", None) or _structseq_fields(example)
-        return TupleVar(tuple(items), fields=tuple(fields))
+        named = type(example) if type(example) is not tuple else None
+        return TupleVar(tuple(items), fields=tuple(fields), named_type=named)
     if example is None or is_constant_value(example):
         return ConstVar(example)
     raise Unsupported(f"a torch operation returned {type(example).__name__}, unsupported")

@@ -288,6 +288,15 @@ class Output:
             for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
                 guard_set.SHAPE(predicate, description)
         for request in self._guards.values():
+            if request.kind == "CONSTANT_MATCH" and isinstance(request.value, torch.Size):
+                # A Size read from the frame: match its type, then its entries as a tuple.
+                guard_set.TYPE_MATCH(request.source, request.value)
+                expected = tuple(int(v) for v in request.value)
+                guard_set.SHAPE(
+                    f"tuple({request.source.name()}) == {expected!r}",
+                    f"{request.source.name()} is torch.Size({list(expected)})",
+                )
+                continue
             try:
                 getattr(guard_set, request.kind)(request.source, request.value)
             except UnsupportedGuardValue:

@@ -68,6 +68,7 @@ class TupleVar(Var):
 
     items: tuple[Var, ...]
     fields: tuple[str, ...] = ()
+    named_type: type | None = None  # torch.return_types.* class of a named result
     is_size: bool = False  # a torch.Size with symbolic entries (rebuilt as torch.Size)
 
 
