@@ -578,3 +578,15 @@ def test_sets_of_constants_are_rebuilt_fresh_on_every_call():
     first = compiled.fn(X)[1]
     first.add(99)
     assert 99 not in compiled.fn(X)[1]
+
+
+def imports_inside(x):
+    import math as m
+    import torch.nn.functional
+    from torch.nn import functional as fn
+
+    return torch.nn.functional.relu(x) * m.pi + fn.gelu(x)
+
+
+def test_imports_of_loaded_modules_inside_the_function():
+    check(imports_inside, X)

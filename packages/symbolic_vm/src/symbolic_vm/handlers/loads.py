@@ -198,3 +198,27 @@ def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
     vm.push(value)
+
+
+@handler("IMPORT_NAME")
+def IMPORT_NAME(vm: Interpreter, inst: dis.Instruction) -> None:
+    """``import m`` inside the function: only modules already imported (no import side effects)."""
+    import sys
+
+    vm.pop()  # fromlist
+    level = ops.const_value(vm.out, vm.pop())
+    name = inst.argval
+    if level:
+        raise Unsupported(f"relative import of {name!r} inside a compiled function")
+    module = sys.modules.get(name)
+    if module is None:
+        raise Unsupported(f"importing {name!r} (not imported yet) inside a compiled function")
+    # `import a.b` binds `a`; `from a.b import c` uses a.b itself (IMPORT_FROM follows).
+    follows = vm.next_instruction().opname == "IMPORT_FROM"
+    top = name if follows else name.partition(".")[0]
+    vm.push(ObjectVar(sys.modules[top]))
+
+
+@handler("IMPORT_FROM")
+def IMPORT_FROM(vm: Interpreter, inst: dis.Instruction) -> None:
+    vm.push(ops.getattr_var(vm, vm.peek(), inst.argval))
