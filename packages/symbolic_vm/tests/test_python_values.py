@@ -582,6 +582,7 @@ def test_sets_of_constants_are_rebuilt_fresh_on_every_call():
 
 def imports_inside(x):
     import math as m
+
     import torch.nn.functional
     from torch.nn import functional as fn
 
