@@ -316,3 +316,15 @@ def test_a_decomposition_that_mutates_below_functionalization_is_refused() -> No
     )
     with pytest.raises(aot.AotTracingError, match="still mutates"):
         compiled(torch.randn(3))
+
+
+def test_tensors_made_from_python_data_inside_the_function(helpers: Any) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x * torch.tensor([1.0, 2.0, 3.0]) + torch.tensor(2.0)
+
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    x = torch.randn(3, requires_grad=True)
+    helpers.assert_close(compiled(x), fn(x), "output")
+    helpers.assert_close(_grads(compiled(x).sum(), [x]), _grads(fn(x).sum(), [x]), "grad")
+    with torch.no_grad():
+        helpers.assert_close(compiled(x), fn(x), "inference output")
