@@ -16,6 +16,7 @@ from symbolic_vm.bytecode import (
     FreeVar,
     Instr,
     Label,
+    Position,
     assemble,
     codegen,
     decode,
@@ -379,3 +380,11 @@ def test_stack_size_counts_the_deepest_path_and_handler_entry() -> None:
         Instr("RERAISE", 1),
     ]
     assert assemble(guarded, template=_tmpl()).co_stacksize == 4
+
+
+def test_assembler_refuses_a_position_ending_before_it_starts() -> None:
+    bad = Position(lineno=5, end_lineno=4, col_offset=0, end_col_offset=1)
+    items: list[Instr | Label] = [Instr("RESUME", 0), Instr("NOP", position=bad)]
+    items += [load_const(None), Instr("RETURN_VALUE")]
+    with pytest.raises(AssemblyError, match="ends before it starts"):
+        assemble(items, template=_tmpl())
