@@ -238,3 +238,27 @@ def test_process_clock_reports_cpu_time_and_keeps_wall_time_alongside():
     assert eager.samples_s == eager.cpu_samples_s
     assert len(eager.wall_samples_s) == len(eager.cpu_samples_s) == 2
     assert all(t > 0 for t in eager.wall_samples_s)
+
+
+def test_a_compile_that_changes_the_thread_count_is_undone_and_named():
+    class ChangesThreads:
+        name = "changes_threads"
+
+        def compile(self, fn):
+            def wrapped(*args):
+                torch.set_num_threads(torch.get_num_threads() + 1)
+                return fn(*args)
+
+            return wrapped
+
+        def graph_counts(self, fresh):
+            return GraphCounts(None, None, "fake")
+
+    threads = torch.get_num_threads()
+    try:
+        results = _run("overhead_add_one", ChangesThreads)
+        # Restored after the first call; later calls change it again, which is theirs to report.
+        assert "thread count" in results["changes_threads"].note
+        assert results["eager"].note == ""
+    finally:
+        torch.set_num_threads(threads)

@@ -217,6 +217,7 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
             except Exception as exc:
                 r.fail("setup", exc)
 
+        threads = torch.get_num_threads()
         for r in runners:
             if not r.alive:
                 continue
@@ -230,6 +231,7 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
                 r.first_output = _snapshot(output, r.instance)
             except Exception as exc:
                 r.fail("first call", exc)
+            _keep_threads(r, threads)
 
         eager = next((r for r in runners if r.name == "eager"), None)
         _check_correctness(runners, eager, workload)
@@ -261,6 +263,20 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
             r.result.counts_note = f"n/a ({first_line(exc)})"
     _relative_to_eager([r.result for r in runners], eager.result if eager else None)
     return [r.result for r in runners]
+
+
+def _keep_threads(r: _Runner, threads: int) -> None:
+    """Undo a compiler's change to the process-wide thread count, and say which one made it.
+
+    The OpenMP thread count is shared by eager, every compiled kernel and every implementation in
+    the process; left changed, it would skew all of their timings, not only the changer's.
+    """
+    now = torch.get_num_threads()
+    if now != threads:
+        log.warning("%s changed torch's thread count from %d to %d; restored",
+                    r.name, threads, now)
+        r.result.note = f"its compile changed torch's thread count {threads} -> {now}; restored"
+        torch.set_num_threads(threads)
 
 
 def _guarded(r: _Runner, stage: str, action: Callable[[], object]) -> None:
