@@ -328,3 +328,39 @@ def test_tensors_made_from_python_data_inside_the_function(helpers: Any) -> None
     helpers.assert_close(_grads(compiled(x).sum(), [x]), _grads(fn(x).sum(), [x]), "grad")
     with torch.no_grad():
         helpers.assert_close(compiled(x), fn(x), "inference output")
+
+
+def test_mutating_an_input_that_aliases_another_input_is_refused() -> None:
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a.add_(1)
+        return a + b
+
+    buf = torch.zeros(4)
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    with pytest.raises(aot.AotUnsupportedError, match="shares memory"):
+        compiled(buf, buf[:4])
+    out = compiled(torch.zeros(4), torch.ones(4))  # independent inputs are fine
+    torch.testing.assert_close(out, torch.full((4,), 2.0))
+
+
+def test_separate_backward_compiler_and_custom_partitioner_are_used(helpers: Any) -> None:
+    seen: list[str] = []
+
+    def fw(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        seen.append("fw")
+        return gm
+
+    def bw(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        seen.append("bw")
+        assert all(isinstance(e, torch.Tensor) for e in example_inputs)
+        return gm
+
+    def partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int) -> Any:
+        seen.append(f"partition({num_fwd_outputs})")
+        return aot.min_cut_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs)
+
+    compiled = aot.aot_function(lambda x: (x.sin() * 2, x.argmax()), fw, bw, partition)
+    x = torch.randn(5, requires_grad=True)
+    out = compiled(x)
+    assert seen == ["partition(2)", "fw", "bw"]
+    helpers.assert_close(_grads(out[0].sum(), [x]), (torch.cos(x) * 2,), "grad")

@@ -37,6 +37,7 @@ __all__ = [
     "ViewStep",
     "analyse",
     "fresh_fake_inputs",
+    "storage_id",
 ]
 
 log = logging.getLogger("strata.aot")

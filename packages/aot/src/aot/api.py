@@ -12,7 +12,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs
+from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs, storage_id
 from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
 from aot.partition import PartitionStats, default_partition, partition_stats
@@ -100,6 +100,22 @@ def _leaf_key(value: object, dynamic: bool) -> Hashable:
     return ("V", type(value), value)
 
 
+def _refuse_mutated_aliased_inputs(flat_args: Sequence[object], meta: FunctionMeta) -> None:
+    """Inputs are traced as independent tensors; a mutated one must not share memory."""
+    storages: dict[int, list[int]] = {}
+    for i, a in enumerate(flat_args):
+        if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
+            storages.setdefault(storage_id(a), []).append(i)
+    for i in meta.mutated_inputs:
+        a = flat_args[i]
+        if isinstance(a, torch.Tensor) and len(storages.get(storage_id(a), [])) > 1:
+            raise AotUnsupportedError(
+                f"input {i} is mutated in place and shares memory with input(s) "
+                f"{[j for j in storages[storage_id(a)] if j != i]}; aot traces inputs as "
+                "independent tensors. Pass separate tensors (e.g. .clone()) or compile eagerly."
+            )
+
+
 def _fake_mode_for(flat_args: Sequence[object]) -> Any:
     for a in flat_args:
         if isinstance(a, FakeTensor):
@@ -166,6 +182,7 @@ class AotFunction:
                            fake_mode)
         out_spec = self._out_spec
         assert out_spec is not None
+        _refuse_mutated_aliased_inputs(flat_args, meta)
         trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
         if not training or not meta.differentiable_traced:
             gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,
