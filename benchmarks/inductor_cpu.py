@@ -10,6 +10,7 @@ inductor, eager, ...) so that machine noise hits all three alike. Reports median
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import time
@@ -135,8 +136,9 @@ def main() -> None:
             continue
         torch._dynamo.reset()
         inputs = make_inputs()
-        ours = torch.compile(fn, backend=compile_fx, dynamic=False)
-        ind = torch.compile(fn, backend="inductor", dynamic=False)
+        # separate copies: the two compiled wrappers must not share one module's frame cache
+        ours = torch.compile(copy.deepcopy(fn), backend=compile_fx, dynamic=False)
+        ind = torch.compile(copy.deepcopy(fn), backend="inductor", dynamic=False)
         runners = {
             "eager": _step(fn, training),
             "ours": _step(ours, training),

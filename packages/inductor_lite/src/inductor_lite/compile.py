@@ -98,6 +98,13 @@ def compile_fx(
     ``config.fallback == "raise"``.
     """
     config = config or InductorConfig()
+    symbolic = _symbolic_input(example_inputs)
+    if symbolic is not None:
+        # decided before any tracing: tracing symbolic fakes would add symbols to the
+        # caller's shape environment
+        return _give_up(
+            gm, UnsupportedGraph(f"symbolic shapes are not supported ({symbolic})"), config
+        )
     if config.use_aot:
         try:
             return _compile_with_aot(gm, example_inputs, config)
@@ -110,6 +117,17 @@ def compile_fx(
         return _compile(gm, aten_gm, out_spec, example_inputs, config)
     except Exception as exc:
         return _give_up(gm, exc, config)
+
+
+def _symbolic_input(example_inputs: Sequence[object]) -> str | None:
+    for k, x in enumerate(example_inputs):
+        if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
+            return f"input {k} is a symbolic scalar"
+        if isinstance(x, torch.Tensor) and not all(
+            isinstance(s, int) for s in (*x.shape, *x.stride())
+        ):
+            return f"input {k} has symbolic sizes"
+    return None
 
 
 def compile_aten_graph(
@@ -154,13 +172,7 @@ def _compile_with_aot(
     import aot
 
     table = dict(aot.core_decompositions())
-    # training batch norm stays one aten call: its running-stat update is an in-place write
-    # that the decomposed form would lose inside aot
-    hidden_mutation = {
-        torch.ops.aten.native_batch_norm.default,
-        torch.ops.aten._native_batch_norm_legit_functional.default,
-    }
-    table.update({k: v for k, v in extra_decompositions().items() if k not in hidden_mutation})
+    table.update(extra_decompositions())
 
     def backend(graph: torch.fx.GraphModule, inputs: Sequence[object]) -> Callable[..., Any]:
         return compile_aten_graph(graph, inputs, config=config)

@@ -35,6 +35,7 @@ def extra_decompositions() -> dict[Any, Any]:
                 aten.native_layer_norm,
                 aten.native_batch_norm,
                 aten._native_batch_norm_legit_no_training,
+                aten._native_batch_norm_legit,
                 aten._native_batch_norm_legit_functional,
                 aten.silu,
                 aten.addcmul,
