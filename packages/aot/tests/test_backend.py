@@ -121,10 +121,28 @@ def test_dynamic_shapes_compile_once_and_match_eager_for_each_size(
     assert len(compiles) == 1
 
 
-def test_dynamic_output_view_with_symbolic_sizes_is_refused_clearly() -> None:
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return x.view(x.shape[0] * 2, -1)
+def test_dynamic_output_views_with_symbolic_sizes_are_rebuilt_per_call(helpers: Any) -> None:
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        y = torch.tanh(x @ w)
+        return x.view(x.shape[0] * 2, -1), y[: x.shape[0] // 2], y.sum()
 
-    compiled = torch.compile(fn, backend=_identity_backend, dynamic=True)
-    with pytest.raises(Exception, match="symbolic \\(dynamic\\) view arguments"):
-        compiled(torch.randn(4, 6))
+    compiles: list[int] = []
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        compiles.append(1)
+        return _identity_backend(gm, example_inputs)
+
+    compiled = torch.compile(fn, backend=counting, dynamic=True)
+    w = torch.randn(6, 5, requires_grad=True)
+    for rows in (4, 8, 10):
+        x = torch.randn(rows, 6, requires_grad=True)
+        actual, expected = compiled(x, w), fn(x, w)
+        for a, e in zip(actual, expected):
+            assert a.shape == e.shape and a.stride() == e.stride()
+            helpers.assert_close(a, e, f"outputs for {rows} rows")
+        assert actual[0]._base is x and actual[1]._base is not None
+        loss_a = actual[0].sum() + actual[1].pow(2).sum() + actual[2]
+        loss_e = expected[0].sum() + expected[1].pow(2).sum() + expected[2]
+        helpers.assert_close(torch.autograd.grad(loss_a, [x, w]),
+                             torch.autograd.grad(loss_e, [x, w]), "grads")
+    assert len(compiles) == 1  # one symbolic compile served every size

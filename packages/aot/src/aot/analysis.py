@@ -71,9 +71,17 @@ class ViewStep:
     kwargs: dict[str, Any]
     item: int | None  # which result, for view ops returning several tensors
 
-    def apply(self, src: torch.Tensor) -> torch.Tensor:
-        """Run the view op on `src` (through autograd, so the result is a real view)."""
-        result = self.op(src, *self.args, **self.kwargs)
+    def apply(
+        self, src: torch.Tensor, resolve: Callable[[Any], Any] | None = None
+    ) -> torch.Tensor:
+        """Run the view op on `src` (through autograd, so the result is a real view).
+
+        `resolve` turns symbolic sizes in the recorded arguments into this call's integers.
+        """
+        args, kwargs = self.args, self.kwargs
+        if resolve is not None:
+            args, kwargs = resolve(args), resolve(kwargs)
+        result = self.op(src, *args, **kwargs)
         if self.item is not None:
             result = result[self.item]
         assert isinstance(result, torch.Tensor)
@@ -114,6 +122,9 @@ class FunctionMeta:
     mutated_inputs: tuple[int, ...]
     outputs: tuple[OutputInfo, ...]
     traced: tuple[TracedOutput, ...]
+    # (sympy symbol, input index, dim or None for an int input): where each size symbol used in
+    # a recorded view chain comes from, so the runtime can bind it to this call's sizes.
+    size_symbols: tuple[tuple[Any, int, int | None], ...] = ()
 
     @property
     def grad_inputs(self) -> tuple[int, ...]:
@@ -221,6 +232,38 @@ def _mentions_symbols(chain: tuple[ViewStep, ...]) -> bool:
     return any(isinstance(a, torch.SymInt | torch.SymFloat | torch.SymBool) for a in flat)
 
 
+def _symbolic_leaves(value: object) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _symbolic_leaves(v)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _symbolic_leaves(v)]
+    return [value] if isinstance(value, torch.SymInt) else []
+
+
+def _size_symbols(
+    fake_inputs: Sequence[object], infos: Sequence[OutputInfo]
+) -> tuple[tuple[Any, int, int | None], ...]:
+    """Where the symbols in the outputs' view chains come from; refuses what cannot be bound."""
+    sources: dict[Any, tuple[Any, int, int | None]] = {}
+    for i, x in enumerate(fake_inputs):
+        if isinstance(x, torch.SymInt) and x.node.expr.is_Symbol:
+            sources.setdefault(x.node.expr, (x.node.expr, i, None))
+        elif isinstance(x, torch.Tensor):
+            for d, s in enumerate(x.shape):
+                if isinstance(s, torch.SymInt) and s.node.expr.is_Symbol:
+                    sources.setdefault(s.node.expr, (s.node.expr, i, d))
+    for info in infos:
+        for step in info.view_chain or ():
+            for leaf in _symbolic_leaves((step.args, step.kwargs)):
+                missing = set(leaf.node.expr.free_symbols) - set(sources)
+                if missing:
+                    raise AotUnsupportedError(
+                        f"an output view uses sizes {sorted(map(str, missing))} that are not "
+                        "sizes of the inputs; return a copy (.clone()) of it instead"
+                    )
+    return tuple(sources.values())
+
+
 def _geometry(o: torch.Tensor, base: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """Size, stride and storage offset relative to the base (for as_strided); () if symbolic."""
     if _is_symbolic(o) or _is_symbolic(base):
@@ -279,6 +322,7 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         and (x._version != versions[i] or storage_id(x) in recorder.written_storages)
     )
     traced: list[TracedOutput] = []
+    symbolic_chains = False
     traced_ids: dict[int, int] = {}
     infos: list[OutputInfo] = []
 
@@ -303,10 +347,7 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
             assert base is not None
             chain = recorder.chain(o, base)
             if chain is not None and _mentions_symbols(chain):
-                raise AotUnsupportedError(
-                    "an output that is a view with symbolic (dynamic) view arguments is not "
-                    "supported yet; return a copy (.clone()) or compile with static shapes"
-                )
+                symbolic_chains = True
             if chain is None and _is_symbolic(o):
                 raise AotUnsupportedError(
                     "an output aliasing another tensor through an unrecorded view chain is not "
@@ -335,7 +376,9 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         add_traced(TracedKind.MUTATION, i, x)
     if mutated:
         log.debug("inputs mutated in place: %s", mutated)
+    size_symbols = _size_symbols(fake_inputs, infos) if symbolic_chains else ()
     return FunctionMeta(
+        size_symbols=size_symbols,
         input_requires_grad=tuple(
             isinstance(x, torch.Tensor) and bool(x.requires_grad) for x in fake_inputs
         ),

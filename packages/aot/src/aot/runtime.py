@@ -40,11 +40,39 @@ def _storage_key(value: object) -> int | None:
     return int(value.untyped_storage().data_ptr())
 
 
-def _regenerate_view(base: torch.Tensor, info: OutputInfo) -> torch.Tensor:
+def _symbol_resolver(
+    meta: FunctionMeta, flat_args: Sequence[object]
+) -> Callable[[Any], Any] | None:
+    """Maps recorded symbolic sizes to this call's integers (None when shapes are static)."""
+    if not meta.size_symbols:
+        return None
+    bindings: dict[Any, int] = {}
+    for symbol, index, dim in meta.size_symbols:
+        arg = flat_args[index]
+        if isinstance(arg, torch.Tensor) and dim is not None:
+            bindings[symbol] = int(arg.shape[dim])
+        else:
+            bindings[symbol] = int(arg)  # type: ignore[call-overload]
+
+    def resolve(value: Any) -> Any:
+        if isinstance(value, torch.SymInt):
+            return int(value.node.expr.xreplace(bindings))
+        if isinstance(value, (list, tuple)):
+            return type(value)(resolve(v) for v in value)
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        return value
+
+    return resolve
+
+
+def _regenerate_view(
+    base: torch.Tensor, info: OutputInfo, resolve: Callable[[Any], Any] | None
+) -> torch.Tensor:
     if info.view_chain is not None:
         out = base
         for step in info.view_chain:
-            out = step.apply(out)
+            out = step.apply(out, resolve)
         return out
     return base.as_strided(info.size, info.stride, base.storage_offset() + info.storage_offset)
 
@@ -59,6 +87,7 @@ def _finish(
             assert isinstance(target, torch.Tensor)
             target.copy_(traced[k])
     outs: list[object] = []
+    resolve = _symbol_resolver(meta, flat_args)
     for info in meta.outputs:
         if info.kind is OutputKind.CONSTANT:
             outs.append(info.constant)
@@ -67,9 +96,9 @@ def _finish(
         elif info.kind is OutputKind.ALIAS_OF_INPUT:
             base = flat_args[info.index]
             assert isinstance(base, torch.Tensor)
-            outs.append(_regenerate_view(base, info) if info.view_chain != () else base)
+            outs.append(_regenerate_view(base, info, resolve) if info.view_chain != () else base)
         else:
-            outs.append(_regenerate_view(traced[info.index], info))
+            outs.append(_regenerate_view(traced[info.index], info, resolve))
     return outs
 
 
