@@ -273,3 +273,53 @@ def test_super_init_style_module_method_inlines_through_super():
 
     model = Child()
     check(model.forward, torch.randn(2, 4))
+
+
+TORCH_MODULES = {
+    "multihead_attention": lambda: (nn.MultiheadAttention(8, 2, batch_first=True).eval(),
+                                    lambda m, x: m(x, x, x)),
+    "transformer_encoder_layer": lambda: (
+        nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval(),
+        lambda m, x: m(x)),
+    "lstm": lambda: (nn.LSTM(8, 8, batch_first=True), lambda m, x: m(x)),
+    "gru": lambda: (nn.GRU(8, 8, batch_first=True), lambda m, x: m(x)),
+    "group_norm": lambda: (nn.GroupNorm(2, 8), lambda m, x: m(x.transpose(1, 2))),
+    "upsample": lambda: (nn.Upsample(scale_factor=2), lambda m, x: m(x)),
+    "flatten_unflatten": lambda: (nn.Sequential(nn.Flatten(), nn.Unflatten(1, (5, 8))),
+                                  lambda m, x: m(x)),
+}
+
+
+@pytest.mark.parametrize("name", list(TORCH_MODULES))
+def test_torch_library_modules_inline_into_one_graph(name):
+    torch.manual_seed(0)
+    module, call = TORCH_MODULES[name]()
+
+    def fn(x):
+        return call(module, x)
+
+    compiled = check(fn, torch.randn(2, 5, 8))
+    assert compiled.graph_count == 1
+
+
+def test_module_iterators_give_sourced_parameters():
+    model = Outer()
+
+    def fn(x):
+        total = x
+        for name, p in model.named_parameters():
+            total = total + p.sum()
+        return total, len(list(model.modules())), [n for n, _ in model.named_children()]
+
+    compiled = check(fn, torch.randn(4))
+    text = compile_guards(compiled.result.guards, fn.__globals__).text
+    assert "inner.w" in text
+
+
+def test_a_hook_added_after_capture_fails_the_guard():
+    model = WithBuffer()
+    x = torch.randn(2, 4)
+    compiled = run_vm(model.forward, x)
+    assert compiled.guard({"self": model, "x": x})
+    model.lin.register_forward_hook(lambda m, i, o: o * 0)
+    assert not compiled.guard({"self": model, "x": x})

@@ -60,7 +60,7 @@ _PURE: frozenset[int] = frozenset(
     for f in (
         builtins.int, builtins.float, builtins.bool, builtins.str, builtins.round, builtins.divmod,
         builtins.pow, builtins.repr, builtins.chr, builtins.ord, builtins.hash, builtins.format,
-        builtins.frozenset, builtins.set, builtins.slice, builtins.any, builtins.all,
+        builtins.frozenset, builtins.set, builtins.slice,
         *(getattr(math, n) for n in dir(math) if callable(getattr(math, n))),
         *(getattr(operator, n) for n in dir(operator) if not n.startswith("_")
           and callable(getattr(operator, n))),
@@ -395,3 +395,13 @@ def _reduce(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     for value in values[1:]:
         total = call(vm, args[0], [total, value], {})
     return total
+
+
+@implements(builtins.any)
+def _any(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ConstVar(any(ops.truth(vm.out, v) for v in ops.iterate(vm.out, args[0])))
+
+
+@implements(builtins.all)
+def _all(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    return ConstVar(all(ops.truth(vm.out, v) for v in ops.iterate(vm.out, args[0])))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -86,6 +87,11 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             return handled
         if isinstance(value, type):
             return construct(vm, fn, args, kwargs)
+        if isinstance(value, weakref.ref):
+            # Only a referent the trace already tracks (by identity) can be answered.
+            target = value()
+            out.depend(fn)
+            return ConstVar(None) if target is None else out.wrap(target, None)
         dunder_call = _class_call(type(value))
         if isinstance(dunder_call, types.FunctionType):
             out.depend(fn)

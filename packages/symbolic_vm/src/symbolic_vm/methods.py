@@ -18,6 +18,7 @@ from symbolic_vm.values import (
     ListBox,
     ListVar,
     MethodVar,
+    ModuleVar,
     SymVar,
     TensorVar,
     TupleVar,
@@ -64,6 +65,10 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
             return out.wrap(getattr(target.value, name)(*py_args, **py_kwargs), None)
         except Exception as exc:
             raise Unsupported(f"{type(exc).__name__} raised by {name}() on a constant") from exc
+    if isinstance(target, ModuleVar):
+        from symbolic_vm.modules import module_iterator
+
+        return module_iterator(vm, target, name, args, kwargs)
     if isinstance(target, GradModeVar):
         from symbolic_vm import torch_calls
 

@@ -9,7 +9,17 @@ import torch
 
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource
-from symbolic_vm.values import BoundMethodVar, ConstVar, FunctionVar, ModuleVar, Var
+from symbolic_vm.values import (
+    BoundMethodVar,
+    ConstVar,
+    FunctionVar,
+    IteratorVar,
+    IterBox,
+    MethodVar,
+    ModuleVar,
+    TupleVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -31,6 +41,8 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
             return ConstVar(None, source=source) if value is None else out.wrap(value, source)
     if name in module.__dict__:
         return out.wrap(module.__dict__[name], source)
+    if name in _MODULE_ITERATORS and name not in module.__dict__:
+        return MethodVar(obj, name)
     for klass in type(module).__mro__:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
@@ -46,6 +58,42 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
                 return BoundMethodVar(out.wrap(type(module), None), out.wrap(attr.__func__, None))
             return out.wrap(attr, None)
     raise Unsupported(f"{type(module).__name__} module has no attribute {name!r}")
+
+
+# Generator methods of nn.Module answered by the VM with lists of sourced values.
+_MODULE_ITERATORS = frozenset({
+    "modules", "children", "named_modules", "named_children", "parameters", "named_parameters",
+    "buffers", "named_buffers",
+})
+
+
+def module_iterator(
+    vm: Interpreter, obj: ModuleVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``module.parameters()`` and friends: an iterator over values named by their sources."""
+    from symbolic_vm import operations as ops
+
+    out = vm.out
+    out.depend(obj)
+    py_args = [ops.const_value(out, a) for a in args]
+    py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
+    named = name.startswith("named_")
+    method = getattr(obj.module, name if named else f"named_{name}")
+    entries = list(method(*py_args, **py_kwargs))
+    items: list[Var] = []
+    for entry_name, value in entries:
+        source = obj.source
+        if source is not None:
+            for part in filter(None, str(entry_name).split(".")):
+                source = AttrSource(source, part)
+        var = out.wrap(value, source)
+        items.append(TupleVar((ConstVar(entry_name), var)) if named else var)
+    return IteratorVar(IterBox(items))
+
+
+_HOOK_TABLES = (
+    "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+)
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
@@ -70,6 +118,11 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     if _has_hooks(module):
         raise Unsupported(f"calling {type(module).__name__} with forward/backward hooks registered")
     vm.out.depend(obj)
+    if obj.source is not None:
+        # The inlined forward ran no hooks: reuse only while the module still has none.
+        where = obj.source.name()
+        hooks = " or ".join(f"{where}.{table}" for table in _HOOK_TABLES)
+        vm.out.predicate(f"not ({hooks})", f"{where} has no hooks")
     forward = type(module).forward
     if not isinstance(forward, types.FunctionType):
         raise Unsupported(f"{type(module).__name__}.forward is not a Python function")

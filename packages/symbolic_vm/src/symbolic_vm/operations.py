@@ -581,10 +581,15 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
     if isinstance(value, (types.ModuleType, type)):
         try:
             attr = inspect.getattr_static(value, name)
-        except AttributeError as exc:
-            raise Unsupported(f"{value!r} has no attribute {name!r}") from exc
-        if isinstance(attr, (staticmethod, classmethod, property)) or hasattr(attr, "__get__"):
-            attr = getattr(value, name)
+        except AttributeError:
+            attr = _MISSING  # a module-level __getattr__ (torch._VF) may still answer
+        if attr is _MISSING or isinstance(attr, (staticmethod, classmethod, property)) or hasattr(
+            attr, "__get__"
+        ):
+            try:
+                attr = getattr(value, name)
+            except AttributeError as exc:
+                raise Unsupported(f"{value!r} has no attribute {name!r}") from exc
         return out.wrap(attr, _attr(obj, name))
     # A plain instance: instance dict first, then the class (methods bind to the instance).
     instance_dict = getattr(value, "__dict__", {})

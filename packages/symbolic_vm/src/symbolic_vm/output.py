@@ -117,6 +117,7 @@ class Output:
         self._keep_alive: list[object] = []
         self._depended: set[int] = set()  # ids of placeholder nodes whose metadata was read
         self._guards: dict[tuple[str, str], GuardRequest] = {}
+        self._predicates: dict[str, str] = {}  # SHAPE-style guards: predicate -> description
         self.side_effects: list[SideEffect] = []
         # Attribute writes on real objects, seen by later reads in the same trace.
         self.attr_overlay: dict[tuple[int, str], Var] = {}
@@ -267,6 +268,10 @@ class Output:
         """Ask for one guard (merged with an identical request)."""
         self._guards.setdefault((kind, source.name()), GuardRequest(kind, source, value))
 
+    def predicate(self, predicate: str, description: str) -> None:
+        """Guard a Python boolean expression over ``L``/``G`` (emitted as a SHAPE guard)."""
+        self._predicates.setdefault(predicate, description)
+
     def used_placeholder(self, var: TensorVar) -> bool:
         """True when the graph or the trace relied on input ``var``."""
         return bool(var.node.users) or id(var.node) in self._depended
@@ -287,6 +292,8 @@ class Output:
             # Relations the trace relied on between symbolic sizes (x.size(0) == y.size(0), ...).
             for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
                 guard_set.SHAPE(predicate, description)
+        for predicate, description in self._predicates.items():
+            guard_set.SHAPE(predicate, description)
         for request in self._guards.values():
             if request.kind == "CONSTANT_MATCH" and isinstance(request.value, torch.Size):
                 # A Size read from the frame: match its type, then its entries as a tuple.

@@ -18,6 +18,7 @@ from symbolic_vm.values import (
     GradModeVar,
     ObjectVar,
     TensorVar,
+    TupleVar,
     Var,
 )
 
@@ -33,6 +34,18 @@ _METADATA_FUNCTIONS: dict[Any, str] = {
     torch.is_grad_enabled: "is_grad_enabled",
     torch.get_default_dtype: "get_default_dtype",
     torch.is_autocast_enabled: "is_autocast_enabled",
+    torch.overrides.has_torch_function: "has_torch_function",
+    torch.overrides.has_torch_function_unary: "has_torch_function_unary",
+    torch.overrides.has_torch_function_variadic: "has_torch_function_variadic",
+    torch.is_inference_mode_enabled: "is_inference_mode_enabled",
+}
+# Questions whose answer inside a compiled region is fixed.
+_FIXED_ANSWERS: dict[Any, object] = {
+    torch._jit_internal.is_scripting: False,
+    torch.jit._trace.is_tracing: False,
+    torch._C._get_tracing_state: None,
+    torch.compiler.is_compiling: True,
+    torch.compiler.is_dynamo_compiling: False,
 }
 _CONSTANT_CONSTRUCTORS: tuple[Any, ...] = (torch.Size, torch.device, torch.finfo, torch.iinfo)
 _UNSUPPORTED: dict[Any, str] = {
@@ -83,6 +96,8 @@ def call_torch(
         return _autocast(out, value, args, kwargs)
     if value in _UNSUPPORTED:
         raise Unsupported(_UNSUPPORTED[value])
+    if value in _FIXED_ANSWERS:
+        return ConstVar(_FIXED_ANSWERS[value])
     if value in _METADATA_FUNCTIONS:
         py_args = [_meta_arg(out, a) for a in args]
         return ConstVar(value(*py_args))
@@ -138,6 +153,8 @@ def _meta_arg(out: Output, var: Var) -> Any:
     if isinstance(var, TensorVar):
         out.depend(var)
         return var.example
+    if isinstance(var, TupleVar):
+        return tuple(_meta_arg(out, v) for v in var.items)
     return ops.const_value(out, var)
 
 
