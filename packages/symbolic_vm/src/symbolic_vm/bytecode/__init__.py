@@ -11,6 +11,7 @@ from symbolic_vm.bytecode.errors import (
     AssemblyError,
     BytecodeError,
     DecodeError,
+    ResumeError,
     UnsupportedPythonError,
 )
 from symbolic_vm.bytecode.instr import (
@@ -63,5 +64,6 @@ __all__ = [
     "BytecodeError",
     "DecodeError",
     "AssemblyError",
+    "ResumeError",
     "UnsupportedPythonError",
 ]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["AssemblyError", "BytecodeError", "DecodeError", "UnsupportedPythonError"]
+__all__ = [
+    "AssemblyError",
+    "BytecodeError",
+    "DecodeError",
+    "ResumeError",
+    "UnsupportedPythonError",
+]
 
 
 class BytecodeError(Exception):
@@ -21,4 +27,12 @@ class AssemblyError(BytecodeError):
     """An instruction list cannot be assembled into a valid code object.
 
     The message names the offending instruction (its index and repr) and what to fix.
+    """
+
+
+class ResumeError(BytecodeError):
+    """A graph-break plan cannot be turned into residual code and resume functions.
+
+    Raised by ``symbolic_vm.resume`` for a break at an instruction it cannot run on its own (the
+    message names it), a generator, or a malformed stack description.
     """

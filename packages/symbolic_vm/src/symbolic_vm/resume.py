@@ -1,0 +1,548 @@
+"""Graph breaks in bytecode: the residual code of a broken frame and its resume functions.
+
+When the VM meets an instruction it cannot trace (at byte offset X of the frame's code), the frame's
+transformed code is built from a :class:`BreakPlan`:
+
+1. it calls a *prologue helper* (a global function the VM generated: it runs the graph captured so
+   far, replays the recorded side effects and returns a tuple of the values to restore);
+2. it rebuilds the Python value stack of offset X from that tuple (NULLs included, ``with`` blocks
+   re-entered) and runs the original instruction X for real;
+3. for each successor of X (the next instruction, and a conditional jump's target) it unwinds the
+   stack (exiting the ``with`` blocks, dropping NULLs) and returns
+   ``__resume_at_<offset>_<n>(stack values..., live locals...)``.
+
+A resume function is a new code object derived from the *original* code: its prologue pushes the
+stack values (NULLs where the stack had them), re-enters the active ``with`` blocks, then jumps to
+the resume offset in the rest of the original code. It runs as a new frame, so the frame hook
+captures it in turn. Resume code objects are cached per (code, offset, stack shape, live locals).
+
+This module only builds bytecode (with :mod:`symbolic_vm.bytecode`); it imports no torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import types
+from collections.abc import Callable, Sequence
+
+import attrs
+
+from symbolic_vm.bytecode import (
+    PY_VERSION,
+    ExceptHandler,
+    Instr,
+    Label,
+    ResumeError,
+    Signature,
+    assemble,
+    codegen,
+    decode,
+    instructions_only,
+)
+from symbolic_vm.bytecode.codegen import with_position
+
+__all__ = [
+    "BreakCode",
+    "BreakPlan",
+    "Const",
+    "Null",
+    "ResumeBuilder",
+    "ResumeFunction",
+    "Slot",
+    "Value",
+    "WithExit",
+    "resume_name",
+]
+
+log = logging.getLogger("strata.symbolic_vm")
+
+Items = list[Instr | Label]
+
+
+@attrs.frozen
+class Null:
+    """A NULL on the value stack (the slot a pending call keeps for ``self``)."""
+
+
+@attrs.frozen
+class Value:
+    """Element ``index`` of the tuple the prologue helper returns."""
+
+    index: int
+
+
+@attrs.frozen
+class Const:
+    """A constant, loaded directly (not passed through the helper)."""
+
+    value: object
+
+
+@attrs.frozen
+class WithExit:
+    """An active ``with`` block: the context manager is element ``index`` of the helper's tuple.
+
+    On the real stack the slot holds the manager's bound ``__exit__``; the residual code enters
+    the manager before running the broken instruction and exits it before calling the resume
+    function, which enters it again.
+    """
+
+    index: int
+
+
+Slot = Null | Value | Const | WithExit
+
+
+@attrs.frozen
+class BreakPlan:
+    """Everything the residual code of one graph break needs.
+
+    ``stack`` is the value stack right before the instruction at ``offset`` (bottom first),
+    ``live_locals`` the locals to pass on (``Value`` or ``Const`` each; pass every bound local that
+    the rest of the code may read). ``helper`` names the global prologue function; the residual
+    code calls it with the frame variables named in ``helper_args`` (arguments, cells or free
+    variables, read at the start of the frame), positionally.
+    """
+
+    code: types.CodeType
+    offset: int
+    stack: tuple[Slot, ...]
+    live_locals: tuple[tuple[str, Slot], ...]
+    helper: str
+    helper_args: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ResumeFunction:
+    """A resume function: ``name`` is also its ``co_name``; ``code`` resumes at ``offset``.
+
+    ``has_closure`` is true when the original code has free variables: the residual code then
+    builds the function itself (with the frame's closure cells) instead of loading a global.
+    """
+
+    name: str
+    code: types.CodeType
+    offset: int
+
+    @property
+    def has_closure(self) -> bool:
+        """Whether the function needs the frame's closure (and so is made in place, not global)."""
+        return bool(self.code.co_freevars)
+
+    def function(self, f_globals: dict[str, object]) -> types.FunctionType:
+        """A function running this code with ``f_globals`` (only for code without free vars)."""
+        if self.has_closure:
+            raise ResumeError(f"{self.name} needs a closure; the residual code makes it itself")
+        return codegen.function_from_code(self.code, f_globals)
+
+
+@attrs.frozen
+class BreakCode:
+    """The residual code of a broken frame and the resume functions it calls."""
+
+    code: types.CodeType
+    resumes: tuple[ResumeFunction, ...]
+
+    def globals_to_install(self, f_globals: dict[str, object]) -> dict[str, object]:
+        """The resume functions the residual code loads as globals, by name."""
+        return {r.name: r.function(f_globals) for r in self.resumes if not r.has_closure}
+
+
+def resume_name(offset: int, index: int) -> str:
+    """The name of a resume function: ``__resume_at_<offset>_<index>``."""
+    return f"__resume_at_{offset}_{index}"
+
+
+# Stack shapes of a resume function's entry: one tag per slot.
+_NULL, _VALUE, _WITH = "null", "value", "with"
+_CO_UNSUPPORTED = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)
+_VALS = "___strata_vals"
+
+
+def _discard() -> None:
+    """Called with nothing to consume a NULL from the stack (POP_TOP cannot pop a NULL)."""
+
+
+def _tag(slot: Slot) -> str:
+    if isinstance(slot, Null):
+        return _NULL
+    if isinstance(slot, WithExit):
+        return _WITH
+    return _VALUE
+
+
+@attrs.frozen
+class _Group:
+    """The instruction(s) run for real at the break, and how they change the stack."""
+
+    instrs: tuple[Instr, ...]
+    pops: int
+    pushes: int
+    jump_target: Label | None  # the conditional jump's target, if any
+    next_index: int  # index in the decoded items of the instruction after the group
+
+
+_CALL_PREFIX = ("KW_NAMES", "PRECALL")
+_ONE_IN_ONE_OUT = {"UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT", "GET_ITER", "GET_LEN", "TO_BOOL"}
+_TWO_IN_ONE_OUT = {"BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IS_OP"}
+
+
+def _plain_jump_name(opname: str) -> str:
+    # 3.11's directed names map to the virtual undirected ones the assembler accepts.
+    return opname.replace("FORWARD_", "").replace("BACKWARD_", "")
+
+
+def _pops_pushes(ins: Instr) -> tuple[int, int]:
+    name = ins.opname
+    arg = ins.arg
+    if name == "CALL" and isinstance(arg, int):
+        return arg + 2, 1
+    if name == "CALL_KW" and isinstance(arg, int):
+        return arg + 3, 1
+    if name == "CALL_FUNCTION_EX" and isinstance(arg, int):
+        return 3 + (arg & 1), 1
+    if name.startswith("POP_JUMP") and "IF_" in name:
+        return 1, 0
+    if name in _ONE_IN_ONE_OUT or (name == "LOAD_ATTR" and not ins.flags):
+        return 1, 1
+    if name in _TWO_IN_ONE_OUT:
+        return 2, 1
+    if name == "STORE_ATTR":
+        return 2, 0
+    if name == "STORE_SUBSCR":
+        return 3, 0
+    if name == "POP_TOP":
+        return 1, 0
+    raise ResumeError(f"cannot resume after a graph break at {name}: not an instruction the "
+                      "residual code knows how to run on its own")
+
+
+def _group_at(items: Sequence[Instr | Label], offset: int) -> _Group:
+    k = next(
+        (i for i, it in enumerate(items) if isinstance(it, Instr) and it.offset == offset), None
+    )
+    if k is None:
+        raise ResumeError(f"no instruction at offset {offset}")
+    start = k
+    end = k
+    first = items[k]
+    assert isinstance(first, Instr)
+    # A call is KW_NAMES? PRECALL? CALL (3.11/3.12), TO_BOOL before a conditional jump (3.13):
+    # whichever of them the VM stopped at, the whole group runs.
+    if first.opname in _CALL_PREFIX or first.opname == "TO_BOOL":
+        while True:
+            nxt = items[end + 1]
+            if not isinstance(nxt, Instr):
+                break
+            end += 1
+            if nxt.opname in _CALL_PREFIX:
+                continue
+            break
+    if first.opname == "CALL" or (first.opname == "PRECALL" and start == k):
+        while start > 0:
+            prev = items[start - 1]
+            if isinstance(prev, Instr) and prev.opname in _CALL_PREFIX:
+                start -= 1
+            else:
+                break
+    group = [it for it in items[start : end + 1] if isinstance(it, Instr)]
+    last = group[-1]
+    if first.opname == "TO_BOOL" and not last.opname.startswith("POP_JUMP"):
+        group, end = [first], k
+        last = first
+    pops, pushes = _pops_pushes(last)
+    jump_target = last.arg if isinstance(last.arg, Label) else None
+    if jump_target is not None and not last.opname.startswith("POP_JUMP"):
+        raise ResumeError(f"cannot resume after a graph break at {last.opname}")
+    cleaned: list[Instr] = []
+    for ins in group:
+        opname = _plain_jump_name(ins.opname) if ins.is_jump else ins.opname
+        cleaned.append(attrs.evolve(ins, opname=opname, handler=None, offset=None))
+    return _Group(tuple(cleaned), pops, pushes, jump_target, end + 1)
+
+
+def _offset_after(items: Sequence[Instr | Label], index: int) -> int:
+    for it in items[index:]:
+        if isinstance(it, Instr):
+            assert it.offset is not None
+            return it.offset
+    raise ResumeError("the broken instruction is the last one: nothing to resume")
+
+
+def _offset_of_label(items: Sequence[Instr | Label], label: Label) -> int:
+    return _offset_after(items, items.index(label))
+
+
+def _split_prologue(items: Sequence[Instr | Label]) -> Items:
+    """The original code after its RESUME (the prologue is rebuilt for each new code object)."""
+    for k, it in enumerate(items):
+        if isinstance(it, Instr) and it.opname == "RESUME":
+            return list(items[k + 1 :])
+    raise ResumeError("code without RESUME")
+
+
+def _load_var(code: types.CodeType, name: str) -> Instr:
+    if name in code.co_cellvars or name in code.co_freevars:
+        return codegen.load_deref(name)
+    return codegen.load_fast(name)
+
+
+def _check_code(code: types.CodeType) -> None:
+    if code.co_flags & _CO_UNSUPPORTED:
+        raise ResumeError(f"graph breaks in generators and coroutines ({code.co_name}) "
+                          "are not supported")
+
+
+class ResumeBuilder:
+    """Builds residual code and resume functions; caches resume code objects.
+
+    ``next_index`` gives the number ``n`` of each new ``__resume_at_<offset>_<n>`` (share the
+    counter of ``__compiled_fn_<n>`` to number them the way TorchDynamo does). ``clear()`` empties
+    the cache (call it from the VM's ``reset()``).
+    """
+
+    def __init__(self, next_index: Callable[[], int]) -> None:
+        self._next_index = next_index
+        self._cache: dict[tuple[object, ...], ResumeFunction] = {}
+
+    def clear(self) -> None:
+        """Forget every cached resume function."""
+        self._cache.clear()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # --- resume functions ------------------------------------------------------------------
+
+    def resume_at(
+        self, code: types.CodeType, offset: int, stack: Sequence[str], local_names: Sequence[str]
+    ) -> ResumeFunction:
+        """The resume function of ``code`` at ``offset``.
+
+        ``stack`` tags each stack slot (bottom first) ``"null"``, ``"value"`` or ``"with"`` (a
+        context manager to enter); its arguments are the non-NULL slots' values (the managers
+        for ``"with"``), then ``local_names``.
+        """
+        _check_code(code)
+        key = (code, offset, tuple(stack), tuple(local_names))
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        name = resume_name(offset, self._next_index())
+        built = ResumeFunction(name, _resume_code(code, offset, stack, local_names, name), offset)
+        self._cache[key] = built
+        log.debug("resume function %s for %s at offset %d", name, code.co_name, offset)
+        return built
+
+    # --- residual code ---------------------------------------------------------------------
+
+    def residual(self, plan: BreakPlan) -> BreakCode:
+        """The transformed code of the broken frame (same argument layout as ``plan.code``)."""
+        code = plan.code
+        _check_code(code)
+        for name, slot in plan.live_locals:
+            if not isinstance(slot, Value | Const):
+                raise ResumeError(f"local {name!r} must be a Value or a Const, not {slot!r}")
+        items = decode(code)
+        group = _group_at(items, plan.offset)
+        if group.pops > len(plan.stack):
+            raise ResumeError(
+                f"the instruction at offset {plan.offset} pops {group.pops} values; "
+                f"the plan's stack has {len(plan.stack)}"
+            )
+        consumed = plan.stack[len(plan.stack) - group.pops :]
+        if any(isinstance(s, WithExit) for s in consumed):
+            raise ResumeError("the broken instruction would consume a with block's exit")
+        after = [*plan.stack[: len(plan.stack) - group.pops], *([Value(-1)] * group.pushes)]
+        position = group.instrs[-1].position
+
+        body: Items = []
+        helper_args = [[_load_var(code, n)] for n in plan.helper_args]
+        body.extend(codegen.call_global(plan.helper, helper_args))
+        body.append(codegen.store_fast(_VALS))
+        handler, cleanups = _restore_stack(body, plan.stack)
+        ran = [attrs.evolve(i, handler=handler) for i in group.instrs]
+
+        successors: list[tuple[int, Label | None]] = [
+            (_offset_after(items, group.next_index), None)
+        ]
+        if group.jump_target is not None:
+            target = Label("jump_target")
+            ran[-1] = attrs.evolve(ran[-1], arg=target)
+            successors.append((_offset_of_label(items, group.jump_target), target))
+        body.extend(ran)
+        resumes: list[ResumeFunction] = []
+        for offset, label in successors:
+            if label is not None:
+                body.append(label)
+            resume = self.resume_at(code, offset, [_tag(s) for s in after],
+                                    [n for n, _ in plan.live_locals])
+            resumes.append(resume)
+            body.extend(_call_resume(code, resume, after, plan.live_locals))
+        body.extend(_with_cleanups(cleanups))
+
+        head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
+        residual = assemble([*head, *with_position(body, position)], template=code)
+        return BreakCode(residual, tuple(resumes))
+
+
+def _load_slot(slot: Slot) -> list[Instr]:
+    if isinstance(slot, Const):
+        return [codegen.load_const(slot.value)]
+    if isinstance(slot, Value | WithExit):
+        return [codegen.load_fast(_VALS), codegen.load_const(slot.index), Instr("BINARY_SUBSCR")]
+    return [Instr("PUSH_NULL")]
+
+
+@attrs.frozen
+class _WithCleanup:
+    """The exception path of one with block the residual code entered."""
+
+    handler: Label
+    cleanup: Label
+    depth: int  # stack depth below the __exit__ slot
+    outer: ExceptHandler | None
+
+
+def _restore_stack(
+    body: Items, stack: Sequence[Slot]
+) -> tuple[ExceptHandler | None, list[_WithCleanup]]:
+    """Push ``stack``; enter its with blocks, each with an exception handler.
+
+    Returns the handler that covers code run on top of the restored stack (the innermost with
+    block's, or None) and the with blocks' exception paths to emit.
+    """
+    handler: ExceptHandler | None = None
+    cleanups: list[_WithCleanup] = []
+    for depth, slot in enumerate(stack):
+        loads = _load_slot(slot)
+        if isinstance(slot, WithExit):
+            # BEFORE_WITH pushes __exit__ and __enter__'s result; the result is dropped.
+            enter = codegen.enter_with(loads)
+            body.extend(
+                attrs.evolve(i, handler=handler) if isinstance(i, Instr) else i for i in enter
+            )
+            entry = _WithCleanup(Label("with_exc"), Label("with_cleanup"), depth, handler)
+            cleanups.append(entry)
+            handler = ExceptHandler(entry.handler, depth + 1, lasti=True)
+        else:
+            body.extend(attrs.evolve(i, handler=handler) for i in loads)
+    return handler, cleanups
+
+
+def _with_cleanups(cleanups: Sequence[_WithCleanup]) -> Items:
+    """Exception paths of the with blocks the residual code entered: call ``__exit__`` with the
+    exception, then re-raise it (a manager that suppresses the exception is not honoured: the
+    rest of its block is in the resume function, which is not reached)."""
+    out: Items = []
+    for entry in cleanups:
+        inner = ExceptHandler(entry.cleanup, entry.depth + 3, lasti=True)
+        out.append(entry.handler)
+        out.append(Instr("PUSH_EXC_INFO", handler=inner))
+        out.append(Instr("WITH_EXCEPT_START", handler=inner))
+        out.append(Instr("POP_TOP", handler=inner))
+        out.append(Instr("RERAISE", 2, handler=inner))
+        out.append(entry.cleanup)
+        out.append(Instr("COPY", 3, handler=entry.outer))
+        out.append(Instr("POP_EXCEPT", handler=entry.outer))
+        out.append(Instr("RERAISE", 1, handler=entry.outer))
+    return out
+
+
+def _pop_null() -> list[Instr]:
+    # Call a no-op with the NULL as its "self" slot: the only way to drop a NULL.
+    out = [codegen.load_const(_discard)]
+    if PY_VERSION >= (3, 13):
+        out.append(Instr("SWAP", 2))
+    return [*out, *codegen.call(0), Instr("POP_TOP")]
+
+
+def _exit_with() -> list[Instr]:
+    # __exit__(None, None, None): its slot acts as the callable of a method-style call.
+    return [codegen.load_const(None), codegen.load_const(None), codegen.load_const(None),
+            *codegen.call(2), Instr("POP_TOP")]
+
+
+def _call_resume(
+    code: types.CodeType,
+    resume: ResumeFunction,
+    after: Sequence[Slot],
+    live_locals: Sequence[tuple[str, Slot]],
+) -> Items:
+    """Unwind the stack left by the broken instruction and return the resume function's result."""
+    out: Items = []
+    args: list[list[Instr]] = []
+    for depth in reversed(range(len(after))):
+        slot = after[depth]
+        if isinstance(slot, Null):
+            out.extend(_pop_null())
+        elif isinstance(slot, WithExit):
+            out.extend(_exit_with())
+            args.append(_load_slot(slot))
+        else:
+            tmp = f"___strata_stack{depth}"
+            out.append(codegen.store_fast(tmp))
+            args.append([codegen.load_fast(tmp)])
+    args.reverse()
+    args.extend(_load_slot(slot) for _, slot in live_locals)
+    if resume.has_closure:
+        func = codegen.make_function(resume.code, closure=code.co_freevars)
+        out.extend(codegen.call_function(func, args))
+    else:
+        out.extend(codegen.call_global(resume.name, args))
+    out.append(codegen.return_value())
+    return out
+
+
+def _resume_code(
+    code: types.CodeType,
+    offset: int,
+    stack: Sequence[str],
+    local_names: Sequence[str],
+    name: str,
+) -> types.CodeType:
+    items = decode(code)
+    rest = _split_prologue(items)
+    k = next(
+        (i for i, it in enumerate(rest) if isinstance(it, Instr) and it.offset == offset), None
+    )
+    if k is None:
+        raise ResumeError(f"{code.co_name} has no instruction at offset {offset} to resume at")
+    entry_label = Label(f"resume_at_{offset}")
+    rest.insert(k, entry_label)
+    stack_args = [f"___stack{d}" for d, tag in enumerate(stack) if tag != _NULL]
+    argnames = (*stack_args, *local_names)
+    if len(set(argnames)) != len(argnames):
+        raise ResumeError(f"duplicate live local names in {local_names}")
+    entry: Items = []
+    for d, tag in enumerate(stack):
+        if tag == _NULL:
+            entry.append(Instr("PUSH_NULL"))
+        elif tag == _WITH:
+            entry.extend(codegen.enter_with([codegen.load_fast(f"___stack{d}")]))
+        else:
+            entry.append(codegen.load_fast(f"___stack{d}"))
+    entry.append(codegen.jump(entry_label))
+    head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
+    varnames = (*argnames, *(v for v in code.co_varnames if v not in argnames))
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    return assemble(
+        [*head, *entry, *rest],
+        template=code,
+        co_argcount=len(argnames),
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=flags,
+        co_name=name,
+        co_qualname=name,
+        co_varnames=varnames,
+    )
+
+
+def instructions_at(code: types.CodeType) -> list[Instr]:
+    """The decoded instructions of ``code`` (offsets set): for finding a break's offset."""
+    return instructions_only(decode(code))
