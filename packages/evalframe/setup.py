@@ -6,7 +6,8 @@ setup(
     ext_modules=[
         Extension(
             "evalframe._evalframe",
-            sources=["src/evalframe/_evalframe.c"],
+            sources=["src/evalframe/_evalframe.c", "src/evalframe/frames.c"],
+            depends=["src/evalframe/_evalframe.h"],
             # The hook reads CPython's internal frame layout (internal/pycore_frame.h,
             # found under the interpreter's own include directory).
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-missing-field-initializers"],

@@ -7,11 +7,11 @@
  * entry's code in place of the frame.  On a miss it calls the thread's callback
  * with the hook disabled and honours its answer (None, SKIP or an Entry).
  *
- * Running another code object for a frame (CPython 3.11 and 3.12): the fresh
- * frame is the top of the thread's frame stack and has only its arguments set,
- * so we retarget it in place: swap f_code, reset the instruction pointer and
- * the non-argument slots, and grow the frame when the new code needs more room.
- * When the stack chunk has no room left, 3.12 moves the frame into a new chunk
+ * Running another code object for a frame (frames.c): the fresh frame is the
+ * top of the thread's frame stack and has only its arguments set, so it is
+ * retargeted in place: swap the code, reset the instruction pointer and the
+ * non-argument slots, and grow the frame when the new code needs more room.
+ * When the stack chunk has no room left, 3.12+ moves the frame into a new chunk
  * (the evaluator pops it like any chunk-start frame); 3.11, whose caller clears
  * the frame it pushed, calls a function built from the new code instead.
  *
@@ -23,28 +23,7 @@
  * CPython 3.13 works like 3.12 (f_executable and instr_ptr renamed); 3.14+
  * builds without the hook: HOOK_AVAILABLE is False and the Python layer says why.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <string.h>
-
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
-#define EF_HOOK 1
-#define Py_BUILD_CORE 1
-#include "internal/pycore_frame.h"
-#undef Py_BUILD_CORE
-#else
-#define EF_HOOK 0
-#endif
-
-#if PY_VERSION_HEX >= 0x030C0000
-#define EF_GET_EXTRA PyUnstable_Code_GetExtra
-#define EF_SET_EXTRA PyUnstable_Code_SetExtra
-#define EF_REQUEST_EXTRA PyUnstable_Eval_RequestCodeExtraIndex
-#else
-#define EF_GET_EXTRA _PyCode_GetExtra
-#define EF_SET_EXTRA _PyCode_SetExtra
-#define EF_REQUEST_EXTRA _PyEval_RequestCodeExtraIndex
-#endif
+#include "_evalframe.h"
 
 /* ------------------------------------------------------------------ */
 /* Module-wide state (one interpreter; the GIL protects all of it).    */
@@ -56,13 +35,10 @@ static PyObject *registry = NULL;     /* weakref.WeakSet of code objects with a 
 static PyObject *state_key = NULL;    /* key of our record in the thread-state dict */
 static Py_tss_t tss_key = Py_tss_NEEDS_INIT;
 static Py_ssize_t active_threads = 0; /* threads with a callback or inside run_only() */
-static int force_slow_path = 0;       /* tests: take the no-room path every time */
+int ef_force_slow_path = 0;
 static int passthrough = 0;           /* benchmarks: measure a do-nothing hook */
 
-/* Counters of which path ran; tests read them to prove a path was taken. */
-static struct {
-    unsigned long long callbacks, hits, misses, in_place, relocated, chunk_replaced, called;
-} stats;
+struct ef_stats ef_stats;
 
 /* ------------------------------------------------------------------ */
 /* The per-code cache: entries as tuples (guard, code), oldest first.  An
@@ -146,16 +122,7 @@ cache_of_or_create(PyObject *code, int *disabled)
 }
 
 /* ------------------------------------------------------------------ */
-/* Per-thread state: a Python object in the thread-state dict (so it dies
- * with the thread), reached on the hot path through a TSS key.        */
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *callback; /* NULL when none */
-    int run_only;       /* depth of run_only() */
-    int disabled;       /* >0 while our callback or a guard runs */
-    void *skip_code;    /* 3.11 fallback: the next fresh frame of this code runs as is */
-} ThreadState;
+/* Per-thread state (ThreadState, declared in _evalframe.h).             */
 
 static int
 thread_active(ThreadState *st)
@@ -236,455 +203,6 @@ current_state(int create)
 }
 
 #if EF_HOOK
-/* ------------------------------------------------------------------ */
-/* Version-specific frame access.                                      */
-
-#if PY_VERSION_HEX >= 0x030D0000
-/* 3.13: f_executable, and instr_ptr points at the next instruction. */
-#define FRAME_CODE(f) ((PyCodeObject *)(f)->f_executable)
-#define SET_FRAME_CODE(f, c) ((f)->f_executable = (PyObject *)(c))
-#define FRAME_UNSTARTED(f) ((f)->instr_ptr <= _PyCode_CODE(FRAME_CODE(f)))
-#define FRAME_RESET_IP(f, c) ((f)->instr_ptr = _PyCode_CODE(c))
-#else
-#define FRAME_CODE(f) ((f)->f_code)
-#define SET_FRAME_CODE(f, c) ((f)->f_code = (c))
-#define FRAME_UNSTARTED(f) ((f)->prev_instr < _PyCode_CODE((f)->f_code))
-#define FRAME_RESET_IP(f, c) ((f)->prev_instr = _PyCode_CODE(c) - 1)
-#endif
-
-#if PY_VERSION_HEX >= 0x030C0000
-#define FRAME_FUNC(f) ((PyFunctionObject *)(f)->f_funcobj)
-#define SET_FRAME_FUNC(f, fn) ((f)->f_funcobj = (PyObject *)(fn))
-static int
-frame_size(PyCodeObject *co)
-{
-    return co->co_framesize;
-}
-#else
-#define FRAME_FUNC(f) ((f)->f_func)
-#define SET_FRAME_FUNC(f, fn) ((f)->f_func = (fn))
-static int
-frame_size(PyCodeObject *co)
-{
-    return co->co_nlocalsplus + co->co_stacksize + (int)FRAME_SPECIALS_SIZE;
-}
-#endif
-
-static _PyFrameEvalFunction previous_eval = NULL;
-
-static PyObject *
-eval_default(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
-{
-    return previous_eval(ts, frame, throwflag);
-}
-
-static int
-frame_is_fresh(_PyInterpreterFrame *frame)
-{
-    /* Not a resumed generator, and no instruction has run yet. */
-    return frame->owner == FRAME_OWNED_BY_THREAD && FRAME_UNSTARTED(frame);
-}
-
-static int
-n_arguments(PyCodeObject *co)
-{
-    return co->co_argcount + co->co_kwonlyargcount +
-           ((co->co_flags & CO_VARARGS) ? 1 : 0) +
-           ((co->co_flags & CO_VARKEYWORDS) ? 1 : 0);
-}
-
-/* A frame object that owns a copy of the fresh frame (see the file comment). */
-static PyObject *
-snapshot_frame(_PyInterpreterFrame *frame)
-{
-    PyCodeObject *co = FRAME_CODE(frame);
-    int nlocals = co->co_nlocalsplus;
-    PyFrameObject *f =
-        PyObject_GC_NewVar(PyFrameObject, &PyFrame_Type, nlocals + co->co_stacksize);
-    if (f == NULL) {
-        return NULL;
-    }
-    f->f_back = NULL;
-    f->f_trace = NULL;
-    f->f_lineno = 0;
-    f->f_trace_lines = 1;
-    f->f_trace_opcodes = 0;
-#if PY_VERSION_HEX >= 0x030D0000
-    f->f_extra_locals = NULL;
-    f->f_locals_cache = NULL;
-#else
-    f->f_fast_as_locals = 0;
-#endif
-    _PyInterpreterFrame *copy = (_PyInterpreterFrame *)f->_f_frame_data;
-    memcpy(copy, frame, (char *)&frame->localsplus[nlocals] - (char *)frame);
-    Py_INCREF(FRAME_CODE(copy));
-    Py_INCREF(FRAME_FUNC(copy));
-    Py_XINCREF(copy->f_locals);
-    for (int i = 0; i < nlocals; i++) {
-        Py_XINCREF(copy->localsplus[i]);
-    }
-#if PY_VERSION_HEX >= 0x030D0000
-    /* 3.13's f_locals proxy expects cells in cell and free slots, as if
-     * MAKE_CELL and COPY_FREE_VARS had run; give the snapshot its own cells. */
-    PyObject *closure = FRAME_FUNC(copy)->func_closure;
-    const char *kinds = PyBytes_AS_STRING(co->co_localspluskinds);
-    int nfree = co->co_nfreevars;
-    for (int i = 0; i < nlocals; i++) {
-        PyObject *value = copy->localsplus[i];
-        if ((kinds[i] & CO_FAST_FREE) && value == NULL && closure != NULL &&
-            i - (nlocals - nfree) < PyTuple_GET_SIZE(closure)) {
-            copy->localsplus[i] = Py_NewRef(PyTuple_GET_ITEM(closure, i - (nlocals - nfree)));
-        }
-        else if ((kinds[i] & CO_FAST_CELL) && value != NULL) {
-            copy->localsplus[i] = PyCell_New(value);
-            Py_DECREF(value);
-            if (copy->localsplus[i] == NULL) {
-                PyErr_Clear(); /* out of memory: the snapshot shows the slot empty */
-            }
-        }
-    }
-#endif
-    copy->stacktop = nlocals;
-    copy->frame_obj = f;
-    copy->previous = NULL;
-    copy->owner = FRAME_OWNED_BY_FRAME_OBJECT;
-#if PY_VERSION_HEX < 0x030C0000
-    copy->is_entry = false;
-#endif
-    f->f_frame = copy;
-    /* The caller is still the thread's current frame at hook time. */
-    PyFrameObject *back = PyEval_GetFrame();
-    f->f_back = (PyFrameObject *)Py_XNewRef(back);
-    PyObject_GC_Track(f);
-    return (PyObject *)f;
-}
-
-/* Propagate the pending exception out of an unstarted frame, with a
- * traceback entry that names the user's function. */
-static PyObject *
-fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame)
-{
-#if PY_VERSION_HEX < 0x030D0000
-    /* Before 3.13 the evaluator adds no traceback entry for an unstarted frame. */
-    PyObject *f = snapshot_frame(frame);
-    if (f != NULL) {
-        PyTraceBack_Here((PyFrameObject *)f);
-        Py_DECREF(f);
-    }
-#endif
-#if PY_VERSION_HEX >= 0x030C0000
-    /* 3.12+: the evaluator owns the frame it was given; unwinding it with the
-     * exception pending (as generator.throw does) clears and pops it. */
-    return eval_default(ts, frame, 1);
-#else
-    /* 3.11: the caller that pushed the frame clears it. */
-    (void)ts;
-    return NULL;
-#endif
-}
-
-/* The dict handed to guards: arguments and free variables by name. */
-static PyObject *
-guard_locals(_PyInterpreterFrame *frame)
-{
-    PyCodeObject *co = FRAME_CODE(frame);
-    PyObject *d;
-    if (!(co->co_flags & CO_OPTIMIZED) && frame->f_locals != NULL &&
-        PyDict_Check(frame->f_locals)) {
-        d = PyDict_Copy(frame->f_locals);
-    }
-    else {
-        d = PyDict_New();
-    }
-    if (d == NULL) {
-        return NULL;
-    }
-    PyObject *names = co->co_localsplusnames;
-    int nargs = n_arguments(co);
-    for (int i = 0; i < nargs; i++) {
-        PyObject *v = frame->localsplus[i];
-        if (v != NULL && PyDict_SetItem(d, PyTuple_GET_ITEM(names, i), v) < 0) {
-            Py_DECREF(d);
-            return NULL;
-        }
-    }
-    int nfree = co->co_nfreevars;
-    PyObject *closure = FRAME_FUNC(frame)->func_closure;
-    if (nfree > 0 && closure != NULL && PyTuple_Check(closure)) {
-        int offset = co->co_nlocalsplus - nfree;
-        for (int i = 0; i < nfree && i < PyTuple_GET_SIZE(closure); i++) {
-            PyObject *v = PyCell_GET(PyTuple_GET_ITEM(closure, i));
-            if (v != NULL &&
-                PyDict_SetItem(d, PyTuple_GET_ITEM(names, offset + i), v) < 0) {
-                Py_DECREF(d);
-                return NULL;
-            }
-        }
-    }
-    return d;
-}
-
-/* A function of `code` with the frame's function's globals, builtins, closure
- * and names: what a generator made from the new code, or the 3.11 fallback
- * call, needs. */
-static PyObject *
-function_for(_PyInterpreterFrame *frame, PyCodeObject *code)
-{
-    PyFunctionObject *orig = FRAME_FUNC(frame);
-    PyFunctionObject *fn = (PyFunctionObject *)PyFunction_NewWithQualName(
-        (PyObject *)code, orig->func_globals, orig->func_qualname);
-    if (fn == NULL) {
-        return NULL;
-    }
-    if (PyFunction_SetClosure((PyObject *)fn,
-                              orig->func_closure ? orig->func_closure : Py_None) < 0) {
-        Py_DECREF(fn);
-        return NULL;
-    }
-    Py_SETREF(fn->func_name, Py_NewRef(orig->func_name));
-    Py_SETREF(fn->func_builtins, Py_NewRef(orig->func_builtins));
-    return (PyObject *)fn;
-}
-
-#if PY_VERSION_HEX >= 0x030C0000
-/* 3.12: no room after the frame in this chunk.  Move it (it is the top of the
- * stack and nothing points into it yet) to the start of a new chunk; the
- * evaluator pops that chunk when the frame ends, returning to the old one. */
-static _PyInterpreterFrame *
-move_to_new_chunk(PyThreadState *ts, _PyInterpreterFrame *frame, int new_size, int nargs)
-{
-    PyObjectArenaAllocator arena;
-    PyObject_GetArenaAllocator(&arena);
-    size_t bytes = 16 * 1024;
-    /* Leave headroom for the frames this one will push, as CPython does. */
-    while (bytes < sizeof(PyObject *) * ((size_t)new_size + 1000)) {
-        bytes *= 2;
-    }
-    _PyStackChunk *chunk = (_PyStackChunk *)arena.alloc(arena.ctx, bytes);
-    if (chunk == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    _PyStackChunk *old = ts->datastack_chunk;
-    /* A frame that starts its chunk leaves it empty: the new chunk replaces it
-     * (CPython never keeps an empty chunk on the stack; the root chunk never
-     * starts with a frame). */
-    int replaces_old = (PyObject **)frame == &old->data[0];
-    chunk->previous = replaces_old ? old->previous : old;
-    chunk->size = bytes;
-    chunk->top = 0;
-    if (!replaces_old) {
-        old->top = (PyObject **)frame - &old->data[0];
-    }
-    _PyInterpreterFrame *moved = (_PyInterpreterFrame *)&chunk->data[0];
-    /* Only the specials and the arguments carry anything (the other slots of an
-     * unstarted frame are empty, and the new code may need fewer of them). */
-    memcpy(moved, frame, (char *)&frame->localsplus[nargs] - (char *)frame);
-    if (replaces_old) {
-        arena.free(arena.ctx, old, old->size);
-        stats.chunk_replaced++;
-    }
-    if (moved->frame_obj != NULL) {
-        moved->frame_obj->f_frame = moved;
-    }
-    ts->datastack_chunk = chunk;
-    ts->datastack_limit = (PyObject **)((char *)chunk + bytes);
-    ts->datastack_top = (PyObject **)moved + new_size;
-    return moved;
-}
-#else
-/* 3.11: no room after the frame.  Call a function of the new code with the
- * frame's arguments; the caller clears the unstarted original as usual. */
-static PyObject *
-call_instead(ThreadState *st, _PyInterpreterFrame *frame, PyCodeObject *code)
-{
-    PyCodeObject *co = FRAME_CODE(frame);
-    if (!(co->co_flags & CO_OPTIMIZED)) {
-        /* Module and class bodies: run with the frame's namespace. */
-        PyObject *closure = FRAME_FUNC(frame)->func_closure;
-        st->skip_code = code;
-        PyObject *result = PyEval_EvalCodeEx(
-            (PyObject *)code, frame->f_globals,
-            frame->f_locals ? frame->f_locals : frame->f_globals, NULL, 0, NULL, 0, NULL, 0,
-            NULL, closure);
-        st->skip_code = NULL;
-        return result;
-    }
-    PyObject *fn = function_for(frame, code);
-    if (fn == NULL) {
-        return NULL;
-    }
-    PyObject *result = NULL;
-    PyObject *names = co->co_localsplusnames;
-    int npos = co->co_argcount, nkw = co->co_kwonlyargcount;
-    PyObject *varargs = (co->co_flags & CO_VARARGS) ? frame->localsplus[npos + nkw] : NULL;
-    PyObject *varkw = NULL;
-    if (co->co_flags & CO_VARKEYWORDS) {
-        varkw = frame->localsplus[npos + nkw + ((co->co_flags & CO_VARARGS) ? 1 : 0)];
-    }
-    Py_ssize_t nvar = varargs ? PyTuple_GET_SIZE(varargs) : 0;
-    PyObject *args = PyTuple_New(npos + nvar);
-    PyObject *kwargs = varkw ? PyDict_Copy(varkw) : PyDict_New();
-    if (args == NULL || kwargs == NULL) {
-        goto done;
-    }
-    for (int i = 0; i < npos; i++) {
-        PyTuple_SET_ITEM(args, i, Py_NewRef(frame->localsplus[i]));
-    }
-    for (Py_ssize_t i = 0; i < nvar; i++) {
-        PyTuple_SET_ITEM(args, npos + i, Py_NewRef(PyTuple_GET_ITEM(varargs, i)));
-    }
-    for (int i = npos; i < npos + nkw; i++) {
-        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(names, i), frame->localsplus[i]) < 0) {
-            goto done;
-        }
-    }
-    st->skip_code = code;
-    result = PyObject_Call(fn, args, kwargs);
-    st->skip_code = NULL;
-done:
-    Py_XDECREF(args);
-    Py_XDECREF(kwargs);
-    Py_DECREF(fn);
-    return result;
-}
-#endif
-
-/* Run `code` in place of the unstarted `frame` (same argument layout). */
-static PyObject *
-run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame, PyCodeObject *code)
-{
-    PyCodeObject *old = FRAME_CODE(frame);
-    int nargs = n_arguments(old);
-    int new_size = frame_size(code);
-    PyObject **base = (PyObject **)frame;
-    int on_top = base + frame_size(old) == ts->datastack_top;
-    int room = on_top && base + new_size <= ts->datastack_limit && !force_slow_path;
-#if PY_VERSION_HEX >= 0x030C0000
-    if (!on_top && new_size > frame_size(old)) {
-        /* A fresh frame is always the top of the stack; if that ever changes,
-         * refuse rather than overwrite the frames above it. */
-        PyErr_SetString(PyExc_RuntimeError,
-                        "evalframe: the frame to retarget is not on top of the frame stack");
-        return fail_frame(ts, frame);
-    }
-#endif
-#if PY_VERSION_HEX < 0x030C0000
-    if (!room) {
-        stats.called++;
-        return call_instead(st, frame, code);
-    }
-#else
-    (void)st;
-#endif
-    /* A generator's frame is sized from its function's code, so a generator
-     * code needs a function of its own. */
-    PyObject *fn = NULL;
-    if (code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)) {
-        fn = function_for(frame, code);
-        if (fn == NULL) {
-            return fail_frame(ts, frame);
-        }
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    if (!room && on_top) {
-        _PyInterpreterFrame *moved = move_to_new_chunk(ts, frame, new_size, nargs);
-        if (moved == NULL) {
-            Py_XDECREF(fn);
-            return fail_frame(ts, frame);
-        }
-        frame = moved;
-        stats.relocated++;
-    }
-    else
-#endif
-    {
-        if (on_top) {
-            ts->datastack_top = base + new_size;
-        }
-        stats.in_place++;
-    }
-    SET_FRAME_CODE(frame, (PyCodeObject *)Py_NewRef(code));
-    Py_DECREF(old);
-    if (fn != NULL) {
-        PyFunctionObject *prev = FRAME_FUNC(frame);
-        SET_FRAME_FUNC(frame, (PyFunctionObject *)fn);
-        frame->f_globals = ((PyFunctionObject *)fn)->func_globals;
-        frame->f_builtins = ((PyFunctionObject *)fn)->func_builtins;
-        Py_DECREF(prev);
-    }
-    for (int i = nargs; i < code->co_nlocalsplus; i++) {
-        frame->localsplus[i] = NULL;
-    }
-    frame->stacktop = code->co_nlocalsplus;
-    FRAME_RESET_IP(frame, code);
-    return eval_default(ts, frame, 0);
-}
-
-static PyObject *
-layout_error(PyCodeObject *orig, PyCodeObject *code, const char *what)
-{
-    PyErr_Format(PyExc_ValueError,
-                 "evalframe: the Entry's code %R does not keep the argument layout of "
-                 "%R (%s differ); transformed code must take the same arguments and "
-                 "free variables in the same order",
-                 code, orig, what);
-    return NULL;
-}
-
-static int
-names_equal(PyObject *a, Py_ssize_t a_from, PyObject *b, Py_ssize_t b_from, Py_ssize_t n)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(a, a_from + i),
-                                          PyTuple_GET_ITEM(b, b_from + i), Py_EQ);
-        if (eq <= 0) {
-            return eq;
-        }
-    }
-    return 1;
-}
-
-static int
-check_layout(PyCodeObject *orig, PyCodeObject *code)
-{
-    const int flags = CO_VARARGS | CO_VARKEYWORDS | CO_OPTIMIZED | CO_NEWLOCALS;
-    if (orig->co_argcount != code->co_argcount ||
-        orig->co_posonlyargcount != code->co_posonlyargcount ||
-        orig->co_kwonlyargcount != code->co_kwonlyargcount) {
-        layout_error(orig, code, "argument counts");
-        return -1;
-    }
-    if ((orig->co_flags & flags) != (code->co_flags & flags)) {
-        layout_error(orig, code, "*args/**kwargs/optimized flags");
-        return -1;
-    }
-    int eq = names_equal(orig->co_localsplusnames, 0, code->co_localsplusnames, 0,
-                         n_arguments(orig));
-    if (eq < 0) {
-        return -1;
-    }
-    if (!eq) {
-        layout_error(orig, code, "argument names");
-        return -1;
-    }
-    if (orig->co_nfreevars != code->co_nfreevars) {
-        layout_error(orig, code, "free variables");
-        return -1;
-    }
-    eq = names_equal(orig->co_localsplusnames, orig->co_nlocalsplus - orig->co_nfreevars,
-                     code->co_localsplusnames, code->co_nlocalsplus - code->co_nfreevars,
-                     orig->co_nfreevars);
-    if (eq < 0) {
-        return -1;
-    }
-    if (!eq) {
-        layout_error(orig, code, "free variable names");
-        return -1;
-    }
-    return 0;
-}
-
 static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
                        PyCodeObject **target);
 
@@ -692,24 +210,24 @@ static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
 static PyObject *
 evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
 {
-    if (throwflag || passthrough || !frame_is_fresh(frame)) {
-        return eval_default(ts, frame, throwflag);
+    if (throwflag || passthrough || !ef_frame_is_fresh(frame)) {
+        return ef_eval_default(ts, frame, throwflag);
     }
     ThreadState *st = (ThreadState *)PyThread_tss_get(&tss_key);
     if (st == NULL || st->disabled || !thread_active(st)) {
-        return eval_default(ts, frame, 0);
+        return ef_eval_default(ts, frame, 0);
     }
     PyCodeObject *co = FRAME_CODE(frame);
     if (st->skip_code == (void *)co) {
         st->skip_code = NULL;
-        return eval_default(ts, frame, 0);
+        return ef_eval_default(ts, frame, 0);
     }
     CodeCache *cache = cache_of((PyObject *)co);
     Py_ssize_t n = cache ? PyList_GET_SIZE(cache->entries) : 0;
     if (n > 0) {
-        PyObject *locals = guard_locals(frame);
+        PyObject *locals = ef_guard_locals(frame);
         if (locals == NULL) {
-            return fail_frame(ts, frame);
+            return ef_fail_frame(ts, frame);
         }
         Py_INCREF(cache);
         st->disabled++;
@@ -739,38 +257,38 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
         Py_DECREF(locals);
         Py_DECREF(cache);
         if (failed) {
-            return fail_frame(ts, frame);
+            return ef_fail_frame(ts, frame);
         }
         if (hit != NULL) {
-            stats.hits++;
+            ef_stats.hits++;
             PyObject *stored = PyTuple_GET_ITEM(hit, 1);
             PyCodeObject *code = (PyCodeObject *)Py_NewRef(stored == Py_None ? (PyObject *)co
                                                                              : stored);
             Py_DECREF(hit);
-            PyObject *result = run_entry(ts, st, frame, code);
+            PyObject *result = ef_run_entry(ts, st, frame, code);
             Py_DECREF(code);
             return result;
         }
     }
-    stats.misses++;
+    ef_stats.misses++;
     if (st->run_only > 0 || st->callback == NULL || (cache != NULL && cache->skip)) {
-        return eval_default(ts, frame, 0);
+        return ef_eval_default(ts, frame, 0);
     }
 
     /* Miss: ask the callback, with the hook off for its own frames. */
-    PyObject *fobj = snapshot_frame(frame);
+    PyObject *fobj = ef_snapshot_frame(frame);
     if (fobj == NULL) {
-        return fail_frame(ts, frame);
+        return ef_fail_frame(ts, frame);
     }
     /* Guards may have changed the cache: count what is there now. */
     n = cache ? PyList_GET_SIZE(cache->entries) : 0;
     PyObject *size = PyLong_FromSsize_t(n);
     if (size == NULL) {
         Py_DECREF(fobj);
-        return fail_frame(ts, frame);
+        return ef_fail_frame(ts, frame);
     }
     PyObject *callback = Py_NewRef(st->callback);
-    stats.callbacks++;
+    ef_stats.callbacks++;
     st->disabled++;
     PyObject *args[2] = {fobj, size};
     PyObject *answer = PyObject_Vectorcall(callback, args, 2, NULL);
@@ -783,12 +301,12 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     st->disabled--;
     Py_XDECREF(answer);
     if (verdict < 0) {
-        return fail_frame(ts, frame);
+        return ef_fail_frame(ts, frame);
     }
     if (target == NULL) {
-        return eval_default(ts, frame, 0);
+        return ef_eval_default(ts, frame, 0);
     }
-    PyObject *result = run_entry(ts, st, frame, target);
+    PyObject *result = ef_run_entry(ts, st, frame, target);
     Py_DECREF(target);
     return result;
 }
@@ -839,7 +357,7 @@ take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer, PyCodeObject **
                      Py_TYPE(code)->tp_name);
         goto bad_entry;
     }
-    if (check_layout(co, (PyCodeObject *)code) < 0) {
+    if (ef_check_layout(co, (PyCodeObject *)code) < 0) {
         goto bad_entry;
     }
     cache = cache_of_or_create((PyObject *)co, &st->disabled);
@@ -866,7 +384,7 @@ install_hook(void)
     if (current == evalframe_hook) {
         return;
     }
-    previous_eval = current ? current : _PyEval_EvalFrameDefault;
+    ef_previous_eval = current ? current : _PyEval_EvalFrameDefault;
     _PyInterpreterState_SetEvalFrameFunc(interp, evalframe_hook);
 }
 
@@ -875,7 +393,7 @@ uninstall_hook(void)
 {
     PyInterpreterState *interp = PyInterpreterState_Get();
     if (_PyInterpreterState_GetEvalFrameFunc(interp) == evalframe_hook) {
-        _PyInterpreterState_SetEvalFrameFunc(interp, previous_eval);
+        _PyInterpreterState_SetEvalFrameFunc(interp, ef_previous_eval);
     }
 }
 
@@ -1066,12 +584,12 @@ ef_is_skipped(PyObject *module, PyObject *code)
 }
 
 static PyObject *
-ef_stats(PyObject *module, PyObject *unused)
+ef_get_stats(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{sKsKsKsKsKsKsKsn}", "callbacks", stats.callbacks, "hits",
-                         stats.hits, "misses", stats.misses, "in_place", stats.in_place,
-                         "relocated", stats.relocated, "chunk_replaced", stats.chunk_replaced,
-                         "called", stats.called, "active_threads", active_threads);
+    return Py_BuildValue("{sKsKsKsKsKsKsKsn}", "callbacks", ef_stats.callbacks, "hits",
+                         ef_stats.hits, "misses", ef_stats.misses, "in_place", ef_stats.in_place,
+                         "relocated", ef_stats.relocated, "chunk_replaced", ef_stats.chunk_replaced,
+                         "called", ef_stats.called, "active_threads", active_threads);
 }
 
 static PyObject *
@@ -1081,7 +599,7 @@ ef_set_force_slow_path(PyObject *module, PyObject *flag)
     if (v < 0) {
         return NULL;
     }
-    force_slow_path = v;
+    ef_force_slow_path = v;
     Py_RETURN_NONE;
 }
 
@@ -1112,7 +630,7 @@ static PyMethodDef methods[] = {
     {"_clear_code", ef_clear_code, METH_O, "Drop a code object's entries and SKIP mark."},
     {"_is_skipped", ef_is_skipped, METH_O, "Whether a code object is marked SKIP."},
     {"_registered_codes", ef_registered_codes, METH_NOARGS, "Live code objects with a cache."},
-    {"_stats", ef_stats, METH_NOARGS, "Counters of the paths the hook took."},
+    {"_stats", ef_get_stats, METH_NOARGS, "Counters of the paths the hook took."},
     {"_set_force_slow_path", ef_set_force_slow_path, METH_O,
      "Tests: always take the no-room path when running an entry."},
     {"_set_passthrough", ef_set_passthrough, METH_O,
