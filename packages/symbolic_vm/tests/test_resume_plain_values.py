@@ -1,0 +1,269 @@
+"""Residual code and resume functions on plain Python values: runs without torch.
+
+The same constructs as test_resume.py (conditional jumps, pending calls with NULLs, with blocks,
+loops, try/finally, closures, cells), with ints and lists, so that it runs on every CPython the
+bytecode toolkit supports, torch installed or not:
+
+    PYTHONPATH=packages/symbolic_vm/src <python3.12> -m pytest --noconftest -p no:cacheprovider \
+        packages/symbolic_vm/tests/test_resume_plain_values.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from symbolic_vm.bytecode import PY_VERSION
+from symbolic_vm.resume import (
+    BreakPlan,
+    Const,
+    Null,
+    ResumeBuilder,
+    Slot,
+    Value,
+    WithExit,
+    instructions_at,
+)
+
+
+def call_slots(func: Slot, *args: Slot) -> tuple[Slot, ...]:
+    if PY_VERSION >= (3, 13):
+        return (func, Null(), *args)
+    return (Null(), func, *args)
+
+
+def call_offset(fn: Callable[..., Any], callee: str) -> int:
+    pending = False
+    for ins in instructions_at(fn.__code__):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD") and ins.arg == callee:
+            pending = True
+        elif pending and ins.opname in ("PRECALL", "CALL", "CALL_KW"):
+            assert ins.offset is not None
+            return ins.offset
+    raise AssertionError(f"no call of {callee}")
+
+
+def jump_offset(fn: Callable[..., Any]) -> int:
+    for ins in instructions_at(fn.__code__):
+        if ins.opname.startswith("POP_JUMP"):
+            assert ins.offset is not None
+            return ins.offset
+    raise AssertionError("no conditional jump")
+
+
+def run_broken(
+    fn: Callable[..., Any],
+    helper: Callable[..., Any],
+    *,
+    offset: int,
+    stack: tuple[Slot, ...],
+    live: tuple[tuple[str, Slot], ...],
+    helper_args: tuple[str, ...],
+) -> types.FunctionType:
+    assert isinstance(fn, types.FunctionType)
+    counter = itertools.count(1)
+    builder = ResumeBuilder(lambda: next(counter))
+    built = builder.residual(BreakPlan(fn.__code__, offset, stack, live, "__helper", helper_args))
+    g: dict[str, object] = dict(fn.__globals__)
+    g["__helper"] = helper
+    g.update(built.globals_to_install(g))
+    return types.FunctionType(built.code, g, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+EVENTS: list[object] = []
+
+
+def note(value: object) -> None:
+    EVENTS.append(value)
+
+
+@pytest.fixture(autouse=True)
+def _clear_events() -> None:
+    EVENTS.clear()
+
+
+def branchy(a: int, b: int) -> int:
+    x = a * 2
+    if b < 0:
+        b = -b
+    return x * b
+
+
+@pytest.mark.parametrize("b", [3, -3])
+def test_conditional_jump_continues_in_the_branch_taken(b: int) -> None:
+    new = run_broken(
+        branchy,
+        lambda a, b: (a * 2, b < 0, b),
+        offset=jump_offset(branchy),
+        stack=(Value(1),),
+        live=(("x", Value(0)), ("b", Value(2))),
+        helper_args=("a", "b"),
+    )
+    assert new(5, b) == branchy(5, b) == 30
+
+
+def pair(a: int, unused: object, b: int) -> int:
+    return a * 10 + b
+
+
+def note_among_arguments(a: int, b: int) -> int:
+    c = a + 1
+    return pair(c, note(c), b) + len(str(note(b)))
+
+
+def test_pending_calls_and_nulls_survive_the_break() -> None:
+    new = run_broken(
+        note_among_arguments,
+        lambda a, b: (a + 1, b),
+        offset=call_offset(note_among_arguments, "note"),
+        stack=(*call_slots(Const(pair), Value(0)), *call_slots(Const(note), Value(0))),
+        live=(("c", Value(0)), ("b", Value(1))),
+        helper_args=("a", "b"),
+    )
+    result = new(4, 7)
+    events = list(EVENTS)
+    EVENTS.clear()
+    assert result == note_among_arguments(4, 7) == 61
+    assert events == EVENTS == [5, 7]
+
+
+class Recorder:
+    """A re-enterable context manager that records enters and exits."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> Recorder:
+        EVENTS.append(f"enter {self.name}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        EVENTS.append(f"exit {self.name} {exc[0].__name__ if exc[0] else None}")
+
+
+def inside_with(x: int, m: Recorder) -> int:
+    with m:
+        y = x + 1
+        note(y)
+        y = y * 2
+    return y
+
+
+def test_with_block_is_exited_before_and_entered_again_after_the_break() -> None:
+    new = run_broken(
+        inside_with,
+        lambda x, m: (m, x + 1),
+        offset=call_offset(inside_with, "note"),
+        stack=(WithExit(0), *call_slots(Const(note), Value(1))),
+        live=(("y", Value(1)),),
+        helper_args=("x", "m"),
+    )
+    assert new(3, Recorder("m")) == 8
+    # The prologue helper stands for the graph, so it does not enter; the residual code does.
+    assert EVENTS == ["enter m", 4, "exit m None", "enter m", "exit m None"]
+
+
+def raises(value: object) -> None:
+    raise KeyError(value)
+
+
+def raising_inside_with(x: int, m: Recorder) -> int:
+    with m:
+        raises(x)
+    return x
+
+
+def test_exception_at_the_break_exits_the_with_block_and_propagates() -> None:
+    new = run_broken(
+        raising_inside_with,
+        lambda x, m: (m, x),
+        offset=call_offset(raising_inside_with, "raises"),
+        stack=(WithExit(0), *call_slots(Const(raises), Value(1))),
+        live=(("x", Value(1)),),
+        helper_args=("x", "m"),
+    )
+    with pytest.raises(KeyError):
+        new(3, Recorder("m"))
+    assert EVENTS == ["enter m", "exit m KeyError"]
+
+
+def loop_with_note(xs: list[int]) -> int:
+    total = 0
+    for v in xs:
+        total += v
+        note(v)
+    return total
+
+
+def test_break_in_a_loop_continues_the_iteration() -> None:
+    def helper(xs: list[int]) -> tuple[object, ...]:
+        it = iter(xs)
+        v = next(it)
+        return (it, v, v)
+
+    new = run_broken(
+        loop_with_note,
+        helper,
+        offset=call_offset(loop_with_note, "note"),
+        stack=(Value(0), *call_slots(Const(note), Value(1))),
+        live=(("total", Value(2)), ("v", Value(1))),
+        helper_args=("xs",),
+    )
+    assert new([1, 2, 3]) == 6
+    assert EVENTS == [1, 2, 3]
+
+
+def try_finally(x: int, fail: bool) -> int:
+    try:
+        x += 1
+        note(x)
+        if fail:
+            raise ValueError(x)
+    finally:
+        note("finally")
+    return x
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_finally_runs_in_the_resume_function(fail: bool) -> None:
+    new = run_broken(
+        try_finally,
+        lambda x, fail: (x + 1, fail),
+        offset=call_offset(try_finally, "note"),
+        stack=call_slots(Const(note), Value(0)),
+        live=(("x", Value(0)), ("fail", Value(1))),
+        helper_args=("x", "fail"),
+    )
+    if fail:
+        with pytest.raises(ValueError):
+            new(1, fail)
+    else:
+        assert new(1, fail) == 2
+    assert EVENTS == [2, "finally"]
+
+
+def make_closure(k: int) -> Callable[[int], int]:
+    def inner(x: int) -> int:
+        y = x * k
+        note(y)
+        get = lambda: y  # noqa: E731 - makes y a cell variable
+        return get() + k
+
+    return inner
+
+
+def test_closure_and_cell_variables_cross_the_break() -> None:
+    inner = make_closure(3)
+    new = run_broken(
+        inner,
+        lambda x, k: (x * k,),
+        offset=call_offset(inner, "note"),
+        stack=call_slots(Const(note), Value(0)),
+        live=(("y", Value(0)),),
+        helper_args=("x", "k"),
+    )
+    assert new(5) == inner(5) == 18
