@@ -236,6 +236,7 @@ def plot_speedups(results: Sequence[Result], path: Path, title: str) -> str:
             heights.append(found.speedup)
         ax.bar(xs, heights, width=width, label=impl)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xlim(-0.5, len(workloads) - 0.5)
     ax.set_xticks(range(len(workloads)))
     ax.set_xticklabels(workloads, rotation=30, ha="right")
     ax.set_ylabel("speedup over eager (higher is better)")
