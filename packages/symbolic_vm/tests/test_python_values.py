@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
@@ -591,3 +592,28 @@ def imports_inside(x):
 
 def test_imports_of_loaded_modules_inside_the_function():
     check(imports_inside, X)
+
+
+def sorting_with_keys(x):
+    named = {"b": x * 2, "a": x + 1, "c": x - 1}
+    by_name = sorted(named.items(), key=lambda kv: kv[0])
+    widths = [3, 1, 2]
+    widths.sort(key=lambda w: -w)
+    return [v for _, v in by_name], widths, sorted(["bb", "a", "ccc"], key=len, reverse=True)
+
+
+def test_sorting_with_constant_keys_keeps_tensor_values():
+    check(sorting_with_keys, X)
+
+
+Pair = collections.namedtuple("Pair", ["left", "right"])
+
+
+def namedtuple_input(x, pair):
+    a, b = pair
+    return Pair(a + b, pair.right * x), len(pair), pair[0] * 2
+
+
+def test_namedtuple_input_and_output():
+    compiled = check(namedtuple_input, X, Pair(torch.randn(3, 4), torch.randn(3, 4)))
+    assert type(compiled.output[0]) is Pair

@@ -27,6 +27,7 @@ from symbolic_vm.resume import (
     Value,
     WithExit,
     instructions_at,
+    positional_helper,
 )
 
 
@@ -267,3 +268,48 @@ def test_closure_and_cell_variables_cross_the_break() -> None:
         helper_args=("x", "k"),
     )
     assert new(5) == inner(5) == 18
+
+
+def make_counted() -> tuple[Callable[..., Any], Callable[..., Any]]:
+    count = 0
+
+    def fn(a: int, *rest: int, scale: int, **opts: int) -> tuple[int, int]:
+        nonlocal count
+        count += 1
+        y = (a + sum(rest)) * scale + len(opts)
+        note(y)
+        return y, count
+
+    def helper(a: int, *rest: int, scale: int, **opts: int) -> tuple[object, ...]:
+        # Stands for the prologue the VM generates: same signature, replays `count += 1`.
+        nonlocal count
+        count += 1
+        return ((a + sum(rest)) * scale + len(opts),)
+
+    return fn, helper
+
+
+def test_helper_made_in_place_gets_every_argument_kind_and_the_frames_cells() -> None:
+    fn, helper = make_counted()
+    flat, names = positional_helper(helper.__code__)
+    assert names == ("a", "scale", "rest", "opts")
+    assert isinstance(fn, types.FunctionType)
+    counter = itertools.count(1)
+    built = ResumeBuilder(lambda: next(counter)).residual(
+        BreakPlan(
+            fn.__code__,
+            call_offset(fn, "note"),
+            call_slots(Const(note), Value(0)),
+            (("y", Value(0)),),
+            "unused",
+            names,
+            helper_code=flat,
+        )
+    )
+    new = types.FunctionType(built.code, dict(fn.__globals__), "fn", None, fn.__closure__)
+    g = new.__globals__
+    g.update(built.globals_to_install(g))
+    assert new(1, 2, 3, scale=2, k=0) == (13, 1)
+    assert fn(1, 2, 3, scale=2, k=0) == (13, 2)  # the same cell: the helper's write is real
+    assert new(0, scale=1) == (0, 3)
+    assert EVENTS == [13, 13, 0]

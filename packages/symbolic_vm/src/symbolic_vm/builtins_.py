@@ -250,11 +250,28 @@ def _dict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.sorted)
 def _sorted(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    if "key" in kwargs:
-        raise Unsupported("sorted(key=...) inside a compiled function")
+    return ListVar(ListBox(sort_values(vm, ops.iterate(vm.out, args[0]), kwargs)))
+
+
+def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> list[Var]:
+    """``sorted(values, key=..., reverse=...)``: the keys must be constants, the values need not."""
+    from symbolic_vm.calls import call
+
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        raise Unsupported(f"sorting with {sorted(unknown)}")
     reverse = bool(ops.const_value(vm.out, kwargs["reverse"])) if "reverse" in kwargs else False
-    values = [ops.const_value(vm.out, v) for v in ops.iterate(vm.out, args[0])]
-    return ListVar(ListBox([ConstVar(v) for v in sorted(values, reverse=reverse)]))
+    key = kwargs.get("key")
+    if key is not None and isinstance(key, ConstVar) and key.value is None:
+        key = None
+    keys = [
+        ops.const_value(vm.out, v if key is None else call(vm, key, [v], {})) for v in values
+    ]
+    try:
+        order = sorted(range(len(values)), key=lambda i: keys[i], reverse=reverse)
+    except TypeError as exc:
+        raise Unsupported(f"TypeError raised by sorting: {exc}") from exc
+    return [values[i] for i in order]
 
 
 def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pick: Any) -> Var:

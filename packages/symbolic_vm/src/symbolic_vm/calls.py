@@ -248,6 +248,29 @@ def bind_arguments(
     return bound
 
 
+def _construct_namedtuple(
+    vm: Interpreter, cls: type, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    defaults: dict[str, object] = getattr(cls, "_field_defaults", {})
+    if len(args) > len(fields):
+        raise Unsupported(f"{cls.__name__}() takes {len(fields)} arguments")
+    values = dict(zip(fields, args, strict=False))
+    for name, var in kwargs.items():
+        if name not in fields or name in values:
+            raise Unsupported(f"{cls.__name__}() got an unexpected argument {name!r}")
+        values[name] = var
+    items: list[Var] = []
+    for name in fields:
+        if name in values:
+            items.append(values[name])
+        elif name in defaults:
+            items.append(vm.out.wrap(defaults[name], None))
+        else:
+            raise Unsupported(f"{cls.__name__}() missing argument {name!r}")
+    return TupleVar(tuple(items), fields=fields, named_type=cls)
+
+
 def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``cls(*args)`` for a user class: a new object whose ``__init__`` is inlined."""
     cls = cls_var.value
@@ -255,6 +278,8 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         # Only ever raised (which is unsupported) or inspected: keep a real instance.
         py_args = [ops.const_value(vm.out, a) for a in args]
         return ObjectVar(cls(*py_args))
+    if issubclass(cls, tuple) and hasattr(cls, "_make") and hasattr(cls, "_fields"):
+        return _construct_namedtuple(vm, cls, args, kwargs)
     if issubclass(cls, torch.nn.Module):
         raise Unsupported(f"creating module {cls.__name__} inside a compiled function")
     if cls.__new__ is not object.__new__ or type(cls) is not type:

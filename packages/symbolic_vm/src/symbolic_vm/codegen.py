@@ -96,7 +96,10 @@ class Rebuilder:
             if var.is_size:
                 return f"{self.out.install(torch.Size, 'Size')}(({inner}))"
             if var.named_type is not None:
-                return f"{self.out.install(var.named_type, 'cls')}(({inner}))"
+                cls = self.out.install(var.named_type, "cls")
+                if hasattr(var.named_type, "_make"):  # collections.namedtuple / typing.NamedTuple
+                    return f"{cls}._make(({inner}))"
+                return f"{cls}(({inner}))"  # torch.return_types take one sequence
             return f"({inner})"
         if isinstance(var, ListVar):
             box = var.box

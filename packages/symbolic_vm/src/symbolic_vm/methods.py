@@ -157,12 +157,9 @@ def _list_method(
         values = _const_items(vm, ops.items(out, lst))
         return ConstVar(getattr(values, name)(ops.const_value(out, args[0])))
     if name == "sort" and not args:
-        key = kwargs.get("key")
-        reverse = bool(ops.const_value(out, kwargs["reverse"])) if "reverse" in kwargs else False
-        if key is not None:
-            raise Unsupported("list.sort(key=...) inside a compiled function")
-        values = _const_items(vm, box.items)
-        box.items[:] = [ConstVar(v) for v in sorted(values, reverse=reverse)]
+        from symbolic_vm.builtins_ import sort_values
+
+        box.items[:] = sort_values(vm, list(box.items), kwargs)
         return ConstVar(None)
     if name == "remove":
         target = ops.const_value(out, args[0])

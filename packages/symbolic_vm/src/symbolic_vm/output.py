@@ -156,9 +156,14 @@ class Output:
     def _wrap(self, value: object, source: Source | None) -> Var:
         if isinstance(value, torch.Tensor):
             return self._wrap_tensor(value, source)
-        if isinstance(value, tuple) and not isinstance(value, torch.Size) and type(value) is tuple:
+        if type(value) is tuple or _is_namedtuple(value):
+            assert isinstance(value, tuple)
+            fields = tuple(getattr(type(value), "_fields", ()))
             return TupleVar(
-                tuple(self.wrap(v, _item(source, i)) for i, v in enumerate(value)), source=source
+                tuple(self.wrap(v, _item(source, i)) for i, v in enumerate(value)),
+                fields=fields,
+                named_type=type(value) if fields else None,
+                source=source,
             )
         if type(value) is list:
             return ListVar(
@@ -247,7 +252,9 @@ class Output:
                 self.request("CONSTANT_MATCH", source, var.value)
         elif isinstance(var, (TupleVar, ListVar)):
             self.request("TYPE_MATCH", source, _real_type(var))
-            if isinstance(var, TupleVar):
+            if isinstance(var, TupleVar) and var.named_type is not None:
+                pass  # a namedtuple's class fixes its length
+            elif isinstance(var, TupleVar):
                 self.request("LENGTH", source, (None,) * len(var.items))
             else:
                 self.request("LENGTH", source, [None] * len(var.box.items))
@@ -329,7 +336,19 @@ class Output:
         return dict(self._installs)
 
 
+def _is_namedtuple(value: object) -> bool:
+    return isinstance(value, tuple) and hasattr(type(value), "_make") and hasattr(
+        type(value), "_fields"
+    )
+
+
+def _type_probe(cls: type) -> object:
+    return cls.__new__(cls, *([None] * len(getattr(cls, "_fields", ()))))
+
+
 def _real_type(var: Var) -> object:
+    if isinstance(var, TupleVar) and var.named_type is not None:
+        return _type_probe(var.named_type)
     return () if isinstance(var, TupleVar) else []
 
 

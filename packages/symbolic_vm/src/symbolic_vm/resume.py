@@ -52,6 +52,8 @@ __all__ = [
     "Slot",
     "Value",
     "WithExit",
+    "instructions_at",
+    "positional_helper",
     "resume_name",
 ]
 
@@ -362,7 +364,17 @@ class ResumeBuilder:
 
         body: Items = []
         helper_args = [[_load_var(code, n)] for n in plan.helper_args]
-        body.extend(codegen.call_global(plan.helper, helper_args))
+        if plan.helper_code is not None:
+            helper = plan.helper_code
+            if not set(helper.co_freevars) <= set(code.co_freevars) | set(code.co_cellvars):
+                raise ResumeError(
+                    f"the helper's free variables {helper.co_freevars} are not the frame's "
+                    f"{code.co_freevars}"
+                )
+            make = codegen.make_function(helper, closure=helper.co_freevars)
+            body.extend(codegen.call_function(make, helper_args))
+        else:
+            body.extend(codegen.call_global(plan.helper, helper_args))
         body.append(codegen.store_fast(_VALS))
         handler, cleanups = _restore_stack(body, plan.stack)
         ran = [attrs.evolve(i, handler=handler) for i in group.instrs]
@@ -541,6 +553,25 @@ def _resume_code(
         co_qualname=name,
         co_varnames=varnames,
     )
+
+
+def positional_helper(helper: types.CodeType) -> tuple[types.CodeType, tuple[str, ...]]:
+    """``helper`` taking all its parameters positionally, and their names in call order.
+
+    A parameter keeps its slot: keyword-only ones become positional, ``*args`` receives the
+    tuple and ``**kwargs`` the dict. So a helper generated with the original's signature is
+    called by the residual code with the frame's own variables, whatever that signature is.
+    """
+    total = helper.co_argcount + helper.co_kwonlyargcount
+    total += bool(helper.co_flags & inspect.CO_VARARGS)
+    total += bool(helper.co_flags & inspect.CO_VARKEYWORDS)
+    flat = helper.replace(
+        co_argcount=total,
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=helper.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS),
+    )
+    return flat, helper.co_varnames[:total]
 
 
 def instructions_at(code: types.CodeType) -> list[Instr]:
