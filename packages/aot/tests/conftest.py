@@ -157,12 +157,13 @@ def compare_training(
     make_input: Callable[[], torch.Tensor],
     compile_model: Callable[[nn.Module], Callable[[torch.Tensor], torch.Tensor]],
     steps: int = 2,
+    device: str = "cpu",
 ) -> None:
     """Eager and compiled copies of one model take the same steps and must agree on everything."""
     torch.manual_seed(0)
-    eager_model = make_model()
+    eager_model = make_model().to(device)
     compiled_model = copy.deepcopy(eager_model)
-    inputs = [make_input() for _ in range(steps)]
+    inputs = [make_input().to(device) for _ in range(steps)]
     eager = train_steps(eager_model, eager_model, inputs, seed=1)
     compiled = train_steps(compiled_model, compile_model(compiled_model), inputs, seed=1)
     for i, (e, c) in enumerate(zip(eager, compiled)):
