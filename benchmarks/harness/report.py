@@ -59,7 +59,8 @@ def source_revision() -> str:
                                 "packages", "benchmarks"],
                                capture_output=True, text=True, check=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
-        return "unknown (not a git checkout)"
+        # A copy of the tree without .git (a remote GPU machine, say): the caller may name it.
+        return os.environ.get("STRATA_BENCH_SOURCE", "unknown (not a git checkout)")
     suffix = " plus uncommitted changes in packages/ or benchmarks/" if dirty.strip() else ""
     return commit.strip() + suffix
 
