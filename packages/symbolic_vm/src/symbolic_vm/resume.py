@@ -105,6 +105,12 @@ class BreakPlan:
     the rest of the code may read). ``helper`` names the global prologue function; the residual
     code calls it with the frame variables named in ``helper_args`` (arguments, cells or free
     variables, read at the start of the frame), positionally.
+
+    ``helper_code``, when given, replaces the global: the residual code makes the helper function
+    from it in place, with the frame's own closure cells (its free variables must be the frame's),
+    so it can read and write the frame's free variables (``nonlocal``). Use
+    :func:`positional_helper` to turn a helper with the original's signature into one taking
+    every argument positionally.
     """
 
     code: types.CodeType
@@ -113,6 +119,7 @@ class BreakPlan:
     live_locals: tuple[tuple[str, Slot], ...]
     helper: str
     helper_args: tuple[str, ...] = ()
+    helper_code: types.CodeType | None = None
 
 
 @attrs.frozen
