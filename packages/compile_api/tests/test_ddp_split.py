@@ -525,3 +525,24 @@ def test_backend_errors_on_a_subgraph_propagate() -> None:
     gm, inputs = lifted(Chain())
     with pytest.raises(NotImplementedError, match="backend bug"):
         ddp.ddp_split_backend(broken, LAYER_BYTES)(gm, inputs)
+
+
+def test_default_caps_give_ddp_own_bucket_count(process_group: None) -> None:
+    """DDP's defaults (25 MiB buckets, a 1 MiB first one) on a 40 MiB model: same buckets."""
+    torch.manual_seed(0)
+    base = support.MLP(width=1024, depth=10)
+    twin = support.MLP(width=1024, depth=10)
+    twin.load_state_dict(base.state_dict())
+    eager = nn.parallel.DistributedDataParallel(base)
+    runner = support.TracedRunner(twin, support.eager_backend)
+    split = nn.parallel.DistributedDataParallel(runner)
+
+    def make_input(step: int) -> torch.Tensor:
+        return torch.randn(2, 1024, generator=torch.Generator().manual_seed(step))
+
+    torch.testing.assert_close(
+        _train_steps(split, make_input, 3), _train_steps(eager, make_input, 3)
+    )
+    buckets = runner.compiled.record.buckets
+    assert buckets[-1].nbytes < 25 * 2**20, "the last layers fill the small first bucket"
+    assert runner.compiled.num_subgraphs == support.ddp_bucket_count(eager) >= 3
