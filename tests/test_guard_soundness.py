@@ -1,0 +1,544 @@
+"""Guard soundness through compile_api: every value a trace depended on is guarded.
+
+For each kind of source the symbolic VM can read (arguments, globals, closure cells,
+attributes, defaults, global state) a test changes the depended-on value and expects a
+recompile AND the eager result; the no-spurious-recompile tests change values the trace did
+not use and expect a cache hit.  Compiles are counted with the ``counter`` backend
+(tests/conftest.py), one graph per compile for these break-free functions.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+import compile_api
+
+THIS = sys.modules[__name__]
+
+SCALE = 2
+USE_RELU = True
+UNUSED_GLOBAL = 0
+
+
+def act(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x)
+
+
+helpers = types.ModuleType("helpers")
+helpers.factor = 3  # type: ignore[attr-defined]
+
+
+def same(compiled: Callable[..., Any], eager: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    """Call the compiled and the eager function on the same inputs and compare."""
+    got = compiled(*args, **kw)
+    want = eager(*args, **kw)
+    torch.testing.assert_close(got, want)
+    if isinstance(want, torch.Tensor):
+        assert got.requires_grad == want.requires_grad
+        assert got.dtype == want.dtype
+    return got
+
+
+# --- function arguments: tensor metadata -------------------------------------------------
+
+
+def affine(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 + 1
+
+
+def test_tensor_dtype_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(affine, backend=counter)
+    same(fn, affine, torch.randn(4))
+    same(fn, affine, torch.randn(4, dtype=torch.float64))
+    assert counter.count == 2
+
+
+def test_tensor_shape_change_recompiles_when_static(counter: Any) -> None:
+    fn = compile_api.compile(affine, backend=counter, dynamic=False)
+    same(fn, affine, torch.randn(4))
+    same(fn, affine, torch.randn(5))
+    assert counter.count == 2
+
+
+def flat_head(x: torch.Tensor) -> torch.Tensor:
+    return x.flatten()[:3] * 2
+
+
+def test_tensor_stride_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(flat_head, backend=counter, dynamic=False)
+    same(fn, flat_head, torch.randn(3, 3))
+    same(fn, flat_head, torch.randn(3, 3).t())  # same shape, other strides
+    assert counter.count == 2
+
+
+def test_tensor_requires_grad_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(affine, backend=counter)
+    x = torch.randn(4)
+    same(fn, affine, x)
+    same(fn, affine, x.clone().requires_grad_(True))
+    assert counter.count == 2
+
+
+def test_tensor_device_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(affine, backend=counter)
+    same(fn, affine, torch.randn(4))
+    out = fn(torch.empty(4, device="meta"))
+    assert out.device.type == "meta" and out.shape == (4,)
+    assert counter.count == 2
+
+
+def test_tensor_subclass_change_recompiles(counter: Any) -> None:
+    def kind(x: torch.Tensor) -> torch.Tensor:
+        return x + 1 if isinstance(x, torch.nn.Parameter) else x - 1
+
+    fn = compile_api.compile(kind, backend=counter)
+    with torch.no_grad():
+        same(fn, kind, torch.ones(3))
+        same(fn, kind, torch.nn.Parameter(torch.ones(3)))
+    assert counter.count == 2
+
+
+# --- function arguments: Python values ---------------------------------------------------
+
+
+def scaled(x: torch.Tensor, k: Any) -> torch.Tensor:
+    return x * k
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(2, 3), (2.0, 2.5), (True, False), (2, 2.0)],
+    ids=["int", "float", "bool", "int-to-float"],
+)
+def test_python_number_argument_change_recompiles(counter: Any, first: Any, second: Any) -> None:
+    fn = compile_api.compile(scaled, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, scaled, x, first)
+    same(fn, scaled, x, second)
+    assert counter.count == 2
+    same(fn, scaled, x, first)
+    assert counter.count == 2, "the first value hits its own cache entry"
+
+
+def modal(x: torch.Tensor, mode: str) -> torch.Tensor:
+    if mode == "double":
+        return x * 2
+    return x - 1
+
+
+def test_string_argument_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(modal, backend=counter)
+    x = torch.randn(4)
+    same(fn, modal, x, "double")
+    same(fn, modal, x, "other")
+    assert counter.count == 2
+
+
+def optional_bias(x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    if bias is None:
+        return x * 2
+    return x * 2 + bias
+
+
+def test_none_to_tensor_argument_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(optional_bias, backend=counter)
+    x = torch.randn(4)
+    same(fn, optional_bias, x, None)
+    same(fn, optional_bias, x, torch.ones(4))
+    assert counter.count == 2
+
+
+def total(xs: Any) -> torch.Tensor:
+    out = xs[0]
+    for t in xs[1:]:
+        out = out + t
+    return out
+
+
+@pytest.mark.parametrize("container", [list, tuple])
+def test_sequence_length_change_recompiles(counter: Any, container: type) -> None:
+    fn = compile_api.compile(total, backend=counter)
+    same(fn, total, container([torch.ones(3), torch.ones(3)]))
+    same(fn, total, container([torch.ones(3), torch.ones(3), torch.ones(3)]))
+    assert counter.count == 2
+
+
+def weighted(x: torch.Tensor, ws: list[int]) -> torch.Tensor:
+    return x * ws[0] + ws[1]
+
+
+def test_list_item_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(weighted, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    ws = [2, 3]
+    same(fn, weighted, x, ws)
+    ws[1] = 5  # mutated in place: the same list object, a new item
+    same(fn, weighted, x, ws)
+    assert counter.count == 2
+
+
+def from_dict(x: torch.Tensor, d: dict[str, Any]) -> torch.Tensor:
+    return x * d["a"]
+
+
+def test_dict_value_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(from_dict, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    d = {"a": 2, "b": 3}
+    same(fn, from_dict, x, d)
+    d["a"] = 4
+    same(fn, from_dict, x, d)
+    assert counter.count == 2
+
+
+def test_dict_tensor_value_metadata_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(from_dict, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, from_dict, x, {"a": torch.ones(4), "b": 0})
+    same(fn, from_dict, x, {"a": torch.ones(4, dtype=torch.float64), "b": 0})
+    assert counter.count == 2
+
+
+def keyed(x: torch.Tensor, d: dict[str, int]) -> torch.Tensor:
+    out = x
+    for key in d:
+        out = out + d[key]
+    return out
+
+
+def test_dict_keys_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(keyed, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, keyed, x, {"a": 1})
+    same(fn, keyed, x, {"a": 1, "b": 10})
+    assert counter.count == 2
+
+
+# --- globals -------------------------------------------------------------------------------
+
+
+def uses_global_int(x: torch.Tensor) -> torch.Tensor:
+    return x * SCALE
+
+
+def uses_global_flag(x: torch.Tensor) -> torch.Tensor:
+    if USE_RELU:
+        return torch.relu(x)
+    return x + 1
+
+
+def uses_global_function(x: torch.Tensor) -> torch.Tensor:
+    return act(x) * 2
+
+
+def uses_module_attribute(x: torch.Tensor) -> torch.Tensor:
+    return x * helpers.factor  # type: ignore[attr-defined]
+
+
+def test_rebinding_a_global_int_recompiles(counter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fn = compile_api.compile(uses_global_int, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, uses_global_int, x)
+    monkeypatch.setattr(THIS, "SCALE", 5)
+    same(fn, uses_global_int, x)
+    assert counter.count == 2
+
+
+def test_rebinding_a_global_flag_recompiles(counter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    fn = compile_api.compile(uses_global_flag, backend=counter)
+    x = torch.randn(4)
+    same(fn, uses_global_flag, x)
+    monkeypatch.setattr(THIS, "USE_RELU", False)
+    same(fn, uses_global_flag, x)
+    assert counter.count == 2
+
+
+def test_rebinding_a_global_function_recompiles(
+    counter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = compile_api.compile(uses_global_function, backend=counter)
+    x = torch.randn(4)
+    same(fn, uses_global_function, x)
+    monkeypatch.setattr(THIS, "act", torch.sigmoid)
+    same(fn, uses_global_function, x)
+    assert counter.count == 2
+
+
+def test_rebinding_a_module_attribute_recompiles(
+    counter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = compile_api.compile(uses_module_attribute, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, uses_module_attribute, x)
+    monkeypatch.setattr(helpers, "factor", 7)
+    same(fn, uses_module_attribute, x)
+    assert counter.count == 2
+
+
+def test_unread_global_change_is_a_cache_hit(
+    counter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = compile_api.compile(uses_global_int, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, uses_global_int, x)
+    monkeypatch.setattr(THIS, "UNUSED_GLOBAL", 99)
+    monkeypatch.setattr(helpers, "other", 1, raising=False)
+    same(fn, uses_global_int, x)
+    assert counter.count == 1
+
+
+# --- closure cells -------------------------------------------------------------------------
+
+
+def make_closure() -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[Any], None]]:
+    k: Any = 2
+    unused = 0
+
+    def scaled_by_k(x: torch.Tensor) -> torch.Tensor:
+        return x * k
+
+    def set_k(value: Any) -> None:
+        nonlocal k
+        k = value
+
+    def set_unused(value: int) -> None:
+        nonlocal unused
+        unused = value
+
+    scaled_by_k.set_unused = set_unused  # type: ignore[attr-defined]
+    return scaled_by_k, set_k
+
+
+def test_nonlocal_rebinding_recompiles(counter: Any) -> None:
+    inner, set_k = make_closure()
+    fn = compile_api.compile(inner, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, inner, x)
+    set_k(3)
+    same(fn, inner, x)
+    assert counter.count == 2
+
+
+def test_closure_cell_rebound_to_a_tensor_recompiles(counter: Any) -> None:
+    inner, set_k = make_closure()
+    fn = compile_api.compile(inner, backend=counter)
+    x = torch.randn(4)
+    same(fn, inner, x)
+    set_k(torch.full((4,), 3.0))
+    same(fn, inner, x)
+    assert counter.count == 2
+
+
+# --- attributes of objects and modules ------------------------------------------------------
+
+
+class Scaler:
+    def __init__(self) -> None:
+        self.scale = 2
+        self.other = "unused"
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.scale
+
+
+def test_object_attribute_change_recompiles(counter: Any) -> None:
+    obj = Scaler()
+    fn = compile_api.compile(obj.__call__, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, obj.__call__, x)
+    obj.scale = 5
+    same(fn, obj.__call__, x)
+    assert counter.count == 2
+
+
+def test_unread_object_attribute_change_is_a_cache_hit(counter: Any) -> None:
+    obj = Scaler()
+    fn = compile_api.compile(obj.__call__, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, obj.__call__, x)
+    obj.other = "changed"
+    same(fn, obj.__call__, x)
+    assert counter.count == 1
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.act: torch.nn.Module = torch.nn.ReLU()
+        self.use_bias = True
+        self.note = "not read"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.act(self.linear(x))
+        if self.training:
+            y = y * 2
+        if self.use_bias:
+            y = y + 1
+        return y
+
+
+@pytest.fixture
+def block() -> Block:
+    torch.manual_seed(0)
+    return Block()
+
+
+def test_module_training_flag_change_recompiles(counter: Any, block: Block) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    block.eval()
+    same(opt, block, x)
+    assert counter.count == 2
+
+
+def test_module_flag_change_recompiles(counter: Any, block: Block) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    block.use_bias = False
+    same(opt, block, x)
+    assert counter.count == 2
+
+
+def test_submodule_replacement_recompiles(counter: Any, block: Block) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    block.act = torch.nn.Tanh()
+    same(opt, block, x)
+    assert counter.count == 2
+
+
+def test_parameter_replacement_with_other_shape_recompiles(counter: Any, block: Block) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    block.linear = torch.nn.Linear(4, 6)
+    same(opt, block, x)
+    assert counter.count == 2
+
+
+def test_parameter_requires_grad_change_recompiles(counter: Any, block: Block) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    block.linear.weight.requires_grad_(False)
+    block.linear.bias.requires_grad_(False)
+    same(opt, block, x)
+    assert counter.count == 2
+
+
+def test_unread_module_attribute_and_weight_data_are_cache_hits(
+    counter: Any, block: Block
+) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    block.note = "changed"
+    with torch.no_grad():
+        block.linear.weight.mul_(3)  # data, not metadata: the graph reads it at run time
+    same(opt, block, x)
+    assert counter.count == 1
+
+
+# --- default arguments ---------------------------------------------------------------------
+
+
+def with_default(x: torch.Tensor, k: int = 2) -> torch.Tensor:
+    return x * k
+
+
+def test_changed_default_argument_recompiles(
+    counter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = compile_api.compile(with_default, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, with_default, x)
+    monkeypatch.setattr(with_default, "__defaults__", (5,))
+    same(fn, with_default, x)
+    assert counter.count == 2
+
+
+def with_tensor_default(x: torch.Tensor, bias: torch.Tensor = torch.ones(4)) -> torch.Tensor:
+    return x + bias
+
+
+def test_changed_tensor_default_argument_gives_the_eager_result(
+    counter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = compile_api.compile(with_tensor_default, backend=counter)
+    x = torch.randn(4)
+    same(fn, with_tensor_default, x)
+    monkeypatch.setattr(with_tensor_default, "__defaults__", (torch.full((4,), 5.0),))
+    same(fn, with_tensor_default, x)
+
+
+# --- global state ---------------------------------------------------------------------------
+
+
+def test_grad_mode_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(affine, backend=counter)
+    x = torch.randn(4, requires_grad=True)
+    out = same(fn, affine, x)
+    assert out.requires_grad
+    with torch.no_grad():
+        out = same(fn, affine, x)
+        assert not out.requires_grad
+    assert counter.count == 2
+
+
+def make_ones(x: torch.Tensor) -> torch.Tensor:
+    return x.sum() + torch.ones(3)
+
+
+def test_default_dtype_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(make_ones, backend=counter)
+    x = torch.randn(4, dtype=torch.float64)
+    same(fn, make_ones, x)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        out = same(fn, make_ones, x)
+    finally:
+        torch.set_default_dtype(previous)
+    assert out.dtype == torch.float64
+    assert counter.count == 2
+
+
+# --- no spurious recompiles -----------------------------------------------------------------
+
+
+def test_new_tensor_data_is_a_cache_hit(counter: Any) -> None:
+    fn = compile_api.compile(affine, backend=counter)
+    for _ in range(3):
+        same(fn, affine, torch.randn(4))
+    assert counter.count == 1
+
+
+def test_unused_dict_value_change_is_a_cache_hit(counter: Any) -> None:
+    fn = compile_api.compile(from_dict, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    d: dict[str, Any] = {"a": 2, "b": 3}
+    same(fn, from_dict, x, d)
+    d["b"] = "anything else"
+    same(fn, from_dict, x, d)
+    same(fn, from_dict, x, {"a": 2, "b": [1, 2]})
+    assert counter.count == 1
+
+
+def test_unused_closure_cell_change_is_a_cache_hit(counter: Any) -> None:
+    inner, _ = make_closure()
+    fn = compile_api.compile(inner, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, inner, x)
+    inner.set_unused(5)  # type: ignore[attr-defined]
+    same(fn, inner, x)
+    assert counter.count == 1
