@@ -207,8 +207,8 @@ def test_dict_tensor_value_metadata_change_recompiles(counter: Any) -> None:
 
 def keyed(x: torch.Tensor, d: dict[str, int]) -> torch.Tensor:
     out = x
-    for key in d:
-        out = out + d[key]
+    for _, value in d.items():
+        out = out + value
     return out
 
 
@@ -281,9 +281,7 @@ def test_rebinding_a_module_attribute_recompiles(
     assert counter.count == 2
 
 
-def test_unread_global_change_is_a_cache_hit(
-    counter: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unread_global_change_is_a_cache_hit(counter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fn = compile_api.compile(uses_global_int, backend=counter, dynamic=False)
     x = torch.randn(4)
     same(fn, uses_global_int, x)
@@ -436,9 +434,7 @@ def test_parameter_requires_grad_change_recompiles(counter: Any, block: Block) -
     assert counter.count == 2
 
 
-def test_unread_module_attribute_and_weight_data_are_cache_hits(
-    counter: Any, block: Block
-) -> None:
+def test_unread_module_attribute_and_weight_data_are_cache_hits(counter: Any, block: Block) -> None:
     opt = compile_api.compile(block, backend=counter)
     x = torch.randn(2, 4)
     same(opt, block, x)
@@ -456,9 +452,7 @@ def with_default(x: torch.Tensor, k: int = 2) -> torch.Tensor:
     return x * k
 
 
-def test_changed_default_argument_recompiles(
-    counter: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_changed_default_argument_recompiles(counter: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     fn = compile_api.compile(with_default, backend=counter, dynamic=False)
     x = torch.randn(4)
     same(fn, with_default, x)
