@@ -295,3 +295,27 @@ def test_each_graph_of_a_broken_frame_is_split() -> None:
         splits = support.installed_splits(BrokenMLP.__module__)
     assert len(splits) == bare.graph_count, "every graph of the frame went through the splitter"
     assert sum(s.num_subgraphs for s in splits) >= 6, "each graph was split at its own buckets"
+
+
+def test_gradient_accumulation_under_no_sync_matches_plain_ddp() -> None:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    compile_api.config.suppress_errors = False
+    with support.single_process_group():
+        torch.manual_seed(0)
+        model = support.MLP(width=32, depth=6)
+        reference = support.MLP(width=32, depth=6)
+        reference.load_state_dict(model.state_dict())
+        cap_mb = 2 * 32 * 33 * 4 / 2**20
+        ddp_model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap_mb)
+        compiled = compile_api.compile(ddp_model, backend="aot_eager")
+        plain = torch.nn.parallel.DistributedDataParallel(reference, bucket_cap_mb=cap_mb)
+        batches = [torch.randn(8, 32) for _ in range(3)]
+        for wrapper, run in ((ddp_model, compiled), (plain, plain)):
+            with wrapper.no_sync():
+                for x in batches[:2]:
+                    run(x).square().mean().backward()
+            run(batches[2]).square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad)
