@@ -289,7 +289,7 @@ def make_counted() -> tuple[Callable[..., Any], Callable[..., Any]]:
     return fn, helper
 
 
-def test_helper_made_in_place_gets_every_argument_kind_and_the_frames_cells() -> None:
+def test_inlined_helper_reads_every_argument_kind_and_writes_the_frames_cells() -> None:
     fn, helper = make_counted()
     flat, names = positional_helper(helper.__code__)
     assert names == ("a", "scale", "rest", "opts")
@@ -313,3 +313,6 @@ def test_helper_made_in_place_gets_every_argument_kind_and_the_frames_cells() ->
     assert fn(1, 2, 3, scale=2, k=0) == (13, 2)  # the same cell: the helper's write is real
     assert new(0, scale=1) == (0, 3)
     assert EVENTS == [13, 13, 0]
+    # Inlined: the residual code calls no helper function (no frame for the hook to compile).
+    made = [c.co_name for c in built.code.co_consts if isinstance(c, types.CodeType)]
+    assert made == [r.name for r in built.resumes]  # only the resume function (it has a closure)

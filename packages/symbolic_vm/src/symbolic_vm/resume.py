@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from symbolic_vm.bytecode import (
+    NO_POSITION,
     PY_VERSION,
     ExceptHandler,
     Instr,
@@ -106,11 +107,12 @@ class BreakPlan:
     code calls it with the frame variables named in ``helper_args`` (arguments, cells or free
     variables, read at the start of the frame), positionally.
 
-    ``helper_code``, when given, replaces the global: the residual code makes the helper function
-    from it in place, with the frame's own closure cells (its free variables must be the frame's),
-    so it can read and write the frame's free variables (``nonlocal``). Use
-    :func:`positional_helper` to turn a helper with the original's signature into one taking
-    every argument positionally.
+    ``helper_code``, when given, replaces the global: its body is inlined at the start of the
+    residual code (its returns become the store of the tuple), so it runs in the frame itself --
+    no extra frame for the frame hook to see -- and reads the frame's arguments, cells and free
+    variables by name. It must have been compiled with the original's parameter names and free
+    variables (the fullgraph transformed-code generator gives that); ``helper_args`` is then
+    unused.
     """
 
     code: types.CodeType
@@ -370,19 +372,12 @@ class ResumeBuilder:
         position = group.instrs[-1].position
 
         body: Items = []
-        helper_args = [[_load_var(code, n)] for n in plan.helper_args]
         if plan.helper_code is not None:
-            helper = plan.helper_code
-            if not set(helper.co_freevars) <= set(code.co_freevars) | set(code.co_cellvars):
-                raise ResumeError(
-                    f"the helper's free variables {helper.co_freevars} are not the frame's "
-                    f"{code.co_freevars}"
-                )
-            make = codegen.make_function(helper, closure=helper.co_freevars)
-            body.extend(codegen.call_function(make, helper_args))
+            body.extend(_inline_helper(code, plan.helper_code))
         else:
+            helper_args = [[_load_var(code, n)] for n in plan.helper_args]
             body.extend(codegen.call_global(plan.helper, helper_args))
-        body.append(codegen.store_fast(_VALS))
+            body.append(codegen.store_fast(_VALS))
         handler, cleanups = _restore_stack(body, plan.stack)
         ran = [attrs.evolve(i, handler=handler) for i in group.instrs]
 
@@ -562,6 +557,43 @@ def _resume_code(
     )
 
 
+def _inline_helper(code: types.CodeType, helper: types.CodeType) -> Items:
+    """The body of ``helper`` as residual code: each return stores the tuple and jumps on."""
+    _check_code(helper)
+    nargs = _total_args(helper)
+    if helper.co_varnames[:nargs] != code.co_varnames[: _total_args(code)]:
+        raise ResumeError(
+            f"the helper's parameters {helper.co_varnames[:nargs]} are not the frame's "
+            f"{code.co_varnames[: _total_args(code)]}"
+        )
+    if not set(helper.co_freevars) <= set(code.co_freevars):
+        raise ResumeError(
+            f"the helper's free variables {helper.co_freevars} are not the frame's "
+            f"{code.co_freevars}"
+        )
+    done = Label("helper_done")
+    out: Items = []
+    for item in _split_prologue(decode(helper)):
+        if isinstance(item, Label):
+            out.append(item)
+            continue
+        ins = attrs.evolve(item, position=NO_POSITION, offset=None)
+        if ins.opname == "RETURN_CONST":
+            out.append(codegen.load_const(ins.arg))
+        if ins.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            out.extend([codegen.store_fast(_VALS), codegen.jump(done)])
+        else:
+            out.append(ins)
+    out.append(done)
+    return out
+
+
+def _total_args(code: types.CodeType) -> int:
+    total = code.co_argcount + code.co_kwonlyargcount
+    total += bool(code.co_flags & inspect.CO_VARARGS)
+    return total + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+
+
 def positional_helper(helper: types.CodeType) -> tuple[types.CodeType, tuple[str, ...]]:
     """``helper`` taking all its parameters positionally, and their names in call order.
 
@@ -569,9 +601,7 @@ def positional_helper(helper: types.CodeType) -> tuple[types.CodeType, tuple[str
     tuple and ``**kwargs`` the dict. So a helper generated with the original's signature is
     called by the residual code with the frame's own variables, whatever that signature is.
     """
-    total = helper.co_argcount + helper.co_kwonlyargcount
-    total += bool(helper.co_flags & inspect.CO_VARARGS)
-    total += bool(helper.co_flags & inspect.CO_VARKEYWORDS)
+    total = _total_args(helper)
     flat = helper.replace(
         co_argcount=total,
         co_posonlyargcount=0,
