@@ -100,8 +100,18 @@ def test_error_inside_an_inlined_function_points_at_the_innermost_line():
     assert info.value.source_line == "return x.sum().item()"
 
 
-def test_without_fullgraph_the_vm_asks_for_a_graph_break_with_a_record():
-    frame = frame_from_call(data_dependent_branch, (torch.randn(3),))
+def _inner_branch(x):
+    if x.sum() > 0:
+        return x
+    return -x
+
+
+def branch_in_inlined_call(x):
+    return _inner_branch(x + 1)
+
+
+def test_without_fullgraph_a_break_the_vm_cannot_make_asks_for_eager_with_a_record():
+    frame = frame_from_call(branch_in_inlined_call, (torch.randn(3),))
     with pytest.raises(GraphBreakNeeded) as info:
         capture(frame, CaptureConfig(fullgraph=False))
     (record,) = info.value.breaks

@@ -94,3 +94,39 @@ def check(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled:
     assert_same(compiled.output, expected)
     assert_same(vm_args, eager_args)  # in-place changes to inputs match too
     return compiled
+
+
+def run_with_breaks(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[CaptureResult]]:
+    """A miniature compile_api: capture with fullgraph=False, and capture every resume
+    function the same way when the residual code calls it. Returns the output and every
+    CaptureResult in the order they were made."""
+    results: list[CaptureResult] = []
+
+    def compiled(func: types.FunctionType, call_args: tuple[Any, ...]) -> Any:
+        frame = frame_from_call(func, call_args)
+        result = capture(frame, CaptureConfig(fullgraph=False))
+        results.append(result)
+        g = func.__globals__
+        for graph in result.graphs:
+            g[graph.name] = graph.gm.forward
+        for name, value in result.globals_to_install.items():
+            if name.startswith("__resume_at_") and isinstance(value, types.FunctionType):
+                g[name] = _capturing(value)
+            else:
+                g[name] = value
+        assert compile_guards(result.guards, g)(dict(frame.f_locals))
+        new = types.FunctionType(result.code, g, func.__name__, func.__defaults__,
+                                 func.__closure__)
+        return new(*call_args)
+
+    def _capturing(resume: types.FunctionType) -> Callable[..., Any]:
+        def call(*call_args: Any) -> Any:
+            return compiled(resume, call_args)
+
+        return call
+
+    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(fn, types.MethodType):
+        args = (fn.__self__, *args)
+    assert isinstance(func, types.FunctionType)
+    return compiled(func, args), results

@@ -184,6 +184,7 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
     is_genexpr = code.co_name == "<genexpr>" and code.co_flags & inspect.CO_GENERATOR
     if code.co_flags & _CO_GENERATOR_LIKE and not is_genexpr:
         raise Unsupported(f"calling generator or coroutine function {code.co_name}")
+    vm.out.inlined_calls += 1
     bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
     builtins = f_globals.get("__builtins__", vm.f_builtins)
     if isinstance(builtins, types.ModuleType):

@@ -23,7 +23,9 @@ from symbolic_vm.values import (
     ConstVar,
     DictVar,
     FunctionVar,
+    IteratorVar,
     ListVar,
+    MethodVar,
     ModuleVar,
     NewObjectVar,
     ObjectVar,
@@ -126,6 +128,15 @@ class Rebuilder:
             return self._once(obox, lambda: f"{helper}({cls}, {{" + ", ".join(
                 f"{k!r}: {self.expr(v)}" for k, v in obox.attrs.items()
             ) + "})")
+        if isinstance(var, MethodVar) and isinstance(
+            var.self_var, (TensorVar, ListVar, DictVar, ConstVar)
+        ):
+            return f"{self.expr(var.self_var)}.{var.name}"
+        if isinstance(var, IteratorVar):
+            ibox = var.box  # one iterator object however often it is referenced
+            return self._once(ibox, lambda: "iter([" + ", ".join(
+                self.expr(v) for v in ibox.items[ibox.index :]
+            ) + "])")
         if isinstance(var, BoundMethodVar):
             return f"{self.expr(var.func)}.__get__({self.expr(var.self_var)})"
         raise Unsupported(

@@ -5,13 +5,15 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
+import types
 
 import torch
 
 from symbolic_vm import handlers
+from symbolic_vm.breaks import break_record, plan_break, reset_resumes, residual_code
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, source_expr
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
-from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
+from symbolic_vm.interpreter import SUPPORTED_VERSIONS, BreakAt, Interpreter
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import (
     CaptureConfig,
@@ -20,7 +22,7 @@ from symbolic_vm.records import (
     FrameLike,
     GraphBreak,
 )
-from symbolic_vm.values import TensorVar
+from symbolic_vm.values import TensorVar, Var
 
 log = logging.getLogger("strata.symbolic_vm")
 
@@ -35,19 +37,24 @@ def reset_counters() -> None:
 
 
 def reset() -> None:
-    """Forget the VM's state between compilations (compile_api.reset()): graph numbering.
+    """Forget the VM's state between compilations (compile_api.reset()): graph numbering and
+    cached resume functions.
 
     Registrations made with allow_in_graph/nonstrict_trace/disable_marker are kept, as
     torch._dynamo.reset() keeps them; reset_registries() forgets those too.
     """
     reset_counters()
+    reset_resumes()
 
 
 def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     """Interpret ``frame``'s code symbolically and return what to run in its place.
 
-    With ``config.fullgraph`` anything the VM cannot capture raises :class:`Unsupported`;
-    otherwise it raises :class:`GraphBreakNeeded` (the caller runs the frame eagerly).
+    With ``config.fullgraph`` anything the VM cannot capture raises :class:`Unsupported`.
+    Otherwise an unsupported instruction of the frame itself becomes a graph break (the graph
+    so far, the instruction run for real, a resume function for the rest: ``result.breaks``);
+    where no break is possible (inside an inlined call, a with block, a frame with cell
+    variables) it raises :class:`GraphBreakNeeded` and the caller runs the frame eagerly.
     """
     code = frame.f_code
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
@@ -63,7 +70,13 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
                 out, code, frame.f_globals, dict(frame.f_builtins), local_vars={},
                 frame_locals=dict(frame.f_locals),
             )
-            result = vm.run()
+            vm.may_break = not config.fullgraph
+            try:
+                result = vm.run()
+            except BreakAt as brk:
+                _leave_autocast(out)
+                torch._C._set_grad_enabled(grad_before)
+                return _finish_with_break(out, vm, brk, f"__compiled_fn_{number}")
             # Guards describe the state at frame entry, not after the trace changed it.
             _leave_autocast(out)
             torch._C._set_grad_enabled(grad_before)
@@ -90,15 +103,14 @@ def _leave_autocast(out: Output) -> None:
         torch.amp.autocast_mode._exit_autocast(out.cleanups.pop())  # type: ignore[no-untyped-call]
 
 
-def _finish(out: Output, code: object, result: object, graph_name: str) -> CaptureResult:
-    import types
+def _graph(
+    out: Output, rebuilder: Rebuilder, graph_name: str
+) -> tuple[list[CapturedGraph], str | None, list[str], list[TensorVar]]:
+    """Close the graph: its outputs are what ``rebuilder`` asked for; drop unused inputs.
 
-    from symbolic_vm.values import Var
-
-    assert isinstance(code, types.CodeType) and isinstance(result, Var)
-    rebuilder = Rebuilder(out)
-    writes = effect_lines(rebuilder, out)
-    return_expr = rebuilder.expr(result)
+    Returns the graphs (none when nothing was captured), the global name to call, the input
+    expressions, and the tensor inputs to guard.
+    """
     graph = out.builder.graph
     inputs = out.tensor_inputs()
     # Inputs nothing used are dropped from the graph (and guarded only if their metadata was read).
@@ -108,23 +120,25 @@ def _finish(out: Output, code: object, result: object, graph_name: str) -> Captu
             graph.erase_node(var.node)
     guarded = [v for v in inputs if v in live or out.used_placeholder(v)]
     has_ops = any(n.op not in ("placeholder", "output") for n in graph.nodes)
-    graphs: list[CapturedGraph] = []
-    graph_call = None
-    if has_ops or rebuilder.outputs:
-        gm = out.builder.finish(rebuilder.outputs)
-        example_inputs: list[object] = [out.real_input(v) for v in live]
-        graphs.append(CapturedGraph(graph_name, gm, example_inputs))
-        graph_call = graph_name
-        log.debug("captured %s:\n%s", graph_name, gm.code)
+    if not (has_ops or rebuilder.outputs):
+        return [], None, [], guarded
+    gm = out.builder.finish(rebuilder.outputs)
+    example_inputs: list[object] = [out.real_input(v) for v in live]
+    log.debug("captured %s:\n%s", graph_name, gm.code)
+    args = [source_expr(_source(v)) for v in live]
+    return [CapturedGraph(graph_name, gm, example_inputs)], graph_name, args, guarded
+
+
+def _finish(
+    out: Output, code: types.CodeType, result: Var, graph_name: str
+) -> CaptureResult:
+    rebuilder = Rebuilder(out)
+    writes = effect_lines(rebuilder, out)
+    return_expr = rebuilder.expr(result)
+    graphs, graph_call, graph_args, guarded = _graph(out, rebuilder, graph_name)
     nonlocals = sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
     new_code = build_code(
-        code,
-        graph_call,
-        [source_expr(_source(v)) for v in live],
-        rebuilder.lines,
-        writes,
-        return_expr,
-        nonlocals,
+        code, graph_call, graph_args, rebuilder.lines, writes, return_expr, nonlocals
     )
     return CaptureResult(
         code=new_code,
@@ -132,6 +146,24 @@ def _finish(out: Output, code: object, result: object, graph_name: str) -> Captu
         guards=out.guard_set(guarded),
         breaks=[],
         globals_to_install=out.installs,
+    )
+
+
+def _finish_with_break(
+    out: Output, vm: Interpreter, brk: BreakAt, graph_name: str
+) -> CaptureResult:
+    rebuilder, writes, return_expr, stack, live = plan_break(out, vm, brk)
+    graphs, graph_call, graph_args, guarded = _graph(out, rebuilder, graph_name)
+    code, resume_globals = residual_code(
+        out, vm.code, brk, (graph_call, graph_args, rebuilder, writes, return_expr), stack, live
+    )
+    log.debug("graph break in %s: %s", vm.code.co_name, brk.error.reason)
+    return CaptureResult(
+        code=code,
+        graphs=graphs,
+        guards=out.guard_set(guarded),
+        breaks=[break_record(brk.error)],
+        globals_to_install={**out.installs, **resume_globals},
     )
 
 

@@ -52,6 +52,35 @@ class ReturnSignal(Exception):
         self.value = value
 
 
+# Instructions the residual code of a graph break can run for real (see symbolic_vm.resume).
+BREAKABLE = frozenset({
+    "CALL", "PRECALL", "KW_NAMES", "CALL_FUNCTION_EX", "UNARY_NEGATIVE", "UNARY_NOT",
+    "UNARY_INVERT", "GET_ITER", "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP",
+    "IS_OP", "STORE_ATTR", "STORE_SUBSCR",
+    "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
+    "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_NONE",
+    "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+})
+
+
+class BreakAt(Exception):
+    """The root frame can break the graph before the instruction at ``offset``.
+
+    ``stack`` and ``local_vars`` are the VM state right before it; nothing the failed
+    instruction did is kept (it changed no graph, effect, box or cell: see Interpreter.run).
+    """
+
+    def __init__(
+        self, offset: int, stack: list[Var], local_vars: dict[str, Var], error: Unsupported
+    ) -> None:
+        super().__init__(error.reason)
+        self.offset = offset
+        self.stack = stack
+        self.local_vars = local_vars
+        self.error = error
+
+
 class Interpreter:
     """Runs one code object symbolically: the root frame, or an inlined call."""
 
@@ -89,6 +118,8 @@ class Interpreter:
         self.ip = 0
         self.lineno = code.co_firstlineno
         self.table = handlers_for(sys.version_info[:2])
+        # Graph breaks: only in the root frame, only when the caller allows them.
+        self.may_break = False
 
     # -- running ----------------------------------------------------------------------------
 
@@ -100,6 +131,7 @@ class Interpreter:
             if inst.positions is not None and inst.positions.lineno is not None:
                 self.lineno = inst.positions.lineno
             fn = self.table.get(inst.opname)
+            snapshot = self._snapshot(inst)
             try:
                 if fn is None:
                     raise Unsupported(f"bytecode {inst.opname} is not supported by the VM")
@@ -107,7 +139,18 @@ class Interpreter:
             except ReturnSignal as done:
                 return done.value
             except Unsupported as exc:
-                raise exc.located(self.code.co_filename, self.lineno) from exc.__cause__
+                located = exc.located(self.code.co_filename, self.lineno)
+                if snapshot is not None and snapshot[2] == self.out.change_marks():
+                    raise BreakAt(inst.offset, snapshot[0], snapshot[1], located) from exc
+                raise located from exc.__cause__
+
+    def _snapshot(
+        self, inst: dis.Instruction
+    ) -> tuple[list[Var], dict[str, Var], tuple[int, ...]] | None:
+        """The state to restore if ``inst`` fails cleanly and the graph can break before it."""
+        if not self.may_break or inst.opname not in BREAKABLE:
+            return None
+        return list(self.stack), dict(self.locals), self.out.change_marks()
 
     def jump_to(self, offset: int) -> None:
         """Continue at the instruction at ``offset``."""

@@ -118,6 +118,7 @@ class Output:
         self._depended: set[int] = set()  # ids of placeholder nodes whose metadata was read
         self._guards: dict[tuple[str, str], GuardRequest] = {}
         self._predicates: dict[str, str] = {}  # SHAPE-style guards: predicate -> description
+        self.inlined_calls = 0  # user code run symbolically (it may have changed anything)
         self.side_effects: list[SideEffect] = []
         # Attribute writes on real objects, seen by later reads in the same trace.
         self.attr_overlay: dict[tuple[int, str], Var] = {}
@@ -274,6 +275,15 @@ class Output:
     def request(self, kind: str, source: Source, value: object) -> None:
         """Ask for one guard (merged with an identical request)."""
         self._guards.setdefault((kind, source.name()), GuardRequest(kind, source, value))
+
+    def change_marks(self) -> tuple[int, ...]:
+        """Counters that move when the trace changes what a graph break could not undo.
+
+        A failing root-level handler either inlines user code (counted), adds graph nodes or
+        effects (counted), or fails before it writes anything: every VM method that writes a
+        list/dict/object/cell reads and checks its operands first.
+        """
+        return (len(self.builder.graph.nodes), len(self.side_effects), self.inlined_calls)
 
     def predicate(self, predicate: str, description: str) -> None:
         """Guard a Python boolean expression over ``L``/``G`` (emitted as a SHAPE guard)."""

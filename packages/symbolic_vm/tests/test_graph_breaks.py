@@ -1,0 +1,138 @@
+"""Graph breaks (fullgraph=False) in the frame itself: graph so far, the instruction run for
+real, resume functions captured in turn. Compared with eager, like everything else."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from vm_harness import assert_same, run_with_breaks
+
+from symbolic_vm import CaptureConfig, GraphBreakNeeded, capture, frame_from_call, graph_break
+
+
+def readme_toy(a, b):
+    x = a / (torch.abs(a) + 1)
+    if b.sum() < 0:
+        b = b * -1
+    return x * b
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_readme_toy_breaks_into_three_graphs_like_torchdynamo(sign):
+    a, b = torch.randn(10), torch.randn(10).abs() * sign
+    out, results = run_with_breaks(readme_toy, a, b)
+    assert_same(out, readme_toy(a, b))
+    first, resumed = results
+    names = [n.name for n in first.graphs[0].gm.graph.nodes if n.op != "placeholder"]
+    assert names == ["abs_1", "add", "truediv", "sum_1", "lt", "output"]
+    assert len(first.breaks) == 1 and "data-dependent" in first.breaks[0].reason
+    assert first.breaks[0].source_line == "if b.sum() < 0:"
+    assert resumed.graphs and not resumed.breaks
+    ops = [n.target for n in resumed.graphs[0].gm.graph.nodes if n.op == "call_function"]
+    assert len(ops) == (2 if sign < 0 else 1)
+
+
+EVENTS: list = []
+
+
+def prints_in_the_middle(x):
+    y = x * 2
+    EVENTS.append("before")
+    print("hello from the middle")
+    EVENTS.append("after")
+    return y + 1
+
+
+def test_unsupported_call_runs_for_real_between_the_graphs(capsys):
+    EVENTS.clear()
+    x = torch.randn(3)
+    out, results = run_with_breaks(prints_in_the_middle, x)
+    torch.testing.assert_close(out, x * 2 + 1)
+    assert capsys.readouterr().out == "hello from the middle\n"
+    assert EVENTS == ["before", "after"]  # effects before the break replayed before the call
+    assert len(results) == 2
+
+
+def item_then_more(x):
+    scale = x.sum().item()
+    return x * scale
+
+
+def test_item_breaks_and_the_scalar_flows_into_the_next_graph():
+    x = torch.randn(4)
+    out, results = run_with_breaks(item_then_more, x)
+    torch.testing.assert_close(out, item_then_more(x))
+    assert len(results[0].breaks) == 1
+
+
+def explicit_break(x):
+    y = torch.sin(x)
+    graph_break()
+    return torch.cos(y)
+
+
+def test_graph_break_call_splits_the_function():
+    x = torch.randn(3)
+    out, results = run_with_breaks(explicit_break, x)
+    torch.testing.assert_close(out, explicit_break(x))
+    assert [len(r.graphs) for r in results] == [1, 1]
+
+
+def break_in_a_loop(x):
+    for i in range(3):
+        x = x + i
+        print(i)
+    return x
+
+
+def test_a_break_inside_a_for_loop_asks_for_eager_like_torchdynamo():
+    with pytest.raises(GraphBreakNeeded) as info:
+        capture(frame_from_call(break_in_a_loop, (torch.randn(2),)), CaptureConfig())
+    assert info.value.breaks[0].source_line == "print(i)"
+
+
+def keeps_locals(x, n=3):
+    y = x * n
+    z = [y, n]
+    print("z")
+    return z[0] + z[1] + y
+
+
+def test_locals_and_containers_survive_the_break():
+    x = torch.randn(2)
+    out, _ = run_with_breaks(keeps_locals, x)
+    torch.testing.assert_close(out, keeps_locals(x))
+
+
+def _helper_with_print(x):
+    print("inside")
+    return x + 1
+
+
+def break_in_inlined_call(x):
+    return _helper_with_print(x * 2)
+
+
+def test_a_break_inside_an_inlined_call_still_asks_for_eager():
+    with pytest.raises(GraphBreakNeeded) as info:
+        capture(frame_from_call(break_in_inlined_call, (torch.randn(2),)), CaptureConfig())
+    assert info.value.breaks[0].source_line == 'print("inside")'
+
+
+def break_in_no_grad(x):
+    with torch.no_grad():
+        print("x")
+        return x * 2
+
+
+def test_a_break_inside_a_with_block_asks_for_eager():
+    with pytest.raises(GraphBreakNeeded):
+        capture(frame_from_call(break_in_no_grad, (torch.randn(2),)), CaptureConfig())
+
+
+def test_fullgraph_still_refuses_instead_of_breaking():
+    from symbolic_vm import Unsupported
+
+    with pytest.raises(Unsupported):
+        capture(frame_from_call(readme_toy, (torch.randn(2), torch.randn(2))),
+                CaptureConfig(fullgraph=True))
