@@ -110,3 +110,26 @@ def test_output_aliasing_input_is_a_view_and_fresh_outputs_are_not(check: Any) -
     assert view.data_ptr() == x.data_ptr() and view.stride() == (1, 4)
     assert fresh.data_ptr() != x.data_ptr()
     assert isinstance(c, CompiledGraph)
+
+
+def test_value_and_its_clone_are_two_tensors(check: Any) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x * 2
+        return y, y.clone()
+
+    c = check(fn, [torch.randn(3, 4)])
+    a, b = c(torch.randn(3, 4))
+    assert a.data_ptr() != b.data_ptr()
+
+
+def test_scalar_input_baked_into_code_is_checked_at_call_time(tmp_path: Path) -> None:
+    class Scale(torch.nn.Module):
+        def forward(self, x: torch.Tensor, k: int) -> torch.Tensor:
+            return x * k
+
+    gm = torch.fx.symbolic_trace(Scale())
+    config = InductorConfig(cache_dir=tmp_path, fallback="raise", use_aot=False)
+    c = compile_fx(gm, [torch.randn(3), 2], config=config)
+    x = torch.randn(3)
+    torch.testing.assert_close(c(x, 2), x * 2)
+    torch.testing.assert_close(c(x, 5), x * 5)

@@ -30,7 +30,12 @@ log = logging.getLogger("strata.inductor_lite")
 def _meta_key(x: object) -> object:
     if isinstance(x, torch.Tensor):
         return (x.dtype, x.device, tuple(x.shape), tuple(x.stride()))
-    return type(x)
+    # non-tensor inputs are baked into the generated code: the value itself must match
+    try:
+        hash(x)
+    except TypeError:
+        return (type(x), id(x))
+    return (type(x), x)
 
 
 @dataclass

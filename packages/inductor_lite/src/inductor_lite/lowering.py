@@ -154,6 +154,7 @@ class GraphLowering:
     # ------------------------------------------------------------ the walk
 
     def run(self, example_inputs: Sequence[object]) -> LoweredGraph:
+        from . import view_lowerings  # noqa: F401  (registers the view ops)
         from .lowerings import LOWERINGS
 
         graph = self.gm.graph
@@ -304,6 +305,7 @@ class GraphLowering:
     def _outputs(self, node: torch.fx.Node) -> list[OutputSpec]:
         flat, _ = torch.utils._pytree.tree_flatten(node.args[0])
         specs: list[OutputSpec] = []
+        returned: set[str] = set()
         for out in flat:
             if not isinstance(out, torch.fx.Node):
                 specs.append(OutputSpec(None, out))
@@ -317,10 +319,17 @@ class GraphLowering:
             fresh_in_eager = isinstance(meta, torch.Tensor) and not _is_view_op(out)
             ref = value.ref
             if ref is None or (
-                fresh_in_eager and (ref.buf.startswith(("arg", "const")) or not self._owns(ref))
+                fresh_in_eager
+                and (
+                    ref.buf.startswith(("arg", "const"))
+                    or not self._owns(ref)
+                    or ref.buf in returned  # eager returns two tensors, not one twice
+                )
             ):
                 value = self.realize(value, strides)
             assert value.ref is not None
+            if fresh_in_eager:
+                returned.add(value.ref.buf)
             specs.append(OutputSpec(value.ref))
         return specs
 

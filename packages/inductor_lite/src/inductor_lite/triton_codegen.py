@@ -118,16 +118,26 @@ _INFIX = {
 
 
 class _Body:
-    def __init__(self, indent: str, params: dict[str, str], mask: str) -> None:
+    def __init__(
+        self,
+        indent: str,
+        params: dict[str, str],
+        mask: str,
+        regs: dict[str, str] | None = None,
+        prefix: str = "t",
+    ) -> None:
         self.lines: list[str] = []
         self.cache: dict[object, str] = {}
         self.indent = indent
         self.params = params
         self.mask = mask
+        # reduction results of this program, still in registers: buffer -> variable
+        self.regs = regs or {}
+        self.prefix = prefix
         self.counter = 0
 
     def tmp(self, expr: str) -> str:
-        name = f"t{self.counter}"
+        name = f"{self.prefix}{self.counter}"
         self.counter += 1
         self.lines.append(f"{self.indent}{name} = {expr}")
         return name
@@ -163,6 +173,9 @@ class _Body:
         if isinstance(v, VIndex):
             return self.tmp(f"({self.index(v.index)}).to({ct})")
         if isinstance(v, VLoad):
+            if v.buf in self.regs:
+                # the scheduler only lets a kernel read its own reduction at the current row
+                return self.tmp(f"{self.regs[v.buf]}.to({ct})")
             ptr = self.params[v.buf]
             other = "0" if not v.dtype.is_floating_point else "0.0"
             raw = f"tl.load({ptr} + {self.index(v.index)}, mask={self.mask}, other={other})"
@@ -226,13 +239,19 @@ class TritonKernelSource:
     params: tuple[str, ...]
     rows: int
     max_inner: int
+    persistent: bool
 
 
-def block_candidates(rows: int, max_inner: int) -> list[tuple[int, int]]:
+PERSISTENT_LIMIT = 4096
+
+
+def block_candidates(rows: int, max_inner: int, persistent: bool) -> list[tuple[int, int]]:
     """(XBLOCK, RBLOCK) pairs worth timing for a kernel of this shape."""
     if max_inner <= 1:
         return [(128, 1), (1024, 1)]
     full = 1 << max(0, (max_inner - 1).bit_length())
+    if persistent:
+        return [(x, full) for x in (1, 2, 4, 8) if x == 1 or x * full <= 8192]
     cands = [(1, min(full, 4096)), (4, min(full, 512)), (8, min(full, 128))]
     out: list[tuple[int, int]] = []
     for c in cands:
@@ -274,6 +293,20 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
                 used.append(name)
     params = {name: f"p_{name}" for name in used}
     max_inner = max((s.inner_numel for s in kernel.steps), default=1)
+    # persistent: every row fits one block, so inner loops disappear (RBLOCK >= max_inner)
+    persistent = 1 < max_inner <= PERSISTENT_LIMIT
+    regs: dict[str, str] = {}
+    ind2 = "    " if persistent else "        "
+
+    def open_inner(inner: int) -> list[str]:
+        if persistent:
+            return ["    ri = tl.arange(0, RBLOCK)[None, :]", f"    m = omask & (ri < {inner})"]
+        return [
+            f"    for rb in range(0, {inner}, RBLOCK):",
+            "        ri = rb + tl.arange(0, RBLOCK)[None, :]",
+            f"        m = omask & (ri < {inner})",
+        ]
+
     sig = ", ".join([*params.values(), "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
     lines = ["@triton.jit", f"def {kernel.name}({sig}):"]
     lines.append("    o = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
@@ -282,7 +315,7 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
     for n, step in enumerate(kernel.steps):
         node = step.node
         reads = {ld.buf for ld in iter_loads(node.body)}
-        if reads & written:
+        if (reads & written) - set(regs):
             lines.append("    tl.debug_barrier()")
         written.add(node.buf)
         names = step.var_names
@@ -298,14 +331,12 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
                 + [f"{v} * {s}" for v, s in zip(names, node.strides, strict=True) if s]
             )
             if has_inner:
-                lines.append(f"    for rb in range(0, {inner}, RBLOCK):")
-                lines.append("        ri = rb + tl.arange(0, RBLOCK)[None, :]")
-                lines.append(f"        m = omask & (ri < {inner})")
-                lines += _var_defs(names[step.split :], step.inner_sizes, "ri", "        ")
-                body = _Body("        ", params, "m")
+                lines += open_inner(inner)
+                lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind2)
+                body = _Body(ind2, params, "m", regs)
             else:
                 lines.append("    m = omask")
-                body = _Body("    ", params, "m")
+                body = _Body("    ", params, "m", regs)
             val = body.value(node.body)
             lines += body.lines
             if not val.startswith("t"):  # a literal: give it the tile's shape
@@ -317,22 +348,21 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
         else:
             acc = f"acc{n}"
             ct = _compute(node.dtype)
-            body = _Body("        ", params, "m")
+            body = _Body(ind2, params, "m", regs)
             init, combine, final = _reduction_lines(step, n, body, acc, ct)
             lines.append(f"    {acc} = {init}")
-            lines.append(f"    for rb in range(0, {inner}, RBLOCK):")
-            lines.append("        ri = rb + tl.arange(0, RBLOCK)[None, :]")
-            lines.append(f"        m = omask & (ri < {inner})")
-            lines += _var_defs(names[step.split :], step.inner_sizes, "ri", "        ")
+            lines += open_inner(inner)
+            lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind2)
             val = body.value(node.body)
             lines += body.lines
             if not val.startswith("t"):
                 val = f"tl.full([XBLOCK, RBLOCK], {val}, {ct})"
-            lines.append(f"        {acc} = tl.where(m, {combine.format(v=val)}, {acc})")
+            lines.append(f"{ind2}{acc} = tl.where(m, {combine.format(v=val)}, {acc})")
             lines.append(f"    res{n} = ({final})[:, None]")
             lines.append(f"    tl.store({store_ptr} + o, res{n}.to({out_ty}), mask=omask)")
+            regs[node.buf] = f"res{n}"
     return "\n".join(lines), TritonKernelSource(
-        kernel.name, tuple(used), kernel.outer_numel, max_inner
+        kernel.name, tuple(used), kernel.outer_numel, max_inner, persistent
     )
 
 

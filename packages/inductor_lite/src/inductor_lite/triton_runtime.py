@@ -64,7 +64,7 @@ class TritonLauncher:
         self.fn[grid](*tensors, XBLOCK=xblock, RBLOCK=rblock)
 
     def _tune(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
-        cands = block_candidates(self.src.rows, self.src.max_inner)
+        cands = block_candidates(self.src.rows, self.src.max_inner, self.src.persistent)
         cuda = any(t.is_cuda for t in tensors)
         best: tuple[float, tuple[int, int]] | None = None
         for cfg in cands:

@@ -1,0 +1,184 @@
+"""Lowerings of view ops (and of the ``*_copy`` twins that aot graphs use instead).
+
+Views on stored values change sizes/strides/offset; views on computed values remap the
+index. Nothing here copies data, except a reshape that no strides can express.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from .ir import TensorRef
+from .lowering import GraphLowering
+from .lowerings import LOWERINGS, aten, meta, out_sizes, prims, register
+from .tensorvalue import TensorValue, realized, view_strides
+
+__all__: list[str] = []
+
+
+# ---------------------------------------------------------------- views
+
+
+@register(aten.permute.default)
+def _permute(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: Sequence[int]) -> object:
+    return x.permute(dims)
+
+
+@register(aten.transpose.int)
+def _transpose(L: GraphLowering, node: torch.fx.Node, x: TensorValue, a: int, b: int) -> object:
+    dims = list(range(x.ndim))
+    if x.ndim:
+        a, b = a % x.ndim, b % x.ndim
+        dims[a], dims[b] = dims[b], dims[a]
+    return x.permute(dims)
+
+
+@register(aten.t.default)
+def _t(L: GraphLowering, node: torch.fx.Node, x: TensorValue) -> object:
+    return x.permute(list(reversed(range(x.ndim))))
+
+
+@register(aten.expand.default)
+def _expand(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, sizes: Sequence[int], **kw: object
+) -> object:
+    return x.expand(out_sizes(node))
+
+
+@register(prims.broadcast_in_dim.default)
+def _broadcast_in_dim(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, shape: Sequence[int], dims: Sequence[int]
+) -> object:
+    y = x
+    for k in range(len(shape)):
+        if k not in dims:
+            y = y.unsqueeze(k)
+    return y.expand(out_sizes(node))
+
+
+@register(aten.slice.Tensor)
+def _slice(  # noqa: PLR0917
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: int = 0,
+    start: int | None = None,
+    end: int | None = None,
+    step: int = 1,
+) -> object:
+    n = x.sizes[dim % x.ndim]
+    return x.slice(dim, 0 if start is None else start, n if end is None else min(end, n), step)
+
+
+@register(aten.select.int)
+def _select(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int, index: int) -> object:
+    return x.select(dim, index)
+
+
+@register(aten.unsqueeze.default)
+def _unsqueeze(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int) -> object:
+    return x.unsqueeze(dim)
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dims: object = None) -> object:
+    if dims is None:
+        dims = list(range(x.ndim))
+    elif isinstance(dims, int):
+        dims = [dims]
+    assert isinstance(dims, list | tuple)
+    return x.squeeze(dims)
+
+
+@register(aten.view.default, aten._unsafe_view.default, aten.reshape.default, prims.reshape.default)
+def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[int]) -> object:
+    sizes = out_sizes(node)
+    if x.ref is None:
+        if [s for s in x.sizes if s != 1] == [s for s in sizes if s != 1]:
+            return _reinsert_ones(x, sizes)
+        x = L.realize(x)
+    ref = x.ref
+    assert ref is not None
+    strides = view_strides(ref.sizes, ref.strides, sizes)
+    if strides is None:
+        ref = L.realize(x, strides=_contig_strides(x.sizes)).ref
+        assert ref is not None
+        strides = view_strides(ref.sizes, ref.strides, sizes)
+        assert strides is not None
+    return realized(TensorRef(ref.buf, sizes, strides, ref.offset, ref.dtype))
+
+
+def _contig_strides(sizes: Sequence[int]) -> list[int]:
+    out: list[int] = []
+    acc = 1
+    for s in reversed(sizes):
+        out.append(acc)
+        acc *= max(s, 1)
+    return list(reversed(out))
+
+
+def _reinsert_ones(x: TensorValue, sizes: tuple[int, ...]) -> TensorValue:
+    """A reshape that only adds or drops size-1 dimensions, as index remapping."""
+    y = x.squeeze([k for k in range(x.ndim) if x.sizes[k] == 1])
+    for k, s in enumerate(sizes):
+        if s == 1:
+            y = y.unsqueeze(k)
+    return y
+
+
+@register(aten.as_strided.default)
+def _as_strided(  # noqa: PLR0917
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    size: Sequence[int],
+    stride: Sequence[int],
+    storage_offset: int | None = None,
+) -> object:
+    src_meta = meta(node.args[0])  # type: ignore[arg-type]
+    x = L.realize(x) if x.ref is None else x
+    ref = x.ref
+    assert ref is not None
+    spec = L.buffers[ref.buf]
+    if ref.offset != 0 or ref.strides != spec.strides:
+        return NotImplemented
+    base = int(src_meta.storage_offset())
+    offset = (base if storage_offset is None else int(storage_offset)) - base
+    return realized(TensorRef(ref.buf, tuple(size), tuple(stride), offset, ref.dtype))
+
+
+# ---------------------------------------------------------------- *_copy forms (aot graphs)
+# aot replaces every view op by its copying twin so graph values never alias; in the loop
+# IR a copy is the same index math (the output logic stores a fresh buffer when needed).
+_copy_packet: Any
+_view_packet: Any
+_COPY_TWINS = {
+    "view_copy": aten.view.default,
+    "permute_copy": aten.permute.default,
+    "expand_copy": aten.expand.default,
+    "unsqueeze_copy": aten.unsqueeze.default,
+    "t_copy": aten.t.default,
+    "alias_copy": aten.alias.default,
+    "detach_copy": aten.alias.default,
+    "as_strided_copy": aten.as_strided.default,
+}
+for _copy_name, _view_op in _COPY_TWINS.items():
+    _copy_packet = getattr(aten, _copy_name, None)
+    if _copy_packet is not None and hasattr(_copy_packet, "default"):
+        LOWERINGS[_copy_packet.default] = LOWERINGS[_view_op]
+for _copy_name, _overloads in (
+    ("slice_copy", ("Tensor",)),
+    ("select_copy", ("int",)),
+    ("transpose_copy", ("int",)),
+    ("squeeze_copy", ("dim", "dims", "default")),
+):
+    _copy_packet = getattr(aten, _copy_name, None)
+    _view_packet = getattr(aten, _copy_name.removesuffix("_copy"))
+    for _ov in _overloads:
+        if _copy_packet is not None and hasattr(_copy_packet, _ov):
+            LOWERINGS[getattr(_copy_packet, _ov)] = LOWERINGS[getattr(_view_packet, _ov)]
+LOWERINGS[aten.detach.default] = LOWERINGS[aten.alias.default]
