@@ -316,3 +316,50 @@ def test_inlined_helper_reads_every_argument_kind_and_writes_the_frames_cells() 
     # Inlined: the residual code calls no helper function (no frame for the hook to compile).
     made = [c.co_name for c in built.code.co_consts if isinstance(c, types.CodeType)]
     assert made == [r.name for r in built.resumes]  # only the resume function (it has a closure)
+
+
+def two_notes(x: int) -> int:
+    y = x + 1
+    note(y)
+    z = y * 2
+    note(z)
+    return z + 1
+
+
+def test_break_inside_a_resume_function_resumes_from_the_original_code() -> None:
+    counter = itertools.count(1)
+    builder = ResumeBuilder(lambda: next(counter))
+    first = builder.residual(BreakPlan(
+        two_notes.__code__, call_offset(two_notes, "note"),
+        call_slots(Const(note), Value(0)), (("x", Value(1)), ("y", Value(0))),
+        "__helper", ("x",),
+    ))
+    (r1,) = first.resumes
+    assert r1.code.co_varnames[: r1.code.co_argcount] == ("___stack0", "x", "y")
+    # Now r1's frame breaks at the second note(): its code has the first call too (unreached).
+    second_call = [
+        i.offset for i in instructions_at(r1.code)
+        if i.opname in ("PRECALL", "CALL") and i.offset is not None
+    ]
+    offset = second_call[-2] if PY_VERSION == (3, 11) else second_call[-1]
+    plan = BreakPlan(
+        r1.code, offset, call_slots(Const(note), Value(0)),
+        (("___stack0", Const(None)), ("x", Value(1)), ("y", Value(2)), ("z", Value(0))),
+        "__helper", ("x", "y"),
+    )
+    second = builder.residual(plan)
+    (r2,) = second.resumes
+    original_varnames = set(two_notes.__code__.co_varnames)
+    assert set(r2.code.co_varnames) <= original_varnames | {"___stack0"}
+    assert r2.code.co_varnames[: r2.code.co_argcount] == ("___stack0", "x", "y", "z")
+    # r2's offset is an offset of the original code: right after the second note() call.
+    after_second = [
+        i.offset for i in instructions_at(two_notes.__code__) if i.opname == "POP_TOP"
+    ][-1]
+    assert r2.offset == after_second
+    g: dict[str, object] = dict(two_notes.__globals__)
+    g["__helper"] = lambda x, y: (y * 2, x, y)
+    g.update(second.globals_to_install(g))
+    run_r1 = types.FunctionType(second.code, g)
+    assert run_r1(None, 4, 5) == 11
+    assert EVENTS == [10]

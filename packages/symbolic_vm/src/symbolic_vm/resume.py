@@ -319,10 +319,27 @@ class ResumeBuilder:
     def __init__(self, next_index: Callable[[], int]) -> None:
         self._next_index = next_index
         self._cache: dict[tuple[object, ...], ResumeFunction] = {}
+        # Each resume code object -> (the original code, resume offset -> original offset).
+        self._origins: dict[types.CodeType, tuple[types.CodeType, dict[int, int]]] = {}
 
     def clear(self) -> None:
         """Forget every cached resume function."""
         self._cache.clear()
+        self._origins.clear()
+
+    def original_of(self, code: types.CodeType, offset: int) -> tuple[types.CodeType, int]:
+        """The original code and offset that ``offset`` of ``code`` stands for.
+
+        ``code`` itself unless it is a resume function this builder made: resume functions are
+        always derived from the original code, never from another resume function.
+        """
+        origin = self._origins.get(code)
+        if origin is None:
+            return code, offset
+        original, offsets = origin
+        if offset not in offsets:
+            raise ResumeError(f"offset {offset} of {code.co_name} is in its generated prologue")
+        return original, offsets[offset]
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -339,13 +356,16 @@ class ResumeBuilder:
         for ``"with"``), then ``local_names``.
         """
         _check_code(code)
+        code, offset = self.original_of(code, offset)
         key = (code, offset, tuple(stack), tuple(local_names))
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         name = resume_name(offset, self._next_index())
-        built = ResumeFunction(name, _resume_code(code, offset, stack, local_names, name), offset)
+        resume_code, offsets = _resume_code(code, offset, stack, local_names, name)
+        built = ResumeFunction(name, resume_code, offset)
         self._cache[key] = built
+        self._origins[resume_code] = (code, offsets)
         log.debug("resume function %s for %s at offset %d", name, code.co_name, offset)
         return built
 
@@ -389,14 +409,19 @@ class ResumeBuilder:
             ran[-1] = attrs.evolve(ran[-1], arg=target)
             successors.append((_offset_of_label(items, group.jump_target), target))
         body.extend(ran)
+        # A resume function's own entry arguments (___stack<d>) are dead once it has started:
+        # only the original code's variables are passed on.
+        origin = self._origins.get(code)
+        original = origin[0] if origin is not None else code
+        names = set(original.co_varnames) | set(original.co_cellvars)
+        live = [(n, s) for n, s in plan.live_locals if n in names]
         resumes: list[ResumeFunction] = []
         for offset, label in successors:
             if label is not None:
                 body.append(label)
-            resume = self.resume_at(code, offset, [_tag(s) for s in after],
-                                    [n for n, _ in plan.live_locals])
+            resume = self.resume_at(code, offset, [_tag(s) for s in after], [n for n, _ in live])
             resumes.append(resume)
-            body.extend(_call_resume(code, resume, after, plan.live_locals))
+            body.extend(_call_resume(code, resume, after, live))
         body.extend(_with_cleanups(cleanups))
 
         head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
@@ -518,7 +543,7 @@ def _resume_code(
     stack: Sequence[str],
     local_names: Sequence[str],
     name: str,
-) -> types.CodeType:
+) -> tuple[types.CodeType, dict[int, int]]:
     items = decode(code)
     rest = _split_prologue(items)
     k = next(
@@ -544,7 +569,7 @@ def _resume_code(
     head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
     varnames = (*argnames, *(v for v in code.co_varnames if v not in argnames))
     flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-    return assemble(
+    built = assemble(
         [*head, *entry, *rest],
         template=code,
         co_argcount=len(argnames),
@@ -555,6 +580,17 @@ def _resume_code(
         co_qualname=name,
         co_varnames=varnames,
     )
+    # The rest of the original assembles one to one (decode/assemble round-trip), after the
+    # generated prologue and entry: pair the offsets up.
+    mine = instructions_only(decode(built))
+    pre = len(instructions_only([*head, *entry]))
+    theirs = instructions_only(rest)
+    offsets: dict[int, int] = {}
+    for new, old in zip(mine[pre:], theirs, strict=True):
+        if new.opname != old.opname or new.offset is None or old.offset is None:
+            raise ResumeError(f"{name}: cannot map offsets back to {code.co_name}")
+        offsets[new.offset] = old.offset
+    return built, offsets
 
 
 def _inline_helper(code: types.CodeType, helper: types.CodeType) -> Items:
