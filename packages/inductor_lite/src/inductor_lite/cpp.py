@@ -439,7 +439,8 @@ def _reduction_setup(node: ReductionNode, acc: str) -> tuple[str, str, str, str]
     if is_float:
         init_v = ("-" if op == "max" else "") + f"std::numeric_limits<{ct}>::infinity()"
         return (
-            f"{ct} {acc} = {init_v}; bool {acc}_nan = false;",
+            # an int flag, not bool: GCC vectorises an int |-reduction, not a bool one
+            f"{ct} {acc} = {init_v}; int {acc}_nan = 0;",
             f"{acc} = ({{v}} {cmp} {acc}) ? {{v}} : {acc}; {acc}_nan |= ({{v}} != {{v}});",
             f"reduction({op}:{acc}) reduction(|:{acc}_nan)",
             f"if ({acc}_nan) {acc} = std::numeric_limits<{ct}>::quiet_NaN();",
