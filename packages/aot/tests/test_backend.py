@@ -146,3 +146,31 @@ def test_dynamic_output_views_with_symbolic_sizes_are_rebuilt_per_call(helpers: 
         helpers.assert_close(torch.autograd.grad(loss_a, [x, w]),
                              torch.autograd.grad(loss_e, [x, w]), "grads")
     assert len(compiles) == 1  # one symbolic compile served every size
+
+
+def test_symbolic_placeholders_with_real_example_inputs_compile_once(helpers: Any) -> None:
+    """A capture layer may pass real example values while the graph's placeholders carry the
+    symbolic ones: aot must trace symbolically and serve every size with one compile."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.tanh(x @ w) * x.shape[0]).sum(0), x.view(x.shape[0] * 2, -1)
+
+    w = torch.randn(4, 3, requires_grad=True)
+    gm = make_fx(fn, tracing_mode="symbolic")(torch.randn(6, 4), w)
+    run = aot.aot_module_simplified(gm, [torch.randn(6, 4, requires_grad=True), w],
+                                    aot.identity_compiler)
+    for rows in (6, 8, 10):
+        x = torch.randn(rows, 4, requires_grad=True)
+        actual, expected = run(x, w), fn(x, w)
+        helpers.assert_close(actual, expected, f"outputs for {rows} rows")
+        assert actual[1]._base is x
+        helpers.assert_close(torch.autograd.grad(actual[0].sum(), [x, w]),
+                             torch.autograd.grad(expected[0].sum(), [x, w]), "grads")
+    assert len(run.aot_function.cache) == 1
+    # A new signature (grad mode off) compiles once more, symbolically again: every size works.
+    with torch.no_grad():
+        for rows in (7, 9):
+            x = torch.randn(rows, 4)
+            helpers.assert_close(run(x, w), fn(x, w), f"no_grad outputs for {rows} rows")
+    assert len(run.aot_function.cache) == 2

@@ -140,10 +140,13 @@ class AotFunction:
         partition_fn: PartitionFn,
         decompositions: DecompositionTable | None,
         *,
-        dynamic: bool = False,
+        symbolic_inputs: Sequence[object] | None = None,
     ) -> None:
         self.fn = fn
-        self.dynamic = dynamic
+        # With dynamic shapes every compile traces these symbolic values (one per input),
+        # whatever the concrete sizes of the call that missed the cache.
+        self.symbolic_inputs = list(symbolic_inputs) if symbolic_inputs is not None else None
+        self.dynamic = symbolic_inputs is not None
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler if bw_compiler is not None else fw_compiler
         self.partition_fn = partition_fn
@@ -172,8 +175,11 @@ class AotFunction:
         return list(flat_out)
 
     def _compile(self, flat_args: Sequence[object]) -> CompiledArtifacts:
-        fake_mode = _fake_mode_for(flat_args)
         rg = [isinstance(a, torch.Tensor) and bool(a.requires_grad) for a in flat_args]
+        call_args = flat_args
+        if self.symbolic_inputs is not None:
+            flat_args = self.symbolic_inputs  # sizes from here; requires_grad from the call
+        fake_mode = _fake_mode_for(flat_args)
         training = torch.is_grad_enabled() and any(rg)
         if not training:
             rg = [False] * len(rg)
@@ -182,7 +188,7 @@ class AotFunction:
                            fake_mode)
         out_spec = self._out_spec
         assert out_spec is not None
-        _refuse_mutated_aliased_inputs(flat_args, meta)
+        _refuse_mutated_aliased_inputs(call_args, meta)
         trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
         if not training or not meta.differentiable_traced:
             gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,
@@ -325,14 +331,18 @@ def _symbolic_examples(
     A capture layer that made sizes symbolic passes SymInts (and maybe real tensors) as example
     inputs; the fake tensors with symbolic sizes live on the placeholders' metadata.
     """
-    if not any(_is_symbolic(e) for e in example_inputs):
+    values: list[object] = []
+    if isinstance(gm, torch.fx.GraphModule):
+        values = [n.meta.get("example_value", n.meta.get("val"))
+                  for n in gm.graph.nodes if n.op == "placeholder"]
+    # Symbolic either in the inputs themselves (torch.compile passes SymInts) or only on the
+    # placeholders (a capture layer may pass the real values as example inputs).
+    if not any(_is_symbolic(e) for e in [*example_inputs, *values]):
         return None
-    if not isinstance(gm, torch.fx.GraphModule):
+    if not values:
         raise AotUnsupportedError(
             "dynamic example inputs need a GraphModule with placeholder metadata"
         )
-    values = [n.meta.get("example_value", n.meta.get("val"))
-              for n in gm.graph.nodes if n.op == "placeholder"]
     if len(values) != len(example_inputs) or any(
         isinstance(e, torch.Tensor | torch.SymInt) and v is None
         for e, v in zip(example_inputs, values, strict=True)
@@ -374,9 +384,11 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
 
     owned_values = [owned[n] for n in names]
     examples = _symbolic_examples(gm, example_inputs)
-    compiled = AotFunction(with_state, fw_compiler, bw_compiler, partition_fn, decompositions,
-                           dynamic=examples is not None)
-    compiled.artifacts_for([*owned_values, *(examples or example_inputs)])
+    compiled = AotFunction(
+        with_state, fw_compiler, bw_compiler, partition_fn, decompositions,
+        symbolic_inputs=None if examples is None else [*owned_values, *examples],
+    )
+    compiled.artifacts_for([*owned_values, *example_inputs])
 
     def run(*args: object) -> Any:
         return compiled(*owned_values, *args)
