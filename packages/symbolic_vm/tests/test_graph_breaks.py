@@ -136,3 +136,56 @@ def test_fullgraph_still_refuses_instead_of_breaking():
     with pytest.raises(Unsupported):
         capture(frame_from_call(readme_toy, (torch.randn(2), torch.randn(2))),
                 CaptureConfig(fullgraph=True))
+
+
+def _make_closure_with_break():
+    scale = 3.0
+
+    def fn(x, *, shift=1.0):
+        y = x * scale
+        print("closure")
+        return y + shift
+
+    return fn
+
+
+def test_break_in_a_closure_with_keyword_only_arguments():
+    fn = _make_closure_with_break()
+    x = torch.randn(3)
+    out, results = run_with_breaks(fn, x)
+    torch.testing.assert_close(out, fn(x))
+    assert len(results[0].breaks) == 1
+
+
+class PrintingModule(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.lin(x))
+        print("shape", tuple(h.shape))
+        return self.lin(h).sum(-1)
+
+
+def test_break_in_a_module_forward():
+    model = PrintingModule()
+    x = torch.randn(2, 4)
+    out, results = run_with_breaks(model.forward, x)
+    torch.testing.assert_close(out, model(x))
+    assert [len(r.graphs) for r in results] == [1, 1]
+
+
+def two_breaks(x):
+    a = x + 1
+    print("one")
+    b = a * 2
+    print("two")
+    return b - 1
+
+
+def test_two_breaks_give_three_graphs():
+    x = torch.randn(2)
+    out, results = run_with_breaks(two_breaks, x)
+    torch.testing.assert_close(out, two_breaks(x))
+    assert [len(r.breaks) for r in results] == [1, 1, 0]

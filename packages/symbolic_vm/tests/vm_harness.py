@@ -117,6 +117,7 @@ def run_with_breaks(fn: Callable[..., Any], *args: Any) -> tuple[Any, list[Captu
         assert compile_guards(result.guards, g)(dict(frame.f_locals))
         new = types.FunctionType(result.code, g, func.__name__, func.__defaults__,
                                  func.__closure__)
+        new.__kwdefaults__ = func.__kwdefaults__
         return new(*call_args)
 
     def _capturing(resume: types.FunctionType) -> Callable[..., Any]:
