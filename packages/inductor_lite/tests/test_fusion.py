@@ -84,3 +84,14 @@ def test_matmul_is_an_aten_call_between_fused_kernels(check: Any) -> None:
     c = check(fn, [torch.randn(8, 32)], atol=1e-4, rtol=1e-4)
     assert c.kernel_count == 2
     assert c.fallback_count == 1
+
+
+def test_wrapper_reuses_a_dead_buffer_of_the_same_layout(check: Any) -> None:
+    w = torch.randn(16, 16)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        a = torch.sin(x) @ w  # sin(x) lives until the matmul has read it
+        return torch.cos(a) @ w
+
+    c = check(fn, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
+    assert "# reuse" in c.wrapper_source
