@@ -363,3 +363,51 @@ def test_break_inside_a_resume_function_resumes_from_the_original_code() -> None
     run_r1 = types.FunctionType(second.code, g)
     assert run_r1(None, 4, 5) == 11
     assert EVENTS == [10]
+
+
+def comprehension_shadowing(xs: list[int]) -> tuple[int, list[None]]:
+    v = 100
+    out = [note(v) for v in xs]
+    return v, out
+
+
+def comprehension_unbound(xs: list[int]) -> list[None]:
+    return [note(w) for w in xs]
+
+
+@pytest.mark.skipif(PY_VERSION < (3, 12), reason="comprehensions are inlined from 3.12 (PEP 709)")
+def test_break_in_an_inlined_comprehension_restores_the_shadowed_local() -> None:
+    # 3.12+ stack at note(v): the outer v saved by LOAD_FAST_AND_CLEAR, the list, the iterator.
+    def helper(xs: list[int]) -> tuple[object, ...]:
+        it = iter(xs)
+        return (100, [], it, next(it))
+
+    new = run_broken(
+        comprehension_shadowing,
+        helper,
+        offset=call_offset(comprehension_shadowing, "note"),
+        stack=(Value(0), Value(1), Value(2), *call_slots(Const(note), Value(3))),
+        live=(("xs", Const(None)), ("v", Value(3))),
+        helper_args=("xs",),
+    )
+    assert new([1, 2, 3]) == comprehension_shadowing([1, 2, 3]) == (100, [None] * 3)
+    assert EVENTS == [1, 2, 3, 1, 2, 3]
+
+
+@pytest.mark.skipif(PY_VERSION < (3, 12), reason="comprehensions are inlined from 3.12 (PEP 709)")
+def test_break_in_an_inlined_comprehension_keeps_an_unbound_local_unbound() -> None:
+    # The saved outer value is a NULL (w was never bound): it is dropped and pushed again.
+    def helper(xs: list[int]) -> tuple[object, ...]:
+        it = iter(xs)
+        return ([], it, next(it))
+
+    new = run_broken(
+        comprehension_unbound,
+        helper,
+        offset=call_offset(comprehension_unbound, "note"),
+        stack=(Null(), Value(0), Value(1), *call_slots(Const(note), Value(2))),
+        live=(("xs", Const(None)), ("w", Value(2))),
+        helper_args=("xs",),
+    )
+    assert new([4, 5]) == [None, None]
+    assert EVENTS == [4, 5]
