@@ -262,3 +262,34 @@ def test_a_compile_that_changes_the_thread_count_is_undone_and_named():
         assert results["eager"].note == ""
     finally:
         torch.set_num_threads(threads)
+
+
+def test_warnings_logged_while_compiling_are_counted_and_shown():
+    import logging
+    import warnings
+
+    class FallsBackLoudly:
+        name = "falls_back_loudly"
+
+        def compile(self, fn):
+            def wrapped(*args):
+                logging.getLogger("strata.fake").warning("compile failure, running eagerly\ndetail")
+                warnings.warn("something odd", RuntimeWarning)
+                return fn(*args)
+
+            return wrapped
+
+        def graph_counts(self, fresh):
+            return GraphCounts(None, None, "fake")
+
+    results = _run("overhead_add_one", FallsBackLoudly)
+    loud = results["falls_back_loudly"]
+    assert loud.status == OK
+    # Only the first call is watched; the timed calls warn too but are not counted.
+    assert loud.warning_count == 2
+    assert loud.warnings[0] == "strata.fake: compile failure, running eagerly"
+    assert loud.warnings[1].startswith("RuntimeWarning: something odd")
+    assert results["eager"].warning_count == 0
+    row = next(line for line in markdown_table(list(results.values())).splitlines()
+               if "falls_back_loudly" in line)
+    assert "2 warnings at compile: strata.fake: compile failure, running eagerly" in row

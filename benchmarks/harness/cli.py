@@ -207,12 +207,18 @@ def _child_once(args: argparse.Namespace, workload: Workload, specs: Sequence[st
                 reason = f"workload timed out after {args.timeout:g} s"
         log_text = log_path.read_text(encoding="utf-8", errors="replace")
         if reason is None and out.exists():
-            return [Result(**d) for d in json.loads(out.read_text(encoding="utf-8"))], ""
+            return [_result(d) for d in json.loads(out.read_text(encoding="utf-8"))], ""
     last = next((line for line in reversed(log_text.splitlines()) if line.strip()), "")
     names = ", ".join(impl_name(s) for s in specs)
     sys.stderr.write(f"--- {workload.name} [{names}]: child output (last 20 lines) ---\n")
     sys.stderr.write("\n".join(log_text.splitlines()[-20:]) + "\n")
     return None, f"{reason or 'child wrote no results'}; last output: {last.strip()[:200]}"
+
+
+def _result(fields: dict[str, Any]) -> Result:
+    # Only the fields this Result knows: a child running newer harness code may send more.
+    known = {f.name for f in dataclasses.fields(Result)}
+    return Result(**{k: v for k, v in fields.items() if k in known})
 
 
 def _exit_reason(code: int) -> str:

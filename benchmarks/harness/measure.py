@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -82,6 +83,10 @@ class Result:
     counts_note: str = ""
     peak_mem_bytes: int | None = None
     note: str = ""
+    # Warnings logged (or warned) while this implementation compiled and ran its first call: how a
+    # compiler that quietly falls back to eager shows itself.
+    warning_count: int = 0
+    warnings: list[str] = field(default_factory=list)
 
 
 class _Runner:
@@ -222,15 +227,16 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
             if not r.alive:
                 continue
             assert r.call is not None and r.instance is not None
-            try:
-                _sync(device)
-                start = time.perf_counter()
-                output = r.call(*r.instance.args)
-                _sync(device)
-                r.result.compile_s = time.perf_counter() - start
-                r.first_output = _snapshot(output, r.instance)
-            except Exception as exc:
-                r.fail("first call", exc)
+            with _WarningCapture(r.result):
+                try:
+                    _sync(device)
+                    start = time.perf_counter()
+                    output = r.call(*r.instance.args)
+                    _sync(device)
+                    r.result.compile_s = time.perf_counter() - start
+                    r.first_output = _snapshot(output, r.instance)
+                except Exception as exc:
+                    r.fail("first call", exc)
             _keep_threads(r, threads)
 
         eager = next((r for r in runners if r.name == "eager"), None)
@@ -263,6 +269,50 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
             r.result.counts_note = f"n/a ({first_line(exc)})"
     _relative_to_eager([r.result for r in runners], eager.result if eager else None)
     return [r.result for r in runners]
+
+
+class _WarningCapture(logging.Handler):
+    """Collects WARNING-and-above log records and Python warnings into a Result while active.
+
+    It listens on the root, ``strata`` and ``torch`` loggers (torch's do not all propagate), and
+    counts each record once.
+    """
+
+    KEEP = 5
+    LOGGERS = ("", "strata", "torch")
+
+    def __init__(self, result: Result) -> None:
+        super().__init__(level=logging.WARNING)
+        self.result = result
+        self._seen: set[int] = set()
+        self._warnings: Any = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if id(record) in self._seen or record.name == log.name:
+            return
+        self._seen.add(id(record))
+        first = record.getMessage().strip().splitlines()
+        self._add(f"{record.name}: {first[0] if first else ''}")
+
+    def _add(self, message: str) -> None:
+        self.result.warning_count += 1
+        if len(self.result.warnings) < self.KEEP:
+            self.result.warnings.append(message[:300])
+
+    def __enter__(self) -> _WarningCapture:
+        for name in self.LOGGERS:
+            logging.getLogger(name).addHandler(self)
+        self._warnings = warnings.catch_warnings(record=True)
+        self._caught = self._warnings.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._warnings.__exit__(*exc)
+        for caught in self._caught:
+            self._add(f"{caught.category.__name__}: {str(caught.message).strip()[:200]}")
+        for name in self.LOGGERS:
+            logging.getLogger(name).removeHandler(self)
 
 
 def _keep_threads(r: _Runner, threads: int) -> None:

@@ -98,6 +98,9 @@ def _row(r: Result) -> list[str]:
     status = "ok" if r.status != FAILED else f"FAILED ({r.stage}): {r.error}"
     if r.note:
         status += f" ({r.note})"
+    if r.warning_count:
+        plural = "s" if r.warning_count > 1 else ""
+        status += f" [{r.warning_count} warning{plural} at compile: {r.warnings[0][:120]}]"
     if r.correct is None:
         correct = r.correctness_note or "-"
     elif r.correct:
