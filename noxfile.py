@@ -147,3 +147,11 @@ def bench(session: nox.Session) -> None:
     session.install("setuptools>=64", "wheel", "matplotlib")
     _install_strata(session)
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The differential fuzzer: `nox -s fuzz -- --programs N --seed S` (see tests/fuzz/README.md)."""
+    session.install("setuptools>=64", "wheel")
+    _install_strata(session)
+    session.run("python", "-m", "tests.fuzz", *session.posargs)

@@ -1,0 +1,1 @@
+"""Strata's differential fuzzer: random programs, eager vs compiled (see README.md here)."""

@@ -1,0 +1,44 @@
+"""Fuzz reproducer: program seed 2000008, backend eager (shrunk).
+
+Found as: call 0: raised: ZeroDivisionError: integer division or modulo by zero
+"""
+
+# ruff: noqa: E501
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz.runner import check_source
+
+SOURCE = """\
+import torch
+G = 0
+GL = []
+GT = torch.tensor(0.5)
+
+def fn(x, y, n, lst):
+    try:
+        z4 = 1 // (n * 0)
+    except (ValueError, ZeroDivisionError):
+        pass
+"""
+
+INPUTS = [{'lst': [-0.1, -0.58, 0.36], 'n': 0, 'x': [0.831, 1.25, 1.003], 'y': [-0.553, -0.991, 0.271]},
+ {'lst': [-0.1, -0.58, 0.36], 'n': 0, 'x': [0.831, 1.25, 1.003], 'y': [-0.553, -0.991, 0.271]},
+ {'lst': [0.82, 0.02, -0.96],
+  'n': 0,
+  'x': [-0.596, 0.347, -1.668],
+  'y': [1.997, -1.533, -0.622]},
+ {'lst': [-0.81, 0.49, 0.41],
+  'n': 2,
+  'x': [0.14, -0.229, 0.782, -1.665, 0.817, 0.638],
+  'y': [-1.334, -0.428, 0.803, -0.543, -1.531, -0.61]}]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="symbolic_vm: 1 // (n * 0) inside try/except ZeroDivisionError raises out of the compiled call (the exception raised while tracing escapes capture instead of reaching the user's handler or an eager fallback)",
+)
+def test_compiled_matches_eager_2000008_eager() -> None:
+    failure = check_source(SOURCE, 'eager', INPUTS)
+    assert failure is None, str(failure)

@@ -1,0 +1,116 @@
+"""The fuzzer's fixed-seed CI slice and the fuzzer's own machinery (it must be able to fail)."""
+
+from __future__ import annotations
+
+from tests.fuzz.campaign import backends_for, program_seed, run_campaign
+from tests.fuzz.generator import generate_inputs, generate_program
+from tests.fuzz.runner import Failure, Stats, check_source, compare, load_module
+from tests.fuzz.shrinker import shrink
+
+CI_SEED = 2026
+CI_PROGRAMS = 200
+
+
+def test_generated_programs_run_eagerly_without_errors() -> None:
+    # The generator's promise: a difference is always the compiler's, never the program's.
+    for index in range(60):
+        seed = program_seed(CI_SEED, index)
+        module, _ = load_module(generate_program(seed).source, "valid")
+        for spec in generate_inputs(seed):
+            tensors = module.fn(*_args(spec))
+            assert isinstance(tensors, tuple)
+
+
+def _args(spec: dict[str, object]) -> tuple[object, ...]:
+    import torch
+
+    return (torch.tensor(spec["x"]), torch.tensor(spec["y"]), spec["n"], list(spec["lst"]))  # type: ignore[arg-type]
+
+
+def test_generator_is_deterministic_per_seed() -> None:
+    assert generate_program(5).source == generate_program(5).source
+    assert generate_inputs(5) == generate_inputs(5)
+    assert generate_program(5).source != generate_program(6).source
+
+
+def test_inputs_change_shape_and_values_for_the_last_calls() -> None:
+    first, again, values, shape = generate_inputs(11)
+    assert first == again
+    assert len(values["x"]) == len(first["x"]) and values["x"] != first["x"]  # type: ignore[arg-type]
+    assert len(shape["x"]) != len(first["x"])  # type: ignore[arg-type]
+
+
+def test_runner_reports_a_wrong_value_from_a_lying_backend() -> None:
+    import compile_api
+
+    def wrong(gm, example_inputs):  # type: ignore[no-untyped-def]
+        def run(*args):  # type: ignore[no-untyped-def]
+            out = gm(*args)
+            return [o + 1 if hasattr(o, "add") else o for o in out]
+
+        return run
+
+    compile_api.register_backend(wrong, name="fuzz_wrong_backend")
+    source = (
+        "import torch\nG = 0\nGL = []\nGT = torch.tensor(0.5)\n\n"
+        "def fn(x, y, n, lst):\n    return (x * 2 + y,)\n"
+    )
+    failure = check_source(source, "fuzz_wrong_backend", generate_inputs(1))
+    assert failure is not None and failure.kind == "value" and failure.call == 0
+
+
+def test_runner_sees_mutated_inputs_globals_and_prints() -> None:
+    a = {"v": 1}
+    assert compare((1, [2.0]), (1, [2.0]), exact=True) is None
+    assert compare((1, [2.0]), (1, [2.5]), exact=True) is not None
+    assert compare(a, {"v": 2}, exact=True) is not None
+    stats = Stats()
+    source = (
+        "import torch\nG = 0\nGL = []\nGT = torch.tensor(0.5)\n\n"
+        "def fn(x, y, n, lst):\n    global G\n    G = G + n\n    GL.append(n)\n"
+        "    x.add_(y)\n    lst.append(1.0)\n    print('n', n)\n    return (x,)\n"
+    )
+    assert check_source(source, "eager", generate_inputs(3), stats) is None
+
+
+def test_shrinker_keeps_only_what_the_failure_needs() -> None:
+    source = (
+        "import torch\nG = 0\n\ndef fn(x, y, n, lst):\n    a = x + 1\n    b = y * 2\n"
+        "    c = torch.sin(a)\n    if n > 2:\n        b = b + 1\n    return (c, b)\n"
+    )
+
+    def fails(text: str) -> bool:  # "the bug": any program that still calls torch.sin
+        return "torch.sin" in text and "def fn" in text
+
+    small = shrink(source, fails)
+    assert "torch.sin" in small
+    assert "y * 2" not in small and "n > 2" not in small
+    assert small.count("\n") < source.count("\n")
+
+
+def test_inductor_runs_only_on_every_nth_program() -> None:
+    assert backends_for(0, ["eager", "inductor"], 10) == ["eager", "inductor"]
+    assert backends_for(3, ["eager", "inductor"], 10) == ["eager"]
+
+
+def test_failure_signature_keeps_the_exception_type() -> None:
+    assert Failure(0, "raised", "RuntimeError: x").signature == ("raised", "RuntimeError")
+    assert Failure(2, "value", "result[0]: ...").signature == ("value", "")
+
+
+def test_ci_slice_compiled_matches_eager() -> None:
+    """A few hundred fixed-seed programs on eager and aot_eager, a handful on inductor."""
+    summary = run_campaign(
+        seed=CI_SEED,
+        programs=CI_PROGRAMS,
+        backends=["eager", "aot_eager", "inductor"],
+        inductor_every=50,
+        shrink_failures=False,
+        save_dir=None,
+    )
+    assert summary["programs"] == CI_PROGRAMS
+    # The slice must exercise the compiler, not only eager fallbacks.
+    assert summary["graphs_compiled"] > CI_PROGRAMS
+    assert summary["mismatches"] == [], "\n\n".join(
+        f"{m['failure']}\n{m['source']}" for m in summary["mismatches"]
+    )
