@@ -151,7 +151,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """The differential fuzzer: `nox -s fuzz -- --programs N --seed S` (see tests/fuzz/README.md)."""
+    """The differential fuzzer: `nox -s fuzz -- --programs N --seed S` (tests/fuzz/README.md)."""
     session.install("setuptools>=64", "wheel")
     _install_strata(session)
     session.run("python", "-m", "tests.fuzz", *session.posargs)
