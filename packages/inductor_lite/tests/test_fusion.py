@@ -43,6 +43,10 @@ def test_reductions_over_one_input_share_a_kernel(check: Any) -> None:
 
     c = check(stats, [torch.randn(40, 50)])
     assert c.kernel_count == 1
+    # ... and one inner loop: x is loaded once per element for all four accumulators
+    kernel = c.kernel_source[c.kernel_source.index('extern "C" void kernel0') :]
+    assert kernel.count("for (int64_t ri") == 1
+    assert kernel.count("p_arg0[") == 1
 
 
 def test_reduction_result_read_twice_is_stored_not_recomputed(check: Any) -> None:

@@ -478,11 +478,76 @@ def _kernel(
     if parallel_outer:
         lines.append("    #pragma omp parallel for schedule(static)")
     lines.append(f"    for (int64_t o = 0; o < {rows}LL; ++o) {{")
+    group: list[tuple[int, Step]] = []
+
+    def flush() -> None:
+        if len(group) == 1:
+            lines.extend(_step(group[0][1], group[0][0], params, dtypes, parallel_inner))
+        elif group:
+            lines.extend(_reduction_group(group, params, dtypes, parallel_inner))
+        group.clear()
+
     for n, step in enumerate(kernel.steps):
-        lines.extend(_step(step, n, params, dtypes, parallel_inner))
+        if isinstance(step.node, ReductionNode) and group and _joins(group, step):
+            group.append((n, step))
+            continue
+        flush()
+        if isinstance(step.node, ReductionNode):
+            group.append((n, step))
+        else:
+            lines.extend(_step(step, n, params, dtypes, parallel_inner))
+    flush()
     lines.append("    }")
     lines.append("}")
     return "\n".join(lines), KernelSource(kernel.name, tuple(used))
+
+
+def _joins(group: list[tuple[int, Step]], step: Step) -> bool:
+    """A reduction shares the group's loop if it has its shape and reads none of its results."""
+    node = step.node
+    first = group[0][1].node
+    assert isinstance(node, ReductionNode) and isinstance(first, ReductionNode)
+    if (node.out_sizes, node.red_sizes) != (first.out_sizes, first.red_sizes):
+        return False
+    written = {s.node.buf for _, s in group}
+    return not any(ld.buf in written for ld in iter_loads(node.body))
+
+
+def _reduction_group(
+    group: list[tuple[int, Step]],
+    params: dict[str, str],
+    dtypes: dict[str, torch.dtype],
+    parallel: bool,
+) -> list[str]:
+    """Several reductions of the same shape in one loop (their inputs loaded once)."""
+    first = group[0][1]
+    names = first.var_names
+    ind = "        "
+    lines = [f"{ind}{{  // steps {', '.join(str(n) for n, _ in group)}: reductions, one loop"]
+    lines += _var_defs(names[: first.split], first.outer_sizes, "o", ind + "    ")
+    body = _Body(ind + "        ", params, dtypes, names[first.split :], ind + "    ")
+    parts = []
+    for n, step in group:
+        node = step.node
+        assert isinstance(node, ReductionNode)
+        acc = f"acc{n}"
+        parts.append((node, acc, _reduction_setup(node, acc), body.value(node.body)))
+    lines += body.pre
+    lines += [f"{ind}    {setup[0]}" for _, _, setup, _ in parts]
+    pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
+    clauses = " ".join(setup[2] for _, _, setup, _ in parts)
+    lines.append(f"{ind}    {pragma} {clauses}")
+    lines.append(f"{ind}    for (int64_t ri = 0; ri < {first.inner_numel}LL; ++ri) {{")
+    lines += _var_defs(names[first.split :], first.inner_sizes, "ri", ind + "        ")
+    lines += body.lines
+    lines += [f"{ind}        " + setup[1].format(v=val) for _, _, setup, val in parts]
+    lines.append(f"{ind}    }}")
+    for node, acc, setup, _ in parts:
+        if setup[3]:
+            lines.append(f"{ind}    {setup[3]}")
+        lines.append(f"{ind}    {params[node.buf]}[o] = {_store(dtypes[node.buf], acc)};")
+    lines.append(f"{ind}}}")
+    return lines
 
 
 def _step(
