@@ -66,7 +66,10 @@ def _case(ranks: dict[str, Any], model: str, backend: str) -> list[dict[str, Any
     problem = ranks["problems"][backend]
     if problem:
         pytest.skip(problem)
-    return [r[f"{model}/{backend}"] for r in ranks["results"]]
+    got = [r[f"{model}/{backend}"] for r in ranks["results"]]
+    for result in got:
+        assert "error" not in result, result.get("error")
+    return got
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -298,7 +301,7 @@ def test_each_graph_of_a_broken_frame_is_split() -> None:
 
 
 def test_gradient_accumulation_under_no_sync_matches_plain_ddp() -> None:
-    reason = _skip_reason()
+    reason = _skip_reason() or support.backend_problem("aot_eager")
     if reason:
         pytest.skip(reason)
     compile_api.config.suppress_errors = False

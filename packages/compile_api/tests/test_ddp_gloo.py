@@ -46,6 +46,7 @@ def test_split_ddp_losses_equal_plain_ddp(
 ) -> None:
     for result in ranks:
         got = result[f"{model}/{backend}"]
+        assert "error" not in got, got.get("error")
         assert len(got["split_losses"]) == STEPS
         assert got["split_losses"] == got["eager_losses"]
 
@@ -54,6 +55,7 @@ def test_split_ddp_losses_equal_plain_ddp(
 def test_split_ddp_parameters_equal_plain_ddp_on_every_rank(
     ranks: list[dict[str, Any]], model: str, backend: str
 ) -> None:
+    assert all("error" not in r[f"{model}/{backend}"] for r in ranks)
     reference = ranks[0][f"{model}/{backend}"]["eager_params"]
     for result in ranks:
         got = result[f"{model}/{backend}"]
@@ -70,6 +72,7 @@ def test_subgraph_count_equals_ddp_bucket_count(
 ) -> None:
     for result in ranks:
         got = result[f"{model}/{backend}"]
+        assert "error" not in got, got.get("error")
         assert got["num_subgraphs"] > 1
         assert got["num_subgraphs"] == got["ddp_buckets"] == got["split_ddp_buckets"]
 

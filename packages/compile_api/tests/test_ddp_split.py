@@ -298,10 +298,13 @@ def test_graph_with_symbolic_sizes_splits_and_serves_other_sizes(backend_name: s
         for node in sub.graph.nodes:
             if node.op == "placeholder" and node.name == "x":
                 assert isinstance(node.meta["example_value"].shape[0], torch.SymInt)
-    later = [n for n in calls[-1].graph.nodes if n.op == "placeholder"]
-    assert any(isinstance(n.meta.get("example_value"), torch.SymInt) for n in later), (
-        "the symbolic batch size crosses into later subgraphs with its example value"
-    )
+    for sub in calls:
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        assert all(isinstance(n.meta["example_value"], torch.Tensor) for n in placeholders), (
+            "sizes are recomputed where they are used, never passed between subgraphs"
+        )
+    last = calls[-1]
+    assert any(n.op == "call_method" and n.target == "size" for n in last.graph.nodes)
     for batch in (8, 5, 3):
         args = [*inputs[:-1], torch.randn(batch, WIDTH)]
         torch.testing.assert_close(compiled(*args)[0], gm(*args)[0])
@@ -516,8 +519,29 @@ def test_graph_is_compiled_whole_when_splitting_fails(
     torch.testing.assert_close(compiled(*inputs)[0], gm(*inputs)[0], rtol=0, atol=0)
 
 
-def test_backend_errors_on_a_subgraph_propagate() -> None:
-    """A failing backend is the frame compiler's to report (it falls back or raises)."""
+def test_graph_is_compiled_whole_when_the_backend_refuses_a_subgraph(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gm, inputs = lifted(Chain())
+    given: list[torch.fx.GraphModule] = []
+
+    def picky(sub: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        given.append(sub)
+        if sub is not gm:
+            raise NotImplementedError("not this piece")
+        return sub.forward
+
+    splitter = ddp.ddp_split_backend(picky, LAYER_BYTES)
+    with caplog.at_level(logging.WARNING, logger="strata.compile_api"):
+        compiled = splitter(gm, inputs)
+    assert compiled.num_subgraphs == 1 and given[-1] is gm
+    assert "not this piece" in splitter.records[-1].reason_unsplit
+    assert any("whole" in r.getMessage() for r in caplog.records)
+    torch.testing.assert_close(compiled(*inputs)[0], gm(*inputs)[0], rtol=0, atol=0)
+
+
+def test_backend_errors_on_the_whole_graph_propagate() -> None:
+    """A backend failing on the whole graph too is the frame compiler's to report."""
 
     def broken(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         raise NotImplementedError("backend bug")

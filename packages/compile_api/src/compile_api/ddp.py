@@ -15,6 +15,7 @@ it returns the splitting wrapper, elsewhere the backend unchanged.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import warnings
@@ -287,6 +288,51 @@ def _unsplittable(example_inputs: Sequence[Any]) -> str:
 _EXAMPLE_META = ("example_value", "val")
 
 
+_SCALAR_TYPES = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _is_scalar_node(node: torch.fx.Node) -> bool:
+    """A size-like value (``x.size(0)``, ``x.shape``, arithmetic on them), by its example value."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    value = node.meta.get("example_value", node.meta.get("val"))
+    if isinstance(value, (tuple, list)):  # torch.Size included
+        return bool(value) and all(isinstance(v, _SCALAR_TYPES) for v in value)
+    return isinstance(value, _SCALAR_TYPES)
+
+
+def _localize_scalars(
+    gm: torch.fx.GraphModule, partition: dict[torch.fx.Node, int]
+) -> tuple[torch.fx.GraphModule, dict[torch.fx.Node, int]]:
+    """A copy of ``gm`` where each piece computes the sizes it uses itself.
+
+    Sizes would otherwise travel from one piece to a later one as (symbolic) number outputs,
+    which backends handle poorly (aot refuses symbolic non-tensor outputs); recomputing
+    ``x.size(0)`` is free. The copy shares ``gm``'s parameters and submodules.
+    """
+    graph = copy.deepcopy(gm.graph)  # node copies keep their names and (shallow) meta
+    by_name = {node.name: node for node in graph.nodes}
+    part = {by_name[node.name]: i for node, i in partition.items()}
+    for node in reversed(list(graph.nodes)):
+        if node not in part or not _is_scalar_node(node):
+            continue
+        elsewhere: dict[int, set[torch.fx.Node]] = {}
+        for user in node.users:
+            if user in part and part[user] != part[node]:
+                elsewhere.setdefault(part[user], set()).add(user)
+        for piece, users in elsewhere.items():
+            first = next(n for n in graph.nodes if n in users)
+            with graph.inserting_before(first):
+                clone = graph.node_copy(node)
+            part[clone] = piece
+            for user in users:
+                user.replace_input_with(node, clone)
+        if not node.users:
+            graph.erase_node(node)
+            del part[node]
+    return torch.fx.GraphModule(gm, graph), part
+
+
 def _split(gm: torch.fx.GraphModule, built: list[_Building]) -> torch.fx.GraphModule:
     """``gm`` as a top-level graph calling ``submod_<i>``, one per bucket, in bucket order.
 
@@ -294,25 +340,24 @@ def _split(gm: torch.fx.GraphModule, built: list[_Building]) -> torch.fx.GraphMo
     capture made sizes dynamic), and each subgraph's placeholders carry the example values of
     the nodes they stand for: a backend sees a subgraph as it would see a whole captured graph.
     """
+    work, partition = _localize_scalars(
+        gm, {node: i for i, b in enumerate(built) for node in b.nodes}
+    )
     # split_module wants every size symbol in the example values bound by a SymInt input of the
-    # graph; ours live in tensor sizes, so split without them and put them back afterwards.
+    # graph; ours live in tensor sizes, so split without them (on the copy) and put them on the
+    # subgraphs' nodes afterwards.
     saved = {
         node.name: {k: node.meta.pop(k) for k in _EXAMPLE_META if k in node.meta}
-        for node in gm.graph.nodes
+        for node in work.graph.nodes
     }
-    partition = {node: i for i, b in enumerate(built) for node in b.nodes}
-    try:
-        # keep_original_order: independent pieces must still run in bucket order
-        split_gm = split_module(
-            gm,
-            gm,
-            lambda node: partition[node],
-            keep_original_order=True,
-            keep_original_node_name=True,
-        )
-    finally:
-        for node in gm.graph.nodes:
-            node.meta.update(saved[node.name])
+    # keep_original_order: independent pieces must still run in bucket order
+    split_gm = split_module(
+        work,
+        work,
+        lambda node: partition[node],
+        keep_original_order=True,
+        keep_original_node_name=True,
+    )
     before = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     after = sum(1 for n in split_gm.graph.nodes if n.op == "placeholder")
     calls = [n for n in split_gm.graph.nodes if n.op == "call_module"]
@@ -462,7 +507,22 @@ class DDPSplitBackend:
             return self._whole(
                 gm, example_inputs, SplitRecord(buckets, *caps, reason_unsplit=reason)
             )
-        _compile_submodules(split_gm, examples, self.backend)
+        try:
+            _compile_submodules(split_gm, examples, self.backend)
+        except Exception as err:
+            # A backend may refuse a piece it would take whole (e.g. a symbolic size handed from
+            # one piece to the next); the split must never cost the graph its compilation. If
+            # the backend fails on the whole graph too, that error goes to the frame compiler.
+            reason = f"the backend failed on a subgraph: {type(err).__name__}: {err}"
+            log.warning(
+                "DDP: compiling a graph of %d buckets whole (%s); its gradients are "
+                "all-reduced only after its whole backward",
+                len(built),
+                reason,
+            )
+            return self._whole(
+                gm, example_inputs, SplitRecord(buckets, *caps, reason_unsplit=reason)
+            )
         record = SplitRecord(buckets, *caps)
         self.records.append(record)
         log.info(
