@@ -2,6 +2,7 @@
 ``lambda L: True`` and torch.compile(backend="eager")'s whole per-call overhead.
 
     .venv/bin/python benchmarks/guards_overhead.py [--number N] [--repeat R] [--no-torch-compile]
+        [--e2e-only]
 
 Cases:
   (a) one tensor argument: TENSOR_MATCH (+ the DISPATCH_TLS it implies), then the same
@@ -15,6 +16,12 @@ References (run side by side, never used by the package): TorchDynamo's own cach
 check for the same frame (its C++ GuardManager, through its Python ``check``), and
 torch.compile(backend="eager")'s whole per-call overhead (compiled call - eager call; for (b)
 this is negative, since the compiled graph skips 26 nn.Module.__call__s).
+End to end (--e2e, the issue's target): the whole per-call overhead of a compiled function over
+calling its compiled graph directly, for compile_api.compile(backend=<graph grabber>) and for
+torch.compile(backend=<graph grabber>) (the grabber returns gm.forward, as backend="eager"
+does, and keeps the graph and its example inputs so the graph can be called directly), with
+Strata's split: its guard check alone, and its call under evalframe.run_only() (evalframe's
+dispatch + guard + transformed code, without compile_api's wrapper).
 Every figure is the median (and the min) over R repeats of (CPU time of N calls) / N, in ns.
 torch.compile's overhead is median(compiled call) - median(eager call) of the same function.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import time
 import timeit
@@ -96,6 +104,22 @@ def ablate(cg: CompiledGuards, drop: list[str]) -> Callable[[dict[str, object]],
     return type("Ablation", (), {"__call__": ns["___guard_check"]})()  # type: ignore[no-any-return]
 
 
+def ablate_where(
+    cg: CompiledGuards, drop: Callable[[str], bool]
+) -> Callable[[dict[str, object]], bool]:
+    """cg's generated function without the lines for which ``drop`` is true."""
+    fn = cg.check.__func__  # type: ignore[attr-defined]
+    kept = [ln for ln in cg.source_code.splitlines() if ln.startswith("def ") or not drop(ln)]
+    ns: dict[str, object] = {"G": {}, **fn.__kwdefaults__}
+    exec("\n".join(kept), ns)
+    return type("Ablation", (), {"__call__": ns["___guard_check"]})()  # type: ignore[no-any-return]
+
+
+def _parameter_metadata_line(line: str) -> bool:
+    # MODULE_PARAMS names parameter locals p<N>; their identity lines hold "is not ___ref".
+    return bool(re.search(r"\bp\d+\b", line)) and "___ref" not in line and " = " not in line
+
+
 class Model(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -110,15 +134,92 @@ def one_tensor_fn(x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
 
+class GraphGrabber:
+    """A backend that runs each graph as is (like backend="eager") and keeps it to call directly."""
+
+    def __init__(self) -> None:
+        self.forwards: list[Callable[..., object]] = []
+        self.inputs: list[list[object]] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[object]) -> object:
+        self.forwards.append(gm.forward)
+        self.inputs.append(list(example_inputs))
+        return gm.forward
+
+
+def end_to_end(n: int, r: int, with_torch_compile: bool) -> list[tuple[str, tuple[float, float]]]:
+    """Whole per-call overhead: compiled call - direct call of the compiled graph."""
+    import compile_api
+    import evalframe
+
+    rows: list[tuple[str, tuple[float, float]]] = []
+    x, y = torch.randn(8, 8), torch.randn(8, 8)
+    model = Model()
+    cases: list[tuple[str, Callable[..., object], tuple[object, ...], object, int]] = [
+        ("(a) x + 1", one_tensor_fn, (x,), one_tensor_fn.__code__, n),
+        ("(b) 50-parameter module", model, (x, y), Model.forward.__code__, n // 10),
+    ]
+    for label, fn, args, code, number in cases:
+        grab = GraphGrabber()
+        compiled = compile_api.compile(fn, backend=grab)
+        compiled(*args)
+        compiled(*args)
+        assert len(grab.forwards) == 1, "one graph, no recompile"
+        graph_call = per_call_ns(grab.forwards[0], tuple(grab.inputs[0]), number, r)
+        whole = per_call_ns(compiled, args, number, r)
+        (entry,) = evalframe.cache_entries(code)  # type: ignore[arg-type]
+        names = code.co_varnames[: code.co_argcount]  # type: ignore[attr-defined]
+        f_locals = dict(zip(names, (model, *args) if names[0] == "self" else args, strict=True))
+        guard_only = check_ns(entry.guard, f_locals, number, r)
+        with evalframe.run_only():
+            hooked = per_call_ns(fn, args, number, r)
+        rows.append((f"{label}: Strata compiled call", whole))
+        rows.append((f"{label}: its graph called directly", graph_call))
+        rows.append((f"{label}: **Strata overhead** (compiled - graph)", _minus(whole, graph_call)))
+        rows.append((f"{label}:   of which the guard check", guard_only))
+        rows.append((f"{label}:   of which compile_api's wrapper", _minus(whole, hooked)))
+        rows.append(
+            (
+                f"{label}:   of which evalframe + transformed code (run_only - graph - guard)",
+                _minus(_minus(hooked, graph_call), guard_only),
+            )
+        )
+        if with_torch_compile:
+            torch._dynamo.reset()
+            tgrab = GraphGrabber()
+            tcompiled = torch.compile(fn, backend=tgrab)
+            tcompiled(*args)
+            tcompiled(*args)
+            tgraph = per_call_ns(tgrab.forwards[0], tuple(tgrab.inputs[0]), number, r)
+            twhole = per_call_ns(tcompiled, args, number, r)
+            rows.append((f"{label}: torch.compile call", twhole))
+            rows.append((f"{label}: its graph called directly", tgraph))
+            rows.append(
+                (f"{label}: **torch.compile overhead** (compiled - graph)", _minus(twhole, tgraph))
+            )
+            torch._dynamo.reset()
+        compile_api.reset()
+    return rows
+
+
+def _minus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return a[0] - b[0], a[1] - b[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--no-torch-compile", action="store_true")
+    parser.add_argument("--e2e-only", action="store_true", help="only the end-to-end rows")
     opts = parser.parse_args()
     n, r = opts.number, opts.repeat
     torch.set_num_threads(1)
     rows: list[tuple[str, tuple[float, float]]] = []
+    e2e_rows = end_to_end(n, r, not opts.no_torch_compile)
+    if opts.e2e_only:
+        _print(e2e_rows, n, r)
+        return
 
     trivial = lambda L: True  # noqa: E731
     x = torch.randn(8, 8)
@@ -196,6 +297,30 @@ def main() -> None:
         )
     )
 
+    # Prototype for the VM (MODULE_PARAMS): (b) + one guard on the module tree that reads
+    # every parameter through _modules/_parameters, checks identity of each submodule and
+    # parameter, and the full TENSOR_MATCH metadata of each parameter.
+    gp = GuardSet()
+    gp.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
+    gp.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
+    gp.TENSOR_MATCH(LocalSource("x"), x)
+    gp.TENSOR_MATCH(LocalSource("y"), y)
+    gp.GLOBAL_STATE()
+    gp.MODULE_PARAMS(LocalSource("self"), model, [name for name, _ in model.named_parameters()])
+    cgp = compile_guards(gp, {})
+    rows.append(
+        (
+            "(b) PROTOTYPE: (b) + MODULE_PARAMS (identity + full metadata of the 50 parameters)",
+            check_ns(cgp, lb, n // 10, r),
+        )
+    )
+    rows.append(
+        (
+            "(b) ablation, NOT sound: MODULE_PARAMS identity only (no parameter metadata)",
+            check_ns(ablate_where(cgp, _parameter_metadata_line), lb, n // 10, r),
+        )
+    )
+
     if not opts.no_torch_compile:
         # Reference only: torch.compile runs here as the yardstick, never in the package.
         torch._dynamo.reset()
@@ -227,17 +352,22 @@ def main() -> None:
         )
         rows.append(("    (b) eager module call itself", eager_b))
 
+    _print(e2e_rows + rows, n, r)
+    print()
+    print("generated check for (b):")
+    print(cgb.source_code)
+
+
+def _print(rows: list[tuple[str, tuple[float, float]]], n: int, r: int) -> None:
     print(
         f"torch {torch.__version__}; process CPU time; median and min of {r} repeats "
-        f"x {n} calls; ns per call; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+        f"x {n} calls (n/10 for (b)); ns per call; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} CPUs"
     )
     print("| case | median ns/call | min ns/call |")
     print("| --- | ---: | ---: |")
     for name, (med, low) in rows:
         print(f"| {name} | {med:.0f} | {low:.0f} |")
-    print()
-    print("generated check for (b):")
-    print(cgb.source_code)
 
 
 if __name__ == "__main__":

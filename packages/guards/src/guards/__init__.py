@@ -20,6 +20,7 @@ from guards.guard import (
     TypeMatch,
 )
 from guards.guard_set import GuardSet
+from guards.module_params import ModuleParams
 from guards.shape import shape_guards
 from guards.source import (
     AttrSource,
@@ -60,6 +61,7 @@ __all__ = [
     "DispatchTls",
     "GlobalState",
     "Shape",
+    "ModuleParams",
     "TensorSpec",
     "StrideRel",
     # errors

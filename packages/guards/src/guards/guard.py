@@ -576,7 +576,10 @@ class GlobalState(Guard):
             f"{s.any_autocast!r}: return False",
             f"if {ctx.bind(torch.get_default_dtype, 'get_default_dtype')}() is not "
             f"{ctx.bind(s.default_dtype, 'dtype')}: return False",
-            f"if {ctx.bind(torch.are_deterministic_algorithms_enabled, 'deterministic')}() is not "
+            # The C reads behind torch.are_deterministic_algorithms_enabled and
+            # torch.is_deterministic_algorithms_warn_only_enabled (those are Python wrappers
+            # that only return these): the same flag, without a Python frame per check.
+            f"if {ctx.bind(torch._C._get_deterministic_algorithms, 'deterministic')}() is not "
             f"{s.deterministic!r}: return False",
             f"if {ctx.bind(torch.is_inference_mode_enabled, 'inference_mode')}() is not "
             f"{s.inference_mode!r}: return False",
@@ -586,7 +589,7 @@ class GlobalState(Guard):
             f"{s.torch_dispatch_modes}: return False",
         ]
         if s.deterministic:
-            warn = ctx.bind(torch.is_deterministic_algorithms_warn_only_enabled, "det_warn_only")
+            warn = ctx.bind(torch._C._get_deterministic_algorithms_warn_only, "det_warn_only")
             out.append(f"if {warn}() is not {s.deterministic_warn_only!r}: return False")
         if s.any_autocast:
             # Only when autocast was on at capture: otherwise "none enabled" above suffices

@@ -22,6 +22,7 @@ from guards.guard import (
     TensorMatch,
     TypeMatch,
 )
+from guards.module_params import module_params
 from guards.source import Source
 from guards.tensor_spec import tensor_spec
 
@@ -153,6 +154,15 @@ class GuardSet:
         except TypeError as exc:  # pragma: no cover - dict keys are hashable by definition
             raise UnsupportedGuardValue("DICT_KEYS with unhashable keys") from exc
         self.add(DictKeys(source, type(value), keys))
+
+    def MODULE_PARAMS(self, source: Source, module: torch.nn.Module, names: list[str]) -> None:
+        """Prototype: identity of ``module`` at ``source``, of each submodule and parameter on
+        the paths of ``names`` (dotted, as ``named_parameters`` gives them), read through
+        ``_modules``/``_parameters``, and each parameter's full TENSOR_MATCH metadata.
+        Also adds the DISPATCH_TLS guard (once per set)."""
+        self.add(module_params(source, module, names))
+        if ("DISPATCH_TLS", None) not in self._guards:
+            self.add(DispatchTls.capture())
 
     def GLOBAL_STATE(self) -> None:
         """Capture grad mode, default dtype, deterministic algorithms, autocast and the

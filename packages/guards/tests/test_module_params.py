@@ -1,0 +1,139 @@
+"""MODULE_PARAMS (prototype): identity of submodules and parameters, metadata every call."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from guards import CompiledGuards, GuardSet, LocalSource, UnsupportedGuardValue
+
+Verdict = Callable[[CompiledGuards, dict[str, object]], tuple[bool, list[str]]]
+
+
+def net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(4, 2))
+    )
+
+
+def guard_all(compile_set: Any, model: torch.nn.Module) -> CompiledGuards:
+    names = [name for name, _ in model.named_parameters()]
+    cg: CompiledGuards = compile_set(lambda gs: gs.MODULE_PARAMS(LocalSource("self"), model, names))
+    return cg
+
+
+def test_unchanged_module_passes(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    assert verdict(cg, {"self": model}) == (True, [])
+
+
+def test_parameters_are_read_through_the_module_dicts(compile_set: Any) -> None:
+    cg = guard_all(compile_set, net())
+    code = cg.source_code
+    assert "._modules['2']" in code and "._modules['0']" in code
+    assert "._parameters['weight']" in code
+    assert "__getattr__" not in cg.source_code and ".weight" not in cg.source_code
+
+
+def test_new_values_in_place_pass(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2)
+    assert verdict(cg, {"self": model})[0]
+
+
+def test_replaced_submodule_fails(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    old = model[2]  # kept alive: a live object that is no longer at the path
+    model[2] = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    ok, why = verdict(cg, {"self": model})
+    assert not ok
+    assert why == ["self._modules['2']: another submodule object than the guarded one"]
+    del old
+
+
+def test_replaced_parameter_of_the_same_shape_fails(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    old = model[0].weight
+    model[0].weight = torch.nn.Parameter(torch.zeros(4, 3))
+    ok, why = verdict(cg, {"self": model})
+    assert not ok and "another parameter object" in why[0]
+    model[0].weight = old
+    assert verdict(cg, {"self": model})[0]
+
+
+def test_metadata_changed_in_place_fails_despite_same_identity(
+    compile_set: Any, verdict: Verdict
+) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    weight = model[0].weight
+    weight.data = torch.zeros(4, 3, dtype=torch.float64)
+    ok, why = verdict(cg, {"self": model})
+    assert not ok and "dtype mismatch: expected torch.float32, actual torch.float64" in why[0]
+    weight.data = torch.zeros(4, 3)
+    assert verdict(cg, {"self": model})[0]
+    with torch.no_grad():
+        weight.t_()
+    ok, why = verdict(cg, {"self": model})
+    assert not ok and "size mismatch" in why[0]
+
+
+def test_requires_grad_change_fails(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    model[2][0].bias.requires_grad_(False)
+    ok, why = verdict(cg, {"self": model})
+    assert not ok and "requires_grad mismatch" in why[0]
+
+
+def test_parameter_outside_the_names_is_not_guarded(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg: CompiledGuards = compile_set(
+        lambda gs: gs.MODULE_PARAMS(LocalSource("self"), model, ["0.weight"])
+    )
+    model[2][0].weight = torch.nn.Parameter(torch.zeros(7, 7))
+    assert verdict(cg, {"self": model})[0]
+
+
+def test_other_module_and_foreign_objects_fail_without_raising(
+    compile_set: Any, verdict: Verdict
+) -> None:
+    cg = guard_all(compile_set, net())
+    assert verdict(cg, {"self": net()}) == (False, ["L['self'] is not the guarded module"])
+    assert not verdict(cg, {"self": object()})[0]
+    assert not verdict(cg, {})[0]
+
+
+def test_collected_parameter_fails_forever(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_all(compile_set, model)
+    model[0].bias = torch.nn.Parameter(torch.zeros(4))
+    gc.collect()
+    ok, why = verdict(cg, {"self": model})
+    assert not ok and "no longer exists" in why[0]
+
+
+def test_text_lists_each_parameter_and_tls_is_added(compile_set: Any) -> None:
+    cg = guard_all(compile_set, net())
+    assert cg.text.startswith("MODULE_PARAMS: L['self'] submodules=3 parameters=4")
+    assert cg.text.count("TENSOR_MATCH: L['self']._modules") == 4
+    assert "DISPATCH_TLS" in cg.text
+
+
+def test_unknown_names_and_non_modules_are_refused() -> None:
+    model = net()
+    with pytest.raises(UnsupportedGuardValue):
+        GuardSet().MODULE_PARAMS(LocalSource("self"), model, ["0.missing"])
+    with pytest.raises(UnsupportedGuardValue):
+        GuardSet().MODULE_PARAMS(LocalSource("self"), object(), [])  # type: ignore[arg-type]
