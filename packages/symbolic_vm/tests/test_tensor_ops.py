@@ -263,3 +263,16 @@ def returns_named_result(x, y):
 def test_named_tuple_results_keep_their_type():
     compiled = check(returns_named_result, X, Y)
     assert type(compiled.output[0]).__name__ == "max"
+
+
+def asks_for_modes(x):
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    if _get_current_dispatch_mode_stack():
+        return x - 1
+    return x + 1
+
+
+def test_dispatch_mode_queries_answer_for_the_caller_not_the_tracer():
+    compiled = check(asks_for_modes, X)
+    assert compiled.op_count() == 1

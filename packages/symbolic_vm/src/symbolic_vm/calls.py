@@ -130,7 +130,7 @@ def _call_function(
     out.depend(fn)
     if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
         return torch_calls.opaque_call(out, func, args, kwargs)
-    if torch_calls.is_torch_function(func):
+    if torch_calls.is_torch_function(func) or func in torch_calls.MODE_QUERIES:
         handled = torch_calls.call_torch(vm, ObjectVar(func, source=fn.source), args, kwargs)
         if handled is not None:
             return handled

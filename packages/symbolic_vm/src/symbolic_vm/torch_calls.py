@@ -47,6 +47,20 @@ _FIXED_ANSWERS: dict[Any, object] = {
     torch.compiler.is_compiling: True,
     torch.compiler.is_dynamo_compiling: False,
 }
+# Queries about active torch function/dispatch modes: answered for real, outside the tracer's
+# own fake mode. The GLOBAL_STATE guard pins the number of active modes, so the answer holds.
+MODE_QUERIES: tuple[Any, ...] = tuple(
+    fn
+    for fn in (
+        getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode", None),
+        getattr(torch.utils._python_dispatch, "_get_current_dispatch_mode_stack", None),
+        getattr(torch._C, "_len_torch_dispatch_stack", None),
+        getattr(torch._C, "_is_torch_function_mode_enabled", None),
+        getattr(torch._C, "_len_torch_function_stack", None),
+        getattr(torch.overrides, "_get_current_function_mode_stack", None),
+    )
+    if fn is not None
+)
 _CONSTANT_CONSTRUCTORS: tuple[Any, ...] = (torch.Size, torch.device, torch.finfo, torch.iinfo)
 _UNSUPPORTED: dict[Any, str] = {
     torch.manual_seed: "torch.manual_seed() changes the global RNG state",
@@ -96,6 +110,13 @@ def call_torch(
         return _autocast(out, value, args, kwargs)
     if value in _UNSUPPORTED:
         raise Unsupported(_UNSUPPORTED[value])
+    if value in MODE_QUERIES:
+        if args or kwargs:
+            raise Unsupported(f"{_name(value)} called with arguments")
+        answer = value()
+        if answer in (None, [], 0, False, True) or isinstance(answer, int):
+            return out.wrap(answer, None)
+        raise Unsupported(f"{_name(value)}() inside a compiled function with modes active")
     if value in _FIXED_ANSWERS:
         return ConstVar(_FIXED_ANSWERS[value])
     if value in _METADATA_FUNCTIONS:
