@@ -118,11 +118,14 @@ def run_campaign(
             }
             log(f"MISMATCH program {index} (seed {pseed}) on {backend}: {str(failure)[:300]}")
             source = program.source
-            if shrink_failures:
+            record["signature"] = "/".join(failure.signature)
+            seen = sum(m["signature"] == record["signature"] for m in mismatches)
+            if shrink_failures and seen == 0:  # shrink the first of each kind only
                 source = _shrink(source, backend, inputs, failure)
                 record["shrunk_lines"] = source.count("\n")
-            record["source"] = source
-            if save_dir is not None:
+            if seen == 0:
+                record["source"] = source
+            if save_dir is not None and seen == 0:
                 record["saved"] = str(
                     save_regression(save_dir, pseed, backend, source, inputs, failure)
                 )
@@ -138,5 +141,6 @@ def run_campaign(
         "graphs_compiled": stats.graphs,
         "runs_with_graphs": stats.programs_with_graphs,
         "strata_warnings": dict(Counter(stats.warnings).most_common(20)),
+        "mismatch_kinds": dict(Counter(m["signature"] for m in mismatches)),
         "mismatches": mismatches,
     }
