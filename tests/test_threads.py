@@ -96,8 +96,8 @@ def test_threads_on_two_functions_with_different_backends_give_eager_results() -
 @pytest.mark.xfail(
     strict=True,
     reason="compile_api/symbolic_vm: reset() restarts the __compiled_fn_<n> numbering while "
-    "another thread is still compiling; that thread then installs its graph under a name a newer entry "
-    "already uses, and the newer entry runs the wrong graph",
+    "another thread is still compiling; that thread then installs its graph under a name a "
+    "newer entry already uses, and the newer entry runs the wrong graph",
 )
 def test_reset_while_another_thread_compiles_keeps_results_right() -> None:
     # Deterministic interleaving: thread A's backend waits until the main thread has reset
