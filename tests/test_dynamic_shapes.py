@@ -194,3 +194,42 @@ def test_failed_broadcast_under_dynamic_compiles_without_internal_error(counter:
     if isinstance(info.value, compile_api.InternalError):
         raise info.value
     assert "size of tensor a" in str(info.value)
+
+
+def sum_pair(xs: list[torch.Tensor]) -> torch.Tensor:
+    return xs[0] * 2 + xs[1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compile_api.frame_compiler._dynamic_dims: automatic dynamic only looks at tensors "
+    "that are top-level locals (and mark_dynamic only there too), so a tensor inside a list "
+    "argument recompiles for every size until cache_size_limit. Fix: record the sizes of "
+    "every TENSOR_MATCH source of the failed entry (guards know them) and key auto_dynamic by "
+    "that source name; symbolic_vm already takes dynamic_dims keyed by source name.",
+)
+def test_automatic_dynamic_reaches_tensors_inside_a_list(counter: Any) -> None:
+    fn = compile_api.compile(sum_pair, backend=counter)
+    for n in (3, 4, 5, 6):
+        xs = [torch.randn(n), torch.randn(n)]
+        same(fn, sum_pair, xs)
+    assert counter.count == 2
+
+
+def repeat_n(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * n + n
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="automatic dynamic covers tensor sizes only: an int argument that changes value "
+    "recompiles for every value (torch.compile makes it a SymInt input on the second value). "
+    "Needs compile_api to pass the int's source as dynamic and symbolic_vm to trace it as a "
+    "SymInt graph input.",
+)
+def test_automatic_dynamic_int_argument_compiles_twice(counter: Any) -> None:
+    fn = compile_api.compile(repeat_n, backend=counter)
+    x = torch.randn(4)
+    for n in (2, 3, 5, 7):
+        same(fn, repeat_n, x, n)
+    assert counter.count == 2
