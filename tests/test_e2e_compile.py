@@ -45,6 +45,31 @@ def test_module_compiles_with_each_backend(backend: str) -> None:
     x = torch.randn(3, 8)
     with torch.no_grad():
         torch.testing.assert_close(opt(x), model(x))
+    # torch defines nn.Sequential.forward: it must be compiled all the same, into one graph.
+    assert len(compile_api.compile_times(repr="dict")["backend_compile"]) == 1
+
+
+def test_compiled_graphs_run_with_the_hook_off() -> None:
+    # Regression: a backend's generated Python (here an FX forward with a Python helper) was
+    # itself compiled when it ran under the hook, recursing through the backend.
+    seen: list[str] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        seen.append(gm.__class__.__name__)
+
+        def run(*args: Any) -> Any:
+            return helper_in_backend(gm, args)
+
+        return run
+
+    fn = compile_api.compile(toy_fullgraph, backend=backend)
+    a, b = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(fn(a, b), toy_fullgraph(a, b))
+    assert len(seen) == 1
+
+
+def helper_in_backend(gm: torch.fx.GraphModule, args: Any) -> Any:
+    return gm.forward(*args)
 
 
 def test_shape_change_recompiles_and_logs_the_reason(

@@ -475,8 +475,14 @@ def installed_splits(module_name: str) -> list[Any]:
 
     from compile_api.ddp import SplitCompiled
 
-    namespace = vars(sys.modules[module_name])
-    return [v for v in namespace.values() if isinstance(v, SplitCompiled)]
+    found = []
+    for value in vars(sys.modules[module_name]).values():
+        # the frame compiler may wrap what the backend returned (functools-style __wrapped__)
+        while not isinstance(value, SplitCompiled) and hasattr(value, "__wrapped__"):
+            value = value.__wrapped__
+        if isinstance(value, SplitCompiled):
+            found.append(value)
+    return found
 
 
 def compare_compiled_in_rank(

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import attrs
 import torch
 
 import evalframe
@@ -57,6 +58,11 @@ def _context(
     )
 
 
+def _forward_code(mod: torch.nn.Module) -> frozenset[types.CodeType]:
+    forward = getattr(type(mod).forward, "__code__", None)
+    return frozenset({forward}) if isinstance(forward, types.CodeType) else frozenset()
+
+
 def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
     callback = make_callback(ctx)
 
@@ -84,6 +90,8 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, mod: torch.nn.Module, ctx: CompileContext) -> None:
         super().__init__()
         self._orig_mod = mod
+        # The module's own forward is compiled even when torch defines it (nn.Sequential).
+        ctx = attrs.evolve(ctx, force_codes=ctx.force_codes | _forward_code(mod))
         self._strata_call = _wrap(mod, ctx)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

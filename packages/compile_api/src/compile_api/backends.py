@@ -61,40 +61,26 @@ def lookup_backend(backend: str | Backend) -> Backend:
     return backend
 
 
-def _identity_compiler(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-) -> Callable[..., Any]:
+def eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """Runs the captured FX graph as it is (Python calling torch ops)."""
     del example_inputs
     return gm.forward
 
 
-def eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    """Runs the captured FX graph as it is (Python calling torch ops)."""
-    return _identity_compiler(gm, example_inputs)
-
-
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    """aot's joint trace and default partition, with the graphs run as they are."""
+    """aot's joint trace and default partition, with the graphs run op by op."""
     import aot
 
-    return aot.aot_module_simplified(  # type: ignore[no-any-return]
-        gm, list(example_inputs), fw_compiler=_identity_compiler
-    )
+    return aot.aot_eager(gm, list(example_inputs))
 
 
 def aot_eager_decomp_partition(
     gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
 ) -> Callable[..., Any]:
-    """aot with the core decompositions and the min-cut partitioner, graphs run as they are."""
+    """aot with the core decompositions and the min-cut partitioner, graphs run op by op."""
     import aot
 
-    return aot.aot_module_simplified(  # type: ignore[no-any-return]
-        gm,
-        list(example_inputs),
-        fw_compiler=_identity_compiler,
-        partition_fn=aot.min_cut_partition,
-        decompositions=aot.core_decompositions(),
-    )
+    return aot.aot_eager_decomp_partition(gm, list(example_inputs))
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:

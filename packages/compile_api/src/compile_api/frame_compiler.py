@@ -51,6 +51,9 @@ class CompileContext:
     fullgraph: bool = False
     dynamic: bool | None = None
     on_record: Callable[[FrameRecord], None] | None = None
+    # Code compiled even where the skip rules say library code: the forward of a compiled
+    # nn.Module whose class torch defines (nn.Sequential, nn.Linear, ...).
+    force_codes: frozenset[types.CodeType] = frozenset()
 
 
 # Packages whose code is never compiled: the torch stack, Strata's layers, and tools around tests.
@@ -202,8 +205,26 @@ def _compile_graph(
             f"({type(err).__name__}: {err}); running that graph eagerly. "
             "Set compile_api.config.suppress_errors = False to raise instead.",
         )
-        return gm.forward
-    return compiled  # type: ignore[no-any-return]
+        return _without_hook(gm.forward)
+    return _without_hook(compiled)
+
+
+def _without_hook(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` run with the frame hook off, as TorchDynamo runs its compiled code.
+
+    A backend's callable is Python (an FX forward, a generated wrapper, aot's runtime); left
+    hooked, its frames would be compiled in turn -- by the same backend, without end.
+    """
+
+    def run_compiled(*args: Any) -> Any:
+        previous = evalframe.set_callback(None)
+        try:
+            return compiled(*args)
+        finally:
+            evalframe.set_callback(previous)
+
+    run_compiled.__wrapped__ = compiled  # type: ignore[attr-defined]
+    return run_compiled
 
 
 def _format_debug(record: FrameRecord) -> str:
@@ -265,8 +286,7 @@ FrameAnswer: TypeAlias = "evalframe.Entry | Literal[evalframe.Skip.SKIP] | None"
 def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> FrameAnswer:
     """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
     code = frame.f_code
-    reason = skip_reason(code)
-    if reason is not None:
+    if code not in ctx.force_codes and skip_reason(code) is not None:
         return evalframe.SKIP
     if config.debug_function and code.co_name != config.debug_function:
         return None
