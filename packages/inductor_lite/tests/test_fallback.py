@@ -133,3 +133,18 @@ def test_scalar_input_baked_into_code_is_checked_at_call_time(tmp_path: Path) ->
     x = torch.randn(3)
     torch.testing.assert_close(c(x, 2), x * 2)
     torch.testing.assert_close(c(x, 5), x * 5)
+
+
+def test_out_of_range_index_raises_index_error_like_eager(check: Any) -> None:
+    w = torch.randn(10, 4)
+
+    def fn(i: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.embedding(i, w) * 2
+
+    c = check(fn, [torch.tensor([1, 2, 3])])
+    bad = torch.tensor([1, 10, 3])
+    with pytest.raises(IndexError):
+        fn(bad)
+    with pytest.raises(IndexError):
+        c(bad)
+    torch.testing.assert_close(c(torch.tensor([9, 0, 4])), fn(torch.tensor([9, 0, 4])))

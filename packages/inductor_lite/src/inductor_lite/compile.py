@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import warnings
 from collections.abc import Callable, Sequence
@@ -213,12 +214,17 @@ def _compile(
             raise UnsupportedGraph("C++ code generation needs CPU tensors")
         kernel_source, sources = generate_cpp(kernels, lowered.buffers, config.parallel_threshold)
         cfns = {}
+        check = None
         if kernels:
             loaded = load_library(kernel_source, config)
             cache_hit = loaded.cache_hit
             loaded.lib.strata_set_num_threads(config.num_threads)
             cfns = ctypes_kernels(loaded.lib, sources)
-        run, wrapper_source = build_wrapper(lowered, items, cfns, pass_pointers=True)
+            check = loaded.lib.strata_take_index_error
+            check.restype = ctypes.c_int
+        run, wrapper_source = build_wrapper(
+            lowered, items, cfns, pass_pointers=True, index_check=check
+        )
     log.info(
         "compiled graph: %d kernels, %d aten fallbacks (cache %s)",
         len(kernels),

@@ -157,6 +157,20 @@ static inline __attribute__((always_inline)) float verf(float x) {
     return x != x ? x : r;
 }
 
+// an out-of-range index (embedding, gather, index_select) reads element 0 instead and raises
+// the flag; the wrapper turns the flag into IndexError after the kernel, as eager would raise
+static int strata_index_error = 0;
+static inline int64_t checked_index(int64_t i, int64_t n) {
+    if (i < 0 || i >= n) {
+        __atomic_store_n(&strata_index_error, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
+    return i;
+}
+extern "C" int strata_take_index_error() {
+    return __atomic_exchange_n(&strata_index_error, 0, __ATOMIC_RELAXED);
+}
+
 extern "C" void strata_set_num_threads(int n) { omp_set_num_threads(n); }
 """
 
@@ -289,7 +303,7 @@ class _Body:
         if isinstance(x, IMod):
             return f"({self.index(x.a)} % {x.c}LL)"
         if isinstance(x, IValue):
-            return f"static_cast<int64_t>({self.value(x.v)})"
+            return f"checked_index(static_cast<int64_t>({self.value(x.v)}), {x.bound}LL)"
         raise LoweringError(f"unknown index expression {x!r}")
 
     def value(self, v: VExpr) -> str:

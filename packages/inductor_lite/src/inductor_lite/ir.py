@@ -86,9 +86,13 @@ class IMod:
 
 @dataclass(frozen=True)
 class IValue:
-    """An index read from a tensor (embedding, gather): data dependent, never affine."""
+    """An index read from a tensor (embedding, gather): data dependent, never affine.
+
+    ``bound`` is the size of the dimension it indexes; code checks ``0 <= v < bound``.
+    """
 
     v: VExpr
+    bound: int
 
 
 IExpr = IConst | IVar | IAdd | IMul | IDiv | IMod | IValue

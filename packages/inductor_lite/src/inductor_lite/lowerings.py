@@ -625,8 +625,8 @@ def _var_mean(
 # ---------------------------------------------------------------- indexing
 
 
-def _index_value(index: TensorValue, idx: Sequence[IExpr]) -> IExpr:
-    return IValue(cast(index.loader(idx), torch.int64))
+def _index_value(index: TensorValue, idx: Sequence[IExpr], bound: int) -> IExpr:
+    return IValue(cast(index.loader(idx), torch.int64), bound)
 
 
 @register(aten.embedding.default)
@@ -637,7 +637,7 @@ def _embedding(
     k = indices.ndim
 
     def load(idx: Sequence[IExpr]) -> VExpr:
-        return weight.loader([_index_value(indices, idx[:k]), idx[k]])
+        return weight.loader([_index_value(indices, idx[:k], weight.sizes[0]), idx[k]])
 
     return TensorValue(sizes, weight.dtype, load)
 
@@ -652,7 +652,7 @@ def _index_select(
 
     def load(idx: Sequence[IExpr]) -> VExpr:
         new = list(idx)
-        new[dim] = _index_value(index, [idx[dim]] if index.ndim else [])
+        new[dim] = _index_value(index, [idx[dim]] if index.ndim else [], x.sizes[dim])
         return x.loader(new)
 
     return TensorValue(out_sizes(node), x.dtype, load)
@@ -673,7 +673,7 @@ def _gather(
 
     def load(idx: Sequence[IExpr]) -> VExpr:
         new = list(idx)
-        new[dim] = _index_value(index, idx)
+        new[dim] = _index_value(index, idx, x.sizes[dim])
         return x.loader(new)
 
     return TensorValue(out_sizes(node), x.dtype, load)

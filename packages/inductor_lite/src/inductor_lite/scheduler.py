@@ -32,7 +32,7 @@ from .ir import (
     affine,
 )
 
-__all__ = ["Kernel", "ScheduleItem", "Step", "iter_loads", "schedule"]
+__all__ = ["Kernel", "ScheduleItem", "Step", "has_indirect_index", "iter_loads", "schedule"]
 
 log = logging.getLogger("strata.inductor_lite")
 
@@ -118,6 +118,11 @@ def _index_values(x: IExpr) -> list[VExpr]:
     if isinstance(x, IMul | IDiv | IMod):
         return _index_values(x.a)
     return []
+
+
+def has_indirect_index(kernel: Kernel) -> bool:
+    """True when some load of ``kernel`` is indexed by a value read from a tensor."""
+    return any(_index_values(ld.index) for s in kernel.steps for ld in iter_loads(s.node.body))
 
 
 def _default_step(node: PointwiseNode | ReductionNode) -> Step:

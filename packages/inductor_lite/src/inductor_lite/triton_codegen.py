@@ -156,7 +156,9 @@ class _Body:
         if isinstance(x, IMod):
             return f"({self.index(x.a)} % {x.c})"
         if isinstance(x, IValue):
-            return f"{self.value(x.v)}.to(tl.int64)"
+            # clamped so that no bad index reads outside the tensor (no error is raised here)
+            v = self.value(x.v)
+            return f"tl.minimum(tl.maximum({v}.to(tl.int64), 0), {x.bound - 1})"
         raise LoweringError(f"unknown index expression {x!r}")
 
     def value(self, v: VExpr) -> str:

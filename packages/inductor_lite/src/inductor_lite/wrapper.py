@@ -10,7 +10,7 @@ import torch
 
 from .cpp import KernelSource
 from .ir import BufferSpec, FallbackNode, LoweredGraph, TensorRef
-from .scheduler import Kernel, ScheduleItem, iter_loads
+from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads
 
 __all__ = ["build_wrapper", "ctypes_kernels"]
 
@@ -87,6 +87,7 @@ def build_wrapper(
     kernels: dict[str, tuple[Callable[..., None], tuple[str, ...]]],
     *,
     pass_pointers: bool,
+    index_check: Callable[[], int] | None = None,
 ) -> tuple[Callable[[Sequence[Any]], tuple[object, ...]], str]:
     """The callable running the schedule, and its Python source (for logs and tests).
 
@@ -99,6 +100,7 @@ def build_wrapper(
         "_restride": _restride,
         "_empty": torch.empty_strided,
         "_dev": graph.device,
+        "_index_error": index_check,
     }
     ns.update(graph.constants)
     consts: list[object] = []
@@ -148,6 +150,12 @@ def build_wrapper(
             else:
                 ptrs = ", ".join(params)
             lines.append(f"    _{item.name}({ptrs})")
+            if index_check is not None and has_indirect_index(item):
+                lines.append("    if _index_error():")
+                lines.append(
+                    "        raise IndexError('index out of range in embedding, gather or "
+                    "index_select')"
+                )
         else:
             lines.extend(_fallback_lines(k, item, buffers, consts, ns))
             allocated.update(s.name for s in item.outputs if s is not None)
