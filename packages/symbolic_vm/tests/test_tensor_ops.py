@@ -276,3 +276,30 @@ def asks_for_modes(x):
 def test_dispatch_mode_queries_answer_for_the_caller_not_the_tracer():
     compiled = check(asks_for_modes, X)
     assert compiled.op_count() == 1
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad
+
+
+def uses_autograd_function(x):
+    return Square.apply(x) + 1
+
+
+def test_custom_autograd_function_is_one_node_and_its_backward_runs():
+    from vm_harness import run_vm
+
+    x = torch.randn(3, requires_grad=True)
+    compiled = check(uses_autograd_function, x)
+    assert compiled.op_count() == 2
+    out = run_vm(uses_autograd_function, x).output
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * x.detach())

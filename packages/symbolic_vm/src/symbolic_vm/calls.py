@@ -57,6 +57,18 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs
         )
     if isinstance(fn, BoundMethodVar):
+        owner = fn.self_var
+        if (
+            isinstance(owner, ObjectVar)
+            and isinstance(owner.value, type)
+            and issubclass(owner.value, torch.autograd.Function)
+            and isinstance(fn.func, FunctionVar)
+            and fn.func.fn.__name__ == "apply"
+        ):
+            # A custom autograd.Function: one node calling its apply (forward run on fakes).
+            out.depend(owner)
+            target = torch_calls.autograd_function_apply(owner.value)
+            return torch_calls.opaque_call(out, target, args, kwargs)
         return call(vm, fn.func, [fn.self_var, *args], kwargs)
     if isinstance(fn, PartialVar):
         return call(vm, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})

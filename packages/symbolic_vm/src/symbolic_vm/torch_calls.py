@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -202,6 +203,23 @@ def enter_grad_mode(out: Output, mode: GradModeVar) -> Var:
     previous = torch.is_grad_enabled()
     set_grad_mode(out, mode.enabled)
     return ContextExitVar(previous)
+
+
+_APPLY_WRAPPERS: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()
+
+
+def autograd_function_apply(cls: type) -> Any:
+    """A graph target calling ``cls.apply``: a plain function, so fx's generated code names it
+    by itself (``Square.apply`` would be printed as an attribute of torch.autograd.function)."""
+    known = _APPLY_WRAPPERS.get(cls)
+    if known is None:
+
+        def apply(*args: Any, **kwargs: Any) -> Any:
+            return cls.apply(*args, **kwargs)  # type: ignore[attr-defined]
+
+        apply.__name__ = apply.__qualname__ = f"{cls.__name__}_apply"
+        _APPLY_WRAPPERS[cls] = known = apply
+    return known
 
 
 def opaque_call(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
