@@ -48,7 +48,7 @@ def test_generated_code_is_one_flat_function(model) -> None:
         n for n in ast.walk(fn) if n is not fn and isinstance(n, ast.FunctionDef | ast.Lambda)
     ]
     assert nested == []
-    assert [a.arg for a in fn.args.args] == ["___self", "L"]
+    assert [a.arg for a in fn.args.args] == ["L"]
     assert all(d is not None for d in fn.args.kw_defaults)  # constants bound as defaults
     # constants are not looked up through globals or attributes at call time
     assert "torch." not in cg.source_code
@@ -291,3 +291,17 @@ def test_guards_on_a_base_come_before_guards_read_through_it() -> None:
         ("CONSTANT_MATCH", "L['t'].is_leaf"),
         ("DISPATCH_TLS", None),
     ]
+
+
+def test_check_is_a_plain_function_carrying_failures(model) -> None:
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    cg = compile_guards(gs, {})
+    assert isinstance(cg.check, types.FunctionType)
+    good = {"self": self_, "x": x}
+    bad = {"self": self_, "x": torch.randn(9, 9)}
+    assert cg.check(good) is True and cg(good) is True
+    assert cg.check(bad) is False and cg(bad) is False
+    assert cg.check.failures(bad) == cg.failures(bad) != []  # type: ignore[attr-defined]
+    assert cg.check.compiled_guards is cg  # type: ignore[attr-defined]
