@@ -213,3 +213,24 @@ def test_requires_grad_inputs_propagate_to_example_values():
     real = torch.randn(3, requires_grad=True)
     gm(real)[0].sum().backward()
     assert real.grad is not None
+
+
+def test_slices_with_symbolic_bounds_are_propagated():
+    builder = GraphBuilder(dynamic=True)
+    x = builder.placeholder("x", torch.randn(8))
+    n = builder.call_method("size", (x, 0))
+    half = builder.call_function(operator.floordiv, (n, 2))
+    y = builder.call_function(operator.getitem, (x, slice(None, half, None)))
+    assert is_symbolic(builder.example_value(y).shape[0])
+    gm = builder.finish([y])
+    t = torch.randn(6)
+    torch.testing.assert_close(gm(t)[0], t[:3])
+
+
+def test_ops_returning_python_objects_keep_them_as_example_values():
+    builder = GraphBuilder()
+    mode = builder.call_function(torch.amp.autocast_mode._enter_autocast,
+                                 ("cpu", torch.bfloat16, True, True))
+    builder.call_function(torch.amp.autocast_mode._exit_autocast, (mode,))
+    assert not torch.is_autocast_enabled("cpu")
+    assert builder.example_value(mode) is not None
