@@ -100,7 +100,7 @@ def ablate(cg: CompiledGuards, drop: list[str]) -> Callable[[dict[str, object]],
     fn: Any = cg.check
     lines = cg.source_code.splitlines()
     kept = [ln for ln in lines if ln.startswith("def ") or not any(d in ln for d in drop)]
-    ns: dict[str, object] = {"G": {}, **fn.__kwdefaults__}
+    ns: dict[str, object] = dict(fn.__globals__)
     exec("\n".join(kept), ns)
     return ns["___guard_check"]  # type: ignore[return-value]
 
@@ -111,7 +111,7 @@ def ablate_where(
     """cg's generated function without the lines for which ``drop`` is true."""
     fn: Any = cg.check
     kept = [ln for ln in cg.source_code.splitlines() if ln.startswith("def ") or not drop(ln)]
-    ns: dict[str, object] = {"G": {}, **fn.__kwdefaults__}
+    ns: dict[str, object] = dict(fn.__globals__)
     exec("\n".join(kept), ns)
     return ns["___guard_check"]  # type: ignore[return-value]
 

@@ -49,7 +49,10 @@ def test_generated_code_is_one_flat_function(model) -> None:
     ]
     assert nested == []
     assert [a.arg for a in fn.args.args] == ["L"]
-    assert all(d is not None for d in fn.args.kw_defaults)  # constants bound as defaults
+    assert fn.args.kwonlyargs == []  # constants are globals of the function's own namespace
+    check = cg.check
+    assert isinstance(check, types.FunctionType)
+    assert check.__globals__["G"] == {} and check.__kwdefaults__ is None
     # constants are not looked up through globals or attributes at call time
     assert "torch." not in cg.source_code
     assert cg({"self": self_, "x": x})
