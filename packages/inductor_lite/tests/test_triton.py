@@ -1,6 +1,5 @@
-"""The Triton path, run on CPU tensors through Triton's interpreter (TRITON_INTERPRET=1).
-
-Skipped when triton is not importable. On a CUDA machine the same code runs compiled.
+"""The Triton path: on CUDA tensors when a GPU is present, else on CPU tensors through
+Triton's interpreter (TRITON_INTERPRET=1). Skipped when triton is not importable.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import torch.nn.functional as F
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("triton")
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 from inductor_lite import InductorConfig  # noqa: E402
 from inductor_lite.triton_runtime import TritonLauncher  # noqa: E402
@@ -38,19 +38,19 @@ def test_pointwise_chain_is_one_triton_kernel(tcheck: Any) -> None:
     def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(torch.relu(x * 2 + y) - 1).exp() / 3
 
-    c = tcheck(chain, [torch.randn(33, 70), torch.randn(70)])
+    c = tcheck(chain, [torch.randn(33, 70, device=DEV), torch.randn(70, device=DEV)])
     assert c.kernel_count == 1
     assert "@triton.jit" in c.kernel_source
 
 
 @pytest.mark.parametrize("width", [100, 5000], ids=["persistent", "looped"])
 def test_layer_norm_softmax_rows(width: int, tcheck: Any) -> None:
-    w, b = torch.randn(width), torch.randn(width)
+    w, b = torch.randn(width, device=DEV), torch.randn(width, device=DEV)
 
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.softmax(F.layer_norm(x, (width,), w, b), -1), x.amax(-1)
 
-    c = tcheck(fn, [torch.randn(6, width)], atol=1e-5, rtol=1e-4)
+    c = tcheck(fn, [torch.randn(6, width, device=DEV)], atol=1e-5, rtol=1e-4)
     assert c.kernel_count == 1
 
 
@@ -65,11 +65,16 @@ def test_column_reduction_views_and_cat(tcheck: Any) -> None:
             x.var(1),
         )
 
-    tcheck(fn, [torch.randn(9, 12), torch.randint(0, 9, (4,))], atol=1e-5, rtol=1e-5)
+    tcheck(
+        fn,
+        [torch.randn(9, 12, device=DEV), torch.randint(0, 9, (4,), device=DEV)],
+        atol=1e-5,
+        rtol=1e-5,
+    )
 
 
 def test_nan_propagates_through_triton_max(tcheck: Any) -> None:
-    x = torch.randn(4, 40)
+    x = torch.randn(4, 40, device=DEV)
     x[2, 7] = float("nan")
     tcheck(lambda x: (x.amax(-1), torch.maximum(x, x * 0)), [x])
 
@@ -77,13 +82,13 @@ def test_nan_propagates_through_triton_max(tcheck: Any) -> None:
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64, torch.bool])
 def test_dtypes(dtype: torch.dtype, tcheck: Any) -> None:
     if dtype == torch.bool:
-        x = torch.rand(5, 20) > 0.5
+        x = torch.rand(5, 20, device=DEV) > 0.5
         tcheck(lambda x: (x & ~x.flip(0), x.to(torch.float32) * 3), [x])
     elif dtype == torch.int64:
-        x = torch.randint(-50, 50, (5, 20))
+        x = torch.randint(-50, 50, (5, 20), device=DEV)
         tcheck(lambda x: (x * 3 - 1, x.sum(-1), x.amax(0), x > 2), [x])
     else:
-        x = torch.randn(5, 20).to(dtype)
+        x = torch.randn(5, 20, device=DEV).to(dtype)
         tcheck(lambda x: (x * 2 + 1, torch.softmax(x.float(), -1).half()), [x])
 
 
@@ -102,10 +107,10 @@ def test_autotuner_times_once_per_kernel_then_reuses(
     def fn(x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x, -1)
 
-    x = torch.randn(8, 300)
+    x = torch.randn(8, 300, device=DEV)
     c = tcheck(fn, [x])
     assert calls == ["kernel0"]
-    c(torch.randn(8, 300))
+    c(torch.randn(8, 300, device=DEV))
     tcheck(fn, [x])  # a second compile of the same source finds the choice cached
     assert calls == ["kernel0"]
     assert len(tcheck.config.triton_autotune_cache) == 1
