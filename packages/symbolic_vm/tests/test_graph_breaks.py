@@ -125,9 +125,41 @@ def break_in_no_grad(x):
         return x * 2
 
 
-def test_a_break_inside_a_with_block_asks_for_eager():
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_a_break_inside_no_grad_keeps_grad_mode_right_on_both_sides(capsys, requires_grad):
+    x = torch.randn(2, requires_grad=requires_grad)
+    out, results = run_with_breaks(break_in_no_grad, x)
+    expected = break_in_no_grad(x)
+    assert_same(out, expected)
+    assert torch.is_grad_enabled()
+    assert len(results[0].breaks) == 1
+
+
+def break_between_grad_blocks(x):
+    with torch.no_grad():
+        a = x * 2
+        print("inside")
+        b = a + x
+    c = x * 3
+    return a, b, c
+
+
+def test_grad_mode_after_a_block_that_was_broken_in_is_restored():
+    x = torch.randn(2, requires_grad=True)
+    out, _ = run_with_breaks(break_between_grad_blocks, x)
+    assert_same(out, break_between_grad_blocks(x))
+    assert out[2].requires_grad and not out[1].requires_grad
+
+
+def break_in_autocast(x):
+    with torch.autocast("cpu"):
+        print("x")
+        return x * 2
+
+
+def test_a_break_inside_autocast_asks_for_eager():
     with pytest.raises(GraphBreakNeeded):
-        capture(frame_from_call(break_in_no_grad, (torch.randn(2),)), CaptureConfig())
+        capture(frame_from_call(break_in_autocast, (torch.randn(2),)), CaptureConfig())
 
 
 def test_fullgraph_still_refuses_instead_of_breaking():

@@ -11,12 +11,22 @@ from __future__ import annotations
 import itertools
 import types
 
+import torch
+
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import BreakAt, Interpreter
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import GraphBreak
-from symbolic_vm.resume import BreakPlan, Null, ResumeBuilder, Slot, Value, positional_helper
+from symbolic_vm.resume import (
+    BreakPlan,
+    Null,
+    ResumeBuilder,
+    Slot,
+    Value,
+    WithExit,
+    positional_helper,
+)
 from symbolic_vm.values import AutocastExitVar, ContextExitVar, IteratorVar, NullVar, Var
 
 _resume_counter = itertools.count()
@@ -46,8 +56,9 @@ def plan_break(
     code = vm.code
     if code.co_cellvars:
         raise brk.error  # cells of the broken frame are not carried into resume functions yet
-    if any(isinstance(v, (ContextExitVar, AutocastExitVar)) for v in brk.stack):
-        raise brk.error  # a break inside a with block needs the real context managers
+    exits = [v for v in brk.stack if isinstance(v, (ContextExitVar, AutocastExitVar))]
+    if any(not isinstance(v, ContextExitVar) or v.manager is None for v in exits):
+        raise brk.error  # autocast / set_grad_enabled blocks are not re-entered yet
     if any(isinstance(v, IteratorVar) for v in brk.stack):
         # Inside a for loop, as TorchDynamo does: the frame runs eagerly rather than resuming
         # with a half-consumed iterator whose contents the guards could not cover.
@@ -59,6 +70,12 @@ def plan_break(
     for var in brk.stack:
         if isinstance(var, NullVar):
             stack.append(Null())
+        elif isinstance(var, ContextExitVar):
+            # The residual code re-enters a fresh manager around the instruction, and so does
+            # the resume function: the graph must hand back the grad mode outside the block.
+            manager = torch.enable_grad if var.manager else torch.no_grad
+            stack.append(WithExit(len(values)))
+            values.append(f"{out.install(manager, 'grad_mode')}()")
         else:
             stack.append(Value(len(values)))
             values.append(rebuilder.expr(var))
@@ -71,6 +88,11 @@ def plan_break(
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
     return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
+    if exits:
+        outside = exits[0]
+        assert isinstance(outside, ContextExitVar)
+        # Unconditionally: the tracer's own grad mode was already reset to the frame's entry.
+        out.builder.call_function(torch._C._set_grad_enabled, (outside.restore,))
     return rebuilder, writes, return_expr, stack, live
 
 

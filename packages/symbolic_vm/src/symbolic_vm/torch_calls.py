@@ -202,7 +202,7 @@ def enter_grad_mode(out: Output, mode: GradModeVar) -> Var:
         return ContextExitVar(mode.enabled)
     previous = torch.is_grad_enabled()
     set_grad_mode(out, mode.enabled)
-    return ContextExitVar(previous)
+    return ContextExitVar(previous, manager=mode.enabled)
 
 
 _APPLY_WRAPPERS: weakref.WeakKeyDictionary[type, Any] = weakref.WeakKeyDictionary()

@@ -233,9 +233,14 @@ class AutocastExitVar(Var):
 
 @attrs.frozen(eq=False)
 class ContextExitVar(Var):
-    """The ``__exit__`` BEFORE_WITH pushed: calling it restores grad mode ``restore``."""
+    """The ``__exit__`` BEFORE_WITH pushed: calling it restores grad mode ``restore``.
+
+    ``manager`` is the grad mode the block entered (True/False), or None when the block was a
+    ``torch.set_grad_enabled(...)`` that had already switched (no manager to re-enter).
+    """
 
     restore: bool
+    manager: bool | None = None
 
 
 @attrs.frozen(eq=False)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dis
 
+import torch
+
 from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, ReturnSignal, handler
-from symbolic_vm.values import AutocastVar, ConstVar, GradModeVar, IteratorVar
+from symbolic_vm.values import AutocastVar, ConstVar, GradModeVar, IteratorVar, ObjectVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
@@ -115,6 +117,10 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(enter_autocast(vm.out, manager))
         vm.push(ConstVar(None))
         return
+    if isinstance(manager, ObjectVar) and type(manager.value) in (torch.no_grad, torch.enable_grad):
+        # A real manager object (a resume function re-entering a block after a graph break).
+        vm.out.depend(manager)
+        manager = GradModeVar(type(manager.value) is torch.enable_grad)
     if isinstance(manager, GradModeVar):
         from symbolic_vm.torch_calls import enter_grad_mode
 
