@@ -308,3 +308,34 @@ def test_check_is_a_plain_function_carrying_failures(model) -> None:
     assert cg.check(bad) is False and cg(bad) is False
     assert cg.check.failures(bad) == cg.failures(bad) != []  # type: ignore[attr-defined]
     assert cg.check.compiled_guards is cg  # type: ignore[attr-defined]
+
+
+def test_autocast_read_is_folded_into_the_tls_exclude_compare(compile_set, verdict) -> None:
+    x = torch.randn(3)
+
+    def build(gs: GuardSet) -> None:
+        gs.TENSOR_MATCH(LocalSource("x"), x)
+        gs.GLOBAL_STATE()
+
+    with_tls = compile_set(build)
+    alone = compile_set(lambda gs: gs.GLOBAL_STATE())
+    assert "any_autocast" not in with_tls.source_code
+    assert "any_autocast" in alone.source_code
+    for device in ("cpu", "cuda"):
+        # Autocast on any device flips a bit of the exclude set: both checks fail.
+        torch.set_autocast_enabled(device, True)
+        try:
+            assert not verdict(with_tls, {"x": x})[0]
+            assert not verdict(alone, {})[0]
+        finally:
+            torch.set_autocast_enabled(device, False)
+    assert verdict(with_tls, {"x": x}) == (True, [])
+
+
+def test_autocast_read_is_kept_when_tls_was_read_in_another_state(compile_set) -> None:
+    x = torch.randn(3)
+    gs = GuardSet()
+    with torch.autocast("cpu"):
+        gs.GLOBAL_STATE()
+    gs.TENSOR_MATCH(LocalSource("x"), x)
+    assert "any_autocast" in compile_guards(gs, {}).source_code

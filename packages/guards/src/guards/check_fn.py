@@ -30,7 +30,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from guards.guard import Guard
+from guards.guard import DispatchTls, Guard
 from guards.guard_set import GuardSet
 from guards.source import Source
 
@@ -44,10 +44,15 @@ _FN_NAME = "___guard_check"
 class _CodeGen:
     """Collects constant bindings and local names while guards emit their statements."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls_exclude_checked: int | None) -> None:
         self.consts: dict[str, object] = {}
         self._const_ids: dict[int, str] = {}
         self._temps = 0
+        self._tls_exclude_checked = tls_exclude_checked
+
+    @property
+    def tls_exclude_checked(self) -> int | None:
+        return self._tls_exclude_checked
 
     def bind(self, value: object, hint: str) -> str:
         name = self._const_ids.get(id(value))
@@ -63,7 +68,8 @@ class _CodeGen:
 
 
 def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
-    gen = _CodeGen()
+    tls = [g for g in guards if isinstance(g, DispatchTls)]
+    gen = _CodeGen(tls[0].exclude_raw if tls else None)
     body: list[str] = []
     local_of: dict[Source, str] = {}
 

@@ -38,6 +38,11 @@ class GlobalStateSnapshot:
     autocast_cache: bool
     torch_function_modes: int
     torch_dispatch_modes: int
+    #: The dispatch TLS exclude set read at the same moment.  Autocast's enabled flag per
+    #: device *is* a bit of this set (torch.set_autocast_enabled flips the device's Autocast
+    #: key in it; is_autocast_enabled reads it back), so a check that already compares the
+    #: exclude set with this value (DISPATCH_TLS) need not read ``any_autocast`` again.
+    tls_exclude_raw: int = -1
 
     def fields(self) -> list[tuple[str, object]]:
         """The snapshot as ordered (name, value) pairs, for text and failure messages."""
@@ -74,4 +79,5 @@ def capture_global_state() -> GlobalStateSnapshot:
         autocast_cache=torch.is_autocast_cache_enabled(),
         torch_function_modes=torch._C._len_torch_function_stack(),
         torch_dispatch_modes=torch._C._len_torch_dispatch_stack(),
+        tls_exclude_raw=torch._C._dispatch_tls_local_exclude_set().raw_repr(),
     )
