@@ -113,10 +113,16 @@ def break_in_inlined_call(x):
     return _helper_with_print(x * 2)
 
 
-def test_a_break_inside_an_inlined_call_still_asks_for_eager():
-    with pytest.raises(GraphBreakNeeded) as info:
-        capture(frame_from_call(break_in_inlined_call, (torch.randn(2),)), CaptureConfig())
-    assert info.value.breaks[0].source_line == 'print("inside")'
+def test_a_failure_inside_an_inlined_call_breaks_at_the_call_in_the_frame(capsys):
+    # Traced again, stopping before the call: the callee then runs for real (and a frame hook
+    # would capture it on its own).
+    x = torch.randn(2)
+    out, results = run_with_breaks(break_in_inlined_call, x)
+    torch.testing.assert_close(out, break_in_inlined_call(x))
+    assert capsys.readouterr().out == "inside\ninside\n"
+    (record,) = results[0].breaks
+    assert record.source_line == 'print("inside")'
+    assert len(results[0].graphs) == 1  # x * 2 before the call
 
 
 def break_in_no_grad(x):

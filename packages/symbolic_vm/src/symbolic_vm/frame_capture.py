@@ -13,7 +13,7 @@ from symbolic_vm import handlers
 from symbolic_vm.breaks import break_record, plan_break, reset_resumes, residual_code
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, source_expr
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
-from symbolic_vm.interpreter import SUPPORTED_VERSIONS, BreakAt, Interpreter
+from symbolic_vm.interpreter import SUPPORTED_VERSIONS, BreakAt, Interpreter, RetraceAt
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import (
     CaptureConfig,
@@ -60,6 +60,20 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")
     number = next(_counter)
+    stop_at: tuple[int, Unsupported] | None = None
+    while True:
+        try:
+            return _capture_once(frame, config, number, stop_at)
+        except RetraceAt as retry:
+            if stop_at is not None:  # the second trace must stop before reaching this
+                raise _eager(retry.error, config) from retry
+            stop_at = (retry.step, retry.error)
+
+
+def _capture_once(
+    frame: FrameLike, config: CaptureConfig, number: int, stop_at: tuple[int, Unsupported] | None
+) -> CaptureResult:
+    code = frame.f_code
     out = Output(frame.f_globals, config, prefix=f"__strata_{number}")
     grad_before = torch.is_grad_enabled()
     try:
@@ -71,6 +85,7 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
                 frame_locals=dict(frame.f_locals),
             )
             vm.may_break = not config.fullgraph
+            vm.stop_at = stop_at
             try:
                 result = vm.run()
             except BreakAt as brk:
@@ -86,16 +101,22 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
                 exc = exc.located(code.co_filename, code.co_firstlineno)
             if config.fullgraph:
                 raise exc from exc.__cause__
-            graph_break = GraphBreak(exc.reason, exc.filename, exc.lineno, exc.source_line)
-            error = GraphBreakNeeded(
-                exc.reason, filename=exc.filename, lineno=exc.lineno,
-                source_line=exc.source_line, hint=exc.hint,
-            )
-            error.breaks = [graph_break]
-            raise error from exc
+            raise _eager(exc, config) from exc
     finally:
         _leave_autocast(out)
         torch._C._set_grad_enabled(grad_before)
+
+
+def _eager(exc: Unsupported, config: CaptureConfig) -> Unsupported:
+    """The error capture() raises: ``exc`` itself with fullgraph, else GraphBreakNeeded."""
+    if config.fullgraph:
+        return exc
+    error = GraphBreakNeeded(
+        exc.reason, filename=exc.filename, lineno=exc.lineno, source_line=exc.source_line,
+        hint=exc.hint,
+    )
+    error.breaks = [GraphBreak(exc.reason, exc.filename, exc.lineno, exc.source_line)]
+    return error
 
 
 def _leave_autocast(out: Output) -> None:

@@ -81,6 +81,19 @@ class BreakAt(Exception):
         self.error = error
 
 
+class RetraceAt(Exception):
+    """A root instruction failed after changing the trace (an inlined call ran part way).
+
+    capture() traces the frame again and stops right before root step ``step`` (the same
+    instruction: the trace is deterministic), where nothing has been changed yet.
+    """
+
+    def __init__(self, step: int, error: Unsupported) -> None:
+        super().__init__(error.reason)
+        self.step = step
+        self.error = error
+
+
 class Interpreter:
     """Runs one code object symbolically: the root frame, or an inlined call."""
 
@@ -120,6 +133,8 @@ class Interpreter:
         self.table = handlers_for(sys.version_info[:2])
         # Graph breaks: only in the root frame, only when the caller allows them.
         self.may_break = False
+        self.steps = 0  # root instructions started (identifies one dynamic instruction)
+        self.stop_at: tuple[int, Unsupported] | None = None  # (step, why) from a RetraceAt
 
     # -- running ----------------------------------------------------------------------------
 
@@ -131,6 +146,9 @@ class Interpreter:
             if inst.positions is not None and inst.positions.lineno is not None:
                 self.lineno = inst.positions.lineno
             fn = self.table.get(inst.opname)
+            self.steps += 1
+            if self.stop_at is not None and self.stop_at[0] == self.steps:
+                raise BreakAt(inst.offset, list(self.stack), dict(self.locals), self.stop_at[1])
             snapshot = self._snapshot(inst)
             try:
                 if fn is None:
@@ -142,6 +160,8 @@ class Interpreter:
                 located = exc.located(self.code.co_filename, self.lineno)
                 if snapshot is not None and snapshot[2] == self.out.change_marks():
                     raise BreakAt(inst.offset, snapshot[0], snapshot[1], located) from exc
+                if snapshot is not None:
+                    raise RetraceAt(self.steps, located) from exc
                 raise located from exc.__cause__
 
     def _snapshot(
