@@ -56,7 +56,6 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     where no break is possible (inside an inlined call, a with block, a frame with cell
     variables) it raises :class:`GraphBreakNeeded` and the caller runs the frame eagerly.
     """
-    code = frame.f_code
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")
     number = next(_counter)
