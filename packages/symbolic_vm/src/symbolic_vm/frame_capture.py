@@ -51,10 +51,11 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     """Interpret ``frame``'s code symbolically and return what to run in its place.
 
     With ``config.fullgraph`` anything the VM cannot capture raises :class:`Unsupported`.
-    Otherwise an unsupported instruction of the frame itself becomes a graph break (the graph
-    so far, the instruction run for real, a resume function for the rest: ``result.breaks``);
-    where no break is possible (inside an inlined call, a with block, a frame with cell
-    variables) it raises :class:`GraphBreakNeeded` and the caller runs the frame eagerly.
+    Otherwise it breaks the graph before the frame's instruction that failed (or whose inlined
+    call failed): the graph so far, the instruction run for real, a resume function for the
+    rest (``result.breaks``). Where no break is possible (a for loop, an autocast or
+    set_grad_enabled block, a frame with cell variables) it raises :class:`GraphBreakNeeded`
+    and the caller runs the frame eagerly.
     """
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")
