@@ -11,6 +11,7 @@ from . import logs as _logs
 from .api import OptimizedModule, compile, disable, mark_dynamic, optimize, reset, run
 from .backends import list_backends, lookup_backend, register_backend
 from .config import Config, config
+from .ddp import ddp_split_backend
 from .errors import BackendCompilerFailed, InternalError, InvalidBackend, NotCallableError
 from .explain import ExplainOutput, explain
 from .logs import set_logs
@@ -37,6 +38,7 @@ __all__ = [
     "CompileProfiler",
     "compile_times",
     "OptimizedModule",
+    "ddp_split_backend",
     "Unsupported",
     "BackendCompilerFailed",
     "InternalError",
