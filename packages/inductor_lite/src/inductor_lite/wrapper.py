@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,9 @@ from .ir import BufferSpec, FallbackNode, LoweredGraph, TensorRef
 from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads
 
 __all__ = ["build_wrapper", "ctypes_kernels"]
+
+
+_WRAPPER_FILENAME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<generated wrapper>")
 
 
 def _as_view(
@@ -175,7 +179,9 @@ def build_wrapper(
     for i, c in enumerate(consts):
         ns[f"_c{i}"] = c
     source = "\n".join(lines) + "\n"
-    exec(compile(source, "<inductor_lite wrapper>", "exec"), ns)
+    # named as a file of this package so that frame hooks treat it as library code (a
+    # torch.compile-like frontend must not try to compile the wrapper it is calling)
+    exec(compile(source, _WRAPPER_FILENAME, "exec"), ns)
     call = ns["call"]
     assert callable(call)
     return call, source
