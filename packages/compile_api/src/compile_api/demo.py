@@ -76,12 +76,16 @@ def run_toy() -> bool:
     _section("1. The TorchDynamo README's toy example, compiled with a printing backend")
     reset()
     torch.manual_seed(0)
-    a, b = torch.randn(10), torch.randn(10)
     compiled = compile(toy_example, backend=my_compiler)
     start = len(state.records)
-    result = compiled(a, b)
-    ok = torch.allclose(result, toy_example(a, b))
-    print(f"result matches eager: {ok}")
+    ok = True
+    # One call down each side of the branch, so both resume functions get compiled.
+    for sign in (1.0, -1.0):
+        a, b = torch.randn(10), sign * torch.rand(10)
+        result = compiled(a, b)
+        matches = torch.allclose(result, toy_example(a, b))
+        print(f"toy_example with b.sum() {'>=' if sign > 0 else '<'} 0 matches eager: {matches}\n")
+        ok = ok and matches
     for record in _records_since(start):
         print(f"\n--- frame {record.where}")
         if record.ran_eagerly:

@@ -1,0 +1,24 @@
+"""The main job runs and shows what the TorchDynamo README shows."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_demo_prints_three_graphs_bytecode_guards_explain_and_a_speedup() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "compile_api.demo", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    text = out.stdout
+    assert text.count("my_compiler() called with FX graph:") == 3
+    assert "abs_1" in text and "truediv" in text and "lt" in text
+    assert "MODIFIED BYTECODE:" in text and "__compiled_fn_" in text and "__resume_at_" in text
+    assert "TENSOR_MATCH" in text
+    assert "Strata produced 2 graphs, with 1 graph break" in text
+    assert "speedup over eager:" in text
+    assert "SECTION FAILED" not in text
