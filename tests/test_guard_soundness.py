@@ -445,6 +445,29 @@ def test_unread_module_attribute_and_weight_data_are_cache_hits(counter: Any, bl
     assert counter.count == 1
 
 
+def test_forward_hook_added_after_compile_recompiles(counter: Any, block: Block) -> None:
+    opt = compile_api.compile(block, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, block, x)
+    handle = block.linear.register_forward_hook(lambda mod, args, out: out * 10)
+    try:
+        same(opt, block, x)
+    finally:
+        handle.remove()
+    hooked = counter.count
+    assert hooked >= 2, "the hook must not run the unhooked entry"
+    same(opt, block, x)  # hook removed: the first entry again
+    assert counter.count == hooked
+
+
+def test_tuple_item_change_recompiles(counter: Any) -> None:
+    fn = compile_api.compile(weighted, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, weighted, x, (2, 3))
+    same(fn, weighted, x, (2, 4))
+    assert counter.count == 2
+
+
 # --- default arguments ---------------------------------------------------------------------
 
 
@@ -458,6 +481,21 @@ def test_changed_default_argument_recompiles(counter: Any, monkeypatch: pytest.M
     same(fn, with_default, x)
     monkeypatch.setattr(with_default, "__defaults__", (5,))
     same(fn, with_default, x)
+    assert counter.count == 2
+
+
+def with_kw_default(x: torch.Tensor, *, k: int = 2) -> torch.Tensor:
+    return x * k
+
+
+def test_changed_keyword_only_default_recompiles(
+    counter: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn = compile_api.compile(with_kw_default, backend=counter, dynamic=False)
+    x = torch.randn(4)
+    same(fn, with_kw_default, x)
+    monkeypatch.setattr(with_kw_default, "__kwdefaults__", {"k": 7})
+    same(fn, with_kw_default, x)
     assert counter.count == 2
 
 
