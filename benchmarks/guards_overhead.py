@@ -121,6 +121,26 @@ def _parameter_metadata_line(line: str) -> bool:
     return bool(re.search(r"\bp\d+\b", line)) and "___ref" not in line and " = " not in line
 
 
+def _attr_path(name: str) -> str:
+    """``layers.3.weight`` -> ``m.layers[3].weight`` (how the module's own code reads it)."""
+    out = "m"
+    for part in name.split("."):
+        out += f"[{part}]" if part.isdigit() else f".{part}"
+    return out
+
+
+def _dict_path(name: str) -> str:
+    """``layers.3.weight`` -> ``m._modules['layers']._modules['3']._parameters['weight']``."""
+    *mods, leaf = name.split(".")
+    return "m" + "".join(f"._modules[{p!r}]" for p in mods) + f"._parameters[{leaf!r}]"
+
+
+def _tuple_reader(exprs: list[str]) -> Callable[[torch.nn.Module], tuple[object, ...]]:
+    ns: dict[str, object] = {}
+    exec(f"def read(m):\n    return ({', '.join(exprs)},)\n", ns)
+    return ns["read"]  # type: ignore[return-value]
+
+
 class Model(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -327,6 +347,25 @@ def main() -> None:
         (
             "(b) ablation, NOT sound: MODULE_PARAMS identity only (no parameter metadata)",
             check_ns(ablate_where(cgp, _parameter_metadata_line), lb, n // 10, r),
+        )
+    )
+
+    # What the transformed code pays to read the 50 parameters it passes to the graph: the
+    # attribute path symbolic_vm reads them by today, and the dict path MODULE_PARAMS reads.
+    names = [name for name, _ in model.named_parameters()]
+    by_attr = _tuple_reader([_attr_path(name) for name in names])
+    by_dict = _tuple_reader([_dict_path(name) for name in names])
+    assert by_attr(model) == by_dict(model)
+    rows.append(
+        (
+            "(b) reading the 50 parameters as self.layers[i].weight",
+            per_call_ns(by_attr, (model,), n // 10, r),
+        )
+    )
+    rows.append(
+        (
+            "(b) reading them as self._modules[..]._parameters[..]",
+            per_call_ns(by_dict, (model,), n // 10, r),
         )
     )
 
