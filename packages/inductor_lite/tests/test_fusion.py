@@ -99,3 +99,16 @@ def test_wrapper_reuses_a_dead_buffer_of_the_same_layout(check: Any) -> None:
 
     c = check(fn, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
     assert "# reuse" in c.wrapper_source
+
+
+def test_value_recomputed_by_later_steps_is_kept_in_a_row_scratch(check: Any) -> None:
+    w, b = torch.randn(200), torch.randn(200)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(F.layer_norm(x, (200,), w, b), -1)
+
+    c = check(fn, [torch.randn(16, 200)], atol=1e-5, rtol=1e-5)
+    assert c.kernel_count == 1
+    kernel = c.kernel_source[c.kernel_source.index('extern "C" void kernel0') :]
+    assert "// one row" in kernel
+    assert kernel.count("vexp(") == 1  # exp(y - max) computed once, read back for the divide

@@ -28,6 +28,7 @@ from .ir import (
     VLoad,
     VOp,
 )
+from .row_scratch import canonical_step, plan_scratch
 from .scheduler import Kernel, Step, iter_loads
 
 __all__ = ["KernelSource", "generate_cpp"]
@@ -234,14 +235,18 @@ _BINARY_INFIX = {
 class _Body:
     """Emits C statements for value expressions, one temporary per distinct subexpression."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917
         self,
         indent: str,
         params: dict[str, str],
         dtypes: dict[str, torch.dtype],
         inner: Sequence[str] = (),
         pre_indent: str = "",
+        scratch_write: dict[VExpr, str] | None = None,
+        scratch_read: dict[VExpr, str] | None = None,
     ):
+        self.scratch_write = scratch_write or {}
+        self.scratch_read = scratch_read or {}
         self.lines: list[str] = []
         # values that do not depend on the inner loop's variables: computed once, before it
         self.pre: list[str] = []
@@ -310,7 +315,12 @@ class _Body:
         cached = self.cache.get(v)
         if cached is not None:
             return cached
-        out = self._value(v)
+        if v in self.scratch_read:
+            out = self.tmp(compute_type(v.dtype), f"{self.scratch_read[v]}[ri]")
+        else:
+            out = self._value(v)
+            if v in self.scratch_write:
+                self.lines.append(f"{self.indent}{self.scratch_write[v]}[ri] = {out};")
         self.cache[v] = out
         return out
 
@@ -492,31 +502,36 @@ def _kernel(
     if parallel_outer:
         lines.append("    #pragma omp parallel for schedule(static)")
     lines.append(f"    for (int64_t o = 0; o < {rows}LL; ++o) {{")
-    group: list[tuple[int, Step]] = []
-
-    def flush() -> None:
-        if len(group) == 1:
-            lines.extend(_step(group[0][1], group[0][0], params, dtypes, parallel_inner))
-        elif group:
-            lines.extend(_reduction_group(group, params, dtypes, parallel_inner))
-        group.clear()
-
+    # emission units: one step, or several same-shaped reductions sharing one loop
+    units: list[list[tuple[int, Step]]] = []
     for n, step in enumerate(kernel.steps):
-        if isinstance(step.node, ReductionNode) and group and _joins(group, step):
-            group.append((n, step))
-            continue
-        flush()
-        if isinstance(step.node, ReductionNode):
-            group.append((n, step))
+        last = units[-1] if units else None
+        if (
+            isinstance(step.node, ReductionNode)
+            and last is not None
+            and isinstance(last[0][1].node, ReductionNode)
+            and _joins(last, step)
+        ):
+            last.append((n, step))
         else:
-            lines.extend(_step(step, n, params, dtypes, parallel_inner))
-    flush()
+            units.append([(n, step)])
+    canon = [[(n, *canonical_step(st)) for n, st in unit] for unit in units]
+    plan = plan_scratch([[(st, names) for _, st, names in unit] for unit in canon])
+    for name, value, length in plan.arrays:
+        lines.append(f"        {compute_type(value.dtype)} {name}[{length}];  // one row")
+    for u, unit in enumerate(canon):
+        w, r = plan.writes[u], plan.reads[u]
+        if len(unit) == 1:
+            n, st, names = unit[0]
+            lines.extend(_step(st, n, names, params, dtypes, parallel_inner, w, r))
+        else:
+            lines.extend(_reduction_group(unit, params, dtypes, parallel_inner, w, r))
     lines.append("    }")
     lines.append("}")
     return "\n".join(lines), KernelSource(kernel.name, tuple(used))
 
 
-def _joins(group: list[tuple[int, Step]], step: Step) -> bool:
+def _joins(group: Sequence[tuple[int, Step]], step: Step) -> bool:
     """A reduction shares the group's loop if it has its shape and reads none of its results."""
     node = step.node
     first = group[0][1].node
@@ -527,21 +542,31 @@ def _joins(group: list[tuple[int, Step]], step: Step) -> bool:
     return not any(ld.buf in written for ld in iter_loads(node.body))
 
 
-def _reduction_group(
-    group: list[tuple[int, Step]],
+def _reduction_group(  # noqa: PLR0917
+    group: list[tuple[int, Step, list[str]]],
     params: dict[str, str],
     dtypes: dict[str, torch.dtype],
     parallel: bool,
+    scratch_write: dict[VExpr, str],
+    scratch_read: dict[VExpr, str],
 ) -> list[str]:
     """Several reductions of the same shape in one loop (their inputs loaded once)."""
     first = group[0][1]
-    names = first.var_names
+    names = group[0][2]
     ind = "        "
-    lines = [f"{ind}{{  // steps {', '.join(str(n) for n, _ in group)}: reductions, one loop"]
+    lines = [f"{ind}{{  // steps {', '.join(str(g[0]) for g in group)}: reductions, one loop"]
     lines += _var_defs(names[: first.split], first.outer_sizes, "o", ind + "    ")
-    body = _Body(ind + "        ", params, dtypes, names[first.split :], ind + "    ")
+    body = _Body(
+        ind + "        ",
+        params,
+        dtypes,
+        names[first.split :],
+        ind + "    ",
+        scratch_write,
+        scratch_read,
+    )
     parts = []
-    for n, step in group:
+    for n, step, _ in group:
         node = step.node
         assert isinstance(node, ReductionNode)
         acc = f"acc{n}"
@@ -564,11 +589,17 @@ def _reduction_group(
     return lines
 
 
-def _step(
-    step: Step, n: int, params: dict[str, str], dtypes: dict[str, torch.dtype], parallel: bool
+def _step(  # noqa: PLR0917
+    step: Step,
+    n: int,
+    names: list[str],
+    params: dict[str, str],
+    dtypes: dict[str, torch.dtype],
+    parallel: bool,
+    scratch_write: dict[VExpr, str],
+    scratch_read: dict[VExpr, str],
 ) -> list[str]:
     node = step.node
-    names = step.var_names
     ind = "        "
     lines = [f"{ind}{{  // step {n}: {type(node).__name__} -> {node.buf}"]
     lines += _var_defs(names[: step.split], step.outer_sizes, "o", ind + "    ")
@@ -585,6 +616,8 @@ def _step(
             dtypes,
             names[step.split :],
             ind + "    ",
+            scratch_write,
+            scratch_read,
         )
         val = body.value(node.body)
         store = f"{body.indent}{params[node.buf]}[{store_idx}] = {_store(dtypes[node.buf], val)};"
@@ -603,7 +636,15 @@ def _step(
     else:
         acc = f"acc{n}"
         decl, combine, clause, final = _reduction_setup(node, acc)
-        body = _Body(ind + "        ", params, dtypes, names[step.split :], ind + "    ")
+        body = _Body(
+            ind + "        ",
+            params,
+            dtypes,
+            names[step.split :],
+            ind + "    ",
+            scratch_write,
+            scratch_read,
+        )
         val = body.value(node.body)
         lines += body.pre
         lines.append(f"{ind}    {decl}")
