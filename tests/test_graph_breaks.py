@@ -329,10 +329,6 @@ def outer_calls_inner(x: torch.Tensor) -> torch.Tensor:
     return z - 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the VM does not break at the call site of an inlined call yet: the frame runs eagerly",
-)
 def test_break_inside_an_inlined_call_breaks_at_the_call_site(counter: GraphCounter) -> None:
     x = torch.randn(3)
     run_both(outer_calls_inner, counter, (x,))
