@@ -227,3 +227,37 @@ def test_two_breaks_give_three_graphs():
     out, results = run_with_breaks(two_breaks, x)
     torch.testing.assert_close(out, two_breaks(x))
     assert [len(r.breaks) for r in results] == [1, 1, 0]
+
+
+def comprehension_then_break(x, k=2):
+    ys = [x * i * k for i in range(3)]  # on 3.11, k is a cell of this frame
+    print("mid")
+    return sum(ys) + k
+
+
+def closure_made_after_the_break(x):
+    k = 3
+    y = x * k
+    print("mid")
+    f = lambda t: t + k  # noqa: E731
+    return f(y)
+
+
+@pytest.mark.parametrize("fn", [comprehension_then_break, closure_made_after_the_break])
+def test_breaks_in_frames_with_cell_variables(fn):
+    x = torch.randn(2)
+    out, results = run_with_breaks(fn, x)
+    torch.testing.assert_close(out, fn(x))
+    assert len(results[0].breaks) == 1
+
+
+def closure_alive_at_the_break(x):
+    k = 3
+    f = lambda t: t + k  # noqa: E731
+    print("mid")
+    return f(x)
+
+
+def test_a_function_made_in_the_frame_and_alive_at_the_break_asks_for_eager():
+    with pytest.raises(GraphBreakNeeded):
+        capture(frame_from_call(closure_alive_at_the_break, (torch.randn(2),)), CaptureConfig())

@@ -54,8 +54,6 @@ def plan_break(
     return expression, and the plan's stack and local slots.
     """
     code = vm.code
-    if code.co_cellvars:
-        raise brk.error  # cells of the broken frame are not carried into resume functions yet
     exits = [v for v in brk.stack if isinstance(v, (ContextExitVar, AutocastExitVar))]
     if any(not isinstance(v, ContextExitVar) or v.manager is None for v in exits):
         raise brk.error  # autocast / set_grad_enabled blocks are not re-entered yet
@@ -84,6 +82,11 @@ def plan_break(
     for name in vm.frame_locals or {}:
         if name not in bound and name not in code.co_freevars:
             bound[name] = vm.load_local(name)
+    for name in code.co_cellvars:
+        # A cell's current value is passed like a local; the resume function makes the cell.
+        cell = vm.cells.get(name)
+        if cell is not None and cell.value is not None:
+            bound[name] = cell.value
     for name, var in bound.items():
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
