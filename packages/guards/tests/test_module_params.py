@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from guards import CompiledGuards, GuardSet, LocalSource, UnsupportedGuardValue
+from guards import CompiledGuards, GuardError, GuardSet, LocalSource, UnsupportedGuardValue
 
 Verdict = Callable[[CompiledGuards, dict[str, object]], tuple[bool, list[str]]]
 
@@ -137,3 +137,29 @@ def test_unknown_names_and_non_modules_are_refused() -> None:
         GuardSet().MODULE_PARAMS(LocalSource("self"), model, ["0.missing"])
     with pytest.raises(UnsupportedGuardValue):
         GuardSet().MODULE_PARAMS(LocalSource("self"), object(), [])  # type: ignore[arg-type]
+
+
+def test_two_captures_on_one_module_merge_into_the_union(
+    compile_set: Any, verdict: Verdict
+) -> None:
+    model = net()
+
+    def build(gs: GuardSet) -> None:
+        gs.MODULE_PARAMS(LocalSource("self"), model, ["0.weight"])
+        gs.MODULE_PARAMS(LocalSource("self"), model, ["0.weight", "2.0.bias"])
+
+    cg: CompiledGuards = compile_set(build)
+    assert [g.kind for g in cg.guards] == ["MODULE_PARAMS", "DISPATCH_TLS"]
+    assert cg.text.count("TENSOR_MATCH") == 2
+    assert verdict(cg, {"self": model})[0]
+    model[2][0].bias.requires_grad_(False)
+    assert not verdict(cg, {"self": model})[0]
+
+
+def test_a_parameter_changed_between_captures_is_a_contradiction() -> None:
+    model = net()
+    gs = GuardSet()
+    gs.MODULE_PARAMS(LocalSource("self"), model, ["0.weight"])
+    model[0].weight.requires_grad_(False)
+    with pytest.raises(GuardError, match="changed between two captures"):
+        gs.MODULE_PARAMS(LocalSource("self"), model, ["0.weight"])

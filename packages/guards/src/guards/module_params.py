@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import attrs
 import torch
 
-from guards.errors import UnsupportedGuardValue
+from guards.errors import GuardError, UnsupportedGuardValue
 from guards.guard import CodeContext, Guard, TensorMatch
 from guards.source import AttrSource, ItemSource, Source
 from guards.tensor_spec import tensor_spec
@@ -55,6 +55,35 @@ class ModuleParams(Guard):
     rank: ClassVar[int] = 5
     root_ref: Any = attrs.field(eq=False, repr=False)
     steps: tuple[_Step, ...] = ()
+
+    def merge(self, other: Guard) -> Guard:
+        """Two MODULE_PARAMS on one module (e.g. from two inlined calls) guard the union of
+        their parameters; a parameter recorded with other metadata than now raises GuardError."""
+        root = self.root_ref()
+        if not isinstance(other, ModuleParams) or root is None or other.root_ref() is not root:
+            return super().merge(other)
+        names = list(dict.fromkeys([*self.names(), *other.names()]))
+        merged = module_params(self.source_or_fail(), root, names)
+        now = {s.source: s.match for s in merged.parameters}
+        for step in [*self.parameters, *other.parameters]:
+            if now.get(step.source) != step.match:
+                raise GuardError(
+                    f"MODULE_PARAMS: {step.source.describe()} changed between two captures"
+                )
+        return merged
+
+    def names(self) -> list[str]:
+        """The dotted parameter names this guard covers, in check order."""
+        paths: list[str] = []
+        for step in self.steps:
+            prefix = "" if step.parent < 0 else paths[step.parent] + "."
+            paths.append(prefix + step.key)
+        return [p for p, s in zip(paths, self.steps, strict=True) if s.match is not None]
+
+    def source_or_fail(self) -> Source:
+        """The root module's source (always set for this kind)."""
+        assert self.source is not None
+        return self.source
 
     @property
     def parameters(self) -> list[_Step]:
