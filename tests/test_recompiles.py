@@ -79,12 +79,6 @@ def test_no_recompile_log_on_a_cache_hit(
     assert "Recompiling" not in recompile_log.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compile_api.logs: set_logs' StreamHandler keeps the sys.stderr of its first "
-    "creation, so a later sys.stderr (pytest capture, a notebook, contextlib.redirect_stderr) "
-    "never sees the log. Fix: a handler whose stream property returns sys.stderr at emit time.",
-)
 def test_set_logs_recompiles_prints_to_the_current_stderr(
     counter: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

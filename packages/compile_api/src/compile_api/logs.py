@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import Any
 
 __all__ = ["CHANNELS", "channel", "set_logs"]
 
@@ -21,10 +22,22 @@ def channel(name: str) -> logging.Logger:
     return logging.getLogger(f"strata.{name}")
 
 
+class _CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record (pytest, redirections)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        del value
+
+
 def _stderr_handler() -> logging.Handler:
     global _handler
     if _handler is None:
-        _handler = logging.StreamHandler(sys.stderr)
+        _handler = _CurrentStderrHandler()
         _handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
     return _handler
 
