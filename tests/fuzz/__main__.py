@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .campaign import run_campaign
+from .generator import KNOWN_BUG_FEATURES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--max-seconds", type=float, default=0.0, help="stop after this long (0: never)"
     )
+    parser.add_argument(
+        "--avoid",
+        default="",
+        help="comma-separated known-bug features to leave out: "
+        + ", ".join(KNOWN_BUG_FEATURES),
+    )
     parser.add_argument("--report", default="", help="write a JSON summary here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -45,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         save_dir=None if args.no_save else Path(args.save_dir),
         max_seconds=args.max_seconds or None,
         log=lambda line: print(line, flush=True),
+        avoid=frozenset(a for a in args.avoid.split(",") if a),
     )
     summary["seconds"] = round(time.monotonic() - start, 1)
     print(json.dumps(summary, indent=2))

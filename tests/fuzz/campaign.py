@@ -92,6 +92,7 @@ def run_campaign(
     save_dir: Path | None = None,
     max_seconds: float | None = None,
     log: Callable[[str], None] = lambda line: None,
+    avoid: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Run ``programs`` programs; a summary with every mismatch found."""
     stats = Stats()
@@ -103,7 +104,7 @@ def run_campaign(
         if max_seconds is not None and time.monotonic() - start > max_seconds:
             break
         pseed = program_seed(seed, index)
-        program = generate_program(pseed)
+        program = generate_program(pseed, avoid)
         inputs = generate_inputs(pseed)
         for backend in backends_for(index, backends, inductor_every):
             runs[backend] += 1
@@ -136,6 +137,7 @@ def run_campaign(
     return {
         "seed": seed,
         "first": first,
+        "avoided": sorted(avoid),
         "programs": done,
         "runs": dict(runs),
         "graphs_compiled": stats.graphs,

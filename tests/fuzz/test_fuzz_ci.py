@@ -8,7 +8,7 @@ from tests.fuzz.runner import Failure, Stats, check_source, compare, load_module
 from tests.fuzz.shrinker import shrink
 
 CI_SEED = 2026
-CI_PROGRAMS = 200
+CI_PROGRAMS = 300
 
 
 def test_generated_programs_run_eagerly_without_errors() -> None:
@@ -107,10 +107,13 @@ def test_ci_slice_compiled_matches_eager() -> None:
         inductor_every=50,
         shrink_failures=False,
         save_dir=None,
+        # Known bugs, each proven by a strict-xfail regression test, are left out so the slice
+        # can find new ones; drop an entry when its regression test starts to pass.
+        avoid=frozenset({"zero_division_in_try"}),
     )
     assert summary["programs"] == CI_PROGRAMS
     # The slice must exercise the compiler, not only eager fallbacks.
     assert summary["graphs_compiled"] > CI_PROGRAMS
     assert summary["mismatches"] == [], "\n\n".join(
-        f"{m['failure']}\n{m['source']}" for m in summary["mismatches"]
+        f"{m['failure']}\n{m.get('source', '(same kind as above)')}" for m in summary["mismatches"]
     )
