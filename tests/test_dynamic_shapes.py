@@ -200,14 +200,6 @@ def sum_pair(xs: list[torch.Tensor]) -> torch.Tensor:
     return xs[0] * 2 + xs[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compile_api.frame_compiler._dynamic_dims: automatic dynamic only looks at tensors "
-    "that are top-level locals (and mark_dynamic only there too), so a tensor inside a list "
-    "argument recompiles for every size until cache_size_limit. Fix: record the sizes of "
-    "every TENSOR_MATCH source of the failed entry (guards know them) and key auto_dynamic by "
-    "that source name; symbolic_vm already takes dynamic_dims keyed by source name.",
-)
 def test_automatic_dynamic_reaches_tensors_inside_a_list(counter: Any) -> None:
     fn = compile_api.compile(sum_pair, backend=counter)
     for n in (3, 4, 5, 6):

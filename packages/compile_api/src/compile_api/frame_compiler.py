@@ -58,9 +58,27 @@ class CompileContext:
 
 # Packages whose code is never compiled: the torch stack, Strata's layers, and tools around tests.
 _LIBRARY_PACKAGES = (
-    "torch", "evalframe", "guards", "fxbuild", "symbolic_vm", "aot", "inductor_lite", "compile_api",
-    "attr", "attrs", "typing_extensions", "numpy", "sympy", "networkx", "triton", "mpmath",
-    "_pytest", "pluggy", "pytest", "hypothesis", "tqdm",
+    "torch",
+    "evalframe",
+    "guards",
+    "fxbuild",
+    "symbolic_vm",
+    "aot",
+    "inductor_lite",
+    "compile_api",
+    "attr",
+    "attrs",
+    "typing_extensions",
+    "numpy",
+    "sympy",
+    "networkx",
+    "triton",
+    "mpmath",
+    "_pytest",
+    "pluggy",
+    "pytest",
+    "hypothesis",
+    "tqdm",
 )
 
 
@@ -123,18 +141,15 @@ def _timed(record: FrameRecord, phase: str) -> Iterator[None]:
         state.times[phase].append(elapsed)
 
 
-def _tensor_shapes(f_locals: dict[str, Any]) -> dict[str, tuple[int, ...]]:
-    return {
-        name: tuple(value.shape)
-        for name, value in f_locals.items()
-        if isinstance(value, torch.Tensor)
-    }
-
-
 def _dynamic_dims(
-    code: types.CodeType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
+    frame: types.FrameType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
 ) -> dict[str, frozenset[int]]:
-    """Dims to make symbolic: mark_dynamic'd ones, plus automatic dynamic after a size change."""
+    """Dims to make symbolic: mark_dynamic'd ones, plus automatic dynamic after a size change.
+
+    Automatic dynamic compares each tensor that an earlier entry's TENSOR_MATCH guarded (found
+    through its source, so tensors inside lists, dicts and attributes count too) with its size now.
+    """
+    code = frame.f_code
     dims: dict[str, set[int]] = {}
     for name, value in f_locals.items():
         marked = (
@@ -144,34 +159,33 @@ def _dynamic_dims(
         )
         if marked:
             dims.setdefault(f"L[{name!r}]", set()).update(marked)
-    shapes = _tensor_shapes(f_locals)
     with state.lock:
-        previous = state.seen_shapes.get(code)
-        state.seen_shapes[code] = shapes
         auto = state.auto_dynamic.setdefault(code, {})
-        if (
-            recompiling
-            and ctx.dynamic is None
-            and config.automatic_dynamic_shapes
-            and previous is not None
-        ):
-            for name, shape in shapes.items():
-                old = previous.get(name)
-                if old is None or len(old) != len(shape):
+        if recompiling and ctx.dynamic is None and config.automatic_dynamic_shapes:
+            for source, sizes in state.tensor_sizes.get(code, ()):
+                try:
+                    value = source.resolve(f_locals, frame.f_globals)
+                except Exception:  # the source no longer resolves: nothing to compare
                     continue
-                changed = {i for i, (a, b) in enumerate(zip(old, shape, strict=True)) if a != b}
-                source = f"L[{name!r}]"
-                if changed - auto.get(source, frozenset()):
-                    auto[source] = auto.get(source, frozenset()) | changed
+                if not isinstance(value, torch.Tensor) or value.dim() != len(sizes):
+                    continue
+                changed = {
+                    i
+                    for i, (old, new) in enumerate(zip(sizes, value.shape, strict=True))
+                    if old is not None and old != new
+                }
+                name = source.name()
+                if changed - auto.get(name, frozenset()):
+                    auto[name] = auto.get(name, frozenset()) | changed
                     channel("dynamic").debug(
                         "%s: size of %s changed at dims %s; recompiling them as dynamic",
                         _where(code),
-                        source,
+                        name,
                         sorted(changed),
                     )
-        for source, auto_dims in auto.items():
-            dims.setdefault(source, set()).update(auto_dims)
-    return {source: frozenset(d) for source, d in dims.items()}
+        for name, auto_dims in auto.items():
+            dims.setdefault(name, set()).update(auto_dims)
+    return {name: frozenset(d) for name, d in dims.items()}
 
 
 def _recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[str]:
@@ -318,7 +332,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     capture_config = symbolic_vm.CaptureConfig(
         fullgraph=ctx.fullgraph,
         dynamic=ctx.dynamic,
-        dynamic_dims=_dynamic_dims(code, f_locals, ctx, recompiling),
+        dynamic_dims=_dynamic_dims(frame, f_locals, ctx, recompiling),
     )
     try:
         with _timed(record, "bytecode_analysis"):
@@ -361,6 +375,12 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     with _timed(record, "guard_building"):
         check = guards.compile_guards(result.guards, namespace)
     record.guards_text = check.text
+    with state.lock:
+        state.tensor_sizes.setdefault(code, []).extend(
+            (guard.source, guard.spec.sizes)
+            for guard in check.guards
+            if isinstance(guard, guards.TensorMatch)
+        )
     _finish(record, ctx)
     # The bare generated function (it carries .failures): one call layer less on every hit.
     return evalframe.Entry(check.check, result.code)

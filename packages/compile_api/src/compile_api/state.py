@@ -40,8 +40,10 @@ class State:
     records: list[FrameRecord] = attrs.field(factory=list)
     times: dict[str, list[float]] = attrs.field(factory=lambda: defaultdict(list))
     warned: set[object] = attrs.field(factory=set)
-    # code object -> {local name: shape} of the tensors it was last compiled for
-    seen_shapes: dict[types.CodeType, dict[str, tuple[int, ...]]] = attrs.field(factory=dict)
+    # code object -> (source, sizes) of every tensor its entries' TENSOR_MATCH guards checked
+    tensor_sizes: dict[types.CodeType, list[tuple[Any, tuple[int | None, ...]]]] = attrs.field(
+        factory=dict
+    )
     # code object -> {source name: dims made dynamic by automatic dynamic shapes}
     auto_dynamic: dict[types.CodeType, dict[str, frozenset[int]]] = attrs.field(factory=dict)
     # (globals dict, name) pairs this process installed, removed by reset()
@@ -53,7 +55,7 @@ class State:
             self.records.clear()
             self.times.clear()
             self.warned.clear()
-            self.seen_shapes.clear()
+            self.tensor_sizes.clear()
             self.auto_dynamic.clear()
             for namespace, name in self.installed:
                 namespace.pop(name, None)
