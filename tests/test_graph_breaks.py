@@ -79,11 +79,6 @@ def toy_example(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return x * b
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the VM orders the first graph's outputs stack first (lt, truediv); TorchDynamo's "
-    "README shows (truediv, lt), in graph order",
-)
 def test_readme_toy_example_gives_three_graphs_over_both_branches(counter: GraphCounter) -> None:
     torch.manual_seed(0)
     a = torch.randn(10)
@@ -240,17 +235,12 @@ def print_in_while_loop(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-# torch.compile skips a frame whose break is followed by a loop back edge (0 graphs); the VM
-# breaks inside while loops (one graph per iteration), which is more graphs than the reference.
-_WHILE_MORE_GRAPHS = pytest.mark.xfail(
-    strict=True, reason="a break inside a while loop makes more graphs than torch.compile's 0"
-)
-
-
+# torch.compile runs a frame whose break is followed by a loop back edge eagerly (0 graphs), and
+# so does the VM: the results must still match eager.
 @pytest.mark.parametrize(
     ("fn", "extra"),
     [(print_in_range_loop, (3,)), (print_in_list_loop, ([2.0, 0.5, 3.0],)),
-     pytest.param(print_in_while_loop, (), marks=_WHILE_MORE_GRAPHS)],
+     (print_in_while_loop, ())],
 )
 def test_break_inside_a_loop_matches_eager(
     fn: Callable[..., Any], extra: tuple[Any, ...], counter: GraphCounter,
@@ -317,11 +307,6 @@ def test_break_inside_try_finally_runs_the_finally_once(counter: GraphCounter) -
     run_both(print_in_try_finally, counter, (torch.randn(2), []))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch.compile runs a frame that breaks inside a try block eagerly (0 graphs); the VM "
-    "breaks there and makes 2",
-)
 def test_break_inside_try_finally_makes_no_more_graphs_than_torch_compile(
     counter: GraphCounter,
 ) -> None:

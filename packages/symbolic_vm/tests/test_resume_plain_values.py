@@ -28,6 +28,7 @@ from symbolic_vm.resume import (
     WithExit,
     instructions_at,
     positional_helper,
+    why_not_break_at,
 )
 
 
@@ -411,3 +412,14 @@ def test_break_in_an_inlined_comprehension_keeps_an_unbound_local_unbound() -> N
     )
     assert new([4, 5]) == [None, None]
     assert EVENTS == [4, 5]
+
+
+def test_break_policy_follows_torch_compile_loops_and_try_blocks() -> None:
+    # Inside (or before) a loop, and inside a try block: no break. In a with block, or after the
+    # last loop: break.
+    in_loop = why_not_break_at(loop_with_note.__code__, call_offset(loop_with_note, "note"))
+    assert in_loop is not None and "loop" in in_loop
+    in_try = why_not_break_at(try_finally.__code__, call_offset(try_finally, "note"))
+    assert in_try is not None and "try" in in_try
+    assert why_not_break_at(inside_with.__code__, call_offset(inside_with, "note")) is None
+    assert why_not_break_at(two_notes.__code__, call_offset(two_notes, "note")) is None

@@ -26,8 +26,17 @@ from symbolic_vm.resume import (
     Value,
     WithExit,
     positional_helper,
+    why_not_break_at,
 )
-from symbolic_vm.values import AutocastExitVar, ContextExitVar, IteratorVar, NullVar, Var
+from symbolic_vm.values import (
+    AutocastExitVar,
+    ContextExitVar,
+    IteratorVar,
+    NullVar,
+    SymVar,
+    TensorVar,
+    Var,
+)
 
 _resume_counter = itertools.count()
 RESUMES = ResumeBuilder(lambda: next(_resume_counter))
@@ -57,11 +66,24 @@ def plan_break(
     exits = [v for v in brk.stack if isinstance(v, (ContextExitVar, AutocastExitVar))]
     if any(not isinstance(v, ContextExitVar) or v.manager is None for v in exits):
         raise brk.error  # autocast / set_grad_enabled blocks are not re-entered yet
+    if why_not_break_at(code, brk.offset) is not None:
+        raise brk.error  # in or before a loop, or in a try block: TorchDynamo's policy
     if any(isinstance(v, IteratorVar) for v in brk.stack):
         # Inside a for loop, as TorchDynamo does: the frame runs eagerly rather than resuming
         # with a half-consumed iterator whose contents the guards could not cover.
         raise brk.error
+    live: list[tuple[str, Slot]] = []
+    bound: dict[str, Var] = dict(brk.local_vars)
+    for name in vm.frame_locals or {}:
+        if name not in bound and name not in code.co_freevars:
+            bound[name] = vm.load_local(name)
+    for name in code.co_cellvars:
+        # A cell's current value is passed like a local; the resume function makes the cell.
+        cell = vm.cells.get(name)
+        if cell is not None and cell.value is not None:
+            bound[name] = cell.value
     rebuilder = Rebuilder(out)
+    _outputs_in_graph_order(out, rebuilder, [*brk.stack, *bound.values()])
     writes = effect_lines(rebuilder, out)
     values: list[str] = []
     stack: list[Slot] = []
@@ -77,16 +99,6 @@ def plan_break(
         else:
             stack.append(Value(len(values)))
             values.append(rebuilder.expr(var))
-    live: list[tuple[str, Slot]] = []
-    bound: dict[str, Var] = dict(brk.local_vars)
-    for name in vm.frame_locals or {}:
-        if name not in bound and name not in code.co_freevars:
-            bound[name] = vm.load_local(name)
-    for name in code.co_cellvars:
-        # A cell's current value is passed like a local; the resume function makes the cell.
-        cell = vm.cells.get(name)
-        if cell is not None and cell.value is not None:
-            bound[name] = cell.value
     for name, var in bound.items():
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
@@ -97,6 +109,20 @@ def plan_break(
         # Unconditionally: the tracer's own grad mode was already reset to the frame's entry.
         out.builder.call_function(torch._C._set_grad_enabled, (outside.restore,))
     return rebuilder, writes, return_expr, stack, live
+
+
+def _outputs_in_graph_order(out: Output, rebuilder: Rebuilder, live: list[Var]) -> None:
+    """Number the graph outputs that are live values in the order the graph computed them.
+
+    TorchDynamo's README toy example returns ``(truediv, lt)``: graph order, not stack order.
+    """
+    position = {node: i for i, node in enumerate(out.builder.graph.nodes)}
+    produced = [
+        v for v in live
+        if isinstance(v, TensorVar | SymVar) and v.node.op != "placeholder" and v.node in position
+    ]
+    for var in sorted(produced, key=lambda v: position[v.node]):
+        rebuilder.expr(var)
 
 
 def residual_code(  # noqa: PLR0917 - the parts of one break

@@ -40,6 +40,7 @@ from symbolic_vm.bytecode import (
     codegen,
     decode,
     instructions_only,
+    label_indices,
 )
 from symbolic_vm.bytecode.codegen import with_position
 
@@ -56,6 +57,7 @@ __all__ = [
     "instructions_at",
     "positional_helper",
     "resume_name",
+    "why_not_break_at",
 ]
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -645,6 +647,36 @@ def positional_helper(helper: types.CodeType) -> tuple[types.CodeType, tuple[str
         co_flags=helper.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS),
     )
     return flat, helper.co_varnames[:total]
+
+
+_RETURNS = ("RETURN_VALUE", "RETURN_CONST")
+
+
+def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
+    """Why TorchDynamo would not graph-break at ``offset`` of ``code`` (None: it would).
+
+    Its policy, followed so that a frame never makes more graphs than torch.compile's: no break
+    followed by a loop back edge before the next return (inside a loop, or before one: the
+    frame runs eagerly), and none inside a ``try`` block (only ``with`` blocks are re-entered).
+    """
+    items = decode(code)
+    instrs = instructions_only(items)
+    where = next((k for k, i in enumerate(instrs) if i.offset == offset), None)
+    if where is None:
+        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
+    label_at = label_indices(items)
+    for ins in instrs[where:]:
+        if ins.opname in _RETURNS:
+            break
+        if isinstance(ins.arg, Label) and label_at[ins.arg] <= where:
+            return "a graph break inside a loop (the frame runs eagerly, as in torch.compile)"
+    handler = instrs[where].handler
+    if handler is not None:
+        first = instrs[label_at[handler.target]]
+        then = instrs[label_at[handler.target] + 1]
+        if first.opname == "PUSH_EXC_INFO" and then.opname != "WITH_EXCEPT_START":
+            return "a graph break inside a try block (the frame runs eagerly, as in torch.compile)"
+    return None
 
 
 def instructions_at(code: types.CodeType) -> list[Instr]:
