@@ -338,3 +338,48 @@ def test_break_inside_an_inlined_call_breaks_at_the_call_site(counter: GraphCoun
     assert len(ops) == 3
     assert counter.count == 3
     reference_limit(outer_calls_inner, counter.count, (x,))
+
+
+# --- more shapes of breaks -----------------------------------------------------------------------
+
+
+def keyword_print(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    print("value", end="!\n", sep="")
+    return y * 2
+
+
+def two_prints(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    print("one")
+    z = y * 2
+    print("two")
+    return z - 3
+
+
+def make_scaled(scale: float) -> Callable[[torch.Tensor], torch.Tensor]:
+    offset = torch.ones(3)
+
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        y = x * scale
+        print("closure")
+        return y + offset
+
+    return scaled
+
+
+@pytest.mark.parametrize(
+    ("fn", "graphs"),
+    [(keyword_print, 2), (two_prints, 3), (make_scaled(1.5), 2)],
+    ids=["keyword-arguments", "break-in-resume-function", "closure"],
+)
+def test_breaks_at_keyword_calls_in_resume_functions_and_closures(
+    fn: Callable[..., Any], graphs: int, counter: GraphCounter,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    x = torch.randn(3)
+    run_both(fn, counter, (x,), (x * 2,))
+    assert counter.count == graphs  # compiled once, reused by the second call
+    out = capsys.readouterr().out.splitlines()
+    assert out[: len(out) // 2] == out[len(out) // 2 :]
+    reference_limit(fn, counter.count, (x,), (x * 2,))
