@@ -114,3 +114,40 @@ def test_autotuner_times_once_per_kernel_then_reuses(
     tcheck(fn, [x])  # a second compile of the same source finds the choice cached
     assert calls == ["kernel0"]
     assert len(tcheck.config.triton_autotune_cache) == 1
+
+
+def test_block_size_that_fails_to_launch_is_skipped(
+    tcheck: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = TritonLauncher._launch
+    refused: list[tuple[int, int]] = []
+
+    def picky(self: TritonLauncher, cfg: tuple[int, int], tensors: Any) -> None:
+        if cfg[0] == 1:  # pretend the device cannot take single-row programs
+            refused.append(cfg)
+            raise RuntimeError("out of resources")
+        original(self, cfg, tensors)
+
+    monkeypatch.setattr(TritonLauncher, "_launch", picky)
+    c = tcheck(lambda x: torch.softmax(x, -1), [torch.randn(8, 300, device=DEV)])
+    assert refused and c.eager_calls == 0
+
+
+def test_kernels_failing_at_first_launch_run_eagerly_with_a_warning(
+    tcheck: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: TritonLauncher, cfg: tuple[int, int], tensors: Any) -> None:
+        raise RuntimeError("compilation failed")
+
+    monkeypatch.setattr(TritonLauncher, "_launch", broken)
+    fn = lambda x: torch.sigmoid(x) * 2  # noqa: E731
+    x = torch.randn(8, 30, device=DEV)
+    gm = torch.fx.symbolic_trace(fn)
+    from inductor_lite import compile_fx
+
+    c = compile_fx(gm, [x], config=dataclasses.replace(tcheck.config, use_aot=False))
+    with pytest.warns(RuntimeWarning, match="first launch"):
+        y = c(x)
+    torch.testing.assert_close(y, fn(x))
+    torch.testing.assert_close(c(x), fn(x))
+    assert c.eager_calls == 2

@@ -16,7 +16,7 @@ import torch.utils._pytree as pytree
 from .cache import load_library
 from .config import InductorConfig
 from .cpp import generate_cpp
-from .errors import InductorError, UnsupportedGraph
+from .errors import CompilerError, InductorError, UnsupportedGraph
 from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
@@ -58,6 +58,7 @@ class CompiledGraph:
     cache_hit: bool
     lowered: LoweredGraph
     eager_calls: int = field(default=0)
+    broken: bool = field(default=False)
 
     @property
     def kernel_count(self) -> int:
@@ -73,10 +74,20 @@ class CompiledGraph:
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args
         )
-        if needs_grad or tuple(_meta_key(a) for a in args) != self.input_keys:
+        if self.broken or needs_grad or tuple(_meta_key(a) for a in args) != self.input_keys:
             self.eager_calls += 1
             return self.gm(*args)
-        flat = self.run(args)
+        try:
+            flat = self.run(args)
+        except CompilerError as exc:
+            # Triton compiles kernels at their first launch: a failure there still must
+            # not surface as an error, nor give a wrong result
+            self.broken = True
+            msg = f"inductor_lite: kernels failed at first launch, running eagerly: {exc}"
+            log.warning(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            self.eager_calls += 1
+            return self.gm(*args)
         return pytree.tree_unflatten(list(flat), self.out_spec)
 
 

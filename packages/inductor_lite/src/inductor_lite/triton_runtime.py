@@ -67,8 +67,13 @@ class TritonLauncher:
         cands = block_candidates(self.src.rows, self.src.max_inner, self.src.persistent)
         cuda = any(t.is_cuda for t in tensors)
         best: tuple[float, tuple[int, int]] | None = None
+        failures: list[str] = []
         for cfg in cands:
-            self._launch(cfg, tensors)  # compile and warm up
+            try:
+                self._launch(cfg, tensors)  # compile and warm up
+            except Exception as exc:  # a block shape the device cannot take: try the next
+                failures.append(f"{cfg}: {exc}")
+                continue
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -79,7 +84,10 @@ class TritonLauncher:
             elapsed = time.perf_counter() - t0
             if best is None or elapsed < best[0]:
                 best = (elapsed, cfg)
-        assert best is not None
+        if best is None:
+            raise CompilerError(
+                f"no block size works for Triton kernel {self.src.name}: " + "; ".join(failures)
+            )
         log.debug("autotuned %s: XBLOCK=%d RBLOCK=%d", self.src.name, *best[1])
         return best[1]
 
