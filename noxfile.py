@@ -19,6 +19,8 @@ PACKAGE_DIRS = [str(ROOT / "packages" / name) for name in PACKAGES]
 SRC_DIRS = [str(ROOT / "packages" / name / "src") for name in PACKAGES]
 # The CPU wheel: pip finds it locally; pinning it keeps pip from pulling a CUDA build.
 TORCH = "torch==2.13.0"
+# triton has no torch dependency; on CPU its interpreter (TRITON_INTERPRET=1) runs the Triton tests.
+TRITON = "triton==3.6.0"
 TEST_DEPS = [
     "numpy",
     "import-linter>=2.0",
@@ -38,7 +40,7 @@ OTHER_PYTHONS = ["3.12", "3.13"]
 
 def _install_strata(session: nox.Session) -> None:
     # Non-editable installs: the tests see exactly what `pip install` of each package gives.
-    session.install(TORCH, *TEST_DEPS)
+    session.install(TORCH, TRITON, *TEST_DEPS)
     session.install("--no-build-isolation", "--no-deps", *PACKAGE_DIRS)
 
 

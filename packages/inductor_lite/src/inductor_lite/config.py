@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import torch
+
 __all__ = ["InductorConfig", "default_cache_dir"]
 
 
@@ -25,7 +27,9 @@ def default_cache_dir() -> Path:
 
 
 def _default_threads() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    # torch's own setting: kernels use what the user gave torch.set_num_threads, and setting the
+    # OpenMP count (shared with torch's runtime) to it leaves torch's thread count unchanged.
+    return max(1, torch.get_num_threads())
 
 
 @dataclass
