@@ -459,7 +459,8 @@ class _Gen:
 
 KNOWN_BUG_FEATURES = {
     # regressions/test_fuzz_2000008_eager.py: an exception raised by Python code at trace time
-    # inside try/except escapes the compiled call.
+    # inside try/except escaped the compiled call (fixed by symbolic_vm 4e54a4f; kept so old
+    # campaigns can be rerun the same way).
     "zero_division_in_try": "1 // 0 inside a try block",
 }
 

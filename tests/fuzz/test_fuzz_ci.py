@@ -107,9 +107,9 @@ def test_ci_slice_compiled_matches_eager() -> None:
         inductor_every=50,
         shrink_failures=False,
         save_dir=None,
-        # Known bugs, each proven by a strict-xfail regression test, are left out so the slice
-        # can find new ones; drop an entry when its regression test starts to pass.
-        avoid=frozenset({"zero_division_in_try"}),
+        # Known bugs, each proven by a strict-xfail regression test, go here (names from
+        # generator.KNOWN_BUG_FEATURES) so the slice can find new ones; none open now.
+        avoid=frozenset(),
     )
     assert summary["programs"] == CI_PROGRAMS
     # The slice must exercise the compiler, not only eager fallbacks.

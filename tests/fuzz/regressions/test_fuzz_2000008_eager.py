@@ -1,12 +1,13 @@
 """Fuzz reproducer: program seed 2000008, backend eager (shrunk).
 
+Found 2026-11-22 01:01 against symbolic_vm 6426cd1 (compiled raised the ZeroDivisionError that eager
+catches); fixed by symbolic_vm 4e54a4f (no graph break inside a try block: the frame runs eagerly).
+
 Found as: call 0: raised: ZeroDivisionError: integer division or modulo by zero
 """
 
 # ruff: noqa: E501
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.runner import check_source
 
@@ -35,10 +36,6 @@ INPUTS = [{'lst': [-0.1, -0.58, 0.36], 'n': 0, 'x': [0.831, 1.25, 1.003], 'y': [
   'y': [-1.334, -0.428, 0.803, -0.543, -1.531, -0.61]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="symbolic_vm: 1 // (n * 0) inside try/except ZeroDivisionError raises out of the compiled call (the exception raised while tracing escapes capture instead of reaching the user's handler or an eager fallback)",
-)
 def test_compiled_matches_eager_2000008_eager() -> None:
     failure = check_source(SOURCE, 'eager', INPUTS)
     assert failure is None, str(failure)
