@@ -85,16 +85,17 @@ def test_thousand_distinct_functions_compiled_and_discarded_keep_memory_flat(
             del module, fn
             _settle()
             traced.append(tracemalloc.get_traced_memory()[0])
-            objects.append(len(gc.get_objects()))
+            objects.append(len(gc.get_objects()) - len(dead))  # not counting our own weakrefs
     finally:
         tracemalloc.stop()
+    print(f"after each batch of {per_batch}: traced bytes {traced}, gc objects {objects}")
     assert backend.graphs == batches * per_batch  # every function really compiled
     assert all(ref() is None for ref in dead), "a discarded function is still alive"
     # After the first batches warm up caches (torch's op tables, fx codegen), later batches
     # leave nothing behind: growth over the last 7 batches (700 compiles) stays bounded.
     growth = traced[-1] - traced[2]
     assert growth < 2_000_000, f"traced memory grew {growth} bytes over 700 compiles: {traced}"
-    assert objects[-1] - objects[2] < 5_000, f"gc objects: {objects}"
+    assert objects[-1] - objects[2] < 500, f"gc objects: {objects}"
 
 
 class _Small(torch.nn.Module):
@@ -126,6 +127,7 @@ def test_hundred_models_compiled_and_discarded_keep_memory_flat() -> None:
                 traced.append(tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
+    print(f"after every 10 models: traced bytes {traced}")
     assert backend.graphs == 100
     assert all(ref() is None for ref in dead), "a discarded model is still alive"
     growth = traced[-1] - traced[1]
