@@ -11,6 +11,7 @@ import io
 import logging
 import os
 import sysconfig
+import threading
 import time
 import traceback
 import types
@@ -386,10 +387,16 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     return evalframe.Entry(check.check, result.code)
 
 
+# One compile at a time in the process: tracing (fake tensors, fx's patcher, make_fx) keeps global
+# state, as TorchDynamo's compile lock acknowledges. Cached entries run without it.
+_compile_lock = threading.RLock()
+
+
 def make_callback(ctx: CompileContext) -> evalframe.Callback:
     """The evalframe callback for one compile context."""
 
     def callback(frame: types.FrameType, cache_size: int) -> FrameAnswer:
-        return compile_frame(frame, cache_size, ctx)
+        with _compile_lock:
+            return compile_frame(frame, cache_size, ctx)
 
     return callback
