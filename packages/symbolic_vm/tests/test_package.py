@@ -34,18 +34,20 @@ def test_every_handler_is_registered_for_both_versions_it_names():
     assert t311["LOAD_ATTR"] is not t312["LOAD_ATTR"]  # the 3.12 method bit
 
 
-def test_reset_restarts_graph_numbering():
+def test_graph_names_stay_unique_across_reset_and_reset_counters_restarts_them():
     import torch
 
-    from symbolic_vm import CaptureConfig, capture, frame_from_call, reset
+    from symbolic_vm import CaptureConfig, capture, frame_from_call, reset, reset_counters
 
     def fn(x):
         return x + 1
 
-    reset()
+    reset_counters()
     first = capture(frame_from_call(fn, (torch.randn(2),)), CaptureConfig())
-    second = capture(frame_from_call(fn, (torch.randn(2),)), CaptureConfig())
     reset()
-    third = capture(frame_from_call(fn, (torch.randn(2),)), CaptureConfig())
-    assert first.graphs[0].name == "__compiled_fn_0" == third.graphs[0].name
+    second = capture(frame_from_call(fn, (torch.randn(2),)), CaptureConfig())
+    assert first.graphs[0].name == "__compiled_fn_0"
     assert second.graphs[0].name == "__compiled_fn_1"
+    reset_counters()
+    third = capture(frame_from_call(fn, (torch.randn(2),)), CaptureConfig())
+    assert third.graphs[0].name == "__compiled_fn_0"

@@ -37,13 +37,15 @@ def reset_counters() -> None:
 
 
 def reset() -> None:
-    """Forget the VM's state between compilations (compile_api.reset()): graph numbering and
-    cached resume functions.
+    """Forget the VM's state between compilations (compile_api.reset()): cached resume functions.
+
+    Graph numbering is not restarted: ``__compiled_fn_<n>`` names stay unique for the process, so
+    an entry made just before a reset (in another thread) can never call a graph compiled after
+    it under a reused name. ``reset_counters()`` restarts it explicitly.
 
     Registrations made with allow_in_graph/nonstrict_trace/disable_marker are kept, as
     torch._dynamo.reset() keeps them; reset_registries() forgets those too.
     """
-    reset_counters()
     reset_resumes()
 
 
