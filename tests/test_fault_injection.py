@@ -91,11 +91,6 @@ def _wrong_arity_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     return takes_nothing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compile_api: a backend's callable that rejects the graph's arguments raises TypeError "
-    "at call time instead of falling back to the captured graph (found by fault injection)",
-)
 def test_backend_returning_wrong_arity_callable_gives_eager_result() -> None:
     compiled = compile_api.compile(_fn, backend=_wrong_arity_backend)
     with warnings.catch_warnings(record=True):

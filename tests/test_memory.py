@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -138,12 +137,6 @@ def _double(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x * w + 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compile_api: state.records keeps each FrameRecord's CapturedGraph, whose "
-    "example_inputs are the user's real tensors, until reset(); inputs of a cached compile "
-    "stay alive",
-)
 def test_input_tensors_die_after_their_last_use() -> None:
     compiled = compile_api.compile(_double, backend=_Counting())
     x, w = torch.randn(5), torch.randn(5)

@@ -32,7 +32,7 @@ from .config import config
 from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
-from .state import FrameRecord, state
+from .state import FrameRecord, RecordedGraph, state
 
 __all__ = ["CompileContext", "make_callback", "skip_reason"]
 
@@ -220,21 +220,38 @@ def _compile_graph(
             f"({type(err).__name__}: {err}); running that graph eagerly. "
             "Set compile_api.config.suppress_errors = False to raise instead.",
         )
-        return _without_hook(gm.forward)
-    return _without_hook(compiled)
+        return _without_hook(gm.forward, gm.forward, ctx.backend_name)
+    return _without_hook(compiled, gm.forward, ctx.backend_name)
 
 
-def _without_hook(compiled: Callable[..., Any]) -> Callable[..., Any]:
+def _without_hook(
+    compiled: Callable[..., Any], fallback: Callable[..., Any], backend_name: str
+) -> Callable[..., Any]:
     """``compiled`` run with the frame hook off, as TorchDynamo runs its compiled code.
 
     A backend's callable is Python (an FX forward, a generated wrapper, aot's runtime); left
-    hooked, its frames would be compiled in turn -- by the same backend, without end.
+    hooked, its frames would be compiled in turn -- by the same backend, without end. A callable
+    that refuses the graph's arguments at the call itself (a backend bug) is replaced by the
+    captured graph, with one warning, under ``config.suppress_errors``.
     """
+    current = [compiled]
 
     def run_compiled(*args: Any) -> Any:
         previous = evalframe.set_callback(None)
         try:
-            return compiled(*args)
+            return current[0](*args)
+        except TypeError as err:
+            # Raised by the call itself (no deeper frame): the callable's signature is wrong.
+            called_badly = err.__traceback__ is not None and err.__traceback__.tb_next is None
+            if current[0] is fallback or not called_badly or not config.suppress_errors:
+                raise
+            _warn_once(
+                ("arity", backend_name, id(compiled)),
+                f"Strata: backend {backend_name!r} returned a callable that rejects the graph's "
+                f"{len(args)} arguments ({err}); running that graph eagerly.",
+            )
+            current[0] = fallback
+            return fallback(*args)
         finally:
             evalframe.set_callback(previous)
 
@@ -360,7 +377,8 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         return evalframe.SKIP
 
     record.transformed = result.code
-    record.graphs = list(result.graphs)
+    # Records keep each graph's name and module, not its example inputs (the user's tensors).
+    record.graphs = [RecordedGraph(graph.name, graph.gm) for graph in result.graphs]
     record.breaks = list(result.breaks)
     namespace = frame.f_globals
     # Inside a DistributedDataParallel forward, graphs are split at gradient-bucket boundaries.

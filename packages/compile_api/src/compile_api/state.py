@@ -12,7 +12,15 @@ from typing import Any
 
 import attrs
 
-__all__ = ["FrameRecord", "State", "state"]
+__all__ = ["FrameRecord", "RecordedGraph", "State", "state"]
+
+
+@attrs.frozen
+class RecordedGraph:
+    """A graph a frame compiled: its global name and FX module (no example inputs)."""
+
+    name: str
+    gm: Any  # torch.fx.GraphModule
 
 
 @attrs.define
@@ -22,7 +30,7 @@ class FrameRecord:
     code: types.CodeType
     transformed: types.CodeType | None
     backend: object
-    graphs: list[Any] = attrs.field(factory=list)  # symbolic_vm.CapturedGraph
+    graphs: list[RecordedGraph] = attrs.field(factory=list)
     breaks: list[Any] = attrs.field(factory=list)  # symbolic_vm.GraphBreak
     guards_text: str = ""
     recompile_reasons: list[str] = attrs.field(factory=list)
