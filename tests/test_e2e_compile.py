@@ -189,3 +189,56 @@ def test_guards_and_graph_code_logs(caplog: pytest.LogCaptureFixture) -> None:
     assert "TENSOR_MATCH" in caplog.text
     assert "def forward" in caplog.text
     assert "MODIFIED BYTECODE" in caplog.text
+
+
+def test_optimize_as_decorator_and_as_context_manager(counter: Any) -> None:
+    decorated = compile_api.optimize(counter)(toy_fullgraph)
+    a, b = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(decorated(a, b), toy_fullgraph(a, b))
+    assert counter.count == 1
+    compile_api.reset()
+
+    def caller(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return toy_fullgraph(a, b) + 1
+
+    with compile_api.optimize(counter):
+        out = caller(a, b)  # caller's frame is hooked because it starts inside the block
+    torch.testing.assert_close(out, toy_fullgraph(a, b) + 1)
+    assert counter.count == 2
+
+
+def test_optimize_nopython_raises_unsupported() -> None:
+    def uses_print(x: torch.Tensor) -> torch.Tensor:
+        print("side effect")
+        return x + 1
+
+    with pytest.raises(compile_api.Unsupported):
+        compile_api.optimize("eager", nopython=True)(uses_print)(torch.randn(2))
+
+
+def test_debug_function_compiles_only_functions_of_that_name(counter: Any) -> None:
+    compile_api.config.debug_function = "toy_fullgraph"
+
+    def other(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    torch.testing.assert_close(
+        compile_api.compile(other, backend=counter)(torch.ones(2)), torch.ones(2) * 2
+    )
+    assert counter.count == 0
+    a, b = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(
+        compile_api.compile(toy_fullgraph, backend=counter)(a, b), toy_fullgraph(a, b)
+    )
+    assert counter.count == 1
+
+
+def test_config_debug_prints_graph_bytecode_and_guards(
+    counter: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compile_api.config.debug = True
+    compile_api.compile(toy_fullgraph, backend=counter)(torch.randn(3), torch.randn(3))
+    out = capsys.readouterr().out
+    assert "def forward" in out
+    assert "ORIGINAL BYTECODE" in out and "MODIFIED BYTECODE" in out
+    assert "GUARDS:" in out and "TENSOR_MATCH" in out
