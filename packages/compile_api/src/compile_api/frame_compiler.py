@@ -259,18 +259,23 @@ def _without_hook(
     return run_compiled
 
 
-def _format_debug(record: FrameRecord) -> str:
+def _bytecode_text(record: FrameRecord) -> str:
+    """The original and modified bytecode of a compiled frame, as ``dis`` prints them."""
     out = io.StringIO()
-    for graph in record.graphs:
-        out.write(f"\n__compiled_fn_ graph {graph.name} of {record.where}:\n")
-        out.write(graph.gm.code)
-    out.write(f"\nORIGINAL BYTECODE of {record.where}:\n")
+    out.write(f"ORIGINAL BYTECODE of {record.where}:\n")
     dis.dis(record.code, file=out)
     if record.transformed is not None:
-        out.write("\nMODIFIED BYTECODE:\n")
+        out.write(f"\nMODIFIED BYTECODE ({record.transformed.co_name}):\n")
         dis.dis(record.transformed, file=out)
-    out.write("\nGUARDS:\n" + record.guards_text + "\n")
     return out.getvalue()
+
+
+def _format_debug(record: FrameRecord) -> str:
+    graphs = "".join(
+        f"\n__compiled_fn_ graph {graph.name} of {record.where}:\n{graph.gm.code}"
+        for graph in record.graphs
+    )
+    return f"{graphs}\n{_bytecode_text(record)}\nGUARDS:\n{record.guards_text}\n"
 
 
 def _log_record(record: FrameRecord) -> None:
@@ -289,16 +294,7 @@ def _log_record(record: FrameRecord) -> None:
             graph_code.debug("%s of %s:\n%s", graph.name, record.where, graph.gm.code)
     bytecode = channel("bytecode")
     if bytecode.isEnabledFor(logging.DEBUG) and record.transformed is not None:
-        original, modified = io.StringIO(), io.StringIO()
-        dis.dis(record.code, file=original)
-        dis.dis(record.transformed, file=modified)
-        bytecode.debug(
-            "ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
-            record.where,
-            original.getvalue(),
-            record.transformed.co_name,
-            modified.getvalue(),
-        )
+        bytecode.debug("%s", _bytecode_text(record))
     channel("guards").debug("GUARDS of %s:\n%s", record.where, record.guards_text)
     if config.debug:
         print(_format_debug(record))
