@@ -40,7 +40,8 @@ _METADATA_FUNCTIONS: dict[Any, str] = {
     torch.overrides.has_torch_function_variadic: "has_torch_function_variadic",
     torch.is_inference_mode_enabled: "is_inference_mode_enabled",
 }
-# Questions whose answer inside a compiled region is fixed.
+# Questions whose answer inside a compiled region is fixed. The functions are lookup keys only
+# (user code that calls them is folded to the answer); Strata never calls them.
 _FIXED_ANSWERS: dict[Any, object] = {
     torch._jit_internal.is_scripting: False,
     torch.jit._trace.is_tracing: False,
