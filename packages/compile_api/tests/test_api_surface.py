@@ -105,3 +105,24 @@ def test_compile_times_has_every_phase() -> None:
     times = compile_api.compile_times(repr="dict")
     assert set(times) == {"bytecode_analysis", "guard_building", "backend_compile"}
     assert "bytecode_analysis" in compile_api.compile_times()
+
+
+def test_options_configure_inductor_lite_and_unknown_keys_are_rejected() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x * 2 + 1)
+
+    x = torch.randn(64, 32)
+    compiled = compile_api.compile(f, options={"num_threads": 1, "fallback": "raise"})
+    torch.testing.assert_close(compiled(x), f(x))
+    # The options really reach inductor_lite: a compiler that does not exist, with fallback
+    # "raise", fails the backend (compile_api then warns and runs the graph as captured).
+    compile_api.reset()
+    broken = compile_api.compile(
+        f, options={"cxx": "/nonexistent/strata-c++", "fallback": "raise", "cflags": ("-O1",)}
+    )
+    with pytest.warns(RuntimeWarning, match="failed on a graph"):
+        torch.testing.assert_close(broken(x), f(x))
+    with pytest.raises(RuntimeError, match="no_such_option"):
+        compile_api.compile(f, options={"no_such_option": 1})
+    with pytest.raises(RuntimeError, match="inductor"):
+        compile_api.compile(f, backend="eager", options={"num_threads": 1})

@@ -15,7 +15,7 @@ import torch
 import evalframe
 import symbolic_vm
 
-from .backends import Backend, lookup_backend
+from .backends import Backend, inductor_with_options, lookup_backend
 from .ddp import warn_if_fsdp
 from .errors import NotCallableError
 from .frame_compiler import CompileContext, make_callback
@@ -167,6 +167,13 @@ def compile(
             f"A callable function is expected, but {type(model)} is provided "
             "(compile_api.compile takes a function or an nn.Module)."
         )
+    if options:
+        if backend != "inductor":
+            raise RuntimeError(
+                "options= configures backend='inductor' only (got backend="
+                f"{_backend_name(backend)!r}); configure another backend in the callable you pass."
+            )
+        backend = inductor_with_options(options)
     ctx = _context(backend, fullgraph=fullgraph, dynamic=dynamic)
     if disable:
         return model

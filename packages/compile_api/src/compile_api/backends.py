@@ -44,6 +44,34 @@ def list_backends(exclude_tags: Sequence[str] | None = ("debug", "experimental")
     return sorted(_REGISTRY)
 
 
+def inductor_with_options(options: dict[str, Any]) -> Backend:
+    """The inductor backend with ``compile(options=...)`` applied to inductor_lite's config.
+
+    Keys are ``inductor_lite.InductorConfig`` fields (``num_threads``, ``cflags``, ``fallback``,
+    ``codegen``, ...); an unknown key raises a RuntimeError naming the valid ones.
+    """
+    import dataclasses
+
+    import inductor_lite
+
+    valid = {f.name for f in dataclasses.fields(inductor_lite.InductorConfig)}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        raise RuntimeError(
+            f"Unexpected optimization option(s) {', '.join(unknown)} for backend 'inductor'; "
+            "valid options are the fields of inductor_lite.InductorConfig: "
+            f"{', '.join(sorted(valid))}"
+        )
+    config = inductor_lite.InductorConfig(**options)
+
+    def inductor_configured(
+        gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+    ) -> Callable[..., Any]:
+        return inductor_lite.compile_fx(gm, list(example_inputs), config=config)  # type: ignore[no-any-return]
+
+    return inductor_configured
+
+
 def lookup_backend(backend: str | Backend) -> Backend:
     """The callable for a backend name, or the callable itself."""
     if isinstance(backend, str):
