@@ -533,12 +533,18 @@ def _amax(
     return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)  # type: ignore[arg-type]
 
 
-def _mean_of(
-    L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, dt: torch.dtype
-) -> TensorValue:
+def _reduced_numel(x: TensorValue, dims: list[int]) -> int:
+    """How many elements each output of a reduction over ``dims`` combines."""
     n = 1
     for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
         n *= x.sizes[d]
+    return n
+
+
+def _mean_of(
+    L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, dt: torch.dtype
+) -> TensorValue:
+    n = _reduced_numel(x, dims)
     s = L.reduce(x, dims, keepdim, "sum", dt, _acc_cast(x, dt))
     src = s.loader
     return TensorValue(s.sizes, dt, lambda idx: op("truediv", dt, src(idx), c(float(n), dt)))
@@ -568,9 +574,7 @@ def _var(  # noqa: PLR0917
     keepdim: bool,
     dt: torch.dtype,
 ) -> tuple[TensorValue, TensorValue]:
-    n = 1
-    for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
-        n *= x.sizes[d]
+    n = _reduced_numel(x, dims)
     mean_k = _mean_of(L, x, dims, True, dt)
     centred = broadcast_loader(mean_k, x.sizes)
 
