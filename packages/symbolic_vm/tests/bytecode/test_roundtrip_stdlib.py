@@ -76,9 +76,13 @@ def test_syntax_heavy_cpython_test_modules_reassemble_identically() -> None:
     One allowance: where the compiler left unreachable instructions, it sized the stack before
     removing dead code, so its co_stacksize may exceed ours (which covers every reachable path).
     """
+    paths = syntax_heavy_test_files()
+    if not paths:
+        # Debian/Ubuntu's python3 ships without Lib/test (the device machine's does).
+        pytest.skip("this interpreter has no Lib/test modules to reassemble")
     checked = dead_code_smaller = 0
     failures: list[str] = []
-    for path in syntax_heavy_test_files():
+    for path in paths:
         top = compile_file(path)
         if top is None:
             continue
