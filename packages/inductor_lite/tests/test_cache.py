@@ -30,7 +30,9 @@ def _compile(cache: Path) -> CompiledGraph:
 
 def _entry(cache: Path, c: CompiledGraph) -> Path:
     config = InductorConfig(cache_dir=cache)
-    return cache / f"{cache_key(c.kernel_source, config)}.so"
+    # a source that declares libm's functions vectorisable is linked with libmvec
+    libs = ("-lmvec",) if "declare simd" in c.kernel_source else ()
+    return cache / f"{cache_key(c.kernel_source, config, libs)}.so"
 
 
 _CHILD = textwrap.dedent(

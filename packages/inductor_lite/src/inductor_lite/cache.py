@@ -14,6 +14,7 @@ import ctypes
 import functools
 import hashlib
 import logging
+import math
 import os
 import stat
 import subprocess
@@ -24,7 +25,14 @@ from pathlib import Path
 from .config import InductorConfig
 from .errors import CompilerError
 
-__all__ = ["LoadedLibrary", "cache_key", "compiler_version", "ensure_private_dir", "load_library"]
+__all__ = [
+    "LoadedLibrary",
+    "cache_key",
+    "compiler_version",
+    "ensure_private_dir",
+    "libmvec_available",
+    "load_library",
+]
 
 log = logging.getLogger("strata.inductor_lite")
 
@@ -41,10 +49,11 @@ def compiler_version(cxx: str) -> str:
     return out.stdout.splitlines()[0] if out.stdout else cxx
 
 
-def cache_key(source: str, config: InductorConfig) -> str:
+def cache_key(source: str, config: InductorConfig, libs: tuple[str, ...] = ()) -> str:
     """Hash of source, compiler, flags and compiler version."""
     h = hashlib.sha256()
-    for part in (source, config.cxx, " ".join(config.cflags), compiler_version(config.cxx)):
+    flags = " ".join((*config.cflags, *libs))
+    for part in (source, config.cxx, flags, compiler_version(config.cxx)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -124,10 +133,15 @@ def _load_private_copy(data: bytes, key: str) -> ctypes.CDLL:
         Path(tmp).unlink(missing_ok=True)  # the mapping stays valid after unlink
 
 
-def load_library(source: str, config: InductorConfig) -> LoadedLibrary:
-    """Load the library for ``source``, compiling it unless a valid cache entry exists."""
+def load_library(
+    source: str, config: InductorConfig, libs: tuple[str, ...] = ()
+) -> LoadedLibrary:
+    """Load the library for ``source``, compiling it unless a valid cache entry exists.
+
+    ``libs`` are linker arguments placed after the source (``-lmvec``).
+    """
     directory = ensure_private_dir(config.cache_dir)
-    key = cache_key(source, config)
+    key = cache_key(source, config, libs)
     so = directory / f"{key}.so"
     digest = directory / f"{key}.sha256"
     data = _read_valid_entry(so, digest)
@@ -138,19 +152,26 @@ def load_library(source: str, config: InductorConfig) -> LoadedLibrary:
             log.warning("cached kernel %s failed to load (%s); rebuilding", so, exc)
     elif so.exists() or digest.exists():
         log.warning("ignoring untrusted or corrupt cache entry %s; rebuilding", so)
-    data = _build(source, config, directory, so, digest)
+    data = _build(source, config, directory, so, digest, libs)
     try:
         return LoadedLibrary(_load_private_copy(data, key), so, False)
     except OSError as exc:
         raise CompilerError(f"compiled library {so} does not load: {exc}") from exc
 
 
-def _build(source: str, config: InductorConfig, directory: Path, so: Path, digest: Path) -> bytes:
+def _build(  # noqa: PLR0917
+    source: str,
+    config: InductorConfig,
+    directory: Path,
+    so: Path,
+    digest: Path,
+    libs: tuple[str, ...] = (),
+) -> bytes:
     with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as work:
         cpp = Path(work) / "kernels.cpp"
         cpp.write_text(source)
         out = Path(work) / "kernels.so"
-        cmd = [config.cxx, *config.cflags, str(cpp), "-o", str(out)]
+        cmd = [config.cxx, *config.cflags, str(cpp), "-o", str(out), *libs]
         log.debug("compiling: %s", " ".join(cmd))
         try:
             proc = subprocess.run(
@@ -168,3 +189,60 @@ def _build(source: str, config: InductorConfig, directory: Path, so: Path, diges
     _atomic_write(directory, so, data)
     _atomic_write(directory, digest, hashlib.sha256(data).hexdigest().encode())
     return data
+
+
+_PROBE_BODY = r"""
+#include <cmath>
+#include <cstdint>
+%s
+extern "C" void probe(const float* x, float* out, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+        out[i] = %s;
+    }
+}
+"""
+
+
+@functools.cache
+def _probe_libmvec(cxx: str, cflags: tuple[str, ...]) -> bool:
+    # A shared object links even with unresolved symbols, so the probe is also loaded and run:
+    # a libmvec without one of the declared variants fails here, not in a user's graph.
+    from .cpp import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS
+
+    terms = [
+        f"std::{name}(x[i]{', x[i]' if arity == 2 else ''})" for name, arity in LIBMVEC_FUNCTIONS
+    ]
+    source = _PROBE_BODY % (LIBMVEC_DECLS, " + ".join(terms))
+    try:
+        with tempfile.TemporaryDirectory(prefix="strata-libmvec-") as work:
+            cpp = Path(work) / "probe.cpp"
+            cpp.write_text(source)
+            out = Path(work) / "probe.so"
+            proc = subprocess.run(
+                [cxx, *cflags, str(cpp), "-o", str(out), "-lmvec"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            if proc.returncode != 0:
+                log.info("libmvec not usable (%s); sin/cos/log stay scalar", proc.stderr[-500:])
+                return False
+            lib = ctypes.CDLL(str(out))
+            n = 16
+            xs = (ctypes.c_float * n)(*[0.25 + 0.01 * i for i in range(n)])
+            ys = (ctypes.c_float * n)()
+            lib.probe(xs, ys, ctypes.c_int64(n))
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.info("libmvec not usable (%s); sin/cos/log stay scalar", exc)
+        return False
+    return not any(math.isnan(y) for y in ys)
+
+
+def libmvec_available(config: InductorConfig) -> bool:
+    """Whether kernels can call glibc's vector math (libmvec) with ``config``'s compiler.
+
+    Probed once per compiler and flags: compiled, loaded and run.
+    """
+    return _probe_libmvec(config.cxx, config.cflags)

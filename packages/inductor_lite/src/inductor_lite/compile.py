@@ -13,7 +13,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from .cache import load_library
+from .cache import libmvec_available, load_library
 from .config import InductorConfig
 from .cpp import generate_cpp
 from .errors import CompilerError, InductorError, UnsupportedGraph
@@ -223,11 +223,14 @@ def _compile(
     else:
         if lowered.device.type != "cpu":
             raise UnsupportedGraph("C++ code generation needs CPU tensors")
-        kernel_source, sources = generate_cpp(kernels, lowered.buffers, config.parallel_threshold)
+        libmvec = bool(kernels) and config.vector_libm and libmvec_available(config)
+        kernel_source, sources = generate_cpp(
+            kernels, lowered.buffers, config.parallel_threshold, libmvec=libmvec
+        )
         cfns = {}
         check = None
         if kernels:
-            loaded = load_library(kernel_source, config)
+            loaded = load_library(kernel_source, config, ("-lmvec",) if libmvec else ())
             cache_hit = loaded.cache_hit
             loaded.lib.strata_set_num_threads(config.num_threads)
             cfns = ctypes_kernels(loaded.lib, sources)
