@@ -6,7 +6,11 @@ setup(
     ext_modules=[
         Extension(
             "evalframe._evalframe",
-            sources=["src/evalframe/_evalframe.c", "src/evalframe/frames.c"],
+            sources=[
+                "src/evalframe/_evalframe.c",
+                "src/evalframe/frames.c",
+                "src/evalframe/without_hook.c",
+            ],
             depends=["src/evalframe/_evalframe.h"],
             # The hook reads CPython's internal frame layout (internal/pycore_frame.h,
             # found under the interpreter's own include directory).

@@ -4,6 +4,11 @@ The C extension (`evalframe._evalframe`) dispatches; every decision is Python's:
 a thread's callback sees each fresh frame whose code has no matching cache entry
 and answers `None` (run the frame as is), `SKIP` (never ask again for this code)
 or an `Entry(guard, code)` (cache it and run `code` in place of the frame).
+
+`without_hook(fn)` (a C type) makes a callable that runs `fn` with the calling
+thread's hook off -- no callback, no cached entries, as `set_callback(None)` around
+the call -- and restores the thread's callback and `run_only()` state exactly after,
+also when `fn` raises. `__wrapped__` is `fn`.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Final, Literal, TypeAlias
 import attrs
 
 from evalframe import _evalframe
+from evalframe._evalframe import without_hook
 from evalframe.errors import EvalFrameError, HookUnavailableError
 
 __all__ = [
@@ -31,6 +37,7 @@ __all__ = [
     "run_only",
     "cache_entries",
     "clear_cache",
+    "without_hook",
     "HOOK_AVAILABLE",
     "EvalFrameError",
     "HookUnavailableError",

@@ -170,8 +170,8 @@ static PyTypeObject ThreadState_Type = {
     .tp_doc = "The hook's state for one thread.",
 };
 
-static ThreadState *
-current_state(int create)
+ThreadState *
+ef_current_state(int create)
 {
     ThreadState *st = (ThreadState *)PyThread_tss_get(&tss_key);
     if (st != NULL || !create) {
@@ -200,6 +200,30 @@ current_state(int create)
         return NULL;
     }
     return st;
+}
+
+void
+ef_hook_off(ThreadState *st, ef_saved_state *saved)
+{
+    int was_active = thread_active(st);
+    saved->callback = st->callback; /* the reference moves into `saved` */
+    saved->run_only = st->run_only;
+    st->callback = NULL;
+    st->run_only = 0;
+    note_activity(was_active, 0);
+}
+
+void
+ef_hook_restore(ThreadState *st, ef_saved_state *saved)
+{
+    int was_active = thread_active(st);
+    PyObject *current = st->callback;
+    st->callback = saved->callback;
+    st->run_only = saved->run_only;
+    saved->callback = NULL;
+    note_activity(was_active, thread_active(st));
+    /* Last: dropping a callback that fn installed and left may run any code. */
+    Py_XDECREF(current);
 }
 
 #if EF_HOOK
@@ -459,7 +483,7 @@ ef_set_callback(PyObject *module, PyObject *callback)
                      Py_TYPE(callback)->tp_name);
         return NULL;
     }
-    ThreadState *st = current_state(1);
+    ThreadState *st = ef_current_state(1);
     if (st == NULL) {
         return NULL;
     }
@@ -473,7 +497,7 @@ ef_set_callback(PyObject *module, PyObject *callback)
 static PyObject *
 ef_get_callback(PyObject *module, PyObject *unused)
 {
-    ThreadState *st = current_state(0);
+    ThreadState *st = ef_current_state(0);
     if (st == NULL || st->callback == NULL) {
         Py_RETURN_NONE;
     }
@@ -489,7 +513,7 @@ ef_enter_run_only(PyObject *module, PyObject *unused)
                     "CPython version (supported: 3.11, 3.12, 3.13)");
     return NULL;
 #endif
-    ThreadState *st = current_state(1);
+    ThreadState *st = ef_current_state(1);
     if (st == NULL) {
         return NULL;
     }
@@ -502,7 +526,7 @@ ef_enter_run_only(PyObject *module, PyObject *unused)
 static PyObject *
 ef_exit_run_only(PyObject *module, PyObject *unused)
 {
-    ThreadState *st = current_state(0);
+    ThreadState *st = ef_current_state(0);
     if (st == NULL || st->run_only == 0) {
         PyErr_SetString(PyExc_RuntimeError, "_exit_run_only() without _enter_run_only()");
         return NULL;
@@ -649,7 +673,8 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC
 PyInit__evalframe(void)
 {
-    if (PyType_Ready(&CodeCache_Type) < 0 || PyType_Ready(&ThreadState_Type) < 0) {
+    if (PyType_Ready(&CodeCache_Type) < 0 || PyType_Ready(&ThreadState_Type) < 0 ||
+        PyType_Ready(&ef_WithoutHook_Type) < 0) {
         return NULL;
     }
     if (extra_index < 0) {
@@ -684,7 +709,8 @@ PyInit__evalframe(void)
     if (m == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "HOOK_AVAILABLE", EF_HOOK ? Py_True : Py_False) < 0) {
+    if (PyModule_AddObjectRef(m, "HOOK_AVAILABLE", EF_HOOK ? Py_True : Py_False) < 0 ||
+        PyModule_AddObjectRef(m, "without_hook", (PyObject *)&ef_WithoutHook_Type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -46,6 +46,21 @@ typedef struct {
     void *skip_code;    /* 3.11 fallback: the next fresh frame of this code runs as is */
 } ThreadState;
 
+/* A thread's callback state, saved while its hook is off (without_hook, and
+ * frames of code marked SKIP_RECURSIVE).  `callback` is an owned reference. */
+typedef struct {
+    PyObject *callback;
+    int run_only;
+} ef_saved_state;
+
+ThreadState *ef_current_state(int create);
+/* Turn the thread's hook off (no callback, not run-only), saving its state. */
+void ef_hook_off(ThreadState *st, ef_saved_state *saved);
+/* Put back exactly what ef_hook_off saved (and drop what is there now). */
+void ef_hook_restore(ThreadState *st, ef_saved_state *saved);
+
+extern PyTypeObject ef_WithoutHook_Type;
+
 #if EF_HOOK
 /* ------------------------------------------------------------------ */
 /* Version-specific frame access.                                      */

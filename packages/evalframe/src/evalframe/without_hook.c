@@ -1,0 +1,144 @@
+/*
+ * evalframe.without_hook(fn): a callable that runs fn with this thread's hook
+ * off, as set_callback(None) around the call would, without a Python frame.
+ *
+ * Calling it saves the thread's callback state (callback and run_only()
+ * depth), clears both so that every frame fn starts runs as is (no callback,
+ * no cached entries), calls fn with the same arguments, and puts the saved
+ * state back exactly, whether fn returned or raised.  While no thread has a
+ * callback the interpreter's eval-frame function is uninstalled (the usual
+ * bookkeeping of _evalframe.c), so fn's own Python calls are inlined again.
+ */
+#include "_evalframe.h"
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    PyObject *dict;
+    vectorcallfunc vectorcall;
+} WithoutHook;
+
+static PyObject *
+wh_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    WithoutHook *self = (WithoutHook *)op;
+    ThreadState *st = ef_current_state(1);
+    if (st == NULL) {
+        return NULL;
+    }
+    /* The state lives in the thread-state dict; hold it for the call. */
+    Py_INCREF(st);
+    ef_saved_state saved;
+    ef_hook_off(st, &saved);
+    PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    ef_hook_restore(st, &saved);
+    Py_DECREF(st);
+    return result;
+}
+
+static PyObject *
+wh_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *fn;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "without_hook() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "without_hook", 1, 1, &fn)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "without_hook() takes a callable, not %.200s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    WithoutHook *self = (WithoutHook *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->fn = Py_NewRef(fn);
+    self->dict = NULL;
+    self->vectorcall = wh_vectorcall;
+    return (PyObject *)self;
+}
+
+static int
+wh_traverse(WithoutHook *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->fn);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+wh_clear(WithoutHook *self)
+{
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+wh_dealloc(WithoutHook *self)
+{
+    PyObject_GC_UnTrack(self);
+    wh_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+wh_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    /* Reached only by callers that ignore vectorcall. */
+    return PyVectorcall_Call(op, args, kwargs);
+}
+
+static PyObject *
+wh_repr(WithoutHook *self)
+{
+    return PyUnicode_FromFormat("<evalframe.without_hook of %R>", self->fn);
+}
+
+static PyObject *
+wh_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    /* Bind like a function, so that it can stand in for one on a class. */
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+static PyMemberDef wh_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(WithoutHook, fn), READONLY, "The callable it runs."},
+    {NULL},
+};
+
+static PyGetSetDef wh_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+PyTypeObject ef_WithoutHook_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "evalframe.without_hook",
+    .tp_basicsize = sizeof(WithoutHook),
+    .tp_dealloc = (destructor)wh_dealloc,
+    .tp_vectorcall_offset = offsetof(WithoutHook, vectorcall),
+    .tp_repr = (reprfunc)wh_repr,
+    .tp_call = wh_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "without_hook(fn)\n--\n\n"
+              "A callable that runs fn(*args, **kwargs) with this thread's frame hook off\n"
+              "(no callback, no cached entries, as set_callback(None) around the call)\n"
+              "and then restores the thread's previous callback state exactly.",
+    .tp_traverse = (traverseproc)wh_traverse,
+    .tp_clear = (inquiry)wh_clear,
+    .tp_members = wh_members,
+    .tp_getset = wh_getset,
+    .tp_descr_get = wh_descr_get,
+    .tp_dictoffset = offsetof(WithoutHook, dict),
+    .tp_new = wh_new,
+};
