@@ -112,6 +112,20 @@ def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return ConstVar(len(ops.const_value(vm.out, obj)))
 
 
+def python_type(vm: Interpreter, var: Var) -> type:
+    """The Python type of a tracked value (guarding what it was read from)."""
+    return _python_type(vm, var)
+
+
+def has_attribute(vm: Interpreter, obj: Var, name: str) -> bool:
+    """``hasattr(obj, name)``; an attribute found missing on a frame object is guarded so."""
+    found = _has_attr(vm, obj, name)
+    if not found and isinstance(obj, ObjectVar) and obj.source is not None:
+        where = obj.source.name()
+        vm.out.predicate(f"not hasattr({where}, {name!r})", f"{where} has no attribute {name!r}")
+    return found
+
+
 def _python_type(vm: Interpreter, var: Var) -> type:
     """The Python type of a tracked value."""
     if isinstance(var, TensorVar):
@@ -121,7 +135,7 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         vm.out.depend(var)
         return type(var.value)
     if isinstance(var, TupleVar):
-        return tuple
+        return var.named_type or tuple
     if isinstance(var, ListVar):
         return list
     if isinstance(var, DictVar):
@@ -340,7 +354,7 @@ def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
 
 @implements(builtins.hasattr)
 def _hasattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return ConstVar(_has_attr(vm, args[0], ops.const_value(vm.out, args[1])))
+    return ConstVar(has_attribute(vm, args[0], ops.const_value(vm.out, args[1])))
 
 
 @implements(builtins.setattr, object.__setattr__)

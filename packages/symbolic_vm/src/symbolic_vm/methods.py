@@ -119,9 +119,26 @@ def tensor_method(
     if name == "type" and not args and not kwargs:
         out.depend(tensor)
         return ConstVar(tensor.example.type())
+    if name == "requires_grad_" and tensor.node.op == "placeholder":
+        return _input_requires_grad(vm, tensor, args, kwargs)
     if name in ("__enter__", "__exit__", "backward", "register_hook", "retain_grad"):
         raise Unsupported(f"Tensor.{name}() inside a compiled function")
     return ops.graph_method(out, name, [tensor, *args], kwargs)
+
+
+def _input_requires_grad(
+    vm: Interpreter, tensor: TensorVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``x.requires_grad_(flag)`` on a graph input: a no-op when the flag already holds
+    (TENSOR_MATCH guards it); changing an input's autograd metadata inside the graph is not
+    something a backend can replay, so that is refused (a graph break)."""
+    out = vm.out
+    flag_var = args[0] if args else kwargs.get("requires_grad", ConstVar(True))
+    flag = bool(ops.const_value(out, flag_var))
+    out.depend(tensor)
+    if tensor.example.requires_grad == flag:
+        return tensor
+    raise Unsupported("Tensor.requires_grad_() changing a graph input's requires_grad")
 
 
 def _list_method(

@@ -544,11 +544,22 @@ def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
     if name in _TENSOR_TENSOR_ATTRS:
         return graph_call(out, getattr, [obj, ConstVar(name)], {})
     if name == "grad":
-        raise Unsupported("reading tensor.grad inside a compiled function")
+        return _tensor_grad(out, obj)
     attr = getattr(torch.Tensor, name, None)
     if attr is None:
         raise Unsupported(f"tensor attribute {name!r}")
     return MethodVar(obj, name)
+
+
+def _tensor_grad(out: Output, obj: TensorVar) -> Var:
+    """``x.grad``: an input's real ``.grad`` (itself an input, or None), guarded at its source.
+
+    A tensor made inside the graph has no gradient yet: backward cannot have run on it.
+    """
+    if obj.node.op != "placeholder" or obj.source is None:
+        return ConstVar(None)
+    grad = out.real_input(obj).grad
+    return out.wrap(grad, AttrSource(obj.source, "grad"))
 
 
 def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:

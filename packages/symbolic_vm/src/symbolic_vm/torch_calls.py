@@ -132,8 +132,29 @@ def call_torch(
         return None
     out.depend(fn)
     if "out" in kwargs:
-        raise Unsupported(f"{_name(value)}(out=...) inside a compiled function")
+        return _call_with_out(out, value, args, kwargs)
     return ops.graph_call(out, value, args, kwargs)
+
+
+def _call_with_out(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``fn(..., out=t)``: the call goes into the graph with its ``out=`` argument.
+
+    Running it on the fake examples writes (and, where eager would, resizes) the out tensors'
+    fakes in place, so later reads see the new sizes; the graph does the same to the real
+    tensors. The call returns the out tensors themselves, as eager does (``r is t``).
+    """
+    target = kwargs["out"]
+    if isinstance(target, ConstVar) and target.value is None:
+        return ops.graph_call(out, fn, args, {k: v for k, v in kwargs.items() if k != "out"})
+    targets = list(target.items) if isinstance(target, TupleVar) else [target]
+    if not all(isinstance(t, TensorVar) for t in targets):
+        raise Unsupported(f"{_name(fn)}(out=...) with out= that is not a tensor or tuple of them")
+    result = ops.graph_call(out, fn, args, kwargs)
+    if not isinstance(target, TupleVar):
+        return target
+    fields = result.fields if isinstance(result, TupleVar) else ()
+    named = result.named_type if isinstance(result, TupleVar) else None
+    return TupleVar(tuple(targets), fields=fields, named_type=named)
 
 
 _AUTOCAST_CLASSES: tuple[Any, ...] = (torch.autocast, torch.amp.autocast)

@@ -258,3 +258,46 @@ def MATCH_KEYS(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(TupleVar(tuple(subject.box.items[k] for k in keys)))
     else:
         vm.push(ConstVar(None))
+
+
+# Classes whose single positional sub-pattern matches the subject itself (``case int(n):``).
+_MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
+
+
+@handler("MATCH_CLASS")
+def MATCH_CLASS(vm: Interpreter, inst: dis.Instruction) -> None:
+    """``case Cls(p0, p1, k=p2)``: a tuple of the subject's attributes, or None if no match.
+
+    Pops the keyword names, the class and the subject; the positional names come from the
+    class's ``__match_args__`` (or the subject itself for the builtin types of _MATCH_SELF).
+    """
+    from symbolic_vm.builtins_ import has_attribute, python_type
+
+    out = vm.out
+    keywords = tuple(ops.const_value(out, vm.pop()))
+    cls = ops.const_value(out, vm.pop())
+    subject = vm.pop()
+    if not isinstance(cls, type):
+        raise Unsupported("TypeError: called match pattern must be a class")
+    if not issubclass(python_type(vm, subject), cls):
+        vm.push(ConstVar(None))
+        return
+    count = _arg(inst)
+    match_args = getattr(cls, "__match_args__", None)
+    if count and match_args is None:
+        if count == 1 and cls in _MATCH_SELF:
+            vm.push(TupleVar((subject,)))
+            return
+        raise Unsupported(f"TypeError: {cls.__name__}() accepts 0 positional sub-patterns")
+    if count and (not isinstance(match_args, tuple) or count > len(match_args)):
+        raise Unsupported(f"TypeError: {cls.__name__}() positional patterns vs __match_args__")
+    names = (*(match_args[:count] if match_args else ()), *keywords)
+    if len(set(names)) != len(names):
+        raise Unsupported(f"TypeError: {cls.__name__}() got two sub-patterns for one attribute")
+    values: list[Var] = []
+    for name in names:
+        if not has_attribute(vm, subject, name):
+            vm.push(ConstVar(None))
+            return
+        values.append(ops.getattr_var(vm, subject, name))
+    vm.push(TupleVar(tuple(values)))
