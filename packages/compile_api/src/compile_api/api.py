@@ -18,7 +18,7 @@ import symbolic_vm
 from .backends import Backend, inductor_with_options, lookup_backend
 from .ddp import warn_if_fsdp
 from .errors import NotCallableError
-from .frame_compiler import CompileContext, make_callback
+from .frame_compiler import CompileContext, active, context_token, make_callback
 from .state import FrameRecord, state
 
 __all__ = [
@@ -49,12 +49,14 @@ def _context(
     dynamic: bool | None,
     on_record: Callable[[FrameRecord], None] | None = None,
 ) -> CompileContext:
+    resolved = lookup_backend(backend)
     return CompileContext(
-        backend=lookup_backend(backend),
+        backend=resolved,
         backend_name=_backend_name(backend),
         fullgraph=fullgraph,
         dynamic=dynamic,
         on_record=on_record,
+        token=context_token(resolved, fullgraph, dynamic),
     )
 
 
@@ -65,13 +67,17 @@ def _forward_code(mod: torch.nn.Module) -> frozenset[types.CodeType]:
 
 def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
     callback = make_callback(ctx)
+    token = ctx.token
 
     @functools.wraps(fn)
     def compiled(*args: Any, **kwargs: Any) -> Any:
         previous = evalframe.set_callback(callback)
+        previous_token = active.token
+        active.token = token
         try:
             return fn(*args, **kwargs)
         finally:
+            active.token = previous_token
             evalframe.set_callback(previous)
 
     compiled._strata_orig_callable = fn  # type: ignore[attr-defined]
@@ -189,7 +195,7 @@ class _Optimize:
     def __init__(self, ctx: CompileContext) -> None:
         self._ctx = ctx
         self._callback = make_callback(ctx)
-        self._previous: list[evalframe.Callback | None] = []
+        self._previous: list[tuple[evalframe.Callback | None, int]] = []
 
     def __call__(self, fn: F) -> F:
         if isinstance(fn, torch.nn.Module):
@@ -199,10 +205,12 @@ class _Optimize:
         return _wrap(fn, self._ctx)  # type: ignore[return-value]
 
     def __enter__(self) -> None:
-        self._previous.append(evalframe.set_callback(self._callback))
+        self._previous.append((evalframe.set_callback(self._callback), active.token))
+        active.token = self._ctx.token
 
     def __exit__(self, *exc: object) -> None:
-        evalframe.set_callback(self._previous.pop())
+        callback, active.token = self._previous.pop()
+        evalframe.set_callback(callback)
 
 
 def optimize(
@@ -244,8 +252,14 @@ def disable(fn: Any = None, recursive: bool = True) -> Any:
 
 @contextmanager
 def _run_only() -> Iterator[None]:
-    with evalframe.run_only():
-        yield
+    # Token 0: an entry compiled by any compile() context may run.
+    previous_token = active.token
+    active.token = 0
+    try:
+        with evalframe.run_only():
+            yield
+    finally:
+        active.token = previous_token
 
 
 def run(fn: Any = None) -> Any:
@@ -258,7 +272,7 @@ def run(fn: Any = None) -> Any:
 
     @functools.wraps(fn)
     def cached_only(*args: Any, **kwargs: Any) -> Any:
-        with evalframe.run_only():
+        with _run_only():
             return fn(*args, **kwargs)
 
     return cached_only

@@ -34,7 +34,7 @@ from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
 from .state import FrameRecord, RecordedGraph, state
 
-__all__ = ["CompileContext", "make_callback", "skip_reason"]
+__all__ = ["CompileContext", "active", "context_token", "make_callback", "skip_reason"]
 
 log = logging.getLogger("strata.compile_api")
 
@@ -55,6 +55,33 @@ class CompileContext:
     # Code compiled even where the skip rules say library code: the forward of a compiled
     # nn.Module whose class torch defines (nn.Sequential, nn.Linear, ...).
     force_codes: frozenset[types.CodeType] = frozenset()
+    # Which cached entries this context may run: those compiled under the same token.
+    token: int = attrs.field(default=0, eq=False)
+
+
+class _ActiveToken(threading.local):
+    """This thread's running compile context, as its token (0: none, e.g. inside ``run()``)."""
+
+    token: int = 0
+
+
+# Read by every cache entry's guard (installed in the frame's globals as ``__strata_active``).
+active = _ActiveToken()
+_ACTIVE_NAME = "__strata_active"
+_tokens: dict[tuple[object, bool, bool | None], int] = {}
+
+
+def context_token(backend: Backend, fullgraph: bool, dynamic: bool | None) -> int:
+    """One token per (backend, fullgraph, dynamic): ``compile()`` calls that agree share a cache.
+
+    A code object's cache is shared by every ``compile()`` of it, so each entry is guarded on
+    the token of the context that compiled it: a second ``compile(fn, backend=other)`` compiles
+    anew instead of running the first backend's code, and ``fullgraph=True`` never reuses an
+    entry that was compiled with graph breaks. Inside ``run()`` (token 0) any entry may run.
+    """
+    key = (backend, fullgraph, dynamic)
+    with state.lock:
+        return _tokens.setdefault(key, len(_tokens) + 1)
 
 
 # Packages whose code is never compiled: the torch stack, Strata's layers, and tools around tests.
@@ -161,9 +188,9 @@ def _dynamic_dims(
         if marked:
             dims.setdefault(f"L[{name!r}]", set()).update(marked)
     with state.lock:
-        auto = state.auto_dynamic.setdefault(code, {})
+        auto = state.auto_dynamic.setdefault((code, ctx.token), {})
         if recompiling and ctx.dynamic is None and config.automatic_dynamic_shapes:
-            for source, sizes in state.tensor_sizes.get(code, ()):
+            for source, sizes in state.tensor_sizes.get((code, ctx.token), ()):
                 try:
                     value = source.resolve(f_locals, frame.f_globals)
                 except Exception:  # the source no longer resolves: nothing to compare
@@ -387,11 +414,21 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         for name, value in [*compiled.items(), *result.globals_to_install.items()]:
             namespace[name] = value
             state.installed.append((namespace, name))
+    guard_set = result.guards
+    guard_set.SHAPE(
+        f"G[{_ACTIVE_NAME!r}].token in ({ctx.token}, 0)",
+        f"compiled by compile(backend={ctx.backend_name!r}, fullgraph={ctx.fullgraph}, "
+        f"dynamic={ctx.dynamic}); another compile() of this code is running",
+    )
+    with state.lock:
+        if namespace.get(_ACTIVE_NAME) is not active:
+            namespace[_ACTIVE_NAME] = active
+            state.installed.append((namespace, _ACTIVE_NAME))
     with _timed(record, "guard_building"):
-        check = guards.compile_guards(result.guards, namespace)
+        check = guards.compile_guards(guard_set, namespace)
     record.guards_text = check.text
     with state.lock:
-        state.tensor_sizes.setdefault(code, []).extend(
+        state.tensor_sizes.setdefault((code, ctx.token), []).extend(
             (guard.source, guard.spec.sizes)
             for guard in check.guards
             if isinstance(guard, guards.TensorMatch)

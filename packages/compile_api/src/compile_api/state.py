@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import types
 from collections import defaultdict
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
 
@@ -42,18 +42,23 @@ class FrameRecord:
         return f"{self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno})"
 
 
+# A code object and the token of the compile() context that compiled it.
+CodeKey: TypeAlias = tuple[types.CodeType, int]
+
+
 @attrs.define
 class State:
     lock: threading.RLock = attrs.field(factory=threading.RLock)
     records: list[FrameRecord] = attrs.field(factory=list)
     times: dict[str, list[float]] = attrs.field(factory=lambda: defaultdict(list))
     warned: set[object] = attrs.field(factory=set)
-    # code object -> (source, sizes) of every tensor its entries' TENSOR_MATCH guards checked
-    tensor_sizes: dict[types.CodeType, list[tuple[Any, tuple[int | None, ...]]]] = attrs.field(
+    # (code object, context token) -> (source, sizes) of every tensor its entries'
+    # TENSOR_MATCH guards checked
+    tensor_sizes: dict[CodeKey, list[tuple[Any, tuple[int | None, ...]]]] = attrs.field(
         factory=dict
     )
-    # code object -> {source name: dims made dynamic by automatic dynamic shapes}
-    auto_dynamic: dict[types.CodeType, dict[str, frozenset[int]]] = attrs.field(factory=dict)
+    # (code object, context token) -> {source name: dims made dynamic by automatic dynamic}
+    auto_dynamic: dict[CodeKey, dict[str, frozenset[int]]] = attrs.field(factory=dict)
     # (globals dict, name) pairs this process installed, removed by reset()
     installed: list[tuple[dict[str, Any], str]] = attrs.field(factory=list)
     skip_codes: set[types.CodeType] = attrs.field(factory=set)
