@@ -1,12 +1,18 @@
 """The transformed code: call the compiled graph, replay side effects, rebuild the return value.
 
-It is generated as Python source with the original's argument layout and free variables, then
-compiled; the graph inputs are read from ``locals()``/``globals()`` with the guards' source
-expressions (``L['self'].fc.weight``), so the code needs nothing the frame does not hold.
+It is generated as Python source with the original's argument layout, free and cell variables,
+then compiled, and runs with the frame's globals. Sources are read by name: an argument or free
+variable ``L['x']`` is the plain name ``x`` (LOAD_FAST / LOAD_DEREF), a global ``G['w']`` is
+``w`` (LOAD_GLOBAL), attribute and item steps follow (``self._modules['0']._parameters['weight']``).
+Only a global shadowed by one of the function's own names (or a name that is not an identifier)
+is read through the frame's globals dict, ``__strata_<n>_globals_fn()[name]`` (``builtins.globals``
+under a name the frame cannot shadow). A prefix shared by several reads (``self._modules['0']
+._parameters``) is read once into a temporary at the top of the function.
 """
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import math
 import re
@@ -17,6 +23,7 @@ from typing import Any
 import torch
 
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import GlobalSource, LocalSource, Source
 from symbolic_vm.output import AttrWrite, CellWrite, ContainerWrite, GlobalWrite, Output
 from symbolic_vm.values import (
     BoundMethodVar,
@@ -35,16 +42,19 @@ from symbolic_vm.values import (
     Var,
 )
 
-_L = "__strata_L"
-_G = "__strata_G"
 _OUT = "__strata_out"
-_SOURCE_ROOT = re.compile(r"(?<![\w.'\"])([LG])\[")
+# Lines binding a shared source prefix: reads of the frame's state at entry, hoisted by
+# build_code above the graph call (the graph never changes Python objects).
+_PREFIX = "__strata_s"
+_PREFIX_LINE = re.compile(rf"^{_PREFIX}\d+ = ")
 
 
-def source_expr(source: Any) -> str:
-    """A source's guard expression, rewritten over the transformed code's own locals/globals."""
-    return _SOURCE_ROOT.sub(lambda m: ("__strata_L[" if m.group(1) == "L" else "__strata_G["),
-                            source.name())
+def frame_names(code: types.CodeType) -> frozenset[str]:
+    """The names that are local to the transformed code of ``code`` (a global by one of these
+    names cannot be read as a plain name there)."""
+    return frozenset(
+        (*code.co_varnames[: _total_args(code)], *code.co_freevars, *code.co_cellvars)
+    )
 
 
 def make_object(cls: type, attributes: dict[str, object]) -> object:
@@ -65,6 +75,53 @@ class Rebuilder:
         # binding per object made while tracing so each is built once (identity is kept).
         self.lines: list[str] = []
         self._made: dict[int, str] = {}
+        self._prefixes: dict[Source, str] = {}
+
+    def source(self, source: Source) -> str:
+        """An expression reading ``source`` in the transformed code, by name (see module doc).
+
+        Every proper prefix of the source below its root is bound once to a temporary
+        (``__strata_s<k>``), so reads sharing a module path walk it once.
+        """
+        chain = source.chain()
+        start = 0
+        expr = ""
+        for k in range(len(chain) - 1, 0, -1):
+            known = self._prefixes.get(chain[k])
+            if known is not None:
+                start, expr = k, known
+                break
+        if not expr:
+            expr = self._root(chain[0])
+        for k in range(start + 1, len(chain)):
+            expr = chain[k].render(expr, self._bind_constant)
+            if k < len(chain) - 1:
+                name = f"{_PREFIX}{len(self._prefixes)}"
+                self.lines.append(f"{name} = {expr}")
+                self._prefixes[chain[k]] = name
+                expr = name
+        return expr
+
+    def _root(self, root: Source) -> str:
+        names = self.out.frame_names
+        if isinstance(root, LocalSource):
+            if root.local_name.isidentifier():
+                return root.local_name
+            locals_fn = self.out.install(builtins.locals, "locals_fn")
+            return f"{locals_fn}()[{root.local_name!r}]"
+        if isinstance(root, GlobalSource):
+            name = root.global_name
+            if name.isidentifier() and name not in names and not name.startswith("__strata"):
+                return name
+            return f"{self.globals_dict()}[{name!r}]"
+        raise Unsupported(f"reading {root.name()} in the transformed code")
+
+    def globals_dict(self) -> str:
+        """An expression for the frame's globals dict that no name of the frame can shadow."""
+        return f"{self.out.install(builtins.globals, 'globals_fn')}()"
+
+    def _bind_constant(self, value: object, hint: str) -> str:
+        return self.constant(value)
 
     def bind(self, expr: str) -> str:
         """A temporary holding ``expr``, evaluated now (before any write)."""
@@ -82,7 +139,7 @@ class Rebuilder:
     def expr(self, var: Var) -> str:
         if isinstance(var, (TensorVar, SymVar)):
             if var.node.op == "placeholder" and var.source is not None:
-                return source_expr(var.source)
+                return self.source(var.source)
             index = self._index.get(id(var.node))
             if index is None:
                 index = len(self.outputs)
@@ -90,7 +147,7 @@ class Rebuilder:
                 self._index[id(var.node)] = index
             return f"{_OUT}[{index}]"
         if var.source is not None and not isinstance(var, (TupleVar, NewObjectVar)):
-            return source_expr(var.source)
+            return self.source(var.source)
         if isinstance(var, ConstVar):
             return self.constant(var.value)
         if isinstance(var, TupleVar):
@@ -191,11 +248,11 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
             writes.append(f"{effect.name} = {value}")
         elif isinstance(effect, GlobalWrite):
             value = temp(rebuilder.expr(effect.value))
-            writes.append(f"{_G}[{effect.name!r}] = {value}")
+            writes.append(f"{rebuilder.globals_dict()}[{effect.name!r}] = {value}")
         elif isinstance(effect, ContainerWrite):
             container = effect.target
             assert container.source is not None
-            target = temp(source_expr(container.source))
+            target = temp(rebuilder.source(container.source))
             if isinstance(container, ListVar):
                 items = temp("[" + ", ".join(rebuilder.expr(v) for v in container.box.items) + "]")
                 writes.append(f"{target}[:] = {items}")
@@ -219,18 +276,21 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     return_expr: str,
     nonlocals: list[str] | None = None,
 ) -> types.CodeType:
-    """Compile the transformed function and return its code object."""
+    """Compile the transformed function and return its code object.
+
+    ``reads`` binding a shared source prefix (``__strata_s<k> = ...``, see Rebuilder.source)
+    are moved above the graph call, since the graph arguments may read through them.
+    """
     body = [f"nonlocal {name}" for name in nonlocals or []]
     body += [
         "if False:",
         f"    ({', '.join([*original.co_freevars, ''])})",
         f"    (lambda: ({', '.join([*original.co_cellvars, ''])}))",
-        f"{_L} = locals()",
-        f"{_G} = globals()",
     ]
+    body.extend(line for line in reads if _PREFIX_LINE.match(line))
     if graph_call is not None:
         body.append(f"{_OUT} = {graph_call}({', '.join(graph_args)})")
-    body.extend(reads)
+    body.extend(line for line in reads if not _PREFIX_LINE.match(line))
     body.append(f"__strata_result = {return_expr}")
     body.extend(writes)
     body.append("return __strata_result")
@@ -269,4 +329,4 @@ def _total_args(code: types.CodeType) -> int:
     return n
 
 
-__all__ = ["Rebuilder", "build_code", "make_object", "source_expr"]
+__all__ = ["Rebuilder", "build_code", "frame_names", "make_object"]

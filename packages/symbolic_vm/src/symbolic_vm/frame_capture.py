@@ -11,8 +11,9 @@ import torch
 
 from symbolic_vm import handlers
 from symbolic_vm.breaks import break_record, plan_break, reset_resumes, residual_code
-from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, source_expr
+from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, frame_names
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
+from symbolic_vm.guard_api import Source
 from symbolic_vm.interpreter import SUPPORTED_VERSIONS, BreakAt, Interpreter, RetraceAt
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import (
@@ -77,6 +78,7 @@ def _capture_once(
 ) -> CaptureResult:
     code = frame.f_code
     out = Output(frame.f_globals, config, prefix=f"__strata_{number}")
+    out.frame_names = frame_names(code)
     grad_before = torch.is_grad_enabled()
     try:
         try:
@@ -148,7 +150,7 @@ def _graph(
     gm = out.builder.finish(rebuilder.outputs)
     example_inputs: list[object] = [out.real_input(v) for v in live]
     log.debug("captured %s:\n%s", graph_name, gm.code)
-    args = [source_expr(_source(v)) for v in live]
+    args = [rebuilder.source(_source(v)) for v in live]
     return [CapturedGraph(graph_name, gm, example_inputs)], graph_name, args, guarded
 
 
@@ -190,6 +192,6 @@ def _finish_with_break(
     )
 
 
-def _source(var: TensorVar) -> object:
+def _source(var: TensorVar) -> Source:
     assert var.source is not None
     return var.source

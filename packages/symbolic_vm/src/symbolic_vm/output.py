@@ -128,6 +128,9 @@ class Output:
         self._installs: dict[str, object] = {}
         self._install_ids: dict[int, str] = {}
         self.graph_index = 0
+        # Names local to the transformed code (arguments, free and cell variables): a global
+        # by one of these names is read there through the globals dict (codegen.Rebuilder).
+        self.frame_names: frozenset[str] = frozenset()
 
     # -- wrapping real values ---------------------------------------------------------------
 
