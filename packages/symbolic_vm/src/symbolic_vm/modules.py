@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import AttrSource
+from symbolic_vm.guard_api import AttrSource, ItemSource, Source
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -23,10 +24,68 @@ from symbolic_vm.values import (
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
+    from symbolic_vm.output import Output
+
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
+_MODULE_SETATTR = torch.nn.Module.__setattr__
+_TABLES = ("_parameters", "_buffers", "_modules")
+
+
+def tables_are_the_path(cls: type) -> bool:
+    """True when, for instances of ``cls``, a name held in ``_parameters``/``_buffers``/
+    ``_modules`` (and not a class attribute) is found there by ``getattr`` and nowhere else.
+
+    Proof by the class: attribute lookup is object's (instance ``__dict__`` first, then
+    ``nn.Module.__getattr__``, which reads the three tables in that order), and ``__setattr__``
+    is ``nn.Module``'s, which removes a name from ``__dict__`` whenever it stores it in a table
+    and refuses to shadow one (``register_*`` refuse an existing attribute). Only writes that
+    bypass it (``object.__setattr__``, ``m.__dict__[name] = ...``) or a change of the instance's
+    ``__class__`` could make ``__dict__`` shadow a table entry; neither is guarded.
+    """
+    return (
+        getattr(cls, "__getattribute__", None) is object.__getattribute__
+        and getattr(cls, "__getattr__", None) is _MODULE_GETATTR
+        and getattr(cls, "__setattr__", None) is _MODULE_SETATTR
+    )
+
+
+def state_source(base: Source | None, module: torch.nn.Module, table: str, name: str) -> Source | None:
+    """The source of ``module.<name>`` held in ``module.<table>``: read through the table's dict
+    (``base._parameters['weight']``) when the class proves ``getattr`` ends there (see
+    :func:`tables_are_the_path`), else through ``getattr`` (``base.weight``)."""
+    if base is None:
+        return None
+    cls = type(module)
+    if (
+        tables_are_the_path(cls)
+        and name not in module.__dict__
+        and _class_attribute(cls, name) is _MISSING
+        and all(name not in module.__dict__.get(t, {}) for t in _TABLES[: _TABLES.index(table)])
+    ):
+        return ItemSource(AttrSource(base, table), name)
+    return AttrSource(base, name)
+
+
+_MISSING = object()
+
+
+def _class_attribute(cls: type, name: str) -> object:
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return _MISSING
+
+
+def _is_data_descriptor(attr: object) -> bool:
+    kind = type(attr)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
-    """``module.name``: parameters/buffers become inputs, submodules stay modules."""
+    """``module.name`` in Python's lookup order: a data descriptor of the class, the instance
+    ``__dict__``, other class attributes, then ``nn.Module.__getattr__``'s tables (parameters,
+    buffers, submodules: parameters/buffers become graph inputs, submodules stay modules)."""
     out = vm.out
     module = obj.module
     overlay = out.attr_overlay.get((id(module), name))
@@ -34,30 +93,89 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
         return overlay
     out.depend(obj)
     source = AttrSource(obj.source, name) if obj.source is not None else None
-    for table in ("_parameters", "_buffers", "_modules"):
+    class_attr = _class_attribute(type(module), name)
+    if class_attr is not _MISSING and _is_data_descriptor(class_attr):
+        return _class_member(vm, obj, class_attr)
+    if name in module.__dict__:
+        return out.wrap(module.__dict__[name], source)
+    if name in _MODULE_ITERATORS:
+        return MethodVar(obj, name)
+    if class_attr is not _MISSING:
+        return _class_member(vm, obj, class_attr)
+    for table in _TABLES:
         entries = module.__dict__.get(table, {})
         if name in entries:
             value = entries[name]
-            return ConstVar(None, source=source) if value is None else out.wrap(value, source)
-    if name in module.__dict__:
-        return out.wrap(module.__dict__[name], source)
-    if name in _MODULE_ITERATORS and name not in module.__dict__:
-        return MethodVar(obj, name)
-    for klass in type(module).__mro__:
-        if name in klass.__dict__:
-            attr = klass.__dict__[name]
-            if isinstance(attr, types.FunctionType):
-                return BoundMethodVar(obj, FunctionVar(attr))
-            if isinstance(attr, property) and attr.fget is not None:
-                from symbolic_vm.calls import call
-
-                return call(vm, out.wrap(attr.fget, None), [obj], {})
-            if isinstance(attr, staticmethod):
-                return out.wrap(attr.__func__, None)
-            if isinstance(attr, classmethod):
-                return BoundMethodVar(out.wrap(type(module), None), out.wrap(attr.__func__, None))
-            return out.wrap(attr, None)
+            where = state_source(obj.source, module, table, name)
+            return ConstVar(None, source=where) if value is None else out.wrap(value, where)
     raise Unsupported(f"{type(module).__name__} module has no attribute {name!r}")
+
+
+def _class_member(vm: Interpreter, obj: ModuleVar, attr: object) -> Var:
+    out = vm.out
+    if isinstance(attr, types.FunctionType):
+        return BoundMethodVar(obj, FunctionVar(attr))
+    if isinstance(attr, property) and attr.fget is not None:
+        from symbolic_vm.calls import call
+
+        return call(vm, out.wrap(attr.fget, None), [obj], {})
+    if isinstance(attr, staticmethod):
+        return out.wrap(attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return BoundMethodVar(out.wrap(type(obj.module), None), out.wrap(attr.__func__, None))
+    return out.wrap(attr, None)
+
+
+def _submodule_key(module: torch.nn.Module, index: object) -> str | None:
+    """The ``_modules`` key that ``module[index]`` reads, for the stock Sequential/ModuleList
+    ``__getitem__`` with an int and ModuleDict's with a key (None otherwise)."""
+    cls = type(module)
+    if cls.__getitem__ is torch.nn.ModuleDict.__getitem__:
+        return index if isinstance(index, str) and index in module._modules else None
+    if isinstance(index, bool) or not isinstance(index, int):
+        return None
+    keys = list(module._modules)
+    if cls.__getitem__ is torch.nn.Sequential.__getitem__:
+        return keys[index] if -len(keys) <= index < len(keys) else None
+    if cls.__getitem__ is torch.nn.ModuleList.__getitem__:
+        key = str(index if index >= 0 else index + len(keys))
+        return key if key in module._modules else None
+    return None
+
+
+def submodule_item(out: Output, obj: ModuleVar, index: object, sub: object) -> Var:
+    """``container[index]`` (``sub`` is its real value): read through ``_modules`` when the
+    container's own ``__getitem__`` would read that entry, with a DICT_KEYS guard on
+    ``_modules`` where the key depends on the position (Sequential, negative ModuleList
+    indices), else through the subscript itself."""
+    module = obj.module
+    if obj.source is None:
+        return out.wrap(sub, None)
+    key = _submodule_key(module, index)
+    if key is None or module._modules.get(key) is not sub or not tables_are_the_path(type(module)):
+        return out.wrap(sub, ItemSource(obj.source, index))
+    modules_source = AttrSource(obj.source, "_modules")
+    if isinstance(module, torch.nn.Sequential) or (isinstance(index, int) and index < 0):
+        out.request("DICT_KEYS", modules_source, module._modules)
+    return out.wrap(sub, ItemSource(modules_source, key))
+
+
+def container_modules(out: Output, obj: ModuleVar) -> list[Var]:
+    """``list(container)`` for a Sequential/ModuleList: its ``_modules`` values in order, each
+    read through ``_modules`` under a DICT_KEYS guard (a module added, removed or reordered
+    later recompiles), or by position when the class iterates another way."""
+    module = obj.module
+    stock_iter = type(module).__iter__ in (
+        torch.nn.Sequential.__iter__, torch.nn.ModuleList.__iter__
+    )
+    if obj.source is None or not stock_iter or not tables_are_the_path(type(module)):
+        return [
+            out.wrap(sub, ItemSource(obj.source, i) if obj.source is not None else None)
+            for i, sub in enumerate(module)
+        ]
+    modules_source = AttrSource(obj.source, "_modules")
+    out.request("DICT_KEYS", modules_source, module._modules)
+    return [out.wrap(sub, ItemSource(modules_source, key)) for key, sub in module._modules.items()]
 
 
 # Generator methods of nn.Module answered by the VM with lists of sourced values.
@@ -71,8 +189,6 @@ def module_iterator(
     vm: Interpreter, obj: ModuleVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
     """``module.parameters()`` and friends: an iterator over values named by their sources."""
-    from symbolic_vm import operations as ops
-
     out = vm.out
     out.depend(obj)
     py_args = [ops.const_value(out, a) for a in args]
@@ -94,20 +210,34 @@ def module_iterator(
 _HOOK_TABLES = (
     "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
 )
+# The global hook dicts nn.Module.__call__ consults before taking its no-hook fast path.
+_GLOBAL_HOOK_TABLES = (
+    "_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+)
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
     from torch.nn.modules import module as module_impl
 
-    local = (
-        module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
-        getattr(module, "_backward_pre_hooks", {}),
-    )
-    global_hooks = (
-        module_impl._global_forward_hooks, module_impl._global_forward_pre_hooks,
-        module_impl._global_backward_hooks,
-    )
+    local = [getattr(module, name, None) for name in _HOOK_TABLES]
+    global_hooks = [getattr(module_impl, name, None) for name in _GLOBAL_HOOK_TABLES]
     return any(bool(h) for h in (*local, *global_hooks))
+
+
+def _guard_no_hooks(out: Output, source: Source | None) -> None:
+    """The inlined forward ran no hooks: reuse only while there are still none, on this module
+    (its four hook dicts) and globally (torch.nn.modules.module's dicts, once per capture)."""
+    from torch.nn.modules import module as module_impl
+
+    holder = out.install(module_impl, "nn_module")
+    where = f"G[{holder!r}]"
+    hooks = " or ".join(f"{where}.{table}" for table in _GLOBAL_HOOK_TABLES)
+    out.predicate(f"not ({hooks})", "no global nn.Module hooks")
+    if source is not None:
+        name = source.name()
+        hooks = " or ".join(f"{name}.{table}" for table in _HOOK_TABLES)
+        out.predicate(f"not ({hooks})", f"{name} has no hooks")
 
 
 def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -118,14 +248,12 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     if _has_hooks(module):
         raise Unsupported(f"calling {type(module).__name__} with forward/backward hooks registered")
     vm.out.depend(obj)
-    if obj.source is not None:
-        # The inlined forward ran no hooks: reuse only while the module still has none.
-        where = obj.source.name()
-        hooks = " or ".join(f"{where}.{table}" for table in _HOOK_TABLES)
-        vm.out.predicate(f"not ({hooks})", f"{where} has no hooks")
+    _guard_no_hooks(vm.out, obj.source)
     forward = type(module).forward
     if not isinstance(forward, types.FunctionType):
         raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
     if "forward" in module.__dict__:
         return call(vm, module_attr(vm, obj, "forward"), args, kwargs)
+    if obj.source is not None:  # forward patched on the instance or class later: recompile
+        ops.guard_method_resolution(vm.out, obj.source, module, "forward", forward)
     return call(vm, BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)
