@@ -302,7 +302,7 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
     if getattr(cls, "__slots__", None) is not None:
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
     vm.out.depend(cls_var)
-    obj = NewObjectVar(ObjectBox(cls, {}))
+    obj = NewObjectVar(ObjectBox(cls, {}, cls_source=cls_var.source))
     init = cls.__dict__.get("__init__") or next(
         (k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__), object.__init__
     )

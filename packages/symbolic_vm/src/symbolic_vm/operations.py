@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from guards import TypeSource
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import AttrSource, ItemSource
+from symbolic_vm.guard_api import AttrSource, ItemSource, Source
 from symbolic_vm.output import AttrWrite, ContainerWrite, Output, is_constant_value
 from symbolic_vm.values import (
     NULL,
@@ -608,9 +609,13 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
     if isinstance(cls_attr, property) and cls_attr.fget is not None:
         from symbolic_vm.calls import call
 
+        if obj.source is not None:
+            guard_class_attribute(out, TypeSource(obj.source), name, cls_attr)
         return call(vm, out.wrap(cls_attr.fget, None), [obj], {})
     if name in instance_dict:
         return out.wrap(instance_dict[name], _attr(obj, name))
+    if obj.source is not None and cls_attr is not _MISSING:
+        guard_method_resolution(out, obj.source, value, name, cls_attr)
     if isinstance(cls_attr, types.FunctionType):
         return BoundMethodVar(obj, FunctionVar(cls_attr))
     if isinstance(cls_attr, staticmethod):
@@ -627,6 +632,35 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
 _MISSING = object()
 
 
+def guard_class_attribute(out: Output, cls_source: Source, name: str, found: object) -> None:
+    """Guard what ``cls.name`` resolved to (the function, property, static/class method), so
+    that monkeypatching the class after compiling recompiles instead of running the old code.
+
+    ``cls_source`` names the class (``type(L['obj'])`` or the class's own source).
+    """
+    attr = AttrSource(cls_source, name)
+    if isinstance(found, (types.FunctionType, property)):
+        out.request("ID_MATCH", attr, found)
+    elif isinstance(found, staticmethod):
+        out.request("ID_MATCH", attr, found.__func__)
+    elif isinstance(found, classmethod):
+        # Reading it through the class binds a fresh method object: guard the function.
+        out.request("ID_MATCH", AttrSource(attr, "__func__"), found.__func__)
+
+
+def guard_method_resolution(
+    out: Output, source: Source, value: object, name: str, found: object
+) -> None:
+    """``value.name`` (at ``source``) resolved to class attribute ``found``: guard that the
+    class still holds it and, for a non-data descriptor, that the instance does not shadow it."""
+    guard_class_attribute(out, TypeSource(source), name, found)
+    if hasattr(value, "__dict__") and not hasattr(type(found), "__set__"):
+        where = source.name()
+        out.predicate(
+            f"{name!r} not in {where}.__dict__", f"{where}.{name} is not set on the instance"
+        )
+
+
 def _class_lookup(cls: type, name: str) -> Any:
     for klass in cls.__mro__:
         if name in klass.__dict__:
@@ -640,6 +674,8 @@ def _new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     cls_attr = _class_lookup(obj.box.cls, name)
     if cls_attr is _MISSING:
         raise Unsupported(f"{obj.box.cls.__name__} object has no attribute {name!r}")
+    if obj.box.cls_source is not None:
+        guard_class_attribute(vm.out, obj.box.cls_source, name, cls_attr)
     if isinstance(cls_attr, property) and cls_attr.fget is not None:
         from symbolic_vm.calls import call
 

@@ -196,6 +196,7 @@ class ObjectBox:
 
     cls: type
     attrs: dict[str, Var]
+    cls_source: Source | None = None  # where the class was read (guards its method lookups)
 
 
 @attrs.frozen(eq=False)
