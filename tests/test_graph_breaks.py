@@ -7,10 +7,11 @@ torch.compile's (with a counting backend) on the same function: ours must not be
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dis
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -383,3 +384,207 @@ def test_breaks_at_keyword_calls_in_resume_functions_and_closures(
     out = capsys.readouterr().out.splitlines()
     assert out[: len(out) // 2] == out[len(out) // 2 :]
     reference_limit(fn, counter.count, (x,), (x * 2,))
+
+
+# --- with blocks of every kind: re-entered like torch.compile, or the frame runs eagerly ---------
+
+
+def reference_count(fn: Callable[..., Any], ours: int, *calls: tuple[Any, ...]) -> None:
+    """Our graph count equals torch.compile's on the same calls (where it can run)."""
+    if sys.version_info >= (3, 13):
+        return
+    assert ours == torch_compile_graph_count(fn, *calls)
+
+
+STATES: list[tuple[str, bool, bool, torch.dtype]] = []
+
+
+def _record_state(tag: str) -> None:
+    STATES.append(
+        (tag, torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"),
+         torch.get_autocast_dtype("cpu"))
+    )
+
+
+# A call the VM must break at (disabled for compilation) that records the state it runs in.
+record_state = compile_api.disable(_record_state)
+
+
+def print_in_autocast(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.mm(x, x)
+        print("inside autocast")
+        z = torch.mm(y, x)
+    return z + 1, y
+
+
+def print_in_set_grad_enabled(x: torch.Tensor) -> torch.Tensor:
+    with torch.set_grad_enabled(False):
+        y = x * 2
+        print("inside set_grad_enabled")
+        z = y * x
+    return z + x
+
+
+def print_in_set_grad_enabled_true_inside_no_grad(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        a = x * 2
+        with torch.set_grad_enabled(True):
+            y = x * 3
+            print("inside")
+            z = y * x
+        w = z + a
+    return w * x
+
+
+def print_in_autocast_in_no_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.mm(x, x)
+            print("inside both")
+            z = torch.mm(y, x)
+        w = z.float() * 2
+    return w, x * 2
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [print_in_autocast, print_in_set_grad_enabled, print_in_set_grad_enabled_true_inside_no_grad,
+     print_in_autocast_in_no_grad],
+    ids=["autocast", "set_grad_enabled", "set_grad_enabled-in-no_grad", "autocast-in-no_grad"],
+)
+def test_break_inside_autocast_and_set_grad_enabled_resumes_inside_the_block(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3, 3, requires_grad=True)
+    x2 = (x * 2).detach().requires_grad_()
+    outs = run_both(fn, counter, (x,), (x2,))
+    expected = fn(x2)
+    for mine, theirs in zip(outs[-1] if isinstance(expected, tuple) else (outs[-1],),
+                            expected if isinstance(expected, tuple) else (expected,),
+                            strict=True):
+        assert mine.dtype == theirs.dtype and mine.requires_grad == theirs.requires_grad
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    assert counter.count == 2  # the graph before the break, the resume function's: reused
+    reference_count(fn, counter.count, (x,), (x2,))
+
+
+def test_autocast_block_is_exited_in_the_first_graph_and_entered_again_in_the_second(
+    counter: GraphCounter,
+) -> None:
+    run_both(print_in_autocast, counter, (torch.randn(3, 3),))
+    enter, exit_ = torch.amp.autocast_mode._enter_autocast, torch.amp.autocast_mode._exit_autocast
+    for gm in counter.graphs:
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        assert targets.count(enter) == 1 and targets.count(exit_) == 1
+        assert targets.index(enter) < targets.index(torch.mm) < targets.index(exit_)
+
+
+def state_at_each_step(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        a = x * 2
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            b = torch.mm(a, x)
+            record_state("autocast")
+            c = torch.mm(b, x)
+        record_state("no_grad")
+        torch.set_grad_enabled(True)  # a plain switch inside the block, kept until its exit
+        d = c.float() * x
+        record_state("switched")
+    record_state("after")
+    return d + x
+
+
+def test_grad_mode_and_autocast_state_are_eagers_at_each_break() -> None:
+    x = torch.randn(3, 3, requires_grad=True)
+    STATES.clear()
+    expected = state_at_each_step(x)
+    eager_states = list(STATES)
+    STATES.clear()
+    counter = GraphCounter()
+    out = compile_api.compile(state_at_each_step, backend=counter)(x)
+    torch.testing.assert_close(out, expected)
+    assert out.requires_grad == expected.requires_grad
+    assert STATES == eager_states
+    assert [s[0] for s in STATES] == ["autocast", "no_grad", "switched", "after"]
+    assert counter.count == 4  # before each of the three breaks that compile, and the rest
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+
+
+def raise_in_autocast(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.mm(x, x)
+        record_state(y)  # type: ignore[arg-type]  # raises inside: x is not a str
+        return y
+
+
+def test_an_exception_at_the_break_leaves_the_blocks_like_eager() -> None:
+    def fail(tag: object) -> None:
+        raise ValueError(f"bad tag {type(tag).__name__}")
+
+    global record_state
+    saved, record_state = record_state, compile_api.disable(fail)
+    try:
+        x = torch.randn(2, 2)
+        with pytest.raises(ValueError, match="bad tag Tensor"):
+            raise_in_autocast(x)
+        with pytest.raises(ValueError, match="bad tag Tensor"):
+            compile_api.compile(raise_in_autocast, backend="eager")(x)
+        assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    finally:
+        record_state = saved
+
+
+class Counting:
+    """A user context manager the VM can inline (both methods are plain Python)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.log: list[int] = []
+
+    def __enter__(self) -> Counting:
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.log.append(self.depth)
+        self.depth -= 1
+
+
+MANAGER = Counting()
+
+
+def print_in_user_manager(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    with MANAGER:
+        z = y * 2
+        print("inside a user manager", MANAGER.depth)
+        w = z * x
+    return w - 1
+
+
+@contextlib.contextmanager
+def generator_manager() -> Iterator[None]:
+    yield
+
+
+def print_in_generator_manager(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    with generator_manager():
+        z = y * 2
+        print("inside a generator manager")
+    return z - 1
+
+
+@pytest.mark.parametrize("fn", [print_in_user_manager, print_in_generator_manager])
+def test_break_inside_a_user_context_manager_runs_the_frame_eagerly_like_torch_compile(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3)
+    MANAGER.log.clear()
+    run_both(fn, counter, (x,))
+    assert counter.count == 0  # torch.compile, too, falls back to eager for the whole frame
+    assert MANAGER.depth == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == out[1]  # same depth inside, eager and compiled
+    reference_count(fn, counter.count, (x,))

@@ -158,14 +158,20 @@ def test_grad_mode_after_a_block_that_was_broken_in_is_restored():
 
 
 def break_in_autocast(x):
-    with torch.autocast("cpu"):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
         print("x")
-        return x * 2
+        return torch.mm(x, x)
 
 
-def test_a_break_inside_autocast_asks_for_eager():
-    with pytest.raises(GraphBreakNeeded):
-        capture(frame_from_call(break_in_autocast, (torch.randn(2),)), CaptureConfig())
+def test_a_break_inside_autocast_resumes_inside_a_fresh_autocast_block(capsys):
+    x = torch.randn(2, 2)
+    out, results = run_with_breaks(break_in_autocast, x)
+    assert_same(out, break_in_autocast(x))
+    assert not torch.is_autocast_enabled("cpu")
+    assert [len(r.breaks) for r in results] == [1, 0]
+    enter = torch.amp.autocast_mode._enter_autocast
+    resumed = results[1].graphs[0].gm.graph
+    assert [n.target for n in resumed.nodes if n.op == "call_function"][0] is enter
 
 
 def test_fullgraph_still_refuses_instead_of_breaking():

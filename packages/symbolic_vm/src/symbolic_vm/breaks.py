@@ -20,17 +20,22 @@ from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import GraphBreak
 from symbolic_vm.resume import (
     BreakPlan,
+    Local,
     Null,
+    Reenter,
     ResumeBuilder,
     Slot,
     Value,
-    WithExit,
     positional_helper,
     why_not_break_at,
+    with_exit_slot,
 )
 from symbolic_vm.values import (
     AutocastExitVar,
+    BoundMethodVar,
+    ConstVar,
     ContextExitVar,
+    FunctionVar,
     IteratorVar,
     NullVar,
     SymVar,
@@ -63,15 +68,20 @@ def plan_break(
     return expression, and the plan's stack and local slots.
     """
     code = vm.code
-    exits = [v for v in brk.stack if isinstance(v, (ContextExitVar, AutocastExitVar))]
-    if any(not isinstance(v, ContextExitVar) or v.manager is None for v in exits):
-        raise brk.error  # autocast / set_grad_enabled blocks are not re-entered yet
     if why_not_break_at(code, brk.offset) is not None:
-        raise brk.error  # in or before a loop, or in a try block: TorchDynamo's policy
+        raise brk.error  # in a loop, or in a try block: TorchDynamo's policy
     if any(isinstance(v, IteratorVar) for v in brk.stack):
-        # Inside a for loop, as TorchDynamo does: the frame runs eagerly rather than resuming
-        # with a half-consumed iterator whose contents the guards could not cover.
+        # An iterator on the stack: the VM's iterators hold values it computed when the
+        # iterator was made (a generator expression runs to completion there), so resuming
+        # would run them before the instruction at the break instead of after it. The frame
+        # runs eagerly (torch.compile does the same for a generator; it resumes with a list
+        # iterator, so it can make more graphs there).
         raise brk.error
+    if _in_other_with_block(code, brk):
+        # A user context manager (or any other than grad mode / autocast) is active: TorchDynamo
+        # runs such a frame eagerly; re-entering an arbitrary manager could change what it does.
+        raise brk.error
+    managers = _reentered_managers(out, brk)
     live: list[tuple[str, Slot]] = []
     bound: dict[str, Var] = dict(brk.local_vars)
     for name in vm.frame_locals or {}:
@@ -87,15 +97,16 @@ def plan_break(
     writes = effect_lines(rebuilder, out)
     values: list[str] = []
     stack: list[Slot] = []
+    user_names = set(code.co_varnames) | set(code.co_cellvars)
+    named = {id(var): name for name, var in reversed(bound.items()) if name in user_names}
     for var in brk.stack:
         if isinstance(var, NullVar):
             stack.append(Null())
-        elif isinstance(var, ContextExitVar):
-            # The residual code re-enters a fresh manager around the instruction, and so does
-            # the resume function: the graph must hand back the grad mode outside the block.
-            manager = torch.enable_grad if var.manager else torch.no_grad
-            stack.append(WithExit(len(values)))
-            values.append(f"{out.install(manager, 'grad_mode')}()")
+        elif id(var) in managers:
+            stack.append(managers[id(var)])
+        elif id(var) in named and not isinstance(var, ConstVar):
+            # Passed once, under the user's name: the resume graph's input is named after it.
+            stack.append(Local(named[id(var)]))
         else:
             stack.append(Value(len(values)))
             values.append(rebuilder.expr(var))
@@ -103,12 +114,71 @@ def plan_break(
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
     return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
-    if exits:
-        outside = exits[0]
-        assert isinstance(outside, ContextExitVar)
-        # Unconditionally: the tracer's own grad mode was already reset to the frame's entry.
-        out.builder.call_function(torch._C._set_grad_enabled, (outside.restore,))
     return rebuilder, writes, return_expr, stack, live
+
+
+def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:
+    """True when a with block other than grad mode / autocast is active at the break.
+
+    Its ``__exit__`` is on the stack: either the innermost with block's slot (found through the
+    exception table) or a bound ``__exit__`` method anywhere below.
+    """
+    for var in brk.stack:
+        if (
+            isinstance(var, BoundMethodVar)
+            and isinstance(var.func, FunctionVar)
+            and var.func.fn.__name__ == "__exit__"
+        ):
+            return True
+    slot = with_exit_slot(code, brk.offset)
+    if slot is None:
+        return False
+    if slot >= len(brk.stack):
+        return True  # not the stack layout we know: be safe
+    return not isinstance(brk.stack[slot], (ContextExitVar, AutocastExitVar))
+
+
+def _reentered_managers(out: Output, brk: BreakAt) -> dict[int, Reenter]:
+    """The manager to re-enter for each grad-mode / autocast block on the stack (by var id).
+
+    The graph is closed in the state outside those blocks (autocast exited, grad mode restored),
+    and re-entering the managers bottom first must give exactly eager's state at the break and
+    on each block's exit. For grad mode each block's manager is chosen so that entering it gives
+    the mode the next block was entered in (its ``restore``), the innermost one the mode at the
+    break; autocast blocks are re-entered with their own arguments.
+    """
+    grad = [v for v in brk.stack if isinstance(v, ContextExitVar)]
+    autocasts = [v for v in brk.stack if isinstance(v, AutocastExitVar)]
+    managers: dict[int, Reenter] = {}
+    if grad:
+        modes = [v.restore for v in grad[1:]] + [_grad_mode_at_break(out)]
+        for var, mode in zip(grad, modes, strict=True):
+            managers[id(var)] = Reenter(torch.enable_grad if mode else torch.no_grad)
+    for block in autocasts:
+        device, dtype, enabled, cache = block.enter_node.args
+        managers[id(block)] = Reenter(
+            torch.autocast, (device,),
+            (("dtype", dtype), ("enabled", enabled), ("cache_enabled", cache)),
+        )
+    graph = out.builder.graph
+    for block in reversed(autocasts):
+        # Not run in the tracer (its autocast state was already left): only recorded.
+        node = graph.call_function(torch.amp.autocast_mode._exit_autocast, (block.enter_node,))
+        node.meta["example_value"] = None
+    if grad:
+        node = graph.call_function(torch._C._set_grad_enabled, (grad[0].restore,))
+        node.meta["example_value"] = None
+    return managers
+
+
+def _grad_mode_at_break(out: Output) -> bool:
+    """Grad mode where the break happened: the graph's last switch, else the frame's entry mode
+    (the tracer is back at the entry mode by now; the graph switches only on changes)."""
+    mode = torch.is_grad_enabled()
+    for node in out.builder.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            mode = bool(node.args[0])
+    return mode
 
 
 def _outputs_in_graph_order(out: Output, rebuilder: Rebuilder, live: list[Var]) -> None:

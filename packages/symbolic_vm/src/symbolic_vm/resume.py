@@ -48,7 +48,9 @@ __all__ = [
     "BreakCode",
     "BreakPlan",
     "Const",
+    "Local",
     "Null",
+    "Reenter",
     "ResumeBuilder",
     "ResumeFunction",
     "Slot",
@@ -58,6 +60,7 @@ __all__ = [
     "positional_helper",
     "resume_name",
     "why_not_break_at",
+    "with_exit_slot",
 ]
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -96,7 +99,36 @@ class WithExit:
     index: int
 
 
-Slot = Null | Value | Const | WithExit
+@attrs.frozen
+class Reenter:
+    """An active ``with`` block re-entered with a fresh manager ``factory(*args, **kwargs)``.
+
+    The factory and its arguments are constants built into the residual code and the resume
+    function (so they must be hashable: they are part of the resume function's cache key). Used
+    for managers whose effect is fully described by their arguments (grad mode, autocast): the
+    resume function builds the same manager again, so the VM capturing it sees an ordinary
+    ``with torch.no_grad():`` / ``with torch.autocast(...):`` and keeps it in the graph.
+    """
+
+    factory: object
+    args: tuple[object, ...] = ()
+    kwargs: tuple[tuple[str, object], ...] = ()
+
+
+@attrs.frozen
+class Local:
+    """A stack value that is also the value of the live local ``name`` (passed once, by name).
+
+    The resume function pushes the local instead of taking a ``___stack<d>`` argument, so the
+    graph input it becomes is named after the user's variable.
+    """
+
+    name: str
+
+
+Slot = Null | Value | Const | WithExit | Reenter | Local
+# One tag per stack slot of a resume function's entry (see ResumeBuilder.resume_at).
+Tag = str | Reenter | Local
 
 
 @attrs.frozen
@@ -180,12 +212,23 @@ def _discard() -> None:
     """Called with nothing to consume a NULL from the stack (POP_TOP cannot pop a NULL)."""
 
 
-def _tag(slot: Slot) -> str:
+def _tag(slot: Slot) -> Tag:
     if isinstance(slot, Null):
         return _NULL
     if isinstance(slot, WithExit):
         return _WITH
+    if isinstance(slot, Reenter | Local):
+        return slot
     return _VALUE
+
+
+def _build_manager(manager: Reenter) -> Items:
+    """Push ``manager.factory(*args, **kwargs)``, every part a constant."""
+    return codegen.call_function(
+        [codegen.load_const(manager.factory)],
+        [[codegen.load_const(a)] for a in manager.args],
+        {k: [codegen.load_const(v)] for k, v in manager.kwargs},
+    )
 
 
 @attrs.frozen
@@ -349,13 +392,14 @@ class ResumeBuilder:
     # --- resume functions ------------------------------------------------------------------
 
     def resume_at(
-        self, code: types.CodeType, offset: int, stack: Sequence[str], local_names: Sequence[str]
+        self, code: types.CodeType, offset: int, stack: Sequence[Tag], local_names: Sequence[str]
     ) -> ResumeFunction:
         """The resume function of ``code`` at ``offset``.
 
-        ``stack`` tags each stack slot (bottom first) ``"null"``, ``"value"`` or ``"with"`` (a
-        context manager to enter); its arguments are the non-NULL slots' values (the managers
-        for ``"with"``), then ``local_names``.
+        ``stack`` tags each stack slot (bottom first) ``"null"``, ``"value"``, ``"with"`` (a
+        context manager to enter, passed in), a :class:`Reenter` (a manager the function builds
+        and enters itself) or a :class:`Local` (the value of one of ``local_names``); its
+        arguments are the ``"value"`` and ``"with"`` slots' values, then ``local_names``.
         """
         _check_code(code)
         code, offset = self.original_of(code, offset)
@@ -380,6 +424,10 @@ class ResumeBuilder:
         for name, slot in plan.live_locals:
             if not isinstance(slot, Value | Const):
                 raise ResumeError(f"local {name!r} must be a Value or a Const, not {slot!r}")
+        local_slots = dict(plan.live_locals)
+        for slot in plan.stack:
+            if isinstance(slot, Local) and slot.name not in local_slots:
+                raise ResumeError(f"stack slot {slot!r} names no live local")
         items = decode(code)
         group = _group_at(items, plan.offset)
         if group.pops > len(plan.stack):
@@ -388,7 +436,7 @@ class ResumeBuilder:
                 f"the plan's stack has {len(plan.stack)}"
             )
         consumed = plan.stack[len(plan.stack) - group.pops :]
-        if any(isinstance(s, WithExit) for s in consumed):
+        if any(isinstance(s, WithExit | Reenter) for s in consumed):
             raise ResumeError("the broken instruction would consume a with block's exit")
         after = [*plan.stack[: len(plan.stack) - group.pops], *([Value(-1)] * group.pushes)]
         position = group.instrs[-1].position
@@ -400,7 +448,7 @@ class ResumeBuilder:
             helper_args = [[_load_var(code, n)] for n in plan.helper_args]
             body.extend(codegen.call_global(plan.helper, helper_args))
             body.append(codegen.store_fast(_VALS))
-        handler, cleanups = _restore_stack(body, plan.stack)
+        handler, cleanups = _restore_stack(body, plan.stack, local_slots)
         ran = [attrs.evolve(i, handler=handler) for i in group.instrs]
 
         successors: list[tuple[int, Label | None]] = [
@@ -417,13 +465,18 @@ class ResumeBuilder:
         original = origin[0] if origin is not None else code
         names = set(original.co_varnames) | set(original.co_cellvars)
         live = [(n, s) for n, s in plan.live_locals if n in names]
+        # A stack value named after a local the resume function does not get is passed as is.
+        after = [
+            local_slots[s.name] if isinstance(s, Local) and s.name not in names else s
+            for s in after
+        ]
         resumes: list[ResumeFunction] = []
         for offset, label in successors:
             if label is not None:
                 body.append(label)
             resume = self.resume_at(code, offset, [_tag(s) for s in after], [n for n, _ in live])
             resumes.append(resume)
-            body.extend(_call_resume(code, resume, after, live))
+            body.extend(_call_resume(code, resume, after, live, local_slots))
         body.extend(_with_cleanups(cleanups))
 
         head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
@@ -431,7 +484,13 @@ class ResumeBuilder:
         return BreakCode(residual, tuple(resumes))
 
 
-def _load_slot(slot: Slot) -> list[Instr]:
+def _load_slot(slot: Slot, locals_: dict[str, Slot] | None = None) -> Items:
+    if isinstance(slot, Local):
+        if locals_ is None:
+            raise ResumeError(f"{slot!r} outside a plan's stack")
+        return _load_slot(locals_[slot.name])
+    if isinstance(slot, Reenter):
+        return _build_manager(slot)
     if isinstance(slot, Const):
         return [codegen.load_const(slot.value)]
     if isinstance(slot, Value | WithExit):
@@ -450,7 +509,7 @@ class _WithCleanup:
 
 
 def _restore_stack(
-    body: Items, stack: Sequence[Slot]
+    body: Items, stack: Sequence[Slot], locals_: dict[str, Slot]
 ) -> tuple[ExceptHandler | None, list[_WithCleanup]]:
     """Push ``stack``; enter its with blocks, each with an exception handler.
 
@@ -460,8 +519,8 @@ def _restore_stack(
     handler: ExceptHandler | None = None
     cleanups: list[_WithCleanup] = []
     for depth, slot in enumerate(stack):
-        loads = _load_slot(slot)
-        if isinstance(slot, WithExit):
+        loads = _load_slot(slot, locals_)
+        if isinstance(slot, WithExit | Reenter):
             # BEFORE_WITH pushes __exit__ and __enter__'s result; the result is dropped.
             enter = codegen.enter_with(loads)
             body.extend(
@@ -471,7 +530,8 @@ def _restore_stack(
             cleanups.append(entry)
             handler = ExceptHandler(entry.handler, depth + 1, lasti=True)
         else:
-            body.extend(attrs.evolve(i, handler=handler) for i in loads)
+            body.extend(attrs.evolve(i, handler=handler) if isinstance(i, Instr) else i
+                        for i in loads)
     return handler, cleanups
 
 
@@ -513,10 +573,11 @@ def _call_resume(
     resume: ResumeFunction,
     after: Sequence[Slot],
     live_locals: Sequence[tuple[str, Slot]],
+    locals_: dict[str, Slot],
 ) -> Items:
     """Unwind the stack left by the broken instruction and return the resume function's result."""
     out: Items = []
-    args: list[list[Instr]] = []
+    args: list[Items] = []
     for depth in reversed(range(len(after))):
         slot = after[depth]
         if isinstance(slot, Null):
@@ -524,12 +585,16 @@ def _call_resume(
         elif isinstance(slot, WithExit):
             out.extend(_exit_with())
             args.append(_load_slot(slot))
+        elif isinstance(slot, Reenter):
+            out.extend(_exit_with())  # the resume function builds and enters its own
+        elif isinstance(slot, Local):
+            out.append(Instr("POP_TOP"))  # the resume function reads the local instead
         else:
             tmp = f"___strata_stack{depth}"
             out.append(codegen.store_fast(tmp))
             args.append([codegen.load_fast(tmp)])
     args.reverse()
-    args.extend(_load_slot(slot) for _, slot in live_locals)
+    args.extend(_load_slot(slot, locals_) for _, slot in live_locals)
     if resume.has_closure:
         func = codegen.make_function(resume.code, closure=code.co_freevars)
         out.extend(codegen.call_function(func, args))
@@ -542,7 +607,7 @@ def _call_resume(
 def _resume_code(
     code: types.CodeType,
     offset: int,
-    stack: Sequence[str],
+    stack: Sequence[Tag],
     local_names: Sequence[str],
     name: str,
 ) -> tuple[types.CodeType, dict[int, int]]:
@@ -555,13 +620,19 @@ def _resume_code(
         raise ResumeError(f"{code.co_name} has no instruction at offset {offset} to resume at")
     entry_label = Label(f"resume_at_{offset}")
     rest.insert(k, entry_label)
-    stack_args = [f"___stack{d}" for d, tag in enumerate(stack) if tag != _NULL]
+    stack_args = [f"___stack{d}" for d, tag in enumerate(stack) if tag in (_VALUE, _WITH)]
     argnames = (*stack_args, *local_names)
     if len(set(argnames)) != len(argnames):
         raise ResumeError(f"duplicate live local names in {local_names}")
     entry: Items = []
     for d, tag in enumerate(stack):
-        if tag == _NULL:
+        if isinstance(tag, Reenter):
+            entry.extend(codegen.enter_with(_build_manager(tag)))
+        elif isinstance(tag, Local):
+            if tag.name not in local_names:
+                raise ResumeError(f"stack slot {tag!r} names no live local of {local_names}")
+            entry.append(_load_var(code, tag.name))
+        elif tag == _NULL:
             entry.append(Instr("PUSH_NULL"))
         elif tag == _WITH:
             entry.extend(codegen.enter_with([codegen.load_fast(f"___stack{d}")]))
@@ -656,8 +727,12 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
     """Why TorchDynamo would not graph-break at ``offset`` of ``code`` (None: it would).
 
     Its policy, followed so that a frame never makes more graphs than torch.compile's: no break
-    followed by a loop back edge before the next return (inside a loop, or before one: the
-    frame runs eagerly), and none inside a ``try`` block (only ``with`` blocks are re-entered).
+    followed by a loop back edge to an instruction before it, up to the next return (inside a
+    ``for``/``while`` loop: the frame runs eagerly), and none inside a ``try`` block (only
+    ``with`` blocks are re-entered). Nor at the call that makes a ``with`` block's manager
+    (its result goes straight to BEFORE_WITH): a manager the VM cannot build, such as a
+    ``contextlib.contextmanager`` generator, is one TorchDynamo traces as a generic context
+    manager, and it runs the frame eagerly on a break inside one.
     """
     items = decode(code)
     instrs = instructions_only(items)
@@ -676,6 +751,40 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
         then = instrs[label_at[handler.target] + 1]
         if first.opname == "PUSH_EXC_INFO" and then.opname != "WITH_EXCEPT_START":
             return "a graph break inside a try block (the frame runs eagerly, as in torch.compile)"
+    after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
+    if after is not None and after.opname == "BEFORE_WITH":
+        return ("a graph break making a context manager (the frame runs eagerly, as in "
+                "torch.compile for generic context managers)")
+    return None
+
+
+def _group_end(items: Sequence[Instr | Label], offset: int) -> int:
+    try:
+        return _group_at(items, offset).next_index
+    except ResumeError:  # not an instruction a break can run: the next one is what follows it
+        k = next(i for i, it in enumerate(items) if isinstance(it, Instr) and it.offset == offset)
+        return k + 1
+
+
+def with_exit_slot(code: types.CodeType, offset: int) -> int | None:
+    """The stack index of the innermost active ``with`` block's ``__exit__`` at ``offset``.
+
+    None when the instruction there is not directly inside a ``with`` block (its exception
+    handler, if any, is not a with block's cleanup).
+    """
+    items = decode(code)
+    instrs = instructions_only(items)
+    where = next((i for i in instrs if i.offset == offset), None)
+    if where is None:
+        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
+    handler = where.handler
+    if handler is None:
+        return None
+    label_at = label_indices(items)
+    first = instrs[label_at[handler.target]]
+    then = instrs[label_at[handler.target] + 1]
+    if first.opname == "PUSH_EXC_INFO" and then.opname == "WITH_EXCEPT_START":
+        return handler.depth - 1
     return None
 
 
