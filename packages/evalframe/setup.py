@@ -10,6 +10,7 @@ setup(
                 "src/evalframe/_evalframe.c",
                 "src/evalframe/frames.c",
                 "src/evalframe/without_hook.c",
+                "src/evalframe/recursion.c",
             ],
             depends=["src/evalframe/_evalframe.h"],
             # The hook reads CPython's internal frame layout (internal/pycore_frame.h,

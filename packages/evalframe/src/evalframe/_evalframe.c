@@ -230,13 +230,22 @@ ef_hook_restore(ThreadState *st, ef_saved_state *saved)
 static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
                        PyCodeObject **target);
 
-/* The eval-frame function. */
-static PyObject *
-evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
+/* The eval-frame function's work (evalframe_hook below adds the 3.12 credit). */
+static inline PyObject *
+hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
 {
-    if (throwflag || passthrough || !ef_frame_is_fresh(frame)) {
+    if (throwflag || !ef_frame_is_fresh(frame)) {
         return ef_eval_default(ts, frame, throwflag);
     }
+#if EF_STACK_BOUNDS
+    uintptr_t sp = ef_stack_pointer(); /* first: it may set the marks */
+    if (sp < ef_stack.guard_below) {
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded (the C stack is nearly full: "
+                        "with a frame-evaluation hook installed every Python call uses it)");
+        return ef_fail_frame(ts, frame);
+    }
+#endif
     ThreadState *st = (ThreadState *)PyThread_tss_get(&tss_key);
     if (st == NULL || st->disabled || !thread_active(st)) {
         return ef_eval_default(ts, frame, 0);
@@ -333,6 +342,27 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     PyObject *result = ef_run_entry(ts, st, frame, target);
     Py_DECREF(target);
     return result;
+}
+
+/* The eval-frame function. */
+static PyObject *
+evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
+{
+    if (passthrough) {
+        return ef_eval_default(ts, frame, throwflag);
+    }
+#if EF_STACK_CREDIT
+    uintptr_t sp = ef_stack_pointer(); /* first: it may set the marks */
+    if (sp > ef_stack.credit_above) {
+        /* The default evaluator takes these units on entry and gives them
+         * back on return; the frame costs what an inlined call costs. */
+        ts->c_recursion_remaining += EF_EVAL_C_UNITS;
+        PyObject *result = hook_body(ts, frame, throwflag);
+        ts->c_recursion_remaining -= EF_EVAL_C_UNITS;
+        return result;
+    }
+#endif
+    return hook_body(ts, frame, throwflag);
 }
 
 /* Honour the callback's answer: -1 on error, else 0 with *target set to the
