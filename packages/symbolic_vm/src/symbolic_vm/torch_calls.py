@@ -7,6 +7,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch._library.custom_ops import CustomOpDef
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
@@ -110,6 +111,11 @@ def call_torch(
         return GradModeVar(previous, applied=True)
     if value in _AUTOCAST_CLASSES:
         return _autocast(out, value, args, kwargs)
+    if isinstance(value, CustomOpDef):
+        # torch.library.custom_op: one opaque node (its OpOverload), example values from the
+        # registered fake kernel; without one the fake run fails and the graph breaks there.
+        out.depend(fn)
+        return ops.graph_call(out, value._opoverload, args, kwargs)
     if value in _UNSUPPORTED:
         raise Unsupported(_UNSUPPORTED[value])
     if value in MODE_QUERIES:
