@@ -1,4 +1,8 @@
-"""Shared fixtures: build a GuardSet, compile it, check and explain in one call."""
+"""Shared fixtures: build a GuardSet, compile it, check and explain in one call.
+
+Every test in this directory runs twice: on the C++ fast path (when the extension is built;
+else that run is the Python path too) and with ``STRATA_GUARDS_PURE_PYTHON=1``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,27 @@ from typing import Any
 import pytest
 
 from guards import CompiledGuards, GuardSet, compile_guards
+from guards.native import PURE_PYTHON_ENV, native_module
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def check_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which check path compile_guards uses in this test: "native" or "python"."""
+    if request.param == "python":
+        monkeypatch.setenv(PURE_PYTHON_ENV, "1")
+    else:
+        monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    return str(request.param)
+
+
+@pytest.fixture
+def native(check_path: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The built extension module (whatever the path); skips the test when it is not built."""
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    mod = native_module()
+    if mod is None:
+        pytest.skip("guards' C++ extension is not built")
+    return mod
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from typing import Any
 
 from guards.guard import DispatchTls, Guard
 from guards.guard_set import GuardSet
+from guards.native import native_module
 from guards.source import Source
 
 __all__ = ["CompiledGuards", "compile_guards"]
@@ -44,15 +45,20 @@ _FN_NAME = "___guard_check"
 class _CodeGen:
     """Collects constant bindings and local names while guards emit their statements."""
 
-    def __init__(self, tls_exclude_checked: int | None) -> None:
+    def __init__(self, tls_exclude_checked: int | None, native: Any) -> None:
         self.consts: dict[str, object] = {}
         self._const_ids: dict[int, str] = {}
         self._temps = 0
         self._tls_exclude_checked = tls_exclude_checked
+        self._native = native
 
     @property
     def tls_exclude_checked(self) -> int | None:
         return self._tls_exclude_checked
+
+    @property
+    def native(self) -> Any:
+        return self._native
 
     def bind(self, value: object, hint: str) -> str:
         name = self._const_ids.get(id(value))
@@ -69,7 +75,7 @@ class _CodeGen:
 
 def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
     tls = [g for g in guards if isinstance(g, DispatchTls)]
-    gen = _CodeGen(tls[0].exclude_raw if tls else None)
+    gen = _CodeGen(tls[0].exclude_raw if tls else None, native_module())
     body: list[str] = []
     local_of: dict[Source, str] = {}
 

@@ -19,6 +19,7 @@ import torch
 
 from guards.errors import GuardError, UnsupportedGuardValue
 from guards.global_state import AUTOCAST_DEVICES, GlobalStateSnapshot, capture_global_state
+from guards.native import dispatch_tls_check, global_state_check, tensor_check
 from guards.source import Source, is_literal
 from guards.tensor_spec import StrideRel, TensorSpec
 
@@ -52,6 +53,11 @@ class CodeContext(Protocol):
     @property
     def tls_exclude_checked(self) -> int | None:
         """The dispatch TLS exclude set (raw) that this check function compares exactly, if any."""
+        ...
+
+    @property
+    def native(self) -> Any:
+        """The C++ fast-path module (``guards.native``), or None for the pure-Python path."""
         ...
 
 
@@ -415,6 +421,15 @@ class TensorMatch(Guard):
         )
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
+        if ctx.native is not None:
+            check = tensor_check(ctx.native, self.spec)
+            if check is not None:
+                # The same properties, read from the TensorImpl in one C++ call.
+                return [f"if not {ctx.bind(check, 'tensor_check')}({var}): return False"]
+        return self.emit_python(var, ctx)
+
+    def emit_python(self, var: str, ctx: CodeContext) -> list[str]:
+        """The pure-Python statements of ``emit``."""
         s = self.spec
         out = [
             f"if type({var}) is not {ctx.bind(s.cls, 'tensor_type')}: return False",
@@ -538,6 +553,9 @@ class DispatchTls(Guard):
         return f"DISPATCH_TLS: include={self.include} exclude={self.exclude}"
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
+        if ctx.native is not None:
+            check = dispatch_tls_check(ctx.native, self.include_raw, self.exclude_raw)
+            return [f"if not {ctx.bind(check, 'tls_check')}(): return False"]
         inc = ctx.bind(torch._C._dispatch_tls_local_include_set, "tls_include")
         exc = ctx.bind(torch._C._dispatch_tls_local_exclude_set, "tls_exclude")
         return [
@@ -574,19 +592,19 @@ class GlobalState(Guard):
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         s = self.snapshot
-        out = [
+        if ctx.native is not None:
+            # Grad and inference mode, default dtype, deterministic flags and the two mode
+            # stack lengths in one C++ call; the autocast reads stay in Python.
+            check = ctx.bind(global_state_check(ctx.native, s), "global_state_check")
+            return [
+                f"if not {check}(): return False",
+                *self._emit_any_autocast(ctx),
+                *self._emit_autocast_state(ctx),
+            ]
+        return [
             f"if {ctx.bind(torch.is_grad_enabled, 'is_grad_enabled')}() is not {s.grad_enabled!r}:"
             " return False",
-        ]
-        if ctx.tls_exclude_checked != s.tls_exclude_raw:
-            # Skipped when DISPATCH_TLS compares the exclude set read with this snapshot: the
-            # autocast-enabled flags are bits of that set (see GlobalStateSnapshot), so equal
-            # sets mean equal flags (saves one ~80 ns call).
-            out.append(
-                f"if {ctx.bind(torch._C._is_any_autocast_enabled, 'any_autocast')}() is not "
-                f"{s.any_autocast!r}: return False"
-            )
-        out += [
+            *self._emit_any_autocast(ctx),
             f"if {ctx.bind(torch.get_default_dtype, 'get_default_dtype')}() is not "
             f"{ctx.bind(s.default_dtype, 'dtype')}: return False",
             # The C reads behind torch.are_deterministic_algorithms_enabled and
@@ -600,17 +618,38 @@ class GlobalState(Guard):
             f"{s.torch_function_modes}: return False",
             f"if {ctx.bind(torch._C._len_torch_dispatch_stack, 'dispatch_modes')}() != "
             f"{s.torch_dispatch_modes}: return False",
+            *self._emit_warn_only(ctx),
+            *self._emit_autocast_state(ctx),
         ]
-        if s.deterministic:
-            warn = ctx.bind(torch._C._get_deterministic_algorithms_warn_only, "det_warn_only")
-            out.append(f"if {warn}() is not {s.deterministic_warn_only!r}: return False")
-        if s.any_autocast:
-            # Only when autocast was on at capture: otherwise "none enabled" above suffices
-            # and the dtypes / cache flag cannot change what runs.
-            state = ctx.bind(_autocast_now, "autocast_state")
-            expected = ctx.bind((s.autocast, s.autocast_cache), "autocast")
-            out.append(f"if {state}() != {expected}: return False")
-        return out
+
+    def _emit_any_autocast(self, ctx: CodeContext) -> list[str]:
+        s = self.snapshot
+        if ctx.tls_exclude_checked == s.tls_exclude_raw:
+            # Skipped when DISPATCH_TLS compares the exclude set read with this snapshot: the
+            # autocast-enabled flags are bits of that set (see GlobalStateSnapshot), so equal
+            # sets mean equal flags (saves one ~80 ns call).
+            return []
+        return [
+            f"if {ctx.bind(torch._C._is_any_autocast_enabled, 'any_autocast')}() is not "
+            f"{s.any_autocast!r}: return False"
+        ]
+
+    def _emit_warn_only(self, ctx: CodeContext) -> list[str]:
+        s = self.snapshot
+        if not s.deterministic:
+            return []
+        warn = ctx.bind(torch._C._get_deterministic_algorithms_warn_only, "det_warn_only")
+        return [f"if {warn}() is not {s.deterministic_warn_only!r}: return False"]
+
+    def _emit_autocast_state(self, ctx: CodeContext) -> list[str]:
+        s = self.snapshot
+        if not s.any_autocast:
+            # Only when autocast was on at capture: otherwise "none enabled" suffices and the
+            # dtypes / cache flag cannot change what runs.
+            return []
+        state = ctx.bind(_autocast_now, "autocast_state")
+        expected = ctx.bind((s.autocast, s.autocast_cache), "autocast")
+        return [f"if {state}() != {expected}: return False"]
 
     def explain(
         self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]

@@ -29,6 +29,7 @@ import torch
 
 from guards.errors import GuardError, UnsupportedGuardValue
 from guards.guard import CodeContext, Guard, TensorMatch
+from guards.native import module_params_check
 from guards.source import AttrSource, ItemSource, Source
 from guards.tensor_spec import tensor_spec
 
@@ -100,6 +101,19 @@ class ModuleParams(Guard):
         return "\n".join(lines)
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
+        if ctx.native is not None:
+            steps = [
+                (s.parent, s.dict_name, s.key, s.ref, None if s.match is None else s.match.spec)
+                for s in self.steps
+            ]
+            check = module_params_check(ctx.native, self.root_ref, steps)
+            if check is not None:
+                # The same reads, identities and full metadata, in one C++ call.
+                return [f"if not {ctx.bind(check, 'module_params_check')}({var}): return False"]
+        return self.emit_python(var, ctx)
+
+    def emit_python(self, var: str, ctx: CodeContext) -> list[str]:
+        """The pure-Python statements of ``emit``."""
         root_ref = ctx.bind(self.root_ref, "ref")
         out = [f"if {var} is not {root_ref}() or {var} is None: return False"]
         names: list[str] = []

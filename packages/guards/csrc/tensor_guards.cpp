@@ -1,0 +1,631 @@
+// guards._tensor_guards: the C++ fast path of the generated guard check.
+//
+// Three callables, each built once per guard by guards/native.py and called by the generated
+// Python check function:
+//   TensorCheck(tensor) -> bool       class, dispatch keys, dtype, device, requires_grad, sizes
+//                                      (dynamic dims: >= 2), strides (exact or stride relations)
+//   DispatchTlsCheck() -> bool         the thread-local dispatch include/exclude sets
+//   ModuleParamsCheck(module) -> bool  identities along _modules/_parameters, then a
+//                                      TensorCheck per parameter
+//   GlobalStateCheck() -> bool         grad mode, inference mode, default dtype, deterministic
+//                                      flags, torch-function / torch-dispatch mode stack lengths
+//
+// Soundness: nothing is cached between calls; every call reads the live TensorImpl (a
+// parameter's metadata changes in place under `p.data = other`, `t_()`, `requires_grad_()`).
+// Any C++ exception or Python error while checking means "guard failed", as in the Python path.
+//
+// Only torch's own headers for the Python tensor object, dtype, device and TLS are included
+// (no torch/extension.h, no pybind11 bindings of our own): the module is plain CPython API
+// with vectorcall, so one call costs what calling a builtin does.
+
+#include <Python.h>
+
+#include <ATen/Context.h>
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/csrc/Device.h>
+#include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// TensorCheck
+
+struct TensorCheck {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* cls;  // the exact expected class (strong reference)
+  caffe2::TypeMeta dtype;
+  c10::DeviceType device_type;
+  c10::DeviceIndex device_index;  // checked only when >= 0 (as Tensor.get_device())
+  bool requires_grad;
+  uint64_t keys_raw;
+  bool strided;  // false: no stride check (the dispatch keys pin the layout)
+  std::vector<int64_t>* sizes;       // -1: dynamic, checked >= 2
+  std::vector<int64_t>* strides;     // exact value when stride_rel[i] < 0
+  std::vector<int64_t>* stride_rel;  // j >= 0: stride[i] == stride[j] * size[j]
+};
+
+// The check itself; false on any mismatch, and on any exception (Python error cleared).
+bool tensor_check_run(TensorCheck* self, PyObject* obj) {
+  if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) != self->cls) {
+    return false;
+  }
+  try {
+    c10::TensorImpl* impl = THPVariable_Unpack(obj).unsafeGetTensorImpl();
+    // Keys first: they pin layout, backend, inference, conj/neg bits, so strides() below is
+    // only read on a tensor of the expected (strided) layout.
+    if (impl->key_set().raw_repr() != self->keys_raw) {
+      return false;
+    }
+    if (impl->dtype() != self->dtype) {
+      return false;
+    }
+    const c10::Device device = impl->device();
+    if (device.type() != self->device_type) {
+      return false;
+    }
+    if (self->device_index >= 0 && device.index() != self->device_index) {
+      return false;
+    }
+    if (impl->requires_grad() != self->requires_grad) {
+      return false;
+    }
+    const c10::IntArrayRef sizes = impl->sizes();
+    const std::vector<int64_t>& want = *self->sizes;
+    const size_t ndim = want.size();
+    if (sizes.size() != ndim) {
+      return false;
+    }
+    for (size_t i = 0; i < ndim; ++i) {
+      if (want[i] < 0 ? sizes[i] < 2 : sizes[i] != want[i]) {
+        return false;
+      }
+    }
+    if (self->strided) {
+      const c10::IntArrayRef strides = impl->strides();
+      if (strides.size() != ndim) {
+        return false;
+      }
+      const std::vector<int64_t>& exact = *self->strides;
+      const std::vector<int64_t>& rel = *self->stride_rel;
+      for (size_t i = 0; i < ndim; ++i) {
+        const int64_t j = rel[i];
+        const int64_t expected = j < 0 ? exact[i] : strides[j] * sizes[j];
+        if (strides[i] != expected) {
+          return false;
+        }
+      }
+    }
+    return true;
+  } catch (...) {
+    // c10::Error (e.g. sizes() of a tensor without sizes) or a python_error from a subclass's
+    // custom sizes/strides/device: the Python path's `except Exception: return False`.
+  }
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+  }
+  return false;
+}
+
+PyObject* tensor_check_vectorcall(
+    PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames))) {
+    PyErr_SetString(PyExc_TypeError, "TensorCheck takes exactly one positional argument");
+    return nullptr;
+  }
+  PyObject* out = tensor_check_run(reinterpret_cast<TensorCheck*>(callable), args[0])
+      ? Py_True
+      : Py_False;
+  Py_INCREF(out);
+  return out;
+}
+
+// Reads a tuple of Python ints into ``out``; false with a Python error on bad input.
+bool read_int_tuple(PyObject* tuple, std::vector<int64_t>* out, const char* what) {
+  if (!PyTuple_Check(tuple)) {
+    PyErr_Format(PyExc_TypeError, "TensorCheck: %s must be a tuple of ints", what);
+    return false;
+  }
+  const Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+  out->reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(tuple, i));
+    if (v == -1 && PyErr_Occurred()) {
+      return false;
+    }
+    out->push_back(static_cast<int64_t>(v));
+  }
+  return true;
+}
+
+void tensor_check_dealloc(PyObject* obj) {
+  auto* self = reinterpret_cast<TensorCheck*>(obj);
+  PyObject_GC_UnTrack(obj);
+  Py_CLEAR(self->cls);
+  delete self->sizes;
+  delete self->strides;
+  delete self->stride_rel;
+  Py_TYPE(obj)->tp_free(obj);
+}
+
+int tensor_check_traverse(PyObject* obj, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<TensorCheck*>(obj)->cls);
+  return 0;
+}
+
+int tensor_check_clear(PyObject* obj) {
+  Py_CLEAR(reinterpret_cast<TensorCheck*>(obj)->cls);
+  return 0;
+}
+
+// TensorCheck(cls, dtype, device, requires_grad, keys_raw, sizes, strides, stride_rel)
+// sizes: tuple, -1 = dynamic; strides: None (not strided) or a tuple of exact strides;
+// stride_rel: tuple, -1 = exact, else the dim j of the relation stride[j] * size[j].
+PyObject* tensor_check_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {
+      "cls", "dtype", "device", "requires_grad", "keys_raw", "sizes", "strides", "stride_rel",
+      nullptr};
+  PyObject *cls, *dtype, *device, *sizes, *strides, *stride_rel;
+  int requires_grad;
+  unsigned long long keys_raw;
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "O!O!O!pKO!OO!", const_cast<char**>(kwlist), &PyType_Type, &cls,
+          &THPDtypeType, &dtype, &THPDeviceType, &device, &requires_grad, &keys_raw,
+          &PyTuple_Type, &sizes, &strides, &PyTuple_Type, &stride_rel)) {
+    return nullptr;
+  }
+  if (!THPVariableClass ||
+      !PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls),
+                        reinterpret_cast<PyTypeObject*>(THPVariableClass))) {
+    PyErr_SetString(PyExc_TypeError, "TensorCheck: cls must be a torch.Tensor class");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<TensorCheck*>(type->tp_alloc(type, 0));
+  if (self == nullptr) {
+    return nullptr;
+  }
+  self->vectorcall = tensor_check_vectorcall;
+  Py_INCREF(cls);
+  self->cls = cls;
+  self->dtype = c10::scalarTypeToTypeMeta(reinterpret_cast<THPDtype*>(dtype)->scalar_type);
+  const c10::Device dev = reinterpret_cast<THPDevice*>(device)->device;
+  self->device_type = dev.type();
+  self->device_index = dev.has_index() ? dev.index() : -1;
+  self->requires_grad = requires_grad != 0;
+  self->keys_raw = static_cast<uint64_t>(keys_raw);
+  self->sizes = new std::vector<int64_t>();
+  self->strides = new std::vector<int64_t>();
+  self->stride_rel = new std::vector<int64_t>();
+  self->strided = strides != Py_None;
+  if (!read_int_tuple(sizes, self->sizes, "sizes") ||
+      !read_int_tuple(stride_rel, self->stride_rel, "stride_rel") ||
+      (self->strided && !read_int_tuple(strides, self->strides, "strides"))) {
+    Py_DECREF(self);
+    return nullptr;
+  }
+  const size_t ndim = self->sizes->size();
+  if (self->strided &&
+      (self->strides->size() != ndim || self->stride_rel->size() != ndim)) {
+    PyErr_SetString(PyExc_ValueError, "TensorCheck: sizes, strides, stride_rel differ in length");
+    Py_DECREF(self);
+    return nullptr;
+  }
+  for (int64_t j : *self->stride_rel) {
+    if (j >= static_cast<int64_t>(ndim)) {
+      PyErr_SetString(PyExc_ValueError, "TensorCheck: stride_rel names a dim out of range");
+      Py_DECREF(self);
+      return nullptr;
+    }
+  }
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyTypeObject TensorCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---------------------------------------------------------------------------------------------
+// DispatchTlsCheck
+
+struct DispatchTlsCheck {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  uint64_t include_raw;
+  uint64_t exclude_raw;
+};
+
+PyObject* tls_check_vectorcall(
+    PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames))) {
+    PyErr_SetString(PyExc_TypeError, "DispatchTlsCheck takes no arguments");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<DispatchTlsCheck*>(callable);
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+  PyObject* out = tls.included_.raw_repr() == self->include_raw &&
+          tls.excluded_.raw_repr() == self->exclude_raw
+      ? Py_True
+      : Py_False;
+  Py_INCREF(out);
+  return out;
+}
+
+PyObject* tls_check_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"include_raw", "exclude_raw", nullptr};
+  unsigned long long inc, exc;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KK", const_cast<char**>(kwlist), &inc, &exc)) {
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<DispatchTlsCheck*>(type->tp_alloc(type, 0));
+  if (self == nullptr) {
+    return nullptr;
+  }
+  self->vectorcall = tls_check_vectorcall;
+  self->include_raw = static_cast<uint64_t>(inc);
+  self->exclude_raw = static_cast<uint64_t>(exc);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyObject* tls_raw(PyObject*, PyObject*) {
+  const c10::impl::LocalDispatchKeySet tls = c10::impl::tls_local_dispatch_key_set();
+  return Py_BuildValue(
+      "KK", static_cast<unsigned long long>(tls.included_.raw_repr()),
+      static_cast<unsigned long long>(tls.excluded_.raw_repr()));
+}
+
+PyTypeObject DispatchTlsCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---------------------------------------------------------------------------------------------
+// ModuleParamsCheck
+
+struct Step {
+  Py_ssize_t parent;  // -1: the root module
+  PyObject* dict_name;  // interned "_modules" or "_parameters"
+  PyObject* key;
+  PyObject* ref;  // weakref.ref to the guarded object
+  PyObject* check;  // a TensorCheck for parameters, else nullptr
+};
+
+struct ModuleParamsCheck {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* root_ref;
+  std::vector<Step>* steps;
+};
+
+// One read of ``parent.<dict_name>[key]`` as the Python path does it (attribute, then item).
+// Returns a new reference, or nullptr with a Python error set.
+PyObject* read_step(PyObject* parent, const Step& step) {
+  PyObject* container = PyObject_GetAttr(parent, step.dict_name);
+  if (container == nullptr) {
+    return nullptr;
+  }
+  PyObject* item;
+  if (PyDict_CheckExact(container)) {
+    item = PyDict_GetItemWithError(container, step.key);
+    if (item == nullptr && !PyErr_Occurred()) {
+      PyErr_SetObject(PyExc_KeyError, step.key);
+    }
+    Py_XINCREF(item);
+  } else {
+    item = PyObject_GetItem(container, step.key);
+  }
+  Py_DECREF(container);
+  return item;
+}
+
+bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
+  if (self->root_ref == nullptr) {
+    return false;  // cleared by the cycle collector
+  }
+  PyObject* target = PyWeakref_GetObject(self->root_ref);
+  if (root != target || root == Py_None) {
+    return false;
+  }
+  const std::vector<Step>& steps = *self->steps;
+  // Strong references for the duration of the call: a __getattr__ or a subclass's custom
+  // sizes may run Python code that could drop the last other reference.
+  std::vector<PyObject*> held;
+  held.reserve(steps.size());
+  bool ok = true;
+  for (const Step& step : steps) {
+    PyObject* parent = step.parent < 0 ? root : held[static_cast<size_t>(step.parent)];
+    PyObject* obj = read_step(parent, step);
+    if (obj == nullptr) {
+      PyErr_Clear();
+      ok = false;
+      break;
+    }
+    held.push_back(obj);
+    PyObject* expected = PyWeakref_GetObject(step.ref);
+    if (obj != expected || obj == Py_None) {
+      ok = false;
+      break;
+    }
+    if (step.check != nullptr &&
+        !tensor_check_run(reinterpret_cast<TensorCheck*>(step.check), obj)) {
+      ok = false;
+      break;
+    }
+  }
+  for (PyObject* obj : held) {
+    Py_DECREF(obj);
+  }
+  return ok;
+}
+
+PyObject* module_params_vectorcall(
+    PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames))) {
+    PyErr_SetString(PyExc_TypeError, "ModuleParamsCheck takes exactly one positional argument");
+    return nullptr;
+  }
+  PyObject* out =
+      module_params_run(reinterpret_cast<ModuleParamsCheck*>(callable), args[0]) ? Py_True
+                                                                                 : Py_False;
+  Py_INCREF(out);
+  return out;
+}
+
+void module_params_clear_steps(ModuleParamsCheck* self) {
+  if (self->steps == nullptr) {
+    return;
+  }
+  for (Step& s : *self->steps) {
+    Py_CLEAR(s.dict_name);
+    Py_CLEAR(s.key);
+    Py_CLEAR(s.ref);
+    Py_CLEAR(s.check);
+  }
+  self->steps->clear();
+}
+
+void module_params_dealloc(PyObject* obj) {
+  auto* self = reinterpret_cast<ModuleParamsCheck*>(obj);
+  PyObject_GC_UnTrack(obj);
+  Py_CLEAR(self->root_ref);
+  module_params_clear_steps(self);
+  delete self->steps;
+  Py_TYPE(obj)->tp_free(obj);
+}
+
+int module_params_traverse(PyObject* obj, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<ModuleParamsCheck*>(obj);
+  Py_VISIT(self->root_ref);
+  if (self->steps != nullptr) {
+    for (const Step& s : *self->steps) {
+      Py_VISIT(s.key);
+      Py_VISIT(s.ref);
+      Py_VISIT(s.check);
+    }
+  }
+  return 0;
+}
+
+int module_params_clear(PyObject* obj) {
+  auto* self = reinterpret_cast<ModuleParamsCheck*>(obj);
+  Py_CLEAR(self->root_ref);
+  module_params_clear_steps(self);
+  return 0;
+}
+
+// ModuleParamsCheck(root_ref, steps): steps is a sequence of
+// (parent: int, dict_name: str, key: str, ref: weakref.ref, check: TensorCheck | None).
+PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"root_ref", "steps", nullptr};
+  PyObject *root_ref, *steps;
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "O!O!", const_cast<char**>(kwlist), &_PyWeakref_RefType, &root_ref,
+          &PyTuple_Type, &steps)) {
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<ModuleParamsCheck*>(type->tp_alloc(type, 0));
+  if (self == nullptr) {
+    return nullptr;
+  }
+  self->vectorcall = module_params_vectorcall;
+  Py_INCREF(root_ref);
+  self->root_ref = root_ref;
+  self->steps = new std::vector<Step>();
+  const Py_ssize_t n = PyTuple_GET_SIZE(steps);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    Py_ssize_t parent;
+    PyObject *dict_name, *key, *ref, *check;
+    if (!PyArg_ParseTuple(
+            PyTuple_GET_ITEM(steps, i), "nUUO!O", &parent, &dict_name, &key,
+            &_PyWeakref_RefType, &ref, &check)) {
+      Py_DECREF(self);
+      return nullptr;
+    }
+    if (parent < -1 || parent >= i) {
+      PyErr_SetString(PyExc_ValueError, "ModuleParamsCheck: a step's parent must come before it");
+      Py_DECREF(self);
+      return nullptr;
+    }
+    if (check != Py_None && Py_TYPE(check) != &TensorCheckType) {
+      PyErr_SetString(PyExc_TypeError, "ModuleParamsCheck: check must be a TensorCheck or None");
+      Py_DECREF(self);
+      return nullptr;
+    }
+    Py_INCREF(dict_name);
+    PyUnicode_InternInPlace(&dict_name);
+    Py_INCREF(key);
+    Py_INCREF(ref);
+    PyObject* tc = nullptr;
+    if (check != Py_None) {
+      Py_INCREF(check);
+      tc = check;
+    }
+    self->steps->push_back(Step{parent, dict_name, key, ref, tc});
+  }
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyTypeObject ModuleParamsCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---------------------------------------------------------------------------------------------
+// GlobalStateCheck
+
+struct GlobalStateCheck {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  bool grad_enabled;
+  bool inference_mode;
+  c10::ScalarType default_dtype;
+  bool deterministic;
+  bool check_warn_only;  // only when deterministic was on at capture, as the Python path
+  bool deterministic_warn_only;
+  int64_t function_modes;
+  int64_t dispatch_modes;
+};
+
+bool global_state_run(const GlobalStateCheck* self) {
+  if (c10::GradMode::is_enabled() != self->grad_enabled ||
+      c10::InferenceMode::is_enabled() != self->inference_mode ||
+      c10::get_default_dtype_as_scalartype() != self->default_dtype) {
+    return false;
+  }
+  const at::Context& ctx = at::globalContext();
+  if (ctx.deterministicAlgorithms() != self->deterministic) {
+    return false;
+  }
+  if (self->check_warn_only &&
+      ctx.deterministicAlgorithmsWarnOnly() != self->deterministic_warn_only) {
+    return false;
+  }
+  return at::impl::PythonTorchFunctionTLS::stack_len() == self->function_modes &&
+      c10::impl::TorchDispatchModeTLS::stack_len() == self->dispatch_modes;
+}
+
+PyObject* global_state_vectorcall(
+    PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 0 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames))) {
+    PyErr_SetString(PyExc_TypeError, "GlobalStateCheck takes no arguments");
+    return nullptr;
+  }
+  PyObject* out =
+      global_state_run(reinterpret_cast<GlobalStateCheck*>(callable)) ? Py_True : Py_False;
+  Py_INCREF(out);
+  return out;
+}
+
+// GlobalStateCheck(grad_enabled, inference_mode, default_dtype, deterministic,
+//                  deterministic_warn_only, check_warn_only, function_modes, dispatch_modes)
+PyObject* global_state_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {
+      "grad_enabled", "inference_mode", "default_dtype", "deterministic",
+      "deterministic_warn_only", "check_warn_only", "function_modes", "dispatch_modes", nullptr};
+  int grad, inference, det, warn, check_warn;
+  PyObject* dtype;
+  long long fmodes, dmodes;
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "ppO!pppLL", const_cast<char**>(kwlist), &grad, &inference,
+          &THPDtypeType, &dtype, &det, &warn, &check_warn, &fmodes, &dmodes)) {
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<GlobalStateCheck*>(type->tp_alloc(type, 0));
+  if (self == nullptr) {
+    return nullptr;
+  }
+  self->vectorcall = global_state_vectorcall;
+  self->grad_enabled = grad != 0;
+  self->inference_mode = inference != 0;
+  self->default_dtype = reinterpret_cast<THPDtype*>(dtype)->scalar_type;
+  self->deterministic = det != 0;
+  self->deterministic_warn_only = warn != 0;
+  self->check_warn_only = check_warn != 0;
+  self->function_modes = static_cast<int64_t>(fmodes);
+  self->dispatch_modes = static_cast<int64_t>(dmodes);
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyTypeObject GlobalStateCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---------------------------------------------------------------------------------------------
+// Module
+
+PyObject* impl_address(PyObject*, PyObject* obj) {
+  if (!THPVariable_Check(obj)) {
+    PyErr_SetString(PyExc_TypeError, "impl_address: expected a tensor");
+    return nullptr;
+  }
+  return PyLong_FromVoidPtr(THPVariable_Unpack(obj).unsafeGetTensorImpl());
+}
+
+PyMethodDef module_methods[] = {
+    {"dispatch_tls_raw", tls_raw, METH_NOARGS,
+     "(include, exclude): the raw bits of the thread-local dispatch key sets, read in C++."},
+    {"impl_address", impl_address, METH_O,
+     "The address of a tensor's TensorImpl as this module reads it (compare with ._cdata)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "guards._tensor_guards",
+    "C++ fast path of guards' generated check (see guards/native.py).", -1, module_methods};
+
+bool ready(PyTypeObject* type, const char* name, Py_ssize_t size, Py_ssize_t vectorcall_offset,
+           newfunc tp_new, destructor dealloc, traverseproc traverse, inquiry clear) {
+  type->tp_name = name;
+  type->tp_basicsize = size;
+  type->tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  if (traverse != nullptr) {
+    type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+    type->tp_traverse = traverse;
+    type->tp_clear = clear;
+  }
+  type->tp_vectorcall_offset = vectorcall_offset;
+  type->tp_call = PyVectorcall_Call;
+  type->tp_new = tp_new;
+  type->tp_dealloc = dealloc;
+  return PyType_Ready(type) == 0;
+}
+
+void plain_dealloc(PyObject* obj) {
+  Py_TYPE(obj)->tp_free(obj);
+}
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__tensor_guards() {
+  if (!ready(&TensorCheckType, "guards._tensor_guards.TensorCheck", sizeof(TensorCheck),
+             offsetof(TensorCheck, vectorcall), tensor_check_new, tensor_check_dealloc,
+             tensor_check_traverse, tensor_check_clear) ||
+      !ready(&DispatchTlsCheckType, "guards._tensor_guards.DispatchTlsCheck",
+             sizeof(DispatchTlsCheck), offsetof(DispatchTlsCheck, vectorcall), tls_check_new,
+             plain_dealloc, nullptr, nullptr) ||
+      !ready(&ModuleParamsCheckType, "guards._tensor_guards.ModuleParamsCheck",
+             sizeof(ModuleParamsCheck), offsetof(ModuleParamsCheck, vectorcall),
+             module_params_new, module_params_dealloc, module_params_traverse,
+             module_params_clear) ||
+      !ready(&GlobalStateCheckType, "guards._tensor_guards.GlobalStateCheck",
+             sizeof(GlobalStateCheck), offsetof(GlobalStateCheck, vectorcall), global_state_new,
+             plain_dealloc, nullptr, nullptr)) {
+    return nullptr;
+  }
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == nullptr) {
+    return nullptr;
+  }
+  const std::pair<const char*, PyTypeObject*> types[] = {
+      {"TensorCheck", &TensorCheckType},
+      {"DispatchTlsCheck", &DispatchTlsCheckType},
+      {"ModuleParamsCheck", &ModuleParamsCheckType},
+      {"GlobalStateCheck", &GlobalStateCheckType}};
+  for (const auto& [name, type] : types) {
+    Py_INCREF(type);
+    if (PyModule_AddObject(m, name, reinterpret_cast<PyObject*>(type)) < 0) {
+      Py_DECREF(type);
+      Py_DECREF(m);
+      return nullptr;
+    }
+  }
+  return m;
+}

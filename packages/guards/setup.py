@@ -1,0 +1,35 @@
+"""Builds guards' optional C++ fast path against the installed torch; metadata is in pyproject.toml.
+
+The extension is optional in both senses: without torch importable at build time (an isolated
+build) no extension is declared, and a failed compile (no compiler, other torch headers) is a
+warning, not an error (``optional=True``).  Either way the package works on its pure-Python
+check path (guards/native.py logs why at DEBUG).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from setuptools import setup
+
+ext_modules: list[Any] = []
+cmdclass: dict[str, Any] = {}
+try:
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError:  # torch not importable here: pure-Python package
+    pass
+else:
+    ext_modules.append(
+        CppExtension(
+            "guards._tensor_guards",
+            sources=["csrc/tensor_guards.cpp"],
+            # -O2 and no debug info: one translation unit over a handful of torch headers.
+            extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-missing-field-initializers"],
+            optional=True,
+        )
+    )
+    # no_python_abi_suffix stays False: the .so name carries the interpreter ABI tag, so a
+    # build for another Python is never imported by mistake.  use_ninja=False: one source file.
+    cmdclass["build_ext"] = BuildExtension.with_options(use_ninja=False)
+
+setup(ext_modules=ext_modules, cmdclass=cmdclass)

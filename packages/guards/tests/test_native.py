@@ -1,0 +1,460 @@
+"""The C++ fast path agrees with the pure-Python path (and with ``failures()``) everywhere.
+
+Each test compiles the same GuardSet twice, once on each path, and checks both on the same
+frames.  The module-wide ``check_path`` fixture runs these tests twice too; they set the
+environment variable themselves around each compile, so both runs compare the two paths.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import guards
+import guards.native as gn
+from guards import CompiledGuards, GuardSet, LocalSource, compile_guards
+from guards.native import PURE_PYTHON_ENV, native_module
+
+Build = Callable[[GuardSet], None]
+
+
+@contextlib.contextmanager
+def _env(pure: bool) -> Iterator[None]:
+    old = os.environ.get(PURE_PYTHON_ENV)
+    if pure:
+        os.environ[PURE_PYTHON_ENV] = "1"
+    else:
+        os.environ.pop(PURE_PYTHON_ENV, None)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(PURE_PYTHON_ENV, None)
+        else:
+            os.environ[PURE_PYTHON_ENV] = old
+
+
+def both(build: Build) -> tuple[CompiledGuards, CompiledGuards]:
+    """(C++ path, Python path) compiled from the same guards; skips if the C++ one is absent."""
+    with _env(pure=False):
+        if native_module() is None:
+            pytest.skip("guards' C++ extension is not built")
+        gs = GuardSet()
+        build(gs)
+        fast = compile_guards(gs, {})
+    with _env(pure=True):
+        slow = compile_guards(gs, {})
+    assert "___tensor_check" not in slow.source_code
+    return fast, slow
+
+
+def agree(fast: CompiledGuards, slow: CompiledGuards, f_locals: dict[str, object]) -> bool:
+    """Both paths and failures() give one verdict on ``f_locals``; returns it."""
+    a, b = fast(f_locals), slow(f_locals)
+    why = slow.failures(f_locals)
+    assert a == b == (why == []), (a, b, why, fast.source_code)
+    return a
+
+
+class Sub(torch.Tensor):
+    pass
+
+
+class Sub2(torch.Tensor):
+    pass
+
+
+# -- tensors ----------------------------------------------------------------------------------
+
+DTYPES = [torch.float32, torch.float64, torch.int64, torch.complex64]
+
+
+def _make(kind: str, shape: tuple[int, ...], dtype: torch.dtype, transpose: bool) -> torch.Tensor:
+    base = torch.zeros(shape, dtype=dtype)
+    real = torch.zeros(shape)
+    if transpose and base.dim() >= 2:
+        base = base.transpose(0, 1)
+    if kind == "plain":
+        return base
+    if kind == "requires_grad":
+        return (real.transpose(0, 1) if transpose and real.dim() >= 2 else real).requires_grad_()
+    if kind == "meta":
+        return base.to("meta")
+    if kind == "subclass":
+        return base.as_subclass(Sub)
+    if kind == "subclass2":
+        return base.as_subclass(Sub2)
+    if kind == "parameter":
+        return torch.nn.Parameter(real)
+    if kind == "conj":
+        return base.to(torch.complex64).conj()
+    if kind == "neg":
+        return torch._neg_view(real)
+    if kind == "sparse":
+        return base.contiguous().to_sparse()
+    if kind == "inference":
+        with torch.inference_mode():
+            return torch.zeros(shape, dtype=dtype)
+    if kind == "strided":
+        n = max(base.numel(), 1)
+        storage = torch.zeros(4 * n, dtype=dtype)
+        return storage.as_strided(tuple(base.size()), tuple(2 * s for s in base.stride()))
+    raise AssertionError(kind)
+
+
+KINDS = [
+    "plain",
+    "requires_grad",
+    "meta",
+    "subclass",
+    "subclass2",
+    "parameter",
+    "conj",
+    "neg",
+    "sparse",
+    "inference",
+    "strided",
+]
+shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
+tensors = st.builds(_make, st.sampled_from(KINDS), shapes, st.sampled_from(DTYPES), st.booleans())
+
+IN_PLACE = ["none", "data_dtype", "data_shape", "t_", "requires_grad_", "resize_", "as_strided_"]
+
+
+def _mutate(t: torch.Tensor, how: str) -> None:
+    """Change ``t``'s metadata in place (the same Python object afterwards), where torch allows
+    it (inference tensors, views and some layouts refuse some of these: left unchanged)."""
+    with torch.no_grad(), contextlib.suppress(RuntimeError):
+        if how == "data_dtype":
+            t.data = (t.data.real if t.is_complex() else t.data).to(torch.float16)
+        elif how == "data_shape":
+            t.data = torch.zeros(5, 1, dtype=t.dtype, device=t.device)
+        elif how == "t_" and t.dim() <= 2 and not t.is_sparse:
+            t.t_()
+        elif how == "requires_grad_" and t.is_floating_point() and t.is_leaf:
+            t.requires_grad_(not t.requires_grad)
+        elif how == "resize_" and t.layout == torch.strided and not t.is_inference():
+            t.resize_(7)
+        elif how == "as_strided_" and t.layout == torch.strided and t.numel() > 1:
+            t.as_strided_((1,), (1,))
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    base=tensors,
+    others=st.lists(tensors, max_size=4),
+    dyn=st.lists(st.integers(-3, 2), max_size=2),
+    how=st.sampled_from(IN_PLACE),
+)
+def test_tensor_match_paths_agree_on_random_tensors(base, others, dyn, how) -> None:  # type: ignore[no-untyped-def]
+    dyn = [d for d in dyn if -base.dim() <= d < base.dim()]
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), base, dynamic_dims=dyn))
+    assert agree(fast, slow, {"x": base})
+    for other in others:
+        agree(fast, slow, {"x": other})
+    agree(fast, slow, {"x": 3})
+    agree(fast, slow, {})
+    _mutate(base, how)
+    agree(fast, slow, {"x": base})
+
+
+def test_each_tensor_property_change_fails_on_both_paths() -> None:
+    x = torch.randn(4, 3)
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), x, dynamic_dims=[0]))
+    assert agree(fast, slow, {"x": torch.randn(6, 3)})  # dynamic dim, size >= 2
+    changed = [
+        torch.randn(1, 3),  # dynamic dim below 2
+        torch.randn(4, 2),
+        torch.randn(3, 4).t(),
+        x.double(),
+        x.to("meta"),
+        x.detach().requires_grad_(),
+        x.as_subclass(Sub),
+        torch.nn.Parameter(x.clone()),
+        torch._neg_view(x),
+        x.to_sparse(),
+        torch.randn(4, 3, dtype=torch.complex64).conj(),
+        torch.zeros(8, 6)[::2, ::2],
+    ]
+    with torch.inference_mode():
+        changed.append(torch.randn(4, 3))
+    for value in changed:
+        assert not agree(fast, slow, {"x": value}), value
+
+
+def test_metadata_is_read_live_behind_the_same_object() -> None:
+    p = torch.nn.Parameter(torch.randn(3, 2))
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("p"), p))
+    assert agree(fast, slow, {"p": p})
+    with torch.no_grad():
+        p.t_()
+    assert not agree(fast, slow, {"p": p})
+    with torch.no_grad():
+        p.t_()
+    assert agree(fast, slow, {"p": p})
+    p.data = torch.randn(3, 2, dtype=torch.float64)
+    assert not agree(fast, slow, {"p": p})
+    p.data = torch.randn(3, 2)
+    assert agree(fast, slow, {"p": p})
+    p.requires_grad_(False)
+    assert not agree(fast, slow, {"p": p})
+
+
+def test_tensor_with_its_own_torch_function_stays_on_the_python_path() -> None:
+    class Logged(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    x = torch.zeros(2).as_subclass(Logged)
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), x))
+    assert "___tensor_check" not in fast.source_code
+    assert agree(fast, slow, {"x": x})
+    plain = torch.zeros(2).as_subclass(Sub)
+    fast2, _ = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), plain))
+    assert "___tensor_check" in fast2.source_code
+
+
+# -- thread-local dispatch sets and global state ----------------------------------------------
+
+
+class NoopMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        return func(*args, **(kwargs or {}))
+
+
+class NoopFunctionMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+@contextlib.contextmanager
+def _deterministic(warn_only: bool) -> Iterator[None]:
+    old, old_warn = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    torch.use_deterministic_algorithms(True, warn_only=warn_only)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(old, warn_only=old_warn)
+
+
+def _python_dispatcher() -> contextlib.AbstractContextManager[None]:
+    from torch._dispatch.python import enable_python_dispatcher
+
+    return enable_python_dispatcher()  # type: ignore[no-any-return]
+
+
+CONTEXTS: dict[str, Callable[[], contextlib.AbstractContextManager[Any]]] = {
+    "none": contextlib.nullcontext,
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+    "autocast_cpu": lambda: torch.autocast("cpu"),
+    "autocast_cpu_f16": lambda: torch.autocast("cpu", dtype=torch.float16),
+    "python_dispatcher": _python_dispatcher,
+    "dispatch_mode": NoopMode,
+    "function_mode": NoopFunctionMode,
+    "default_dtype_f64": lambda: _default_dtype(torch.float64),
+    "deterministic": lambda: _deterministic(False),
+    "deterministic_warn_only": lambda: _deterministic(True),
+}
+
+
+@pytest.mark.parametrize("captured_in", sorted(CONTEXTS))
+def test_dispatch_tls_and_global_state_agree_across_contexts(captured_in: str) -> None:
+    x = torch.randn(3)
+
+    def build(gs: GuardSet) -> None:
+        gs.TENSOR_MATCH(LocalSource("x"), x)
+        gs.GLOBAL_STATE()
+
+    with CONTEXTS[captured_in]():
+        fast, slow = both(build)
+        tls_only = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), x))
+        state_only = both(lambda gs: gs.GLOBAL_STATE())
+        assert agree(fast, slow, {"x": x})
+    for checked_in in sorted(CONTEXTS):
+        with CONTEXTS[checked_in]():
+            verdict = agree(fast, slow, {"x": x})
+            agree(*tls_only, {"x": x})
+            agree(*state_only, {})
+        if checked_in == captured_in:
+            assert verdict, checked_in
+
+
+def test_each_global_state_change_fails_on_both_paths() -> None:
+    fast, slow = both(lambda gs: gs.GLOBAL_STATE())
+    assert agree(fast, slow, {})
+    for name, ctx in CONTEXTS.items():
+        if name in ("none", "python_dispatcher"):
+            continue  # not global state (the python dispatcher is a DISPATCH_TLS matter)
+        with ctx():
+            assert not agree(fast, slow, {}), name
+
+
+# -- MODULE_PARAMS ----------------------------------------------------------------------------
+
+
+def _net() -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(4, 2))
+    )
+
+
+MODULE_CHANGES = [
+    "none",
+    "replace_param",
+    "data_dtype",
+    "data_shape",
+    "t_",
+    "requires_grad_",
+    "replace_submodule",
+    "param_to_none",
+    "delete_param",
+    "other_module",
+    "eval",
+]
+
+
+def _change_module(model: torch.nn.Module, how: str, which: int) -> torch.nn.Module:
+    """Apply change ``how`` to ``model`` (or return another module); a change that an earlier
+    one made impossible (the parameter is gone) leaves the module as it is."""
+    inner = model[0] if which == 0 else model[2][0]
+    with torch.no_grad(), contextlib.suppress(AttributeError):
+        if how == "replace_param":
+            inner.weight = torch.nn.Parameter(inner.weight.detach().clone())
+        elif how == "data_dtype":
+            inner.bias.data = inner.bias.data.double()
+        elif how == "data_shape":
+            inner.bias.data = torch.zeros(9)
+        elif how == "t_":
+            inner.weight.t_()
+        elif how == "requires_grad_":
+            inner.weight.requires_grad_(False)
+        elif how == "replace_submodule":
+            model[2] = torch.nn.Sequential(torch.nn.Linear(4, 2))
+        elif how == "param_to_none":
+            inner.bias = None
+        elif how == "delete_param":
+            del inner.weight
+        elif how == "other_module":
+            return _net()
+        elif how == "eval":
+            model.eval()  # not a parameter property: still a hit
+    return model
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(MODULE_CHANGES), st.integers(0, 1)), max_size=3),
+    subset=st.booleans(),
+)
+def test_module_params_paths_agree_on_random_module_changes(changes, subset) -> None:  # type: ignore[no-untyped-def]
+    model = _net()
+    names = [n for n, _ in model.named_parameters()]
+    if subset:
+        names = names[::2]
+    fast, slow = both(lambda gs: gs.MODULE_PARAMS(LocalSource("self"), model, names))
+    assert "___module_params_check" in fast.source_code
+    assert agree(fast, slow, {"self": model})
+    current = model
+    for how, which in changes:
+        current = _change_module(current, how, which)
+        agree(fast, slow, {"self": current})
+    agree(fast, slow, {"self": None})
+    agree(fast, slow, {"self": object()})
+
+
+def _guard_whole(model: torch.nn.Module) -> Build:
+    names = [n for n, _ in model.named_parameters()]
+    return lambda gs: gs.MODULE_PARAMS(LocalSource("self"), model, names)
+
+
+def test_module_params_fails_once_the_module_is_collected() -> None:
+    fast, slow = both(_guard_whole(_net()))  # nothing else keeps that module alive
+    other = _net()
+    assert not agree(fast, slow, {"self": other})
+    assert not agree(fast, slow, {"self": None})  # a dead weakref reads None
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def test_env_var_forces_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(2)
+    monkeypatch.setenv(PURE_PYTHON_ENV, "1")
+    assert native_module() is None
+    gs = GuardSet()
+    gs.TENSOR_MATCH(LocalSource("x"), x)
+    code = compile_guards(gs, {}).source_code
+    assert "___tensor_check" not in code and "___dispatch_keys" in code
+
+
+def test_missing_extension_falls_back_with_one_debug_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "guards._tensor_guards", None)  # import fails
+    monkeypatch.delattr(guards, "_tensor_guards", raising=False)
+    monkeypatch.setattr(gn, "_loaded", [])
+    with caplog.at_level(logging.DEBUG, logger="strata.guards"):
+        assert native_module() is None
+        assert native_module() is None  # remembered: logged once
+    lines = [r for r in caplog.records if "C++ fast path unavailable" in r.getMessage()]
+    assert len(lines) == 1
+    x = torch.randn(2)
+    gs = GuardSet()
+    gs.TENSOR_MATCH(LocalSource("x"), x)
+    cg = compile_guards(gs, {})
+    assert "___tensor_check" not in cg.source_code
+    assert cg({"x": x}) and not cg({"x": torch.randn(3)})
+
+
+def test_extension_that_fails_its_self_test_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, native: Any
+) -> None:
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setattr(native, "impl_address", lambda t: 0)
+    monkeypatch.setattr(gn, "_loaded", [])
+    with caplog.at_level(logging.DEBUG, logger="strata.guards"):
+        assert native_module() is None
+    assert any("self-test" in r.getMessage() or "address" in r.getMessage() for r in caplog.records)
+
+
+def test_native_checks_reject_bad_arguments(native: Any) -> None:
+    x = torch.randn(2)
+    keys = torch._C._dispatch_keys(x).raw_repr()
+    with pytest.raises(TypeError):
+        native.TensorCheck(int, x.dtype, x.device, False, keys, (2,), (1,), (-1,))
+    with pytest.raises(ValueError):
+        native.TensorCheck(torch.Tensor, x.dtype, x.device, False, keys, (2,), (1, 1), (-1,))
+    with pytest.raises(ValueError):
+        native.TensorCheck(torch.Tensor, x.dtype, x.device, False, keys, (2,), (1,), (5,))
+    check = native.TensorCheck(torch.Tensor, x.dtype, x.device, False, keys, (2,), (1,), (-1,))
+    assert check(x) is True
+    with pytest.raises(TypeError):
+        check()
+    with pytest.raises(TypeError):
+        check(x, x)
