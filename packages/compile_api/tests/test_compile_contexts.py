@@ -1,4 +1,4 @@
-"""One code object compiled by several ``compile()`` calls: each context runs only its own entries."""
+"""One code object compiled by several ``compile()`` calls: each context runs its own entries."""
 
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import aot
+import compile_api
+import evalframe
 import inductor_lite
 from compile_api.frame_compiler import skip_reason
 
@@ -52,3 +54,19 @@ def test_generator_functions_are_left_alone() -> None:
         yield 1
 
     assert skip_reason(gen.__code__) == "generators and coroutines run eagerly"
+
+
+def test_after_its_first_call_a_graph_runs_through_evalframes_c_wrapper() -> None:
+    def add_one(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    compiled = compile_api.compile(add_one, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), x + 1)
+    installed = [
+        value for name, value in add_one.__globals__.items() if name.startswith("__compiled_fn")
+    ]
+    assert installed
+    c_wrapper = type(evalframe.without_hook(len))
+    assert all(isinstance(value, c_wrapper) for value in installed)
+    torch.testing.assert_close(compiled(x), x + 1)

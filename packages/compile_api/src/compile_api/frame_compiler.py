@@ -230,9 +230,16 @@ def _recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[s
 
 
 def _compile_graph(
-    ctx: CompileContext, backend: Backend, graph: Any, code: types.CodeType
+    ctx: CompileContext,
+    backend: Backend,
+    graph: Any,
+    code: types.CodeType,
+    namespace: dict[str, Any],
 ) -> Callable[..., Any]:
-    """Run the backend on one captured graph, falling back to the graph itself on error."""
+    """Run the backend on one captured graph, falling back to the graph itself on error.
+
+    The result is installed as ``namespace[graph.name]``, where the transformed code calls it.
+    """
     gm: torch.fx.GraphModule = graph.gm
     try:
         compiled = backend(gm, graph.example_inputs)
@@ -247,43 +254,52 @@ def _compile_graph(
             f"({type(err).__name__}: {err}); running that graph eagerly. "
             "Set compile_api.config.suppress_errors = False to raise instead.",
         )
-        return _without_hook(gm.forward, gm.forward, ctx.backend_name)
-    return _without_hook(compiled, gm.forward, ctx.backend_name)
+        compiled = gm.forward
+    return _without_hook(compiled, gm.forward, ctx.backend_name, namespace, graph.name)
 
 
 def _without_hook(
-    compiled: Callable[..., Any], fallback: Callable[..., Any], backend_name: str
+    compiled: Callable[..., Any],
+    fallback: Callable[..., Any],
+    backend_name: str,
+    namespace: dict[str, Any],
+    name: str,
 ) -> Callable[..., Any]:
     """``compiled`` run with the frame hook off, as TorchDynamo runs its compiled code.
 
     A backend's callable is Python (an FX forward, a generated wrapper, aot's runtime); left
-    hooked, its frames would be compiled in turn -- by the same backend, without end. A callable
-    that refuses the graph's arguments at the call itself (a backend bug) is replaced by the
-    captured graph, with one warning, under ``config.suppress_errors``.
+    hooked, its frames would be compiled in turn -- by the same backend, without end.
+    ``evalframe.without_hook`` does that in C. The first call goes through this Python layer: a
+    callable that refuses the graph's arguments at the call itself (a backend bug) is replaced
+    by the captured graph, with one warning, under ``config.suppress_errors``. Once a call has
+    gone through, the arguments are known to fit (a graph's inputs never change), and the bare C
+    wrapper takes this layer's place in ``namespace[name]``.
     """
-    current = [compiled]
+    current = [evalframe.without_hook(compiled)]
 
-    def run_compiled(*args: Any) -> Any:
-        previous = evalframe.set_callback(None)
+    def first_calls(*args: Any) -> Any:
         try:
-            return current[0](*args)
+            result = current[0](*args)
         except TypeError as err:
             # Raised by the call itself (no deeper frame): the callable's signature is wrong.
             called_badly = err.__traceback__ is not None and err.__traceback__.tb_next is None
-            if current[0] is fallback or not called_badly or not config.suppress_errors:
+            running_fallback = current[0].__wrapped__ is fallback
+            if running_fallback or not called_badly or not config.suppress_errors:
                 raise
             _warn_once(
                 ("arity", backend_name, id(compiled)),
-                f"Strata: backend {backend_name!r} returned a callable that rejects the graph's "
-                f"{len(args)} arguments ({err}); running that graph eagerly.",
+                f"Strata: backend {backend_name!r} returned a callable that rejects the "
+                f"graph's {len(args)} arguments ({err}); running that graph eagerly.",
             )
-            current[0] = fallback
-            return fallback(*args)
-        finally:
-            evalframe.set_callback(previous)
+            current[0] = evalframe.without_hook(fallback)
+            result = current[0](*args)
+        # Only while still installed: reset() may have removed the name meanwhile.
+        if namespace.get(name) is first_calls:
+            namespace[name] = current[0]
+        return result
 
-    run_compiled.__wrapped__ = compiled  # type: ignore[attr-defined]
-    return run_compiled
+    first_calls.__wrapped__ = compiled  # type: ignore[attr-defined]
+    return first_calls
 
 
 def _bytecode_text(record: FrameRecord) -> str:
@@ -408,7 +424,8 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     backend = maybe_wrap_for_ddp(ctx.backend, config.optimize_ddp)
     with _timed(record, "backend_compile"):
         compiled = {
-            graph.name: _compile_graph(ctx, backend, graph, code) for graph in result.graphs
+            graph.name: _compile_graph(ctx, backend, graph, code, namespace)
+            for graph in result.graphs
         }
     with state.lock:
         for name, value in [*compiled.items(), *result.globals_to_install.items()]:
