@@ -216,8 +216,9 @@ def test_module_guards_pin_the_modules_and_the_training_flag():
     compiled = run_vm(model.forward, torch.randn(2, 4))
     text = compile_guards(compiled.result.guards, {}).text
     assert "CONSTANT_MATCH: L['self'].training" in text
-    assert "ID_MATCH: L['self']" in text
-    assert "ID_MATCH: L['self'].lin" in text
+    # The module and its submodule (read through _modules) are pinned by MODULE_PARAMS, with
+    # the parameters read through them.
+    assert "MODULE_PARAMS: L['self'] submodules=1 parameters=2" in text
 
 
 def test_module_attribute_write_is_replayed():

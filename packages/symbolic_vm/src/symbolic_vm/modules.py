@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -50,7 +50,9 @@ def tables_are_the_path(cls: type) -> bool:
     )
 
 
-def state_source(base: Source | None, module: torch.nn.Module, table: str, name: str) -> Source | None:
+def state_source(
+    base: Source | None, module: torch.nn.Module, table: str, name: str
+) -> Source | None:
     """The source of ``module.<name>`` held in ``module.<table>``: read through the table's dict
     (``base._parameters['weight']``) when the class proves ``getattr`` ends there (see
     :func:`tables_are_the_path`), else through ``getattr`` (``base.weight``)."""
@@ -95,13 +97,13 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
     source = AttrSource(obj.source, name) if obj.source is not None else None
     class_attr = _class_attribute(type(module), name)
     if class_attr is not _MISSING and _is_data_descriptor(class_attr):
-        return _class_member(vm, obj, class_attr)
+        return _class_member(vm, obj, name, class_attr)
     if name in module.__dict__:
         return out.wrap(module.__dict__[name], source)
     if name in _MODULE_ITERATORS:
         return MethodVar(obj, name)
     if class_attr is not _MISSING:
-        return _class_member(vm, obj, class_attr)
+        return _class_member(vm, obj, name, class_attr)
     for table in _TABLES:
         entries = module.__dict__.get(table, {})
         if name in entries:
@@ -111,8 +113,10 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
     raise Unsupported(f"{type(module).__name__} module has no attribute {name!r}")
 
 
-def _class_member(vm: Interpreter, obj: ModuleVar, attr: object) -> Var:
+def _class_member(vm: Interpreter, obj: ModuleVar, name: str, attr: object) -> Var:
     out = vm.out
+    if obj.source is not None:  # the class attribute patched, or shadowed on the instance
+        ops.guard_method_resolution(out, obj.source, obj.module, name, attr)
     if isinstance(attr, types.FunctionType):
         return BoundMethodVar(obj, FunctionVar(attr))
     if isinstance(attr, property) and attr.fget is not None:
@@ -129,7 +133,7 @@ def _class_member(vm: Interpreter, obj: ModuleVar, attr: object) -> Var:
 def _submodule_key(module: torch.nn.Module, index: object) -> str | None:
     """The ``_modules`` key that ``module[index]`` reads, for the stock Sequential/ModuleList
     ``__getitem__`` with an int and ModuleDict's with a key (None otherwise)."""
-    cls = type(module)
+    cls: Any = type(module)  # the container classes' __getitem__, compared by identity
     if cls.__getitem__ is torch.nn.ModuleDict.__getitem__:
         return index if isinstance(index, str) and index in module._modules else None
     if isinstance(index, bool) or not isinstance(index, int):

@@ -399,10 +399,9 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     module = var.module
     out.depend(var)
     if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
-        return [
-            out.wrap(sub, ItemSource(var.source, i) if var.source is not None else None)
-            for i, sub in enumerate(module)
-        ]
+        from symbolic_vm.modules import container_modules
+
+        return container_modules(out, var)
     if isinstance(module, torch.nn.ModuleDict):
         return [ConstVar(k) for k in module]
     if isinstance(module, torch.nn.ParameterList):
@@ -448,8 +447,9 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
             raise Unsupported(f"indexing module {type(obj.module).__name__}: {exc}") from exc
         if isinstance(index, slice):
             raise Unsupported(f"slicing module {type(obj.module).__name__}")
-        source = ItemSource(obj.source, index) if obj.source is not None else None
-        return out.wrap(sub, source)
+        from symbolic_vm.modules import submodule_item
+
+        return submodule_item(out, obj, index, sub)
     if isinstance(obj, ConstVar):
         out.depend(obj)
         return ConstVar(_fold(operator.getitem, obj.value, const_value(out, key)))

@@ -6,6 +6,7 @@ import enum
 import functools
 import logging
 import math
+import re
 import types
 from typing import Any
 
@@ -18,6 +19,7 @@ from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import (
     AttrSource,
     GuardSet,
+    ItemSource,
     SizeSource,
     Source,
     UnsupportedGuardValue,
@@ -301,13 +303,39 @@ class Output:
         guard_set = GuardSet()
         guard_set.GLOBAL_STATE()
         symbol_sources: dict[Any, Source] = {}
+        # Parameters read as root._modules[..]...._parameters[name]: one MODULE_PARAMS per root
+        # module (identity of the modules and parameters on the paths + each parameter's full
+        # metadata), read the same way as the transformed code reads them.
+        per_root: dict[
+            Source, tuple[torch.nn.Module, list[str], list[tuple[Source, torch.Tensor]]]
+        ] = {}
         for var in live_inputs:
             real = self._real_inputs[id(var.node)]
             assert var.source is not None  # inputs always have one (see _wrap_tensor)
             dims = self._input_symbols.get(id(var.node), {})
             for d, symbol in dims.items():
                 symbol_sources.setdefault(symbol, SizeSource(var.source, d))
+            path = None if dims else self._module_parameter(var.source, real)
+            if path is not None:
+                root, module, name = path
+                per_root.setdefault(root, (module, [], []))[1].append(name)
+                per_root[root][2].append((var.source, real))
+                continue
             guard_set.TENSOR_MATCH(var.source, real, dynamic_dims=sorted(dims))
+        pinned: set[Source] = set()  # modules whose identity MODULE_PARAMS checks
+        for root, (module, names, params) in per_root.items():
+            try:
+                guard_set.MODULE_PARAMS(root, module, names)
+            except UnsupportedGuardValue:
+                for source, real in params:
+                    guard_set.TENSOR_MATCH(source, real)
+                continue
+            pinned.add(root)
+            for name in names:
+                source = root
+                for part in name.split(".")[:-1]:
+                    source = ItemSource(AttrSource(source, "_modules"), part)
+                    pinned.add(source)
         if symbol_sources:
             # Relations the trace relied on between symbolic sizes (x.size(0) == y.size(0), ...).
             for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
@@ -315,6 +343,8 @@ class Output:
         for predicate, description in self._predicates.items():
             guard_set.SHAPE(predicate, description)
         for request in self._guards.values():
+            if request.kind == "ID_MATCH" and request.source in pinned:
+                continue  # MODULE_PARAMS already checks this module's identity
             if request.kind == "CONSTANT_MATCH" and isinstance(request.value, torch.Size):
                 # A Size read from the frame: match its type, then its entries as a tuple.
                 guard_set.TYPE_MATCH(request.source, request.value)
@@ -330,6 +360,35 @@ class Output:
                 # A constant the guards cannot compare by value: pin the object itself.
                 guard_set.ID_MATCH(request.source, request.value)
         return guard_set
+
+    def _module_parameter(
+        self, source: Source, real: torch.Tensor
+    ) -> tuple[Source, torch.nn.Module, str] | None:
+        """For ``root._modules[a]._modules[b]._parameters[w]`` holding ``real`` now, with
+        ``root`` a module the trace read: (root's source, the module, ``"a.b.w"``)."""
+        parts: list[str] = []
+        node: Source = source
+        table = "_parameters"
+        while isinstance(node, ItemSource) and isinstance(node.index, str):
+            holder = node.base_source
+            if not (isinstance(holder, AttrSource) and holder.member == table):
+                break
+            parts.append(node.index)
+            node = holder.base_source
+            table = "_modules"
+        if not parts or table != "_modules":  # no _parameters step at the end
+            return None
+        root_var = self._by_source.get(node.name())
+        if not isinstance(root_var, ModuleVar):
+            return None
+        owner: Any = root_var.module
+        for part in reversed(parts[1:]):
+            owner = owner._modules.get(part)
+            if not isinstance(owner, torch.nn.Module):
+                return None
+        if owner._parameters.get(parts[0]) is not real:
+            return None
+        return node, root_var.module, ".".join(reversed(parts))
 
     # -- helper globals ---------------------------------------------------------------------
 
@@ -391,9 +450,14 @@ def _attr(source: Source | None, name: str) -> Source | None:
     return None if source is None else AttrSource(source, name)
 
 
+_MODULE_TABLE_STEP = re.compile(r"\._(?:modules|parameters|buffers)\['([A-Za-z0-9_]*)'\]")
+
+
 def _placeholder_name(source: Source) -> str:
-    """``L['self'].fc.weight`` -> ``L_self_fc_weight`` (Dynamo's style for input names)."""
-    text = source.name()
+    """``L['self'].fc.weight`` -> ``L_self_fc_weight`` (Dynamo's style for input names); module
+    state read through its dicts is named by its attribute path (``L['self']._modules['fc']
+    ._parameters['weight']`` -> ``L_self_fc_weight`` too)."""
+    text = _MODULE_TABLE_STEP.sub(r".\1", source.name())
     if text.startswith("L['") and text.endswith("']") and text.count("'") == 2:
         return text[3:-2]
     out = "".join(ch if ch.isalnum() else "_" for ch in text)
