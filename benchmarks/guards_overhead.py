@@ -22,6 +22,9 @@ torch.compile(backend=<graph grabber>) (the grabber returns gm.forward, as backe
 does, and keeps the graph and its example inputs so the graph can be called directly), with
 Strata's split: its guard check alone, and its call under evalframe.run_only() (evalframe's
 dispatch + guard + transformed code, without compile_api's wrapper).
+Guard-only rows are timed on both check paths of the guards package: "C++" (its compiled
+extension, the default when built) and "Python" (STRATA_GUARDS_PURE_PYTHON=1); end-to-end rows
+compile once per path too.
 Every figure is the median (and the min) over R repeats of (CPU time of N calls) / N, in ns.
 torch.compile's overhead is median(compiled call) - median(eager call) of the same function.
 """
@@ -29,12 +32,13 @@ torch.compile's overhead is median(compiled call) - median(eager call) of the sa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
 import time
 import timeit
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -48,6 +52,34 @@ from guards import (
     Source,
     compile_guards,
 )
+
+PURE_PYTHON_ENV = "STRATA_GUARDS_PURE_PYTHON"  # guards' switch to its pure-Python check path
+PATHS = ("C++", "Python")
+
+
+@contextlib.contextmanager
+def check_path(path: str) -> Iterator[None]:
+    """Compile guards on ``path`` ("C++" or "Python") inside the block."""
+    old = os.environ.pop(PURE_PYTHON_ENV, None)
+    if path == "Python":
+        os.environ[PURE_PYTHON_ENV] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(PURE_PYTHON_ENV, None)
+        if old is not None:
+            os.environ[PURE_PYTHON_ENV] = old
+
+
+def compile_on(path: str, gs: GuardSet) -> CompiledGuards:
+    """compile_guards on the given path; the C++ path must really be C++ (else it says so)."""
+    with check_path(path):
+        cg = compile_guards(gs, {})
+    native = "_check_" in cg.source_code
+    if native != (path == "C++"):
+        raise SystemExit(f"the {path} path compiled to:\n{cg.source_code}(is the extension built?)")
+    return cg
+
 
 # CPU time of this process: on a shared, oversubscribed machine wall time mostly measures
 # the neighbours.  (torch runs single-threaded below, so this is the time of one thread.)
@@ -141,6 +173,53 @@ def _tuple_reader(exprs: list[str]) -> Callable[[torch.nn.Module], tuple[object,
     return ns["read"]  # type: ignore[return-value]
 
 
+def module_guard_sets(
+    model: torch.nn.Module, lb: dict[str, object], x: torch.Tensor, y: torch.Tensor
+) -> tuple[GuardSet, GuardSet, GuardSet, GuardSet]:
+    """The guard sets of case (b), (b'), (b'') and (b) + MODULE_PARAMS (see the docstring)."""
+
+    def base(with_id: bool) -> GuardSet:
+        gs = GuardSet()
+        if with_id:
+            gs.ID_MATCH(LocalSource("self"), model)
+        gs.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
+        gs.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
+        gs.TENSOR_MATCH(LocalSource("x"), x)
+        gs.TENSOR_MATCH(LocalSource("y"), y)
+        gs.GLOBAL_STATE()
+        return gs
+
+    gb = base(True)
+    # (b'): a TENSOR_MATCH on each of the 50 parameters, read through the module, which is
+    # what symbolic_vm emitted before MODULE_PARAMS when it lifted parameters as graph inputs.
+    gb_params = base(True)
+    for name, _ in model.named_parameters():
+        source: Source = LocalSource("self")
+        for part in name.split("."):
+            source = AttrSource(source, part)
+        gb_params.TENSOR_MATCH(source, model.get_parameter(name))
+    gb_params.add_base_guards(lb, {})
+    # (b''): the same guards, each parameter read through the module's own dicts
+    # (L['self']._modules['layers']._modules['0']._parameters['weight']): no
+    # nn.Module.__getattr__ (a Python function) per step.
+    gd = base(True)
+    for name, _ in model.named_parameters():
+        *mods, leaf = name.split(".")
+        source = LocalSource("self")
+        for part in mods:
+            source = ItemSource(AttrSource(source, "_modules"), part)
+        gd.TENSOR_MATCH(
+            ItemSource(AttrSource(source, "_parameters"), leaf), model.get_parameter(name)
+        )
+    gd.add_base_guards(lb, {})
+    # MODULE_PARAMS: one guard on the module tree that reads every parameter through
+    # _modules/_parameters, checks the identity of each submodule and parameter, and the full
+    # TENSOR_MATCH metadata of each parameter.
+    gp = base(False)
+    gp.MODULE_PARAMS(LocalSource("self"), model, [name for name, _ in model.named_parameters()])
+    return gb, gb_params, gd, gp
+
+
 class Model(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -182,10 +261,12 @@ def end_to_end(n: int, r: int, with_torch_compile: bool) -> list[tuple[str, tupl
         ("(a) x + 1", one_tensor_fn, (x,), one_tensor_fn.__code__, n),
         ("(b) 50-parameter module", model, (x, y), Model.forward.__code__, n // 10),
     ]
-    for label, fn, args, code, number in cases:
+    for (label0, fn, args, code, number), path in [(c, p) for c in cases for p in PATHS]:
+        label = f"{label0} [{path}]"
         grab = GraphGrabber()
         compiled = compile_api.compile(fn, backend=grab)
-        compiled(*args)
+        with check_path(path):
+            compiled(*args)
         compiled(*args)
         assert len(grab.forwards) == 1, "one graph, no recompile"
         graph_call = per_call_ns(grab.forwards[0], tuple(grab.inputs[0]), number, r)
@@ -207,7 +288,8 @@ def end_to_end(n: int, r: int, with_torch_compile: bool) -> list[tuple[str, tupl
                 _minus(_minus(hooked, graph_call), guard_only),
             )
         )
-        if with_torch_compile:
+        if with_torch_compile and path == PATHS[-1]:
+            label = label0
             torch._dynamo.reset()
             tgrab = GraphGrabber()
             tcompiled = torch.compile(fn, backend=tgrab)
@@ -251,104 +333,81 @@ def main() -> None:
 
     gs = GuardSet()
     gs.TENSOR_MATCH(LocalSource("x"), x)
-    cg = compile_guards(gs, {})
-    rows.append(("(a) TENSOR_MATCH x (+DISPATCH_TLS)", check_ns(cg, la, n, r)))
-    gs.GLOBAL_STATE()
-    cg_gs = compile_guards(gs, {})
-    rows.append(("(a) TENSOR_MATCH x + GLOBAL_STATE", check_ns(cg_gs, la, n, r)))
-    rows.append(
-        (
-            "(a) TENSOR_MATCH x + GLOBAL_STATE, via .check (plain function)",
-            check_ns(cg_gs.check, la, n, r),
-        )
-    )
-
-    # Ablations (not shipped modes): the same generated check with lines removed, to show
-    # where the time goes.  Called as the plain function (``.check``); compare with the .check row.
-    rows.append(("(a) ablation: without DISPATCH_TLS", check_ns(ablate(cg, ["tls_"]), la, n, r)))
-    rows.append(
-        (
-            "(a) ablation: without DISPATCH_TLS and tensor dispatch keys",
-            check_ns(ablate(cg, ["tls_", "dispatch_keys"]), la, n, r),
-        )
-    )
-
+    gs_state = GuardSet()
+    gs_state.TENSOR_MATCH(LocalSource("x"), x)
+    gs_state.GLOBAL_STATE()
     model = Model()
     y = torch.randn(8, 8)
     lb = {"self": model, "x": x, "y": y}
-    gb = GuardSet()
-    gb.ID_MATCH(LocalSource("self"), model)
-    gb.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
-    gb.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
-    gb.TENSOR_MATCH(LocalSource("x"), x)
-    gb.TENSOR_MATCH(LocalSource("y"), y)
-    gb.GLOBAL_STATE()
-    cgb = compile_guards(gb, {})
     assert sum(1 for _ in model.parameters()) == 50
-    rows.append(
-        ("(b) module: ID+CONSTANT+DICT_KEYS+2xTENSOR+GLOBAL_STATE", check_ns(cgb, lb, n, r))
-    )
-    # (b'): the same plus a TENSOR_MATCH on each of the 50 parameters, read through the
-    # module, which is what symbolic_vm emits today when it lifts parameters as graph inputs.
-    for name, _ in model.named_parameters():
-        source: Source = LocalSource("self")
-        for part in name.split("."):
-            source = AttrSource(source, part)
-        gb.TENSOR_MATCH(source, model.get_parameter(name))
-    gb.add_base_guards(lb, {})
-    cgb_params = compile_guards(gb, {})
-    rows.append(
-        ("(b') as (b) + TENSOR_MATCH on the 50 parameters", check_ns(cgb_params, lb, n // 10, r))
-    )
-    # (b''): the same guards, but each parameter read through the module's own dicts
-    # (L['self']._modules['layers']._modules['0']._parameters['weight']): no
-    # nn.Module.__getattr__ (a Python function) per step.
-    gd = GuardSet()
-    gd.ID_MATCH(LocalSource("self"), model)
-    gd.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
-    gd.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
-    gd.TENSOR_MATCH(LocalSource("x"), x)
-    gd.TENSOR_MATCH(LocalSource("y"), y)
-    gd.GLOBAL_STATE()
-    for name, _ in model.named_parameters():
-        *mods, leaf = name.split(".")
-        source = LocalSource("self")
-        for part in mods:
-            source = ItemSource(AttrSource(source, "_modules"), part)
-        gd.TENSOR_MATCH(
-            ItemSource(AttrSource(source, "_parameters"), leaf), model.get_parameter(name)
+    gb, gb_params, gd, gp = module_guard_sets(model, lb, x, y)
+    cgb_text = ""
+    for path in PATHS:
+        cg = compile_on(path, gs)
+        cg_gs = compile_on(path, gs_state)
+        # Ablations (not shipped modes): the same generated check with lines removed, to show
+        # where the time goes; called as the plain function (compare with the .check rows).
+        rows.append(
+            (
+                f"(a) [{path}] TENSOR_MATCH x alone (ablation: DISPATCH_TLS removed)",
+                check_ns(ablate(cg, ["tls_"]), la, n, r),
+            )
         )
-    gd.add_base_guards(lb, {})
-    rows.append(
-        (
-            "(b'') as (b'), parameters read via _modules/_parameters",
-            check_ns(compile_guards(gd, {}), lb, n // 10, r),
+        rows.append((f"(a) [{path}] TENSOR_MATCH x + DISPATCH_TLS", check_ns(cg, la, n, r)))
+        rows.append(
+            (
+                f"(a) [{path}] TENSOR_MATCH x + DISPATCH_TLS + GLOBAL_STATE",
+                check_ns(cg_gs, la, n, r),
+            )
         )
-    )
-
-    # Prototype for the VM (MODULE_PARAMS): (b) + one guard on the module tree that reads
-    # every parameter through _modules/_parameters, checks identity of each submodule and
-    # parameter, and the full TENSOR_MATCH metadata of each parameter.
-    gp = GuardSet()
-    gp.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
-    gp.DICT_KEYS(AttrSource(LocalSource("self"), "_modules"), model._modules)
-    gp.TENSOR_MATCH(LocalSource("x"), x)
-    gp.TENSOR_MATCH(LocalSource("y"), y)
-    gp.GLOBAL_STATE()
-    gp.MODULE_PARAMS(LocalSource("self"), model, [name for name, _ in model.named_parameters()])
-    cgp = compile_guards(gp, {})
-    rows.append(
-        (
-            "(b) PROTOTYPE: (b) + MODULE_PARAMS (identity + full metadata of the 50 parameters)",
-            check_ns(cgp, lb, n // 10, r),
+        rows.append(
+            (
+                f"(a) [{path}] the same via .check (plain function)",
+                check_ns(cg_gs.check, la, n, r),
+            )
         )
-    )
-    rows.append(
-        (
-            "(b) ablation, NOT sound: MODULE_PARAMS identity only (no parameter metadata)",
-            check_ns(ablate_where(cgp, _parameter_metadata_line), lb, n // 10, r),
+        if path == "Python":
+            rows.append(
+                (
+                    "(a) [Python] ablation: without DISPATCH_TLS and tensor dispatch keys",
+                    check_ns(ablate(cg, ["tls_", "dispatch_keys"]), la, n, r),
+                )
+            )
+        cgb = compile_on(path, gb)
+        if path == "C++":
+            cgb_text = cgb.source_code
+        rows.append(
+            (
+                f"(b) [{path}] module: ID+CONSTANT+DICT_KEYS+2xTENSOR+GLOBAL_STATE",
+                check_ns(cgb, lb, n, r),
+            )
         )
-    )
+        rows.append(
+            (
+                f"(b') [{path}] as (b) + TENSOR_MATCH on the 50 parameters",
+                check_ns(compile_on(path, gb_params), lb, n // 10, r),
+            )
+        )
+        rows.append(
+            (
+                f"(b'') [{path}] as (b'), parameters read via _modules/_parameters",
+                check_ns(compile_on(path, gd), lb, n // 10, r),
+            )
+        )
+        cgp = compile_on(path, gp)
+        rows.append(
+            (
+                f"(b) [{path}] (b) + MODULE_PARAMS (identity + full metadata of 50 parameters)",
+                check_ns(cgp, lb, n // 10, r),
+            )
+        )
+        if path == "Python":
+            rows.append(
+                (
+                    "(b) [Python] ablation, NOT sound: MODULE_PARAMS identity only (no metadata)",
+                    check_ns(ablate_where(cgp, _parameter_metadata_line), lb, n // 10, r),
+                )
+            )
 
     # What the transformed code pays to read the 50 parameters it passes to the graph: the
     # attribute path symbolic_vm reads them by today, and the dict path MODULE_PARAMS reads.
@@ -402,8 +461,12 @@ def main() -> None:
 
     _print(e2e_rows + rows, n, r)
     print()
-    print("generated check for (b):")
-    print(cgb.source_code)
+    print(
+        "generated check for (b), C++ path:"
+        if "_check_" in cgb_text
+        else "generated check for (b):"
+    )
+    print(cgb_text)
 
 
 def _print(rows: list[tuple[str, tuple[float, float]]], n: int, r: int) -> None:
