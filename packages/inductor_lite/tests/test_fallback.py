@@ -148,3 +148,26 @@ def test_out_of_range_index_raises_index_error_like_eager(check: Any) -> None:
     with pytest.raises(IndexError):
         c(bad)
     torch.testing.assert_close(c(torch.tensor([9, 0, 4])), fn(torch.tensor([9, 0, 4])))
+
+
+def test_size_queries_on_static_shapes_compile_as_constants(tmp_path: Path) -> None:
+    # torch.compile's graphs can carry aten.sym_size calls; on static shapes they are constants
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    from inductor_lite import compile_aten_graph
+
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    rows = g.call_function(aten.sym_size.int, (x, 0))
+    flat = g.call_function(aten.view.default, (x, [rows, -1]))
+    g.output((g.call_function(aten.mul.Tensor, (flat, 2.0)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    inp = torch.randn(3, 4, 5)
+    FakeTensorProp(gm, FakeTensorMode()).propagate(inp)
+    config = InductorConfig(cache_dir=tmp_path, fallback="raise")
+    c = compile_aten_graph(gm, [inp], config=config)
+    assert isinstance(c, CompiledGraph)
+    assert c.fallback_count == 0
+    torch.testing.assert_close(c(inp)[0], inp.view(3, -1) * 2)

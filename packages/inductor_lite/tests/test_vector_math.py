@@ -108,3 +108,14 @@ def test_scalar_libm_path_still_matches_eager(config: InductorConfig, check: Any
     assert "declare simd" not in compiled.kernel_source
     expected = torch.sin(x) + torch.log1p(x.abs())
     _assert_same(compiled(x), expected, torch.float32)
+
+
+def test_exp_near_underflow_and_masked_softmax_match_eager(check: Any) -> None:
+    # the region where exp goes subnormal in eager: ours flushes under e^-87 (1.6e-38), an
+    # absolute difference below 2e-38; a causal mask puts -inf into every masked softmax input
+    x = torch.linspace(-110.0, -80.0, 3001)
+    compiled = check(lambda t: torch.exp(t), [x], atol=2e-38, rtol=1e-6)
+    assert torch.all(compiled(x)[x < -87.0] == 0)
+    scores = torch.randn(4, 64, 64) * 30
+    mask = torch.tril(torch.ones(64, 64, dtype=torch.bool))
+    check(lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1), [scores, mask])

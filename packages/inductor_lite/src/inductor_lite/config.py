@@ -45,6 +45,9 @@ class InductorConfig:
     cflags: tuple[str, ...] = (
         "-O3",
         "-march=native",
+        # GCC defaults to 256-bit vectors even where AVX-512 exists; eager's kernels use 512
+        # (a no-op on CPUs without AVX-512)
+        "-mprefer-vector-width=512",
         "-fopenmp",
         "-shared",
         "-fPIC",

@@ -126,31 +126,35 @@ template <typename T> static inline T sign_of(T a) {
 
 // Branch-free float math that GCC can vectorise (std:: calls stay scalar without -ffast-math).
 static inline __attribute__((always_inline)) float vexp(float x) {
+    // exp(x) = 2^k * exp(r), k = round(x / ln2), |r| <= ln2 / 2, exp(r) by its Taylor series.
+    // Results under e^-87 (1.6e-38, near FLT_MIN) are flushed to 0: letting a lane go
+    // subnormal costs a microcode assist for the whole vector (100x slower), and softmax
+    // with a -inf mask would hit it on every masked element.
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693145751953125f;
     const float ln2_lo = 1.42860682030941723212e-6f;
-    float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
-    float k = std::floor(xc * log2e + 0.5f);
-    float r = xc - k * ln2_hi - k * ln2_lo;
+    float xc = x < -87.0f ? -87.0f : (x > 88.72283f ? 88.72283f : x);
+    // round to nearest through the 1.5 * 2^23 shifter (exact here, and it vectorises)
+    float k = (xc * log2e + 12582912.0f) - 12582912.0f;
+    float r = std::fma(-k, ln2_hi, xc);
+    r = std::fma(-k, ln2_lo, r);
     float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
+    p = std::fma(p, r, 1.0f / 720.0f);
+    p = std::fma(p, r, 1.0f / 120.0f);
+    p = std::fma(p, r, 1.0f / 24.0f);
+    p = std::fma(p, r, 1.0f / 6.0f);
+    p = std::fma(p, r, 0.5f);
+    p = std::fma(p, r, 1.0f);
+    p = std::fma(p, r, 1.0f);
     int32_t ki = static_cast<int32_t>(k);
     // split the scale in two so that k = 128 (x near the overflow edge) stays representable
     int32_t k1 = ki >> 1;
     int32_t k2 = ki - k1;
-    uint32_t b1 = static_cast<uint32_t>(k1 + 127) << 23;
-    uint32_t b2 = static_cast<uint32_t>(k2 + 127) << 23;
-    float s1 = __builtin_bit_cast(float, b1);
-    float s2 = __builtin_bit_cast(float, b2);
+    float s1 = __builtin_bit_cast(float, static_cast<uint32_t>(k1 + 127) << 23);
+    float s2 = __builtin_bit_cast(float, static_cast<uint32_t>(k2 + 127) << 23);
     float y = p * s1 * s2;
     y = x > 88.72283f ? std::numeric_limits<float>::infinity() : y;
-    y = x < -87.33654f ? 0.0f : y;
+    y = x < -87.0f ? 0.0f : y;
     return x != x ? x : y;
 }
 static inline __attribute__((always_inline)) float vsigmoid(float x) {

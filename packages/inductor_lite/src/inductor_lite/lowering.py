@@ -58,6 +58,25 @@ def _is_view_op(node: torch.fx.Node) -> bool:
     )
 
 
+_METADATA_QUERIES = frozenset(
+    {
+        torch.ops.aten.size,
+        torch.ops.aten.sym_size,
+        torch.ops.aten.stride,
+        torch.ops.aten.sym_stride,
+        torch.ops.aten.numel,
+        torch.ops.aten.sym_numel,
+        torch.ops.aten.dim,
+    }
+)
+
+
+def _is_static_scalar(val: object) -> bool:
+    if isinstance(val, list | tuple):
+        return all(_is_static_scalar(v) for v in val)
+    return isinstance(val, int | bool)
+
+
 class GraphLowering:
     """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
 
@@ -253,6 +272,11 @@ class GraphLowering:
                     return self._maybe_realize(node, result)
         if not isinstance(target, torch._ops.OpOverload):
             raise LoweringError(f"call to non-aten target {target}")
+        if target.overloadpacket in _METADATA_QUERIES:
+            # sizes are static here (and checked on every call), so a query is a constant
+            val = node.meta.get("val")
+            if _is_static_scalar(val):
+                return val
         return self.fallback(node, target, args, kwargs)
 
     def _maybe_realize(self, node: torch.fx.Node, result: object) -> object:
