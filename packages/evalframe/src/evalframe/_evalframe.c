@@ -33,7 +33,37 @@ static PyObject *entry_type = NULL;   /* evalframe.Entry, registered by Python *
 static PyObject *skip_marker = NULL;  /* evalframe.SKIP, registered by Python */
 static PyObject *registry = NULL;     /* weakref.WeakSet of code objects with a cache */
 static PyObject *state_key = NULL;    /* key of our record in the thread-state dict */
-static Py_tss_t tss_key = Py_tss_NEEDS_INIT;
+/* This thread's record (see _evalframe.h); static, so reaching it costs the
+ * cheapest TLS access a shared object gets. */
+static _Thread_local ef_thread_t ef_thread;
+
+/* The hot path's way to this thread's record without a TLS lookup: the GIL
+ * lets one thread run at a time, so the record of the thread state seen last
+ * is cached, keyed by the thread state's id (unique for the interpreter's
+ * lifetime, so a reused PyThreadState address never matches a dead thread's
+ * record). */
+static uint64_t cached_thread_id = 0; /* ids start at 1 */
+static ef_thread_t *cached_thread = NULL;
+
+static __attribute__((noinline)) ef_thread_t *
+this_thread_slow(PyThreadState *ts)
+{
+    ef_thread_t *t = &ef_thread;
+#if EF_STACK_BOUNDS
+    if (!t->stack_known) {
+        ef_stack_marks_slow(t);
+    }
+#endif
+    cached_thread_id = ts->id;
+    cached_thread = t;
+    return t;
+}
+
+static inline ef_thread_t *
+this_thread(PyThreadState *ts)
+{
+    return ts->id == cached_thread_id ? cached_thread : this_thread_slow(ts);
+}
 static Py_ssize_t active_threads = 0; /* threads with a callback or inside run_only() */
 int ef_force_slow_path = 0;
 static int passthrough = 0;           /* benchmarks: measure a do-nothing hook */
@@ -155,8 +185,8 @@ threadstate_dealloc(ThreadState *self)
     Py_CLEAR(self->callback);
     self->run_only = 0;
     note_activity(was_active, 0);
-    if (PyThread_tss_get(&tss_key) == (void *)self) {
-        PyThread_tss_set(&tss_key, NULL);
+    if (ef_thread.state == self) {
+        ef_thread.state = NULL;
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -173,7 +203,7 @@ static PyTypeObject ThreadState_Type = {
 ThreadState *
 ef_current_state(int create)
 {
-    ThreadState *st = (ThreadState *)PyThread_tss_get(&tss_key);
+    ThreadState *st = ef_thread.state;
     if (st != NULL || !create) {
         return st;
     }
@@ -195,10 +225,7 @@ ef_current_state(int create)
         return NULL;
     }
     Py_DECREF(st); /* the thread dict holds it */
-    if (PyThread_tss_set(&tss_key, st) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, "evalframe: cannot set thread-local state");
-        return NULL;
-    }
+    ef_thread.state = st;
     return st;
 }
 
@@ -227,26 +254,43 @@ ef_hook_restore(ThreadState *st, ef_saved_state *saved)
 }
 
 #if EF_HOOK
+/* The layout of a code object's co_extra block (private to CPython's
+ * Objects/codeobject.c, the same from 3.6 through 3.13).  The hot path reads our
+ * slot directly instead of calling the API; writes go through the API. */
+typedef struct {
+    Py_ssize_t size;
+    void *slots[1];
+} code_extra_block;
+
+static inline CodeCache *
+cache_of_code(PyCodeObject *co)
+{
+    code_extra_block *x = (code_extra_block *)co->co_extra;
+    return x != NULL && extra_index < x->size ? (CodeCache *)x->slots[extra_index] : NULL;
+}
+
 static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
                        PyCodeObject **target);
 
 /* The eval-frame function's work (evalframe_hook below adds the 3.12 credit). */
-static inline PyObject *
-hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
+static inline __attribute__((always_inline)) PyObject *
+hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_thread_t *t,
+          uintptr_t sp)
 {
     if (throwflag || !ef_frame_is_fresh(frame)) {
         return ef_eval_default(ts, frame, throwflag);
     }
 #if EF_STACK_BOUNDS
-    uintptr_t sp = ef_stack_pointer(); /* first: it may set the marks */
-    if (sp < ef_stack.guard_below) {
+    if (sp < t->guard_below) {
         PyErr_SetString(PyExc_RecursionError,
                         "maximum recursion depth exceeded (the C stack is nearly full: "
                         "with a frame-evaluation hook installed every Python call uses it)");
         return ef_fail_frame(ts, frame);
     }
+#else
+    (void)sp;
 #endif
-    ThreadState *st = (ThreadState *)PyThread_tss_get(&tss_key);
+    ThreadState *st = t->state;
     if (st == NULL || st->disabled || !thread_active(st)) {
         return ef_eval_default(ts, frame, 0);
     }
@@ -255,7 +299,7 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
         st->skip_code = NULL;
         return ef_eval_default(ts, frame, 0);
     }
-    CodeCache *cache = cache_of((PyObject *)co);
+    CodeCache *cache = cache_of_code(co);
     Py_ssize_t n = cache ? PyList_GET_SIZE(cache->entries) : 0;
     if (n > 0) {
         PyObject *locals = ef_guard_locals(frame);
@@ -344,6 +388,22 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     return result;
 }
 
+#if EF_STACK_CREDIT
+/* A hooked frame credited the C recursion units that the default evaluator
+ * takes on entry and gives back on return: it costs what an inlined call
+ * costs (recursion.c says when).  Out of line, so the common path stays a
+ * tail call. */
+static __attribute__((noinline)) PyObject *
+hook_credited(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_thread_t *t,
+              uintptr_t sp)
+{
+    ts->c_recursion_remaining += EF_EVAL_C_UNITS;
+    PyObject *result = hook_body(ts, frame, throwflag, t, sp);
+    ts->c_recursion_remaining -= EF_EVAL_C_UNITS;
+    return result;
+}
+#endif
+
 /* The eval-frame function. */
 static PyObject *
 evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
@@ -351,18 +411,19 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     if (passthrough) {
         return ef_eval_default(ts, frame, throwflag);
     }
+    ef_thread_t *t = this_thread(ts);
+#if EF_STACK_BOUNDS
+    char probe;
+    uintptr_t sp = (uintptr_t)&probe;
+#else
+    uintptr_t sp = 0;
+#endif
 #if EF_STACK_CREDIT
-    uintptr_t sp = ef_stack_pointer(); /* first: it may set the marks */
-    if (sp > ef_stack.credit_above) {
-        /* The default evaluator takes these units on entry and gives them
-         * back on return; the frame costs what an inlined call costs. */
-        ts->c_recursion_remaining += EF_EVAL_C_UNITS;
-        PyObject *result = hook_body(ts, frame, throwflag);
-        ts->c_recursion_remaining -= EF_EVAL_C_UNITS;
-        return result;
+    if (ts->c_recursion_remaining < EF_CREDIT_BELOW && sp > t->credit_above) {
+        return hook_credited(ts, frame, throwflag, t, sp);
     }
 #endif
-    return hook_body(ts, frame, throwflag);
+    return hook_body(ts, frame, throwflag, t, sp);
 }
 
 /* Honour the callback's answer: -1 on error, else 0 with *target set to the
@@ -713,10 +774,6 @@ PyInit__evalframe(void)
             PyErr_SetString(PyExc_RuntimeError, "evalframe: no code-extra slot left");
             return NULL;
         }
-    }
-    if (!PyThread_tss_is_created(&tss_key) && PyThread_tss_create(&tss_key) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, "evalframe: cannot create a TSS key");
-        return NULL;
     }
     if (state_key == NULL) {
         state_key = PyUnicode_InternFromString("strata.evalframe.state");

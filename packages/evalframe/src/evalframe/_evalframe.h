@@ -53,6 +53,25 @@ typedef struct {
     int run_only;
 } ef_saved_state;
 
+/* What the hot path needs of the running thread, in one thread-local record
+ * (one TLS lookup per hooked frame): its state, and where its C stack is
+ * (recursion.c): a 3.12 hooked frame is credited the C recursion units the
+ * default evaluator takes while the stack pointer is above credit_above; a
+ * fresh frame fails with RecursionError below guard_below. */
+#if defined(__linux__) && defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
+#define EF_STACK_BOUNDS 1
+#else
+#define EF_STACK_BOUNDS 0
+#endif
+typedef struct {
+    ThreadState *state; /* NULL until the thread uses evalframe */
+    uintptr_t credit_above, guard_below;
+    int stack_known;
+} ef_thread_t;
+#if EF_STACK_BOUNDS
+void ef_stack_marks_slow(ef_thread_t *t);
+#endif
+
 ThreadState *ef_current_state(int create);
 /* Turn the thread's hook off (no callback, not run-only), saving its state. */
 void ef_hook_off(ThreadState *st, ef_saved_state *saved);
@@ -88,34 +107,10 @@ extern PyTypeObject ef_WithoutHook_Type;
 
 extern _PyFrameEvalFunction ef_previous_eval;
 
-/* Where this thread's C stack is (recursion.c): a 3.12 hooked frame is
- * credited the units the default evaluator takes while the stack pointer is
- * above credit_above; a fresh frame fails with RecursionError below
- * guard_below. */
-#if defined(__linux__) && defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
-#define EF_STACK_BOUNDS 1
-struct ef_stack_marks {
-    uintptr_t credit_above, guard_below;
-    int known;
-};
-extern _Thread_local struct ef_stack_marks ef_stack;
-void ef_stack_marks_slow(void);
-
-static inline uintptr_t
-ef_stack_pointer(void)
-{
-    if (!ef_stack.known) {
-        ef_stack_marks_slow();
-    }
-    return (uintptr_t)__builtin_frame_address(0);
-}
-#else
-#define EF_STACK_BOUNDS 0
-#endif
-
 #if EF_STACK_BOUNDS && PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
 #define EF_STACK_CREDIT 1
 #define EF_EVAL_C_UNITS 2 /* PY_EVAL_C_STACK_UNITS in 3.12's ceval.c */
+#define EF_CREDIT_BELOW (C_RECURSION_LIMIT / 3)
 #else
 #define EF_STACK_CREDIT 0
 #endif
