@@ -5,6 +5,9 @@ attributes, defaults, global state) a test changes the depended-on value and exp
 recompile AND the eager result; the no-spurious-recompile tests change values the trace did
 not use and expect a cache hit.  Compiles are counted with the ``counter`` backend
 (tests/conftest.py), one graph per compile for these break-free functions.
+
+Every test runs twice: with guards' C++ fast path (when its extension is built) and with
+``STRATA_GUARDS_PURE_PYTHON=1`` (the pure-Python check), read when each guard is compiled.
 """
 
 from __future__ import annotations
@@ -20,6 +23,16 @@ import torch
 import compile_api
 
 THIS = sys.modules[__name__]
+
+
+@pytest.fixture(autouse=True, params=["guards-default", "guards-pure-python"])
+def guard_check_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the test on guards' default check path and on its pure-Python one."""
+    if request.param == "guards-pure-python":
+        monkeypatch.setenv("STRATA_GUARDS_PURE_PYTHON", "1")
+    else:
+        monkeypatch.delenv("STRATA_GUARDS_PURE_PYTHON", raising=False)
+
 
 SCALE = 2
 USE_RELU = True
