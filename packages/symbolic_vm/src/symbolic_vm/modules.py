@@ -96,6 +96,9 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
     out.depend(obj)
     source = AttrSource(obj.source, name) if obj.source is not None else None
     class_attr = _class_attribute(type(module), name)
+    if isinstance(class_attr, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+        # Slots and ``__dict__``: the value the descriptor gives, read at its source.
+        return out.wrap(class_attr.__get__(module, type(module)), source)
     if class_attr is not _MISSING and _is_data_descriptor(class_attr):
         return _class_member(vm, obj, name, class_attr)
     if name in module.__dict__:

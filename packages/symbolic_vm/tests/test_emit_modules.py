@@ -1,0 +1,358 @@
+"""Module state read through its dicts, guarded by MODULE_PARAMS: same results as eager, and a
+recompile (or the eager result) whenever what the trace read changes.
+
+Every model is compiled through compile_api with a counting backend and compared with eager on
+the same inputs after each change.
+"""
+
+from __future__ import annotations
+
+import dis
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import compile_api
+import evalframe
+
+
+class Counting:
+    """A backend that runs each graph as captured and counts the compiles."""
+
+    def __init__(self) -> None:
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+    ) -> Callable[..., Any]:
+        self.graphs.append(gm)
+        return gm.forward
+
+    @property
+    def count(self) -> int:
+        return len(self.graphs)
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    compile_api.reset()
+    yield
+    compile_api.reset()
+
+
+def same(compiled: Callable[..., Any], eager: Callable[..., Any], *args: Any) -> None:
+    got, want = compiled(*args), eager(*args)
+    torch.testing.assert_close(got, want)
+    assert got.requires_grad == want.requires_grad
+
+
+def seq(n: int = 3) -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(*[nn.Linear(8, 8) for _ in range(n)])
+
+
+def entry_for(code: Any) -> Any:
+    (entry,) = evalframe.cache_entries(code)[:1]
+    return entry
+
+
+def guard_text(code: Any) -> str:
+    return str(entry_for(code).guard.compiled_guards.text)
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = seq(2)
+        self.norm = nn.BatchNorm1d(8)
+        self.act = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.norm(self.body(x)))
+
+
+def test_parameters_are_read_through_the_dicts_and_guarded_by_module_params() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    same(opt, model, x * 3)
+    assert backend.count == 1
+    code = entry_for(nn.Sequential.forward.__code__).code
+    assert {"_modules", "_parameters"} <= set(code.co_names)
+    assert "__getitem__" not in code.co_names and "weight" not in code.co_names
+    text = guard_text(nn.Sequential.forward.__code__)
+    assert "MODULE_PARAMS: L['self'] submodules=3 parameters=6" in text
+    # No TENSOR_MATCH of its own per parameter (MODULE_PARAMS lists their metadata, indented).
+    assert not any(line.startswith("TENSOR_MATCH: L['self']") for line in text.splitlines())
+    assert "DICT_KEYS: L['self']._modules" in text
+
+
+def test_transformed_code_binds_each_module_path_once() -> None:
+    model = seq(2)
+    opt = compile_api.compile(model, backend=Counting())
+    opt(torch.randn(2, 8))
+    code = entry_for(nn.Sequential.forward.__code__).code
+    reads = [i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_ATTR"]
+    # self._modules once, each submodule's _parameters once.
+    assert reads.count("_modules") == 1
+    assert reads.count("_parameters") == 2
+
+
+def test_replacing_a_submodule_recompiles() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    model[1] = nn.Linear(8, 8)
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+def test_replacing_a_parameter_gives_the_eager_result() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    model[0].weight = nn.Parameter(torch.randn(8, 8))
+    same(opt, model, x)
+    assert backend.count == 2  # another parameter object: MODULE_PARAMS identity fails
+
+
+def test_parameter_data_of_another_shape_recompiles() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    with torch.no_grad():
+        model[2].weight.data = torch.randn(4, 8)
+        model[2].bias.data = torch.randn(4)
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+def test_parameter_requires_grad_change_recompiles() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+def test_weight_data_changed_in_place_is_a_cache_hit() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    with torch.no_grad():
+        model[0].weight.mul_(2)
+    same(opt, model, x)
+    assert backend.count == 1
+
+
+def test_forward_hook_on_a_submodule_gives_the_eager_result() -> None:
+    model, backend = seq(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    handle = model[1].register_forward_hook(lambda mod, args, out: out * 10)
+    try:
+        same(opt, model, x)
+    finally:
+        handle.remove()
+    same(opt, model, x)
+
+
+def test_global_forward_hook_gives_the_eager_result() -> None:
+    model, backend = seq(), Counting()
+
+    def run(x: torch.Tensor) -> torch.Tensor:  # no wrapper module of compile_api's around it
+        return model(x)
+
+    opt = compile_api.compile(run, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, run, x)
+    seen: list[str] = []
+
+    def hook(mod: nn.Module, args: Any, out: torch.Tensor) -> torch.Tensor:
+        seen.append(type(mod).__name__)
+        return out + 1
+
+    handle = nn.modules.module.register_module_forward_hook(hook)
+    try:
+        got = opt(x)
+        compiled_calls = list(seen)
+        seen.clear()
+        want = run(x)
+        torch.testing.assert_close(got, want)
+        assert compiled_calls == seen == ["Linear"] * 3 + ["Sequential"]
+    finally:
+        handle.remove()
+    same(opt, run, x)
+    assert backend.count >= 1
+
+
+def test_global_hook_guard_is_in_every_entry() -> None:
+    model = seq()
+    opt = compile_api.compile(model, backend=Counting())
+    opt(torch.randn(2, 8))
+    text = guard_text(nn.Sequential.forward.__code__)
+    assert "_global_forward_hooks" in text and "_global_backward_pre_hooks" in text
+
+
+def test_train_and_eval_follow_eager() -> None:
+    model, backend = Block(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(4, 8)
+    model.train()
+    same(opt, model, x)
+    model.eval()
+    same(opt, model, x)
+    assert backend.count == 2
+    model.train()
+    same(opt, model, x)
+    assert backend.count == 2  # the train entry again
+
+
+def test_buffers_are_read_through_buffers_dict() -> None:
+    model, backend = Block().eval(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(4, 8)
+    same(opt, model, x)
+    code = entry_for(Block.forward.__code__).code
+    assert "_buffers" in code.co_names
+    model.norm.running_mean = torch.full((8,), 0.5)  # a new buffer tensor of the same kind
+    same(opt, model, x)
+
+
+def test_reordering_a_sequential_recompiles() -> None:
+    net = nn.Sequential(OrderedDict([("a", nn.Linear(8, 8)), ("b", nn.Tanh())]))
+    counting = Counting()
+    opt = compile_api.compile(net, backend=counting)
+    x = torch.randn(2, 8)
+    same(opt, net, x)
+    first = net._modules.pop("a")
+    net._modules["a"] = first  # same keys and modules, other order: Tanh runs first now
+    same(opt, net, x)
+    assert counting.count == 2
+
+
+def test_appending_to_a_sequential_recompiles() -> None:
+    model, backend = seq(2), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    model.append(nn.Linear(8, 8))
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+class Indexing(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(8, 2), "b": nn.Linear(8, 3)})
+        self.seq = seq(2)
+
+    def forward(self, x: torch.Tensor) -> Any:
+        h = self.layers[0](x) + self.layers[-1](x) + self.seq[1](x)
+        return self.heads["a"](h), self.heads["b"](h)
+
+
+def test_constant_indexing_reads_the_modules_dict() -> None:
+    model, backend = Indexing(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    for got, want in zip(opt(x), model(x), strict=True):
+        torch.testing.assert_close(got, want)
+    text = guard_text(Indexing.forward.__code__)
+    assert "__getitem__" not in entry_for(Indexing.forward.__code__).code.co_names
+    assert "MODULE_PARAMS: L['self']" in text
+    model.layers.append(nn.Linear(8, 8))  # layers[-1] is another module now
+    for got, want in zip(opt(x), model(x), strict=True):
+        torch.testing.assert_close(got, want)
+    assert backend.count == 2
+
+
+class OwnGetattr(nn.Module):
+    """A module whose class overrides __getattr__: its state keeps the normal path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def __getattr__(self, name: str) -> Any:
+        return super().__getattr__(name)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * 2
+
+
+def test_a_class_with_its_own_getattr_keeps_the_attribute_path() -> None:
+    model, backend = OwnGetattr(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    text = guard_text(OwnGetattr.forward.__code__)
+    assert "L['self']._modules" not in text
+    assert "MODULE_PARAMS: L['self'].lin submodules=0 parameters=2" in text  # Linear is stock
+    model.lin = nn.Linear(8, 8)
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+class WithProperty(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    @property
+    def scale(self) -> float:
+        return 2.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.scale
+
+
+def test_properties_and_plain_attributes_keep_their_path() -> None:
+    model, backend = WithProperty(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    same(opt, model, x + 1)
+    assert backend.count == 1
+
+
+GLOBAL_MODEL = seq(2)
+
+
+def uses_global_model(x: torch.Tensor) -> torch.Tensor:
+    return GLOBAL_MODEL(x) * 2
+
+
+def test_a_global_module_is_read_by_name_and_guarded() -> None:
+    backend = Counting()
+    opt = compile_api.compile(uses_global_model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, uses_global_model, x)
+    code = entry_for(uses_global_model.__code__).code
+    assert "GLOBAL_MODEL" in code.co_names
+    assert "MODULE_PARAMS: G['GLOBAL_MODEL']" in guard_text(uses_global_model.__code__)
+    with torch.no_grad():
+        GLOBAL_MODEL[0].weight.data = torch.randn(8, 8, dtype=torch.float64)
+        GLOBAL_MODEL[0].bias.data = torch.randn(8, dtype=torch.float64)
+    try:
+        with pytest.raises(RuntimeError):
+            uses_global_model(x)  # eager raises (dtype mismatch) ...
+        with pytest.raises(RuntimeError):
+            opt(x)  # ... and so does the compiled function, after recompiling
+    finally:
+        GLOBAL_MODEL[0].weight.data = torch.randn(8, 8)
+        GLOBAL_MODEL[0].bias.data = torch.randn(8)
