@@ -2,8 +2,10 @@
 
 The C extension (`evalframe._evalframe`) dispatches; every decision is Python's:
 a thread's callback sees each fresh frame whose code has no matching cache entry
-and answers `None` (run the frame as is), `SKIP` (never ask again for this code)
-or an `Entry(guard, code)` (cache it and run `code` in place of the frame).
+and answers `None` (run the frame as is), `SKIP` (never ask again for this code),
+`SKIP_RECURSIVE` (never ask again, and run this code's frames and every frame they
+start with the thread's hook off) or an `Entry(guard, code)` (cache it and run
+`code` in place of the frame).
 
 `without_hook(fn)` (a C type) makes a callable that runs `fn` with the calling
 thread's hook off -- no callback, no cached entries, as `set_callback(None)` around
@@ -19,7 +21,7 @@ import logging
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Final, Literal, TypeAlias
+from typing import Final, TypeAlias
 
 import attrs
 
@@ -29,6 +31,7 @@ from evalframe.errors import EvalFrameError, HookUnavailableError
 
 __all__ = [
     "SKIP",
+    "SKIP_RECURSIVE",
     "Skip",
     "Entry",
     "Guard",
@@ -53,16 +56,26 @@ _UNAVAILABLE = (
 
 
 class Skip(enum.Enum):
-    """The type of `SKIP`."""
+    """The type of `SKIP` and `SKIP_RECURSIVE`."""
 
     SKIP = "SKIP"
+    SKIP_RECURSIVE = "SKIP_RECURSIVE"
 
     def __repr__(self) -> str:
-        return "evalframe.SKIP"
+        return f"evalframe.{self.value}"
 
 
 SKIP: Final = Skip.SKIP
-"""Returned by a callback: never call back for this code object again."""
+"""Returned by a callback: never call back for this code object again (the frames
+it starts are still hooked)."""
+
+SKIP_RECURSIVE: Final = Skip.SKIP_RECURSIVE
+"""Returned by a callback: never call back for this code object again, and run each
+of its frames with the thread's hook off -- every frame it starts runs as is, without
+cached entries -- as `without_hook` does (also inside `run_only()`). For code whose
+callees need no hooking: while no thread has a callback, CPython inlines its Python
+calls again, so it runs at unhooked speed. A generator's later resumptions are not
+covered (only the call that makes it)."""
 
 Guard: TypeAlias = Callable[[dict[str, object]], bool]
 
@@ -89,9 +102,9 @@ class Entry:
             raise TypeError(f"Entry.code must be a code object, not {type(code).__name__}")
 
 
-Callback: TypeAlias = Callable[[types.FrameType, int], "Entry | Literal[Skip.SKIP] | None"]
+Callback: TypeAlias = Callable[[types.FrameType, int], "Entry | Skip | None"]
 
-_evalframe._register(Entry, SKIP)
+_evalframe._register(Entry, SKIP, SKIP_RECURSIVE)
 
 
 def set_callback(callback: Callback | None) -> Callback | None:

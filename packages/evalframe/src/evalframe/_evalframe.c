@@ -31,6 +31,7 @@
 static Py_ssize_t extra_index = -1;
 static PyObject *entry_type = NULL;   /* evalframe.Entry, registered by Python */
 static PyObject *skip_marker = NULL;  /* evalframe.SKIP, registered by Python */
+static PyObject *skip_recursive_marker = NULL; /* evalframe.SKIP_RECURSIVE */
 static PyObject *registry = NULL;     /* weakref.WeakSet of code objects with a cache */
 static PyObject *state_key = NULL;    /* key of our record in the thread-state dict */
 /* This thread's record (see _evalframe.h); static, so reaching it costs the
@@ -77,6 +78,11 @@ struct ef_stats ef_stats;
  * object's extra slot back to itself would keep it alive forever.  For the same
  * reason the Entry objects themselves are not kept (they hold their code);
  * cache_entries() makes equal ones. */
+
+/* CodeCache.skip */
+#define SKIP_NONE 0
+#define SKIP_FRAME 1     /* SKIP: the frame runs as is; its callees are hooked */
+#define SKIP_RECURSIVE 2 /* the frame and all it calls run with the hook off */
 
 typedef struct {
     PyObject_HEAD
@@ -272,6 +278,22 @@ cache_of_code(PyCodeObject *co)
 static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
                        PyCodeObject **target);
 
+/* Run a frame of code marked SKIP_RECURSIVE: the thread's hook is off for it
+ * and every frame it starts, as in without_hook (while no thread has a
+ * callback the eval-frame function is uninstalled, so its Python calls are
+ * inlined again); the thread's state comes back exactly after. */
+static __attribute__((noinline)) PyObject *
+run_unhooked(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame)
+{
+    ef_saved_state saved;
+    Py_INCREF(st);
+    ef_hook_off(st, &saved);
+    PyObject *result = ef_eval_default(ts, frame, 0);
+    ef_hook_restore(st, &saved);
+    Py_DECREF(st);
+    return result;
+}
+
 /* The eval-frame function's work (evalframe_hook below adds the 3.12 credit). */
 static inline __attribute__((always_inline)) PyObject *
 hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_thread_t *t,
@@ -348,6 +370,9 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_threa
         }
     }
     ef_stats.misses++;
+    if (cache != NULL && cache->skip == SKIP_RECURSIVE) {
+        return run_unhooked(ts, st, frame);
+    }
     if (st->run_only > 0 || st->callback == NULL || (cache != NULL && cache->skip)) {
         return ef_eval_default(ts, frame, 0);
     }
@@ -381,6 +406,10 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_threa
         return ef_fail_frame(ts, frame);
     }
     if (target == NULL) {
+        cache = cache_of_code(co);
+        if (cache != NULL && cache->skip == SKIP_RECURSIVE) {
+            return run_unhooked(ts, st, frame);
+        }
         return ef_eval_default(ts, frame, 0);
     }
     PyObject *result = ef_run_entry(ts, st, frame, target);
@@ -438,12 +467,12 @@ take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer, PyCodeObject **
     if (answer == Py_None) {
         return 0;
     }
-    if (answer == skip_marker) {
+    if (answer == skip_marker || answer == skip_recursive_marker) {
         cache = cache_of_or_create((PyObject *)co, &st->disabled);
         if (cache == NULL) {
             return -1;
         }
-        cache->skip = 1;
+        cache->skip = answer == skip_marker ? SKIP_FRAME : SKIP_RECURSIVE;
         return 0;
     }
     int is_entry = PyObject_IsInstance(answer, entry_type);
@@ -532,7 +561,7 @@ uninstall_hook(void)
 static int
 require_registered(void)
 {
-    if (entry_type == NULL || skip_marker == NULL) {
+    if (entry_type == NULL || skip_marker == NULL || skip_recursive_marker == NULL) {
         PyErr_SetString(PyExc_RuntimeError,
                         "evalframe._evalframe: import evalframe, not its C module alone");
         return -1;
@@ -543,8 +572,8 @@ require_registered(void)
 static PyObject *
 ef_register(PyObject *module, PyObject *args)
 {
-    PyObject *etype, *skip;
-    if (!PyArg_ParseTuple(args, "OO:_register", &etype, &skip)) {
+    PyObject *etype, *skip, *skip_recursive;
+    if (!PyArg_ParseTuple(args, "OOO:_register", &etype, &skip, &skip_recursive)) {
         return NULL;
     }
     if (!PyType_Check(etype)) {
@@ -553,6 +582,7 @@ ef_register(PyObject *module, PyObject *args)
     }
     Py_XSETREF(entry_type, Py_NewRef(etype));
     Py_XSETREF(skip_marker, Py_NewRef(skip));
+    Py_XSETREF(skip_recursive_marker, Py_NewRef(skip_recursive));
     Py_RETURN_NONE;
 }
 
@@ -695,7 +725,7 @@ ef_is_skipped(PyObject *module, PyObject *code)
         return NULL;
     }
     CodeCache *cache = cache_of(code);
-    return PyBool_FromLong(cache != NULL && cache->skip);
+    return PyLong_FromLong(cache != NULL ? cache->skip : SKIP_NONE);
 }
 
 static PyObject *
@@ -743,7 +773,8 @@ static PyMethodDef methods[] = {
     {"_exit_run_only", ef_exit_run_only, METH_NOARGS, "Leave run-only mode (this thread)."},
     {"cache_entries", ef_cache_entries, METH_O, "Entries cached for a code object, newest first."},
     {"_clear_code", ef_clear_code, METH_O, "Drop a code object's entries and SKIP mark."},
-    {"_is_skipped", ef_is_skipped, METH_O, "Whether a code object is marked SKIP."},
+    {"_is_skipped", ef_is_skipped, METH_O,
+     "A code object's mark: 0 none, 1 SKIP, 2 SKIP_RECURSIVE."},
     {"_registered_codes", ef_registered_codes, METH_NOARGS, "Live code objects with a cache."},
     {"_stats", ef_get_stats, METH_NOARGS, "Counters of the paths the hook took."},
     {"_set_force_slow_path", ef_set_force_slow_path, METH_O,
