@@ -339,3 +339,34 @@ def test_autocast_read_is_kept_when_tls_was_read_in_another_state(compile_set) -
         gs.GLOBAL_STATE()
     gs.TENSOR_MATCH(LocalSource("x"), x)
     assert "any_autocast" in compile_guards(gs, {}).source_code
+
+
+class _Hooks:
+    def __init__(self) -> None:
+        self.inner = types.SimpleNamespace(hooks={}, n=3)
+
+
+def test_shape_predicates_reuse_the_sources_already_read(compile_set, verdict) -> None:
+    obj = _Hooks()
+    inner = AttrSource(LocalSource("o"), "inner")
+
+    def build(gs: GuardSet) -> None:
+        gs.TYPE_MATCH(inner, obj.inner)
+        gs.SHAPE("not L['o'].inner.hooks and L['o'].inner.n > 2", "no hooks, n > 2")
+        gs.SHAPE("'forward' not in L['o'].inner.__dict__", "no instance forward")
+        gs.SHAPE("L['p'].q == 1", "an unread source stays as written")
+
+    cg = compile_set(build)
+    code = cg.source_code
+    assert "not v1.hooks and v1.n > 2" in code
+    assert "'forward' not in v1.__dict__" in code
+    assert "L['p'].q == 1" in code
+    p = types.SimpleNamespace(q=1)
+    assert verdict(cg, {"o": obj, "p": p}) == (True, [])
+    obj.inner.hooks["h"] = 1
+    assert verdict(cg, {"o": obj, "p": p})[1] == [
+        "shape guard failed: no hooks, n > 2 (not L['o'].inner.hooks and L['o'].inner.n > 2)"
+    ]
+    obj.inner = types.SimpleNamespace(hooks={}, n=3, forward=None)  # a new object at the path
+    assert not verdict(cg, {"o": obj, "p": p})[0]
+    assert not verdict(cg, {"o": types.SimpleNamespace(), "p": p})[0]

@@ -25,6 +25,7 @@ exception while checking means "guard failed" (3.11 ``try`` is free until someth
 
 from __future__ import annotations
 
+import ast
 import logging
 import types
 from collections.abc import Callable
@@ -51,6 +52,7 @@ class _CodeGen:
         self._temps = 0
         self._tls_exclude_checked = tls_exclude_checked
         self._native = native
+        self._loaded: dict[str, str] = {}  # ast.dump of a loaded source's expression -> local
 
     @property
     def tls_exclude_checked(self) -> int | None:
@@ -72,6 +74,17 @@ class _CodeGen:
         self._temps += 1
         return f"{hint}{self._temps}"
 
+    def loaded(self, source: Source, var: str) -> None:
+        """Record that ``var`` now holds ``source``'s value (read unconditionally, above)."""
+        try:
+            tree = ast.parse(source.name(), mode="eval")
+        except SyntaxError:  # a name with a non-literal constant: never in a predicate
+            return
+        self._loaded.setdefault(ast.dump(tree.body), var)
+
+    def local_for(self, expr: ast.expr) -> str | None:
+        return self._loaded.get(ast.dump(expr))
+
 
 def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
     tls = [g for g in guards if isinstance(g, DispatchTls)]
@@ -89,6 +102,7 @@ def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
         var = f"v{len(local_of)}"
         local_of[source] = var
         body.append(f"{var} = {expr}")
+        gen.loaded(source, var)
         return var
 
     for guard in guards:

@@ -60,6 +60,10 @@ class CodeContext(Protocol):
         """The C++ fast-path module (``guards.native``), or None for the pure-Python path."""
         ...
 
+    def local_for(self, expr: ast.expr) -> str | None:
+        """The local that already holds the value of source expression ``expr``, if any."""
+        ...
+
 
 def type_name(tp: type) -> str:
     """``torch.Tensor``, ``int``, ``mymod.MyClass``: a class as people write it."""
@@ -718,7 +722,7 @@ class Shape(Guard):
         return f"SHAPE: {self.predicate}  # {self.description}"
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
-        return [f"if not ({self.predicate}): return False"]
+        return [f"if not ({_reuse_locals(self.predicate, ctx)}): return False"]
 
     def explain(
         self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
@@ -726,3 +730,32 @@ class Shape(Guard):
         if eval(self.code, {"L": f_locals, "G": f_globals}):
             return None
         return f"shape guard failed: {self.description} ({self.predicate})"
+
+
+class _LocalReuse(ast.NodeTransformer):
+    """Replaces each outermost source expression that the check already read into a local."""
+
+    def __init__(self, ctx: CodeContext) -> None:
+        self.ctx = ctx
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
+            var = self.ctx.local_for(node)
+            if var is not None:
+                return ast.copy_location(ast.Name(var, ast.Load()), node)
+        return super().visit(node)
+
+
+def _reuse_locals(predicate: str, ctx: CodeContext) -> str:
+    """``predicate`` with source expressions already read by the check replaced by their locals.
+
+    Sound because every source local is assigned unconditionally at the top of the check,
+    before any SHAPE line, and a failed read there already returned False; so the local holds
+    what evaluating the expression again would give (the one-read-per-source rule the whole
+    check relies on).  ``failures()`` still evaluates the original predicate.  Saves the
+    re-walk of paths like ``L['self']._modules['layers']._modules['3']`` per predicate.
+    """
+    tree = ast.parse(predicate, mode="eval")
+    before = ast.dump(tree)
+    new = _LocalReuse(ctx).visit(tree)  # rewrites ``tree`` in place
+    return predicate if ast.dump(new) == before else ast.unparse(new)
