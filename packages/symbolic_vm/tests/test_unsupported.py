@@ -52,11 +52,11 @@ def explicit_graph_break(x):
     return y
 
 
-def generator_function(x):
-    def gen():
-        yield x
+def coroutine_call(x):
+    async def co():
+        return x
 
-    return list(gen())
+    return co()
 
 
 def tolist_call(x):
@@ -71,7 +71,7 @@ def tolist_call(x):
     (prints, "print", 'print("hello")'),
     (raises, "raise statement", 'raise ValueError("boom")'),
     (explicit_graph_break, "graph_break()", "graph_break()"),
-    (generator_function, "generator", "return list(gen())"),
+    (coroutine_call, "coroutine", "return co()"),
     (tolist_call, "Tensor.tolist()", "return x.tolist()"),
 ])
 def test_fullgraph_unsupported_names_construct_file_and_line(fn, needle, line_text):

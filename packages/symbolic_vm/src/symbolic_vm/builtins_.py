@@ -7,7 +7,7 @@ import dataclasses
 import functools
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from symbolic_vm import operations as ops
@@ -18,6 +18,7 @@ from symbolic_vm.values import (
     DictBox,
     DictVar,
     FunctionVar,
+    GeneratorVar,
     IteratorVar,
     IterBox,
     ListBox,
@@ -200,6 +201,8 @@ def _int_arg(vm: Interpreter, var: Var) -> int:
 
 @implements(builtins.enumerate)
 def _enumerate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if _has_generator(args):
+        return _over_generator(vm, _lazy_enumerate, args, kwargs)
     start = _int_arg(vm, args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0)))
     values = ops.iterate(vm.out, args[0])
     return IteratorVar(IterBox([TupleVar((ConstVar(start + i), v)) for i, v in enumerate(values)]))
@@ -208,6 +211,8 @@ def _enumerate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 @implements(builtins.zip)
 def _zip(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     strict = bool(ops.const_value(vm.out, kwargs["strict"])) if "strict" in kwargs else False
+    if _has_generator(args) and not strict:
+        return _over_generator(vm, _lazy_zip, args, {})
     columns = [ops.iterate(vm.out, a) for a in args]
     if strict and len({len(c) for c in columns}) > 1:
         raise Unsupported("ValueError raised by zip(strict=True)")
@@ -229,6 +234,13 @@ def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     from symbolic_vm.methods import next_value
 
     iterator = args[0]
+    if isinstance(iterator, GeneratorVar):
+        value = ops.generator_next(vm.out, iterator)
+        if value is not None:
+            return value
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("StopIteration raised by next() on an exhausted generator")
     if not isinstance(iterator, IteratorVar):
         raise Unsupported(f"next() on {ops.describe(iterator)}")
     if iterator.box.index >= len(iterator.box.items) and len(args) > 1:
@@ -396,6 +408,8 @@ def _fields(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     from symbolic_vm.calls import call
 
+    if _has_generator(args[1:]):
+        return _over_generator(vm, _lazy_map, args, kwargs)
     columns = [ops.iterate(vm.out, a) for a in args[1:]]
     rows = zip(*columns, strict=False)
     return IteratorVar(IterBox([call(vm, args[0], list(row), {}) for row in rows]))
@@ -405,6 +419,8 @@ def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     from symbolic_vm.calls import call
 
+    if _has_generator(args[1:]):
+        return _over_generator(vm, _lazy_filter, args, kwargs)
     kept = []
     for value in ops.iterate(vm.out, args[1]):
         test = value if isinstance(args[0], ConstVar) else call(vm, args[0], [value], {})
@@ -430,9 +446,64 @@ def _reduce(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.any)
 def _any(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return ConstVar(any(ops.truth(vm.out, v) for v in ops.iterate(vm.out, args[0])))
+    return ConstVar(any(ops.truth(vm.out, v) for v in _pull(vm, args[0])))
 
 
 @implements(builtins.all)
 def _all(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return ConstVar(all(ops.truth(vm.out, v) for v in ops.iterate(vm.out, args[0])))
+    return ConstVar(all(ops.truth(vm.out, v) for v in _pull(vm, args[0])))
+
+
+def _pull(vm: Interpreter, var: Var) -> Iterator[Var]:
+    """The values of ``var`` one at a time: a generator is resumed only as far as the caller
+    reads (any/all stop early, as in Python)."""
+    if not isinstance(var, GeneratorVar):
+        yield from ops.iterate(vm.out, var)
+        return
+    while (value := ops.generator_next(vm.out, var)) is not None:
+        yield value
+
+
+# Lazy versions of builtins over a generator, interpreted by the VM like user code so that the
+# generator is resumed exactly when Python's builtin would resume it.
+
+
+def _lazy_enumerate(iterable: Any, start: int = 0) -> Any:
+    index = start
+    for value in iterable:
+        yield index, value
+        index += 1
+
+
+def _lazy_zip(*iterables: Any) -> Any:
+    iterators = [iter(it) for it in iterables]
+    while True:
+        row = []
+        for it in iterators:
+            for value in it:
+                row.append(value)
+                break
+            else:
+                return
+        yield tuple(row)
+
+
+def _lazy_map(fn: Any, *iterables: Any) -> Any:
+    for row in zip(*iterables, strict=False):
+        yield fn(*row)
+
+
+def _lazy_filter(fn: Any, iterable: Any) -> Any:
+    for value in iterable:
+        if (value if fn is None else fn(value)):
+            yield value
+
+
+def _over_generator(vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.calls import call
+
+    return call(vm, FunctionVar(lazy), args, kwargs)
+
+
+def _has_generator(args: list[Var]) -> bool:
+    return any(isinstance(a, GeneratorVar) for a in args)

@@ -22,9 +22,9 @@ from symbolic_vm.values import (
     DictBox,
     DictVar,
     FunctionVar,
+    GeneratorBox,
+    GeneratorVar,
     GradModeVar,
-    IteratorVar,
-    IterBox,
     MethodVar,
     ModuleVar,
     NestedFunctionVar,
@@ -109,6 +109,11 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             out.depend(fn)
             return call(vm, BoundMethodVar(fn, FunctionVar(dunder_call)), args, kwargs)
         raise Unsupported(f"call to {_name(value)} ({type(value).__name__}) is not supported")
+    if isinstance(fn, NewObjectVar) and issubclass(fn.box.cls, torch.nn.Module):
+        # A module made here has no hooks of its own: calling it calls forward.
+        if _has_global_hooks():
+            raise Unsupported(f"calling {fn.box.cls.__name__} with global module hooks registered")
+        return call(vm, ops.getattr_var(vm, fn, "forward"), args, kwargs)
     if isinstance(fn, NewObjectVar):
         dunder_call = _class_call(fn.box.cls)
         if isinstance(dunder_call, types.FunctionType):
@@ -191,11 +196,9 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
     """Run ``code`` as a call with these arguments, inside the current capture."""
     from symbolic_vm.interpreter import Interpreter
 
-    # A generator expression runs to completion where it is made: its consumers (sum, tuple,
-    # any, ...) have no effects to interleave with, so eager collection is faithful.
-    is_genexpr = code.co_name == "<genexpr>" and code.co_flags & inspect.CO_GENERATOR
-    if code.co_flags & _CO_GENERATOR_LIKE and not is_genexpr:
-        raise Unsupported(f"calling generator or coroutine function {code.co_name}")
+    is_generator = bool(code.co_flags & inspect.CO_GENERATOR)
+    if code.co_flags & _CO_GENERATOR_LIKE and not is_generator:
+        raise Unsupported(f"calling coroutine or async generator function {code.co_name}")
     vm.out.inlined_calls += 1
     bound = bind_arguments(code, defaults, kwdefaults, args, kwargs)
     builtins = f_globals.get("__builtins__", vm.f_builtins)
@@ -205,10 +208,10 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
         vm.out, code, f_globals, builtins, local_vars=bound, closure=closure,
         depth=vm.depth + 1, parent=vm,
     )
-    result = child.run()
-    if is_genexpr:
-        return IteratorVar(IterBox(child.yielded))
-    return result
+    if is_generator:
+        # Nothing runs until the first next(): the frame waits, bound to its arguments.
+        return GeneratorVar(GeneratorBox(child))
+    return child.run()
 
 
 def bind_arguments(
@@ -284,6 +287,46 @@ def _construct_namedtuple(
     return TupleVar(tuple(items), fields=fields, named_type=cls)
 
 
+def _has_global_hooks() -> bool:
+    """Module hooks registered for every module (torch.nn.modules.module.register_module_*)."""
+    from torch.nn.modules import module as module_impl
+
+    tables = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+              "_global_backward_pre_hooks")
+    return any(bool(getattr(module_impl, name, None)) for name in tables)
+
+
+def _is_torch_class(cls: type) -> bool:
+    return cls.__module__ == "torch" or cls.__module__.startswith("torch.")
+
+
+def _construct_torch_module(
+    vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``torch.nn.ReLU()`` and other torch.nn classes made inside the function.
+
+    Built for real from constant arguments (torch.nn constructors only set attributes), with
+    the RNG state restored afterwards. A module that owns parameters or buffers is refused:
+    eager makes fresh tensors on every call, which a graph cannot take as inputs.
+    """
+    out = vm.out
+    cls = cls_var.value
+    out.depend(cls_var)
+    py_args = [ops.const_value(out, a) for a in args]
+    py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
+    with torch.random.fork_rng(devices=[]):
+        try:
+            module = cls(*py_args, **py_kwargs)
+        except Exception as exc:
+            raise Unsupported(f"{type(exc).__name__} raised by {cls.__name__}(): {exc}") from exc
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(
+            f"creating module {cls.__name__} with parameters or buffers inside a compiled "
+            "function (create it outside and pass it in)"
+        )
+    return ModuleVar(module)
+
+
 def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``cls(*args)`` for a user class: a new object whose ``__init__`` is inlined."""
     cls = cls_var.value
@@ -293,8 +336,8 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         return ObjectVar(cls(*py_args))
     if issubclass(cls, tuple) and hasattr(cls, "_make") and hasattr(cls, "_fields"):
         return _construct_namedtuple(vm, cls, args, kwargs)
-    if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"creating module {cls.__name__} inside a compiled function")
+    if issubclass(cls, torch.nn.Module) and _is_torch_class(cls):
+        return _construct_torch_module(vm, cls_var, args, kwargs)
     if cls.__new__ is not object.__new__ or type(cls) is not type:
         raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__ or metaclass)")
     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
@@ -303,10 +346,16 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
     vm.out.depend(cls_var)
     obj = NewObjectVar(ObjectBox(cls, {}, cls_source=cls_var.source))
+    if issubclass(cls, torch.nn.Module):
+        # A user module made here: its __init__ is inlined like any class's (nn.Module's own
+        # __init__ reached through super() is a no-op); a fresh module is in training mode.
+        if _has_global_hooks():
+            raise Unsupported(f"creating module {cls.__name__} while global module hooks exist")
+        obj.box.attrs["training"] = ConstVar(True)
     init = cls.__dict__.get("__init__") or next(
         (k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__), object.__init__
     )
-    if init is object.__init__:
+    if init is object.__init__ or init is torch.nn.Module.__init__:
         if args or kwargs:
             raise Unsupported(f"{cls.__name__}() takes no arguments")
         return obj

@@ -44,6 +44,14 @@ def handlers_for(version: tuple[int, int]) -> dict[str, Handler]:
     return _HANDLERS.get(version, {})
 
 
+class YieldSignal(Exception):
+    """Raised by YIELD_VALUE to suspend a generator's interpreter with a value."""
+
+    def __init__(self, value: Var) -> None:
+        super().__init__("yield")
+        self.value = value
+
+
 class ReturnSignal(Exception):
     """Raised by RETURN_VALUE to end the interpreter loop with a value."""
 
@@ -125,7 +133,7 @@ class Interpreter:
         self.is_root = frame_locals is not None
         self.stack: list[Var] = []
         self.kw_names: tuple[str, ...] = ()
-        self.yielded: list[Var] = []  # values a generator expression yielded
+        self.returned = False  # a generator's frame ran to its end
         self.instructions = list(dis.get_instructions(code))
         self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.ip = 0
@@ -155,7 +163,10 @@ class Interpreter:
                     raise Unsupported(f"bytecode {inst.opname} is not supported by the VM")
                 fn(self, inst)
             except ReturnSignal as done:
+                self.returned = True
                 return done.value
+            except YieldSignal as suspended:
+                return suspended.value  # a generator: run() again resumes after the yield
             except Unsupported as exc:
                 located = exc.located(self.code.co_filename, self.lineno)
                 if snapshot is not None and snapshot[2] == self.out.change_marks():

@@ -12,6 +12,7 @@ from symbolic_vm.values import (
     ConstVar,
     DictBox,
     DictVar,
+    GeneratorVar,
     GradModeVar,
     IteratorVar,
     IterBox,
@@ -76,6 +77,13 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
             return torch_calls.enter_grad_mode(out, target)
     if isinstance(target, IteratorVar) and name == "__next__":
         return next_value(target)
+    if isinstance(target, GeneratorVar) and name == "__next__":
+        value = ops.generator_next(out, target)
+        if value is None:
+            raise Unsupported("StopIteration raised by next() on an exhausted generator")
+        return value
+    if isinstance(target, GeneratorVar) and name == "__iter__":
+        return target
     raise Unsupported(f"method {name}() of {ops.describe(target)}")
 
 

@@ -6,7 +6,7 @@ import inspect
 import operator
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -20,6 +20,7 @@ from symbolic_vm.values import (
     ConstVar,
     DictVar,
     FunctionVar,
+    GeneratorVar,
     GradModeVar,
     IteratorVar,
     IterBox,
@@ -335,7 +336,10 @@ def truth(out: Output, var: Var) -> bool:
     if isinstance(var, SymVar):
         # A branch on sizes: take the branch the example sizes take and guard on it.
         return bool(_specialize(var.example))
-    if isinstance(var, (FunctionVar, NestedFunctionVar, ModuleVar, BoundMethodVar, PartialVar)):
+    if isinstance(
+        var,
+        (FunctionVar, NestedFunctionVar, ModuleVar, BoundMethodVar, PartialVar, GeneratorVar),
+    ):
         return True
     if isinstance(var, ObjectVar):
         cls = type(var.value)
@@ -378,6 +382,11 @@ def iterate(out: Output, var: Var) -> list[Var]:
         rest = var.box.items[var.box.index :]
         var.box.index = len(var.box.items)
         return rest
+    if isinstance(var, GeneratorVar):
+        values: list[Var] = []
+        while (value := generator_next(out, var)) is not None:
+            values.append(value)
+        return values
     if isinstance(var, ConstVar) and isinstance(var.value, (range, str, torch.Size, bytes, tuple)):
         out.depend(var)
         return [ConstVar(v) for v in var.value]
@@ -412,9 +421,23 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     raise Unsupported(f"iterating over module {type(module).__name__}")
 
 
-def make_iterator(out: Output, var: Var) -> IteratorVar:
+def generator_next(out: Output, gen: GeneratorVar) -> Var | None:
+    """Resume ``gen`` up to its next yield: the value, or None once it has returned."""
+    box = gen.box
+    if box.done:
+        return None
+    out.inlined_calls += 1  # user code ran: a graph break cannot undo it
+    frame = box.frame
+    value: Var = frame.run()
+    if frame.returned:
+        box.done = True
+        return None
+    return value
+
+
+def make_iterator(out: Output, var: Var) -> IteratorVar | GeneratorVar:
     """``iter(var)``."""
-    if isinstance(var, IteratorVar):
+    if isinstance(var, (IteratorVar, GeneratorVar)):
         return var
     return IteratorVar(IterBox(iterate(out, var)))
 
@@ -504,7 +527,7 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return module_attr(vm, obj, name)
     if isinstance(obj, TupleVar) and name in obj.fields:
         return obj.items[obj.fields.index(name)]
-    if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar)):
+    if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar)):
         return MethodVar(obj, name)
     if isinstance(obj, ConstVar):
         value = obj.value
@@ -697,18 +720,21 @@ def _super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
     for klass in mro[start:]:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
+            if attr is object.__init__ or attr is torch.nn.Module.__init__:
+                return FunctionVar(_NOOP)
             if isinstance(attr, types.FunctionType):
                 return BoundMethodVar(obj, FunctionVar(attr))
-            if attr is object.__init__ or attr is torch.nn.Module.__init__:
-                return ObjectVar(_noop)
             if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
-                return ObjectVar(_noop)
+                return FunctionVar(_NOOP)
             raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
     raise Unsupported(f"super() has no attribute {name!r}")
 
 
 def _noop(*args: object, **kwargs: object) -> None:
     """object.__init__ reached through super(): nothing to do."""
+
+
+_NOOP = cast(types.FunctionType, _noop)
 
 
 def _real_object(var: Var) -> Any:

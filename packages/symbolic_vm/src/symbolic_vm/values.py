@@ -118,6 +118,25 @@ class IteratorVar(Var):
 
 
 @attrs.define(eq=False)
+class GeneratorBox:
+    """A suspended generator: the interpreter of its frame, resumed by each ``next()``."""
+
+    frame: Any  # symbolic_vm.interpreter.Interpreter (Any: values.py must not import it)
+    done: bool = False
+
+
+@attrs.frozen(eq=False)
+class GeneratorVar(Var):
+    """A generator made while tracing (a generator function's call or a generator expression).
+
+    It runs lazily, as in Python: each ``next()`` interprets its frame up to the next yield, so
+    its graph ops and effects interleave with the consumer's in program order.
+    """
+
+    box: GeneratorBox
+
+
+@attrs.define(eq=False)
 class Cell:
     """A closure cell made while tracing (MAKE_CELL) or a frame's own cell variable."""
 

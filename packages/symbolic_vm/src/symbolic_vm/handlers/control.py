@@ -9,8 +9,15 @@ import torch
 from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.interpreter import Interpreter, ReturnSignal, handler
-from symbolic_vm.values import AutocastVar, ConstVar, GradModeVar, IteratorVar, ObjectVar
+from symbolic_vm.interpreter import Interpreter, ReturnSignal, YieldSignal, handler
+from symbolic_vm.values import (
+    AutocastVar,
+    ConstVar,
+    GeneratorVar,
+    GradModeVar,
+    IteratorVar,
+    ObjectVar,
+)
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
@@ -78,12 +85,16 @@ def GET_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
 @handler("FOR_ITER")
 def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
     iterator = vm.peek()
-    if not isinstance(iterator, IteratorVar):
+    if isinstance(iterator, GeneratorVar):
+        value = ops.generator_next(vm.out, iterator)
+        if value is not None:
+            vm.push(value)
+            return
+    elif not isinstance(iterator, IteratorVar):
         raise Unsupported(f"FOR_ITER over {ops.describe(iterator)}")
-    box = iterator.box
-    if box.index < len(box.items):
-        vm.push(box.items[box.index])
-        box.index += 1
+    elif iterator.box.index < len(iterator.box.items):
+        vm.push(iterator.box.items[iterator.box.index])
+        iterator.box.index += 1
         return
     vm.pop()
     vm.jump_to(inst.argval)
@@ -145,11 +156,14 @@ def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("RETURN_GENERATOR")
 def RETURN_GENERATOR(vm: Interpreter, inst: dis.Instruction) -> None:
-    """Only generator expressions get here (calls.inline refuses other generators)."""
+    """A generator's first instruction: its frame is already set aside (calls.inline)."""
     vm.push(ConstVar(None))
 
 
 @handler("YIELD_VALUE")
 def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.yielded.append(vm.pop())
-    vm.push(ConstVar(None))  # what the consumer sends back: next() sends None
+    """Suspend the generator's interpreter; on resumption the sent value (always None:
+    ``send()`` is not supported) is on the stack, as CPython leaves it."""
+    value = vm.pop()
+    vm.push(ConstVar(None))
+    raise YieldSignal(value)
