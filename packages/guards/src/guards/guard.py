@@ -743,7 +743,8 @@ class _LocalReuse(ast.NodeTransformer):
             var = self.ctx.local_for(node)
             if var is not None:
                 return ast.copy_location(ast.Name(var, ast.Load()), node)
-        return super().visit(node)
+        out: ast.AST = super().visit(node)
+        return out
 
 
 def _reuse_locals(predicate: str, ctx: CodeContext) -> str:
