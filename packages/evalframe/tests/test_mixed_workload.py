@@ -1,6 +1,7 @@
 """A seeded random mix of everything at once: frame sizes from tiny to bigger than a
 stack chunk, entries swapped between them, guards that pass or fail, callbacks that
-raise, exceptions from the entry code, both retargeting paths, cache clears."""
+raise or answer SKIP / SKIP_RECURSIVE, exceptions from the entry code, both retargeting
+paths, recursion through without_hook, cache clears."""
 
 from __future__ import annotations
 
@@ -45,13 +46,18 @@ def test_random_mix_of_entries_sizes_errors_and_paths_gives_eager_results(seed):
         r = rng.random()
         if r < 0.1:
             raise KeyError("from the callback")
+        if r < 0.13:
+            return evalframe.SKIP_RECURSIVE
+        if r < 0.16:
+            return evalframe.SKIP
         if r < 0.3 or size > 3:
             return None
         return evalframe.Entry(lambda f_locals: rng.random() < 0.7, rng.choice(targets))
 
     with installed(callback):
         for _ in range(200):
-            namespace["CALL"] = rng.choice(originals)
+            chosen = rng.choice(originals)
+            namespace["CALL"] = evalframe.without_hook(chosen) if rng.random() < 0.2 else chosen
             _evalframe._set_force_slow_path(rng.random() < 0.5)
             n = rng.randrange(60)
             boom = rng.random() < 0.1
@@ -63,6 +69,7 @@ def test_random_mix_of_entries_sizes_errors_and_paths_gives_eager_results(seed):
                 assert boom
                 continue
             assert not boom and result == n + 1
+            assert _evalframe.get_callback() is callback
             if rng.random() < 0.05:
                 evalframe.clear_cache()
         _evalframe._set_force_slow_path(False)
