@@ -25,6 +25,13 @@ from .conftest import GraphCounter
 
 def torch_compile_graph_count(fn: Callable[..., Any], *calls: tuple[Any, ...]) -> int:
     """How many graphs torch.compile (the reference) makes of ``fn`` over ``calls``."""
+    return len(torch_compile_graphs(fn, *calls))
+
+
+def torch_compile_graphs(
+    fn: Callable[..., Any], *calls: tuple[Any, ...]
+) -> list[torch.fx.GraphModule]:
+    """The graphs torch.compile (the reference) makes of ``fn`` over ``calls``."""
     import torch._dynamo
 
     graphs: list[torch.fx.GraphModule] = []
@@ -38,7 +45,7 @@ def torch_compile_graph_count(fn: Callable[..., Any], *calls: tuple[Any, ...]) -
     for args in calls:
         compiled(*copy.deepcopy(args))
     torch._dynamo.reset()
-    return len(graphs)
+    return graphs
 
 
 def run_both(
@@ -588,3 +595,359 @@ def test_break_inside_a_user_context_manager_runs_the_frame_eagerly_like_torch_c
     out = capsys.readouterr().out.splitlines()
     assert out[0] == out[1]  # same depth inside, eager and compiled
     reference_count(fn, counter.count, (x,))
+
+
+# --- names of resume graphs' inputs --------------------------------------------------------------
+
+
+def placeholders(graphs: Sequence[torch.fx.GraphModule]) -> list[list[str]]:
+    return [[n.name for n in gm.graph.nodes if n.op == "placeholder"] for gm in graphs]
+
+
+def method_call_pending(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    return OBJ.scale(y, print("pending method call")) + 1
+
+
+def keyword_call_pending(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    return keyword_only(y, b=2.0, c=len(str(print("pending keyword call")))) * 2
+
+
+def keyword_only(a: torch.Tensor, *, b: float, c: int) -> torch.Tensor:
+    return a * b + c
+
+
+class Scaler:
+    def __init__(self) -> None:
+        self.k = 3
+
+    def scale(self, t: torch.Tensor, unused: object) -> torch.Tensor:
+        return t * self.k
+
+
+OBJ = Scaler()
+
+
+def test_resume_graph_inputs_are_named_after_the_users_variables(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = torch.randn(4), torch.randn(4)
+    run_both(toy_example, counter, (a, b))
+    ours = [sorted(names) for names in placeholders(counter.graphs)]
+    assert ours == [["a", "b"], ["b", "x"]]
+    if sys.version_info < (3, 13):
+        # torch.compile names the same inputs l_<name>_ (its style for every input).
+        theirs = [sorted(n) for n in placeholders(torch_compile_graphs(toy_example, (a, b)))]
+        assert theirs == [[f"l_{n}_" for n in names] for names in ours]
+
+
+@pytest.mark.parametrize(
+    "fn", [len_of_print, print_among_arguments, method_call_pending, keyword_call_pending]
+)
+def test_a_value_left_on_the_stack_is_named_after_the_local_holding_it(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # torch.compile names these l_stack<n>_ (its resume functions' ___stack<n> arguments); the
+    # value is also a local of the frame, so Strata passes it once, under the local's name.
+    args = (torch.randn(3), torch.randn(3))[: fn.__code__.co_argcount]
+    run_both(fn, counter, args)
+    assert counter.count == 2
+    resumed = placeholders(counter.graphs)[1]
+    assert not any(name.startswith("___stack") for name in resumed), resumed
+    assert resumed[0] in fn.__code__.co_varnames
+    reference_count(fn, counter.count, args)
+
+
+def temporary_on_the_stack(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2) + len(str(print("temporary")))
+
+
+def test_a_temporary_on_the_stack_keeps_its_stack_name(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3)
+    run_both(temporary_on_the_stack, counter, (x,))
+    assert placeholders(counter.graphs) == [["x"], ["___stack0"]]
+    if sys.version_info < (3, 13):
+        theirs = placeholders(torch_compile_graphs(temporary_on_the_stack, (x,)))
+        assert theirs == [["l_x_"], ["l_stack0_"]]
+
+
+# --- torch.library custom ops and nonstrict_trace ------------------------------------------------
+
+
+@torch.library.custom_op("strata_breaks::scale_add", mutates_args=())
+def scale_add(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    return x * alpha + y
+
+
+@scale_add.register_fake
+def _scale_add_fake(x: torch.Tensor, y: torch.Tensor, alpha: float) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("strata_breaks::no_fake", mutates_args=())
+def no_fake(x: torch.Tensor) -> torch.Tensor:
+    return x.clone() + 1
+
+
+def uses_custom_op(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    a = x.sin()
+    b = scale_add(a, y, 2.0)
+    return b.cos()
+
+
+def uses_custom_op_through_torch_ops(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.ops.strata_breaks.scale_add(x.sin(), y, 3.0).cos()
+
+
+@pytest.mark.parametrize("fn", [uses_custom_op, uses_custom_op_through_torch_ops])
+def test_a_custom_op_with_a_fake_kernel_is_one_opaque_node(
+    fn: Callable[..., Any], counter: GraphCounter
+) -> None:
+    args = (torch.randn(3), torch.randn(3))
+    run_both(fn, counter, args)
+    assert counter.count == 1
+    targets = [n.target for n in counter.graphs[0].graph.nodes if n.op == "call_function"]
+    custom = [t for t in targets if "strata_breaks" in str(t)]
+    assert len(custom) == 1, targets
+    reference_count(fn, counter.count, args)
+
+
+def uses_custom_op_without_fake(x: torch.Tensor) -> torch.Tensor:
+    a = x.sin()
+    b = no_fake(a)
+    return b.cos()
+
+
+def test_a_custom_op_without_a_fake_kernel_breaks_with_the_reason() -> None:
+    x = torch.randn(3)
+    counter = GraphCounter()
+    compiled = compile_api.compile(uses_custom_op_without_fake, backend=counter)
+    torch.testing.assert_close(compiled(x), uses_custom_op_without_fake(x))
+    report = compile_api.explain(uses_custom_op_without_fake)(x)
+    (brk,) = report.break_reasons
+    assert "no fake impl registered" in brk.reason and "register_fake" in brk.reason
+    assert brk.source_line.strip() == "b = no_fake(a)"
+    # torch.compile raises here (TorchRuntimeError) instead of breaking: no count to compare.
+
+
+def nonstrict_body(d: dict[str, torch.Tensor], k: float) -> torch.Tensor:
+    SEEN.append(type(d["a"]).__name__)
+    return d["a"] * k + d["b"]
+
+
+SEEN: list[str] = []
+nonstrict_helper = compile_api.nonstrict_trace(nonstrict_body)
+
+
+def uses_nonstrict(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return nonstrict_helper({"a": x + 1, "b": y}, 3.0) - 1
+
+
+def test_nonstrict_trace_is_one_node_run_on_fakes_while_tracing_and_on_tensors_after(
+    counter: GraphCounter,
+) -> None:
+    SEEN.clear()
+    x, y = torch.randn(3), torch.randn(3)
+    compiled = compile_api.compile(uses_nonstrict, backend=counter)
+    torch.testing.assert_close(compiled(x, y), nonstrict_body({"a": x + 1, "b": y}, 3.0) - 1)
+    assert counter.count == 1
+    calls = [n for n in counter.graphs[0].graph.nodes if n.op == "call_function"]
+    assert [n.target for n in calls].count(nonstrict_helper) == 1
+    # Traced non-strictly (its Python ran on fake tensors, not through the VM), then run for
+    # real by the graph: the eager call appended "Tensor".
+    assert SEEN == ["FakeTensor", "Tensor", "Tensor"]
+
+
+# --- loops, try blocks, other with blocks: the frame runs eagerly, callees still compile ---------
+
+
+def callee(x: torch.Tensor) -> torch.Tensor:
+    return x.sin() * 2
+
+
+def break_in_for_calls_callee(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    for i in range(3):
+        y = callee(y)
+        print(i)
+    return y - 1
+
+
+def break_in_while_calls_callee(x: torch.Tensor) -> torch.Tensor:
+    i = 0
+    while i < 2:
+        x = callee(x)
+        print(i)
+        i += 1
+    return x
+
+
+def break_in_try_except_calls_callee(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    try:
+        y = callee(y)
+        print("try")
+    except ValueError:
+        y = y * 0
+    return y - 1
+
+
+def break_in_with_inside_try(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    try:
+        with torch.no_grad():
+            y = callee(y)
+            print("with in try")
+            y = y * 2
+    except ValueError:
+        pass
+    return y - 1
+
+
+class Plain:
+    def __enter__(self) -> Plain:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def break_in_user_with_calls_callee(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    with Plain():
+        y = callee(y)
+        print("user with")
+    return y - 1
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [break_in_for_calls_callee, break_in_while_calls_callee, break_in_try_except_calls_callee,
+     break_in_with_inside_try, break_in_user_with_calls_callee],
+)
+def test_a_frame_run_eagerly_for_its_break_still_compiles_its_callees(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3)
+    run_both(fn, counter, (x,), (x + 1,))
+    # One graph: the callee's own frame (sin, mul), compiled once and reused; the frame's own
+    # ops (add, sub) are in no graph.
+    assert counter.count == 1
+    targets = [n.target for n in counter.graphs[0].graph.nodes if n.op != "placeholder"]
+    assert "sin" in targets
+    reference_count(fn, counter.count, (x,), (x + 1,))
+
+
+def break_before_a_loop(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    print("before the loop")
+    for _ in range(2):
+        y = y * 2
+    return y
+
+
+def break_after_a_loop(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    for _ in range(2):
+        y = y * 2
+    print("after the loop")
+    return y + 1
+
+
+@pytest.mark.parametrize("fn", [break_before_a_loop, break_after_a_loop])
+def test_a_break_outside_a_loop_compiles_the_loop_unrolled(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3)
+    run_both(fn, counter, (x,))
+    assert counter.count == 2
+    ops = sum(counter.op_count(i) for i in range(2))
+    assert ops == (3 if fn is break_before_a_loop else 4)  # each op once, the loop unrolled
+    reference_count(fn, counter.count, (x,))
+
+
+# --- what the stack holds at the break -----------------------------------------------------------
+
+
+def take_first(a: Any, unused: object, c: object) -> Any:
+    return a
+
+
+def iterator_on_the_stack(x: torch.Tensor, values: list[float]) -> torch.Tensor:
+    y = x + 1
+    it = take_first(iter(values), print("iterator"), 0)
+    return y * next(it)
+
+
+def generator_on_the_stack(x: torch.Tensor, values: list[float]) -> torch.Tensor:
+    y = x + 1
+    gen = take_first((v * 2 for v in values), print("generator"), 0)
+    return y * sum(gen)
+
+
+@pytest.mark.parametrize("fn", [iterator_on_the_stack, generator_on_the_stack])
+def test_a_break_with_an_iterator_on_the_stack_runs_the_frame_eagerly(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The VM's iterators hold values computed when they were made: resuming would compute a
+    # generator's items before the call at the break. torch.compile runs the generator case
+    # eagerly too, and resumes the list-iterator case (2 graphs): never more than it.
+    args = (torch.randn(3), [1.0, 2.0])
+    run_both(fn, counter, args)
+    assert counter.count == 0
+    reference_limit(fn, counter.count, args)
+
+
+def deep3(t: torch.Tensor) -> torch.Tensor:
+    t = t * 3
+    print("three calls deep")
+    return t + 3
+
+
+def deep2(t: torch.Tensor) -> torch.Tensor:
+    return deep3(t * 2) + 2
+
+
+def deep1(t: torch.Tensor) -> torch.Tensor:
+    return deep2(t + 1) - 1
+
+
+def three_deep(x: torch.Tensor) -> torch.Tensor:
+    return deep1(x * 5) / 2
+
+
+def test_a_break_three_inlined_calls_deep_breaks_at_each_call_site(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3)
+    run_both(three_deep, counter, (x,), (x + 1,))
+    # Each frame breaks at its call: the graph before it and its resume function's, for
+    # three_deep, deep1, deep2 and deep3 (the print) -- 8 graphs, each op once, reused.
+    assert counter.count == 8
+    ops = [n for gm in counter.graphs for n in gm.graph.nodes if n.op == "call_function"]
+    assert len(ops) == 8
+    reference_count(three_deep, counter.count, (x,), (x + 1,))
+
+
+def tensor_method_pending(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    return y.mul(len(str(print("pending tensor method")))) + 1
+
+
+def test_a_break_under_a_pending_tensor_method_call(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 3.11's LOAD_METHOD/PRECALL/CALL and 3.12's LOAD_ATTR method layout: the pending
+    # ``y.mul`` crosses the break as ``Tensor.mul`` and ``y``, so the resume function traces the
+    # call into its graph. torch.compile makes 1 graph here (it does not compile the resume
+    # function); Strata compiles it: the same single break.
+    x = torch.randn(3)
+    run_both(tensor_method_pending, counter, (x,))
+    assert counter.count == 2
+    assert counter.op_count(1) == 2  # mul, add
+    assert placeholders(counter.graphs)[1] == ["y"]
+    report = compile_api.explain(tensor_method_pending)(x)
+    assert report.graph_break_count == 1

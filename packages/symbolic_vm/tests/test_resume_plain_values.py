@@ -21,7 +21,9 @@ from symbolic_vm.bytecode import PY_VERSION
 from symbolic_vm.resume import (
     BreakPlan,
     Const,
+    Local,
     Null,
+    Reenter,
     ResumeBuilder,
     Slot,
     Value,
@@ -29,6 +31,7 @@ from symbolic_vm.resume import (
     instructions_at,
     positional_helper,
     why_not_break_at,
+    with_exit_slot,
 )
 
 
@@ -423,3 +426,97 @@ def test_break_policy_follows_torch_compile_loops_and_try_blocks() -> None:
     assert in_try is not None and "try" in in_try
     assert why_not_break_at(inside_with.__code__, call_offset(inside_with, "note")) is None
     assert why_not_break_at(two_notes.__code__, call_offset(two_notes, "note")) is None
+
+
+def test_reentered_manager_is_built_from_constants_on_both_sides_of_the_break() -> None:
+    # Reenter: the residual code and the resume function each build Recorder("fresh") and enter
+    # it; the helper returns no manager at all.
+    new = run_broken(
+        inside_with,
+        lambda x, m: (x + 1,),
+        offset=call_offset(inside_with, "note"),
+        stack=(Reenter(Recorder, ("fresh",)), *call_slots(Const(note), Value(0))),
+        live=(("y", Value(0)),),
+        helper_args=("x", "m"),
+    )
+    assert new(3, Recorder("unused")) == 8
+    assert EVENTS == ["enter fresh", 4, "exit fresh None", "enter fresh", "exit fresh None"]
+
+
+def test_reentered_manager_is_exited_when_the_broken_call_raises() -> None:
+    new = run_broken(
+        raising_inside_with,
+        lambda x, m: (x,),
+        offset=call_offset(raising_inside_with, "raises"),
+        stack=(Reenter(Recorder, (), (("name", "kw"),)), *call_slots(Const(raises), Value(0))),
+        live=(("x", Value(0)),),
+        helper_args=("x", "m"),
+    )
+    with pytest.raises(KeyError):
+        new(3, Recorder("unused"))
+    assert EVENTS == ["enter kw", "exit kw KeyError"]
+
+
+def pair_note(a: int, b: int) -> int:
+    c = a * 10
+    return pair(c, note(c), b)
+
+
+def test_a_stack_value_held_by_a_local_is_passed_once_under_the_locals_name() -> None:
+    # ``c`` is on the stack twice (pending arguments of pair and note) and is the local c: the
+    # resume function takes no ___stack argument for it and pushes its local instead.
+    new = run_broken(
+        pair_note,
+        lambda a, b: (a * 10, b),
+        offset=call_offset(pair_note, "note"),
+        stack=(*call_slots(Const(pair), Local("c")), *call_slots(Const(note), Local("c"))),
+        live=(("c", Value(0)), ("b", Value(1))),
+        helper_args=("a", "b"),
+    )
+    assert new(2, 5) == pair_note(2, 5)
+    assert EVENTS == [20, 20]
+    resume = new.__globals__[next(n for n in new.__code__.co_names if "resume" in n)]
+    assert isinstance(resume, types.FunctionType)
+    params = resume.__code__.co_varnames[: resume.__code__.co_argcount]
+    # pair and note's result are passed as ___stack<d>; c only once, as itself.
+    assert len(params) == 4 and params[2:] == ("c", "b")
+
+
+def with_inside_try(x: int, m: Recorder) -> int:
+    try:
+        with m:
+            note(x)
+    except KeyError:
+        return -1
+    return x
+
+
+def with_outside_try(x: int, m: Recorder) -> int:
+    with m:
+        note(x)
+    try:
+        x = x + 1
+    except KeyError:
+        return -1
+    return x
+
+
+def make_manager_then_enter(x: int) -> int:
+    with Recorder(str(x)):
+        x = x + 1
+    return x
+
+
+def test_break_policy_sees_a_try_around_a_with_block_and_a_manager_being_made() -> None:
+    inner = why_not_break_at(with_inside_try.__code__, call_offset(with_inside_try, "note"))
+    assert inner is not None and "try" in inner
+    outside = call_offset(with_outside_try, "note")
+    assert why_not_break_at(with_outside_try.__code__, outside) is None
+    instrs = instructions_at(make_manager_then_enter.__code__)
+    enter = next(k for k, i in enumerate(instrs) if i.opname == "BEFORE_WITH")
+    making_call = instrs[enter - 1].offset
+    assert making_call is not None
+    making = why_not_break_at(make_manager_then_enter.__code__, making_call)
+    assert making is not None and "context manager" in making
+    assert with_exit_slot(inside_with.__code__, call_offset(inside_with, "note")) == 0
+    assert with_exit_slot(pair_note.__code__, call_offset(pair_note, "note")) is None

@@ -20,6 +20,7 @@ from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import GraphBreak
 from symbolic_vm.resume import (
     BreakPlan,
+    Const,
     Local,
     Null,
     Reenter,
@@ -37,6 +38,7 @@ from symbolic_vm.values import (
     ContextExitVar,
     FunctionVar,
     IteratorVar,
+    MethodVar,
     NullVar,
     SymVar,
     TensorVar,
@@ -99,7 +101,19 @@ def plan_break(
     stack: list[Slot] = []
     user_names = set(code.co_varnames) | set(code.co_cellvars)
     named = {id(var): name for name, var in reversed(bound.items()) if name in user_names}
-    for var in brk.stack:
+    # [NULL, x.mul] becomes [Tensor.mul, x]: the same call, and the resume function's VM sees
+    # a torch method and a tensor it can trace (a bound method of a real tensor could only be
+    # called opaquely, its tensor not being a graph input).
+    descriptors = {d: _tensor_method_descriptor(brk.stack, d) for d in range(len(brk.stack))}
+    for depth, slot_var in enumerate(brk.stack):
+        descriptor = descriptors[depth]
+        if descriptor is not None:
+            stack.append(Const(descriptor))
+            continue
+        var = slot_var
+        if depth > 0 and descriptors[depth - 1] is not None:
+            assert isinstance(slot_var, MethodVar)
+            var = slot_var.self_var
         if isinstance(var, NullVar):
             stack.append(Null())
         elif id(var) in managers:
@@ -115,6 +129,20 @@ def plan_break(
         values.append(rebuilder.expr(var))
     return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
     return rebuilder, writes, return_expr, stack, live
+
+
+def _tensor_method_descriptor(stack: list[Var], depth: int) -> object | None:
+    """``torch.Tensor.<name>`` when ``stack[depth]`` is the NULL of a pending ``x.<name>(...)``
+    call on a tensor, else None."""
+    if depth + 1 >= len(stack) or not isinstance(stack[depth], NullVar):
+        return None
+    method = stack[depth + 1]
+    if not (isinstance(method, MethodVar) and isinstance(method.self_var, TensorVar)):
+        return None
+    found = getattr(torch.Tensor, method.name, None)
+    if isinstance(found, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return found
+    return None
 
 
 def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:

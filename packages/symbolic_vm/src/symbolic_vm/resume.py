@@ -745,17 +745,34 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
             break
         if isinstance(ins.arg, Label) and label_at[ins.arg] <= where:
             return "a graph break inside a loop (the frame runs eagerly, as in torch.compile)"
-    handler = instrs[where].handler
-    if handler is not None:
-        first = instrs[label_at[handler.target]]
-        then = instrs[label_at[handler.target] + 1]
-        if first.opname == "PUSH_EXC_INFO" and then.opname != "WITH_EXCEPT_START":
-            return "a graph break inside a try block (the frame runs eagerly, as in torch.compile)"
+    if _inside_try(instrs, where, label_at):
+        return "a graph break inside a try block (the frame runs eagerly, as in torch.compile)"
     after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
     if after is not None and after.opname == "BEFORE_WITH":
         return ("a graph break making a context manager (the frame runs eagerly, as in "
                 "torch.compile for generic context managers)")
     return None
+
+
+def _inside_try(instrs: Sequence[Instr], where: int, label_at: dict[Label, int]) -> bool:
+    """Whether instruction ``where`` is inside a ``try`` block, however deeply nested in ``with``
+    blocks. The exception table gives each instruction its innermost handler only; a ``try``
+    body is the instructions whose handler is the ``try``'s, and it encloses ``where`` when
+    such instructions lie both before and after it (a ``with`` block inside the ``try`` is a
+    hole in that range: its exit code follows it, still under the ``try``)."""
+
+    def is_try(handler: ExceptHandler) -> bool:
+        first = instrs[label_at[handler.target]]
+        then = instrs[label_at[handler.target] + 1]
+        return first.opname == "PUSH_EXC_INFO" and then.opname != "WITH_EXCEPT_START"
+
+    own = instrs[where].handler
+    if own is not None and is_try(own):
+        return True
+    before = {i.handler.target for i in instrs[:where] if i.handler is not None}
+    after = {i.handler.target for i in instrs[where + 1 :] if i.handler is not None}
+    handlers = {i.handler.target: i.handler for i in instrs if i.handler is not None}
+    return any(is_try(handlers[t]) for t in before & after)
 
 
 def _group_end(items: Sequence[Instr | Label], offset: int) -> int:
