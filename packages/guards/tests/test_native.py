@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -458,3 +459,59 @@ def test_native_checks_reject_bad_arguments(native: Any) -> None:
         check()
     with pytest.raises(TypeError):
         check(x, x)
+
+
+# -- tensor subclasses with their own dispatch, threads ---------------------------------------
+
+
+class Wrapper(torch.Tensor):
+    """A wrapper subclass (Python dispatch key, metadata of its own, no storage)."""
+
+    @staticmethod
+    def __new__(cls, inner: torch.Tensor) -> Wrapper:
+        return torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined,no-any-return]
+            cls, inner.size(), strides=inner.stride(), dtype=inner.dtype, device=inner.device
+        )
+
+    def __init__(self, inner: torch.Tensor) -> None:
+        self.inner = inner
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        unwrapped = [a.inner if isinstance(a, Wrapper) else a for a in args]
+        return func(*unwrapped, **(kwargs or {}))
+
+
+def test_wrapper_subclass_with_torch_dispatch_agrees() -> None:
+    w = Wrapper(torch.randn(3, 2))
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), w, dynamic_dims=[0]))
+    assert "___tensor_check" in fast.source_code
+    assert agree(fast, slow, {"x": w})
+    assert agree(fast, slow, {"x": Wrapper(torch.randn(5, 2))})
+    assert not agree(fast, slow, {"x": Wrapper(torch.randn(3, 2).t().contiguous().t())})
+    assert not agree(fast, slow, {"x": Wrapper(torch.randn(3, 2, dtype=torch.float64))})
+    assert not agree(fast, slow, {"x": torch.randn(3, 2)})
+
+
+def test_dispatch_tls_is_read_on_the_calling_thread() -> None:
+    x = torch.randn(3)
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), x))
+    results: dict[str, bool] = {}
+
+    def run() -> None:
+        results["plain"] = agree(fast, slow, {"x": x})
+        with torch.inference_mode():
+            results["inference"] = agree(fast, slow, {"x": x})
+        with torch._C._DisableTorchDispatch():  # type: ignore[attr-defined]
+            results["no_python_dispatch"] = agree(fast, slow, {"x": x})
+
+    with torch.inference_mode():  # only this thread's TLS changes
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+        assert not agree(fast, slow, {"x": x})
+    assert results["plain"] is True
+    assert results["inference"] is False
+    assert results["no_python_dispatch"] is False
