@@ -28,6 +28,8 @@ from symbolic_vm.values import (
     NewObjectVar,
     ObjectVar,
     PartialVar,
+    SetBox,
+    SetVar,
     SuperVar,
     SymVar,
     TensorVar,
@@ -141,6 +143,8 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         return list
     if isinstance(var, DictVar):
         return dict
+    if isinstance(var, SetVar):
+        return set
     if isinstance(var, ModuleVar):
         vm.out.depend(var)
         return type(var.module)
@@ -256,6 +260,25 @@ def _list(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 @implements(builtins.tuple)
 def _tuple(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return TupleVar(tuple(ops.iterate(vm.out, args[0])) if args else ())
+
+
+@implements(builtins.set)
+def _set(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.handlers.containers import set_elements
+
+    items: set[Any] = set()
+    if args:
+        for element in set_elements(vm, ops.iterate(vm.out, args[0])):
+            items.add(element)
+    return SetVar(SetBox(items))
+
+
+@implements(builtins.frozenset)
+def _frozenset(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    from symbolic_vm.handlers.containers import set_elements
+
+    values = set_elements(vm, ops.iterate(vm.out, args[0])) if args else []
+    return ObjectVar(frozenset(values))
 
 
 @implements(builtins.dict)

@@ -36,6 +36,7 @@ from symbolic_vm.values import (
     ModuleVar,
     NewObjectVar,
     ObjectVar,
+    SetVar,
     SymVar,
     TensorVar,
     TupleVar,
@@ -168,6 +169,9 @@ class Rebuilder:
             return self._once(dbox, lambda: "{" + ", ".join(
                 f"{self.constant(k)}: {self.expr(v)}" for k, v in dbox.items.items()
             ) + "}")
+        if isinstance(var, SetVar):
+            sbox = var.box  # one set object however often it is referenced
+            return self._once(sbox, lambda: f"set({self.constant(tuple(sbox.items))})")
         if isinstance(var, ObjectVar):
             if type(var.value) is set:  # a fresh set per call, never a shared one
                 return f"set({self.out.install(frozenset(var.value))})"
@@ -264,6 +268,13 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
                 contents = temp("{" + pairs + "}")
                 writes.append(f"{target}.clear()")
                 writes.append(f"{target}.update({contents})")
+            elif isinstance(container, SetVar):
+                # Only the difference: elements that stayed keep their place in the set.
+                original = container.box.original or ()
+                removed = tuple(v for v in original if v not in container.box.items)
+                added = tuple(v for v in container.box.items if v not in original)
+                writes.append(f"{target}.difference_update({rebuilder.constant(removed)})")
+                writes.append(f"{target}.update({rebuilder.constant(added)})")
     return writes
 
 

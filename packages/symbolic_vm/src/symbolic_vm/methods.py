@@ -20,6 +20,8 @@ from symbolic_vm.values import (
     ListVar,
     MethodVar,
     ModuleVar,
+    SetBox,
+    SetVar,
     SymVar,
     TensorVar,
     TupleVar,
@@ -52,6 +54,8 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         return _list_method(vm, target, name, args, kwargs)
     if isinstance(target, DictVar):
         return _dict_method(vm, target, name, args, kwargs)
+    if isinstance(target, SetVar):
+        return _set_method(vm, target, name, args, kwargs)
     if isinstance(target, TupleVar):
         values = ops.items(out, target)
         if name == "index":
@@ -194,6 +198,62 @@ def _list_method(
     if name == "__iter__":
         return IteratorVar(IterBox(ops.items(out, lst)))
     raise Unsupported(f"list.{name}()")
+
+
+_SET_UPDATES = frozenset({
+    "update", "intersection_update", "difference_update", "symmetric_difference_update",
+})
+_SET_RESULTS = frozenset({"union", "intersection", "difference", "symmetric_difference"})
+_SET_TESTS = frozenset({"issubset", "issuperset", "isdisjoint"})
+
+
+def _set_method(
+    vm: Interpreter, target: SetVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """set methods on the private copy; every operand is read and checked before a change."""
+    from symbolic_vm.handlers.containers import set_elements
+
+    out = vm.out
+    items = target.box.items
+    if kwargs:
+        raise Unsupported(f"set.{name}() with keyword arguments")
+    if name in ("add", "discard", "remove"):
+        (element,) = set_elements(vm, args)
+        if name == "remove" and element not in items:
+            raise Unsupported(f"KeyError {element!r} raised by set.remove")
+        ops.note_set_mutation(out, target)
+        getattr(items, name)(element)
+        return ConstVar(None)
+    if name == "pop":
+        out.depend(target)
+        if not items:
+            raise Unsupported("KeyError raised by pop() on an empty set")
+        ops.note_set_mutation(out, target)
+        return out.wrap(items.pop(), None)
+    if name == "clear":
+        ops.note_set_mutation(out, target)
+        items.clear()
+        return ConstVar(None)
+    others = [set_elements(vm, ops.iterate(out, a)) for a in args]
+    if name in _SET_UPDATES:
+        ops.note_set_mutation(out, target)
+        for other in others:  # one at a time, as set.update(*others) does
+            getattr(items, name)(other)
+        return ConstVar(None)
+    out.depend(target)
+    if name in _SET_RESULTS:
+        return SetVar(SetBox(getattr(items, name)(*others)))
+    if name in _SET_TESTS:
+        return ConstVar(getattr(items, name)(*others))
+    if name == "copy":
+        return SetVar(SetBox(items.copy()))
+    if name == "__contains__":
+        return ConstVar(set_elements(vm, args)[0] in items)
+    if name == "__len__":
+        return ConstVar(len(items))
+    if name == "__iter__":
+        return IteratorVar(IterBox(ops.iterate(out, target)))
+    raise Unsupported(f"set.{name}()")
 
 
 def _dict_method(

@@ -33,6 +33,8 @@ from symbolic_vm.values import (
     NullVar,
     ObjectVar,
     PartialVar,
+    SetBox,
+    SetVar,
     SliceVar,
     SuperVar,
     SymVar,
@@ -87,6 +89,9 @@ def const_value(out: Output, var: Var) -> Any:
     if isinstance(var, DictVar):
         out.depend(var)
         return {k: const_value(out, v) for k, v in var.box.items.items()}
+    if isinstance(var, SetVar):
+        out.depend(var)
+        return set(var.box.items)
     if isinstance(var, (ObjectVar, FunctionVar)):
         out.depend(var)
         return var.value if isinstance(var, ObjectVar) else var.fn
@@ -115,7 +120,7 @@ def is_constant(var: Var) -> bool:
         return True
     if isinstance(var, TupleVar):
         return all(is_constant(v) for v in var.items)
-    return False
+    return isinstance(var, SetVar)
 
 
 def describe(var: Var) -> str:
@@ -234,14 +239,39 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
     if isinstance(a, (TupleVar, ListVar)) and isinstance(b, ConstVar) and plain is operator.mul:
         return _sequence(a, items(out, a) * int(const_value(out, b)))
     if _is_set(a) and _is_set(b):
-        return ObjectVar(_fold(plain, const_value(out, a), const_value(out, b)))
+        return _set_binary(out, fn, a, b)
     if (is_constant(a) and is_constant(b)) or (_is_plain(a) and _is_plain(b)):
         return ConstVar(_fold(plain, const_value(out, a), const_value(out, b)))
     raise Unsupported(f"operator {symbol} on {describe(a)} and {describe(b)}")
 
 
 def _is_set(var: Var) -> bool:
-    return isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset))
+    return isinstance(var, SetVar) or (
+        isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset))
+    )
+
+
+def _set_binary(out: Output, fn: Callable[[Any, Any], Any], a: Var, b: Var) -> Var:
+    """``|``, ``&``, ``-``, ``^`` and their in-place forms on sets (frozensets stay objects)."""
+    right = const_value(out, b)
+    plain = _PLAIN_OF_INPLACE.get(fn, fn)
+    if isinstance(a, SetVar) and fn is not plain:
+        note_set_mutation(out, a)
+        fn(a.box.items, right)  # in place on the private copy, as Python changes the set
+        return a
+    result = _fold(plain, const_value(out, a), right)
+    if isinstance(result, frozenset):
+        return ObjectVar(result)
+    return SetVar(SetBox(result))
+
+
+def note_set_mutation(out: Output, var: SetVar) -> None:
+    """A set is about to change: its contents were read first, and a set from the frame gets
+    its difference written back after the graph."""
+    out.depend(var)
+    if var.source is not None and not var.box.mutated:
+        var.box.mutated = True
+        out.side_effects.append(ContainerWrite(var))
 
 
 def _is_plain(var: Var) -> bool:
@@ -286,6 +316,8 @@ def identical(out: Output, a: Var, b: Var) -> bool:
         return a.box is b.box
     if isinstance(a, NewObjectVar) and isinstance(b, NewObjectVar):
         return a.box is b.box
+    if isinstance(a, SetVar) and isinstance(b, SetVar):
+        return a.box is b.box
     real_a, real_b = _identity(a), _identity(b)
     if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
         out.depend(a)
@@ -329,6 +361,9 @@ def truth(out: Output, var: Var) -> bool:
     if isinstance(var, (TupleVar, ListVar, DictVar)):
         out.depend(var)
         return len(items(out, var) if not isinstance(var, DictVar) else var.box.items) > 0
+    if isinstance(var, SetVar):
+        out.depend(var)
+        return bool(var.box.items)
     if isinstance(var, TensorVar):
         raise Unsupported(
             "data-dependent branch: the condition is a tensor, whose value is unknown while tracing"
@@ -378,6 +413,9 @@ def iterate(out: Output, var: Var) -> list[Var]:
     if isinstance(var, DictVar):
         out.depend(var)
         return [ConstVar(k) for k in var.box.items]
+    if isinstance(var, SetVar):
+        out.depend(var)
+        return [out.wrap(v, None) for v in var.box.items]
     if isinstance(var, IteratorVar):
         rest = var.box.items[var.box.index :]
         var.box.index = len(var.box.items)
@@ -527,7 +565,7 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return module_attr(vm, obj, name)
     if isinstance(obj, TupleVar) and name in obj.fields:
         return obj.items[obj.fields.index(name)]
-    if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar)):
+    if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar, SetVar)):
         return MethodVar(obj, name)
     if isinstance(obj, ConstVar):
         value = obj.value

@@ -37,9 +37,12 @@ from symbolic_vm.values import (
     ModuleVar,
     ObjectVar,
     PartialVar,
+    SetBox,
+    SetVar,
     TensorVar,
     TupleVar,
     Var,
+    is_set_element,
 )
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -147,13 +150,13 @@ class Output:
             known = self._by_source.get(key)
             if known is not None:
                 return known
-            if isinstance(value, (list, dict)):
+            if isinstance(value, (list, dict, set)):
                 known = self._by_id.get(id(value))
                 if known is not None:
                     return known
             var = self._wrap(value, source)
             self._by_source[key] = var
-            if isinstance(value, (list, dict)):
+            if isinstance(value, (list, dict, set)):
                 self._by_id[id(value)] = var
                 self._keep_alive.append(value)
             return var
@@ -181,6 +184,10 @@ class Output:
                 DictBox({k: self.wrap(v, _item(source, k)) for k, v in value.items()}),
                 source=source,
             )
+        if type(value) is set and all(is_set_element(v) for v in value):
+            # A private copy: the trace changes it, the replay writes the difference back.
+            original = tuple(value) if source is not None else None
+            return SetVar(SetBox(set(value), original=original), source=source)
         if is_constant_value(value):
             return ConstVar(value, source=source)
         if isinstance(value, torch.nn.Module):
@@ -267,6 +274,14 @@ class Output:
         elif isinstance(var, DictVar):
             self.request("TYPE_MATCH", source, {})
             self.request("DICT_KEYS", source, dict.fromkeys(var.box.items))
+        elif isinstance(var, SetVar) and var.box.original is not None:
+            # Contents and iteration order (equal sets can iterate differently).
+            where = source.name()
+            self.request("TYPE_MATCH", source, set())
+            self.predicate(
+                f"list({where}) == {list(var.box.original)!r}",
+                f"{where} holds {list(var.box.original)!r} in this order",
+            )
         elif isinstance(var, ModuleVar):
             self.request("ID_MATCH", source, var.module)
         elif isinstance(var, FunctionVar):

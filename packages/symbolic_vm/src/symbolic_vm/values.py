@@ -7,6 +7,7 @@ because two records holding one box are the same object.
 
 from __future__ import annotations
 
+import math
 import types
 from typing import Any
 
@@ -100,6 +101,36 @@ class DictVar(Var):
     """A dict with constant keys."""
 
     box: DictBox
+
+
+@attrs.define(eq=False)
+class SetBox:
+    """The contents of one set: a private real ``set`` of constants, changed as the program
+    changes its set, so iteration and ``pop()`` follow the same order as eager's set.
+
+    ``original`` is, for a set from the frame, its contents when read (its replay writes the
+    difference back); ``mutated`` marks such a set that changed.
+    """
+
+    items: set[Any]
+    original: tuple[Any, ...] | None = None
+    mutated: bool = False
+
+
+@attrs.frozen(eq=False)
+class SetVar(Var):
+    """A ``set`` of constants (ints, strings, ...): made in the frame or passed in."""
+
+    box: SetBox
+
+
+def is_set_element(value: object) -> bool:
+    """True for the values a SetVar holds: constants whose repr reads back as themselves."""
+    if isinstance(value, tuple):
+        return all(is_set_element(v) for v in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int, str, bytes))
 
 
 @attrs.define(eq=False)

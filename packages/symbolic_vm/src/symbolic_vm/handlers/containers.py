@@ -16,6 +16,8 @@ from symbolic_vm.values import (
     ListBox,
     ListVar,
     ObjectVar,
+    SetBox,
+    SetVar,
     SliceVar,
     SymVar,
     TensorVar,
@@ -39,11 +41,23 @@ def BUILD_LIST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ListVar(ListBox(vm.popn(_arg(inst)))))
 
 
+def set_elements(vm: Interpreter, values: list[Var]) -> list[Any]:
+    """The Python values of would-be set elements: hashable constants only."""
+    elements = [ops.const_value(vm.out, v) for v in values]
+    for element in elements:
+        try:
+            hash(element)
+        except TypeError as exc:
+            raise Unsupported(f"TypeError: unhashable set element: {exc}") from exc
+    return elements
+
+
 @handler("BUILD_SET")
 def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:
-    values = [ops.const_value(vm.out, v) for v in vm.popn(_arg(inst))]
-    # Sets of constants only; the VM never mutates this object (SET_ADD makes a new one).
-    vm.push(ObjectVar(set(values)))
+    items: set[Any] = set()
+    for element in set_elements(vm, vm.popn(_arg(inst))):
+        items.add(element)  # in order, as CPython builds it
+    vm.push(SetVar(SetBox(items)))
 
 
 @handler("BUILD_MAP")
@@ -103,11 +117,18 @@ def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("SET_ADD")
 def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
-    value = ops.const_value(vm.out, vm.pop())
-    index = _arg(inst)
-    target = vm.peek(index)
-    assert isinstance(target, ObjectVar)
-    vm.stack[-index] = ObjectVar({*target.value, value})
+    (value,) = set_elements(vm, [vm.pop()])
+    target = vm.peek(_arg(inst))
+    assert isinstance(target, SetVar)
+    target.box.items.add(value)
+
+
+@handler("SET_UPDATE")
+def SET_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
+    values = set_elements(vm, ops.iterate(vm.out, vm.pop()))
+    target = vm.peek(_arg(inst))
+    assert isinstance(target, SetVar)
+    target.box.items.update(values)
 
 
 @handler("LIST_EXTEND")
