@@ -67,7 +67,9 @@ _STORAGE = {
     torch.int16: "int16_t",
     torch.int8: "int8_t",
     torch.uint8: "uint8_t",
-    torch.bool: "bool",
+    # bool memory is bytes: a `bool` load makes GCC vectorise the 0/1 check badly (a masked
+    # softmax ran 4x slower); values are computed as `bool` (see compute_type)
+    torch.bool: "uint8_t",
 }
 
 
@@ -75,6 +77,8 @@ def compute_type(dtype: torch.dtype) -> str:
     """The C type values of ``dtype`` are computed in (half types widen to float)."""
     if dtype in (torch.float16, torch.bfloat16):
         return "float"
+    if dtype == torch.bool:
+        return "bool"
     try:
         return _STORAGE[dtype]
     except KeyError:
@@ -366,6 +370,8 @@ class _Body:
                 raw = f"bf16_load({raw})"
             elif v.dtype == torch.float16:
                 raw = f"static_cast<float>({raw})"
+            elif v.dtype == torch.bool:
+                raw = f"({raw} != 0)"
             return self.tmp(ct, raw, hoist)
         if isinstance(v, VCast):
             x = self.value(v.x)
@@ -486,14 +492,16 @@ def _reduction_setup(node: ReductionNode, acc: str) -> tuple[str, str, str, str]
             "",
         )
     op = "max" if node.reduction == "max" else "min"
-    cmp = ">" if op == "max" else "<"
+    # std::max/min: GCC turns them into a vector max reduction; the equivalent
+    # `(v > acc) ? v : acc` became a conditional reduction twice as slow (NaN has its flag)
+    update = f"{acc} = std::{op}<{ct}>({acc}, {{v}});"
     init = "lowest" if op == "max" else "max"
     if is_float:
         init_v = ("-" if op == "max" else "") + f"std::numeric_limits<{ct}>::infinity()"
         return (
             # an int flag, not bool: GCC vectorises an int |-reduction, not a bool one
             f"{ct} {acc} = {init_v}; int {acc}_nan = 0;",
-            f"{acc} = ({{v}} {cmp} {acc}) ? {{v}} : {acc}; {acc}_nan |= ({{v}} != {{v}});",
+            f"{update} {acc}_nan |= ({{v}} != {{v}});",
             f"reduction({op}:{acc}) reduction(|:{acc}_nan)",
             f"if ({acc}_nan) {acc} = std::numeric_limits<{ct}>::quiet_NaN();",
         )
@@ -501,7 +509,7 @@ def _reduction_setup(node: ReductionNode, acc: str) -> tuple[str, str, str, str]
         raise LoweringError("bool max/min reductions are not lowered")
     return (
         f"{ct} {acc} = std::numeric_limits<{ct}>::{init}();",
-        f"{acc} = ({{v}} {cmp} {acc}) ? {{v}} : {acc};",
+        update,
         f"reduction({op}:{acc})",
         "",
     )

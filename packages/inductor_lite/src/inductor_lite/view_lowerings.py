@@ -74,6 +74,36 @@ def _slice(  # noqa: PLR0917
     return x.slice(dim, 0 if start is None else start, n if end is None else min(end, n), step)
 
 
+@register(aten.split_with_sizes.default, aten.split.Tensor)
+def _split(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, sizes: object, dim: int = 0
+) -> object:
+    # each piece is a slice (index math), as in eager where split returns views
+    d = dim % x.ndim
+    n = x.sizes[d]
+    if isinstance(sizes, int):
+        if sizes <= 0:
+            return NotImplemented
+        bounds = list(range(0, n, sizes)) or [0]
+        widths = [min(sizes, n - b) for b in bounds]
+    else:
+        assert isinstance(sizes, list | tuple)
+        widths = [int(w) for w in sizes]
+        if sum(widths) != n:
+            return NotImplemented
+    pieces = []
+    start = 0
+    for w in widths:
+        pieces.append(x.slice(d, start, start + w, 1))
+        start += w
+    return pieces
+
+
+@register(aten.unbind.int)
+def _unbind(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int = 0) -> object:
+    return [x.select(dim, i) for i in range(x.sizes[dim % x.ndim])]
+
+
 @register(aten.select.int)
 def _select(L: GraphLowering, node: torch.fx.Node, x: TensorValue, dim: int, index: int) -> object:
     return x.select(dim, index)
@@ -175,6 +205,9 @@ for _copy_name, _overloads in (
     ("select_copy", ("int",)),
     ("transpose_copy", ("int",)),
     ("squeeze_copy", ("dim", "dims", "default")),
+    ("split_with_sizes_copy", ("default",)),
+    ("split_copy", ("Tensor",)),
+    ("unbind_copy", ("int",)),
 ):
     _copy_packet = getattr(aten, _copy_name, None)
     _view_packet = getattr(aten, _copy_name.removesuffix("_copy"))
