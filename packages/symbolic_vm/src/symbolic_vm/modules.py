@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -247,6 +249,74 @@ def _guard_no_hooks(out: Output, source: Source | None) -> None:
         out.predicate(f"not ({hooks})", f"{name} has no hooks")
 
 
+def _grouped_call(
+    out: Output, source: Source | None, module: torch.nn.Module, forward: object
+) -> bool:
+    """Record a call of the module at ``parent._modules[key]`` for one combined check per
+    parent (see :func:`called_modules_check`); False when the source has another form."""
+    if not (
+        isinstance(source, ItemSource)
+        and isinstance(source.index, str)
+        and isinstance(source.base_source, AttrSource)
+        and source.base_source.member == "_modules"
+    ):
+        return False
+    from torch.nn.modules import module as module_impl
+
+    holder = out.install(module_impl, "nn_module")
+    where = f"G[{holder!r}]"
+    hooks = " or ".join(f"{where}.{table}" for table in _GLOBAL_HOOK_TABLES)
+    out.predicate(f"not ({hooks})", "no global nn.Module hooks")
+    calls = out.module_calls.setdefault(source.base_source, {})
+    calls.setdefault(source.index, (type(module), forward))
+    return True
+
+
+def called_modules_check(
+    entries: tuple[tuple[str, type, object], ...],
+) -> Callable[[Any], bool]:
+    """One check for the modules a trace called under one ``_modules`` dict, given as
+    (key, the module's class, the class forward the trace inlined or None when it ran an
+    attribute of the instance).
+
+    For each: its class is still that class (a changed ``__class__`` recompiles), no hook in
+    its four hook dicts (the inlined forward ran none), and, where the class's forward was
+    inlined, the instance does not shadow it; and once per class, ``cls.forward`` is still
+    that function (monkeypatching recompiles). The hook dicts and ``forward`` are read from
+    the instance ``__dict__`` (where ``m._forward_hooks`` resolves: no class attribute of
+    that name), one plain dict read each: ``nn.Module`` defines ``__getattr__``, so every
+    ``m.attr`` takes CPython's unspecialised slot path (~30% slower here). About 100 ns per
+    module on the 2-core dev box; C-level ``map``/``itemgetter`` pipelines measured slower.
+    """
+    keys = tuple(key for key, _, _ in entries)
+    classes = tuple(cls for _, cls, _ in entries)
+    forwards: tuple[tuple[Any, object], ...] = tuple(
+        {(cls, forward) for _, cls, forward in entries if forward is not None}
+    )
+    inlined = tuple(forward is not None for _, _, forward in entries)
+    get_modules = operator.itemgetter(*keys) if len(keys) > 1 else (lambda d: (d[keys[0]],))
+
+    def check(modules: Any) -> bool:
+        for cls, forward in forwards:
+            if cls.forward is not forward:
+                return False
+        for m, cls, forward_inlined in zip(
+            get_modules(modules), classes, inlined, strict=True
+        ):
+            if type(m) is not cls:
+                return False
+            d = m.__dict__
+            if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or (
+                d["_backward_pre_hooks"]
+            ):
+                return False
+            if forward_inlined and "forward" in d:
+                return False
+        return True
+
+    return check
+
+
 def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``module(*args)``: inline its forward (modules with hooks are not supported)."""
     from symbolic_vm.calls import call
@@ -255,12 +325,15 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     if _has_hooks(module):
         raise Unsupported(f"calling {type(module).__name__} with forward/backward hooks registered")
     vm.out.depend(obj)
-    _guard_no_hooks(vm.out, obj.source)
     forward = type(module).forward
     if not isinstance(forward, types.FunctionType):
         raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
-    if "forward" in module.__dict__:
+    own_forward = "forward" in module.__dict__
+    if not _grouped_call(vm.out, obj.source, module, None if own_forward else forward):
+        _guard_no_hooks(vm.out, obj.source)
+        if obj.source is not None and not own_forward:
+            # forward patched on the instance or class later: recompile
+            ops.guard_method_resolution(vm.out, obj.source, module, "forward", forward)
+    if own_forward:
         return call(vm, module_attr(vm, obj, "forward"), args, kwargs)
-    if obj.source is not None:  # forward patched on the instance or class later: recompile
-        ops.guard_method_resolution(vm.out, obj.source, module, "forward", forward)
     return call(vm, BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)

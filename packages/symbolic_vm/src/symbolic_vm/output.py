@@ -136,6 +136,9 @@ class Output:
         # Names local to the transformed code (arguments, free and cell variables): a global
         # by one of these names is read there through the globals dict (codegen.Rebuilder).
         self.frame_names: frozenset[str] = frozenset()
+        # Modules called at parent._modules[key]: parent -> {key: (its class, the class forward
+        # inlined or None)}; one hook/forward check per parent (modules.called_modules_check).
+        self.module_calls: dict[Source, dict[str, tuple[type, object]]] = {}
 
     # -- wrapping real values ---------------------------------------------------------------
 
@@ -357,6 +360,7 @@ class Output:
                 guard_set.SHAPE(predicate, description)
         for predicate, description in self._predicates.items():
             guard_set.SHAPE(predicate, description)
+        self._module_call_guards(guard_set)
         for request in self._guards.values():
             if request.kind == "ID_MATCH" and request.source in pinned:
                 continue  # MODULE_PARAMS already checks this module's identity
@@ -375,6 +379,19 @@ class Output:
                 # A constant the guards cannot compare by value: pin the object itself.
                 guard_set.ID_MATCH(request.source, request.value)
         return guard_set
+
+    def _module_call_guards(self, guard_set: GuardSet) -> None:
+        from symbolic_vm.modules import called_modules_check
+
+        for parent, calls in self.module_calls.items():
+            entries = tuple((key, cls, forward) for key, (cls, forward) in calls.items())
+            check = self.install(called_modules_check(entries), "called_modules")
+            where = parent.name()
+            guard_set.SHAPE(
+                f"G[{check!r}]({where})",
+                f"the modules called in {where} ({', '.join(calls)}) have no hooks and the "
+                "forward the trace inlined",
+            )
 
     def _module_parameter(
         self, source: Source, real: torch.Tensor
