@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import gc
+import inspect
 import sys
 import threading
 import weakref
@@ -244,6 +246,8 @@ def test_no_reference_leaks_over_100k_calls():
         for _ in range(1000):  # warm up caches and counters
             wrapped(arg, key=None)
         counts = (sys.getrefcount(rec), sys.getrefcount(fn), sys.getrefcount(arg))
+        gc.collect()
+        blocks = sys.getallocatedblocks()
         for i in range(100_000):
             wrapped(arg)
             if i % 10 == 0:
@@ -252,7 +256,10 @@ def test_no_reference_leaks_over_100k_calls():
                 except ValueError:
                     pass
         after = (sys.getrefcount(rec), sys.getrefcount(fn), sys.getrefcount(arg))
+        gc.collect()
+        grown = sys.getallocatedblocks() - blocks
     assert after == counts
+    assert grown < 100  # 110k calls: a leak per call would show as >= 100k blocks
 
 
 def test_a_cycle_through_the_wrapper_is_collected():
@@ -280,6 +287,20 @@ def test_binds_as_a_method_and_takes_attributes():
     assert wrapped.note == "kept"
     assert wrapped([1, 2]) == 2
     assert "without_hook" in repr(wrapped)
+
+
+def test_functools_update_wrapper_works_and_wrapped_cannot_be_swapped():
+    def f(a, b=1):
+        """doc of f"""
+        return a + b
+
+    wrapped = functools.update_wrapper(evalframe.without_hook(f), f)
+    assert (wrapped.__name__, wrapped.__doc__, wrapped.__wrapped__) == ("f", "doc of f", f)
+    assert str(inspect.signature(wrapped)) == "(a, b=1)"
+    assert wrapped(2) == 3
+    with pytest.raises(AttributeError, match="cannot be changed"):
+        wrapped.__wrapped__ = len
+    assert wrapped.__wrapped__ is f
 
 
 def test_a_non_callable_is_a_type_error():

@@ -10,7 +10,6 @@
  * bookkeeping of _evalframe.c), so fn's own Python calls are inlined again.
  */
 #include "_evalframe.h"
-#include <structmember.h>
 
 typedef struct {
     PyObject_HEAD
@@ -110,12 +109,29 @@ wh_descr_get(PyObject *self, PyObject *obj, PyObject *type)
     return PyMethod_New(self, obj);
 }
 
-static PyMemberDef wh_members[] = {
-    {"__wrapped__", T_OBJECT, offsetof(WithoutHook, fn), READONLY, "The callable it runs."},
-    {NULL},
-};
+static PyObject *
+wh_get_wrapped(WithoutHook *self, void *closure)
+{
+    return Py_NewRef(self->fn);
+}
+
+static int
+wh_set_wrapped(WithoutHook *self, PyObject *value, void *closure)
+{
+    /* functools.update_wrapper() sets __wrapped__ to the callable itself:
+     * allow that, and nothing that would change what the object runs. */
+    if (value == self->fn) {
+        return 0;
+    }
+    PyErr_SetString(PyExc_AttributeError,
+                    "without_hook.__wrapped__ is the callable it runs and cannot be "
+                    "changed; make a new without_hook to run another");
+    return -1;
+}
 
 static PyGetSetDef wh_getset[] = {
+    {"__wrapped__", (getter)wh_get_wrapped, (setter)wh_set_wrapped, "The callable it runs.",
+     NULL},
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
     {NULL},
 };
@@ -136,7 +152,6 @@ PyTypeObject ef_WithoutHook_Type = {
               "and then restores the thread's previous callback state exactly.",
     .tp_traverse = (traverseproc)wh_traverse,
     .tp_clear = (inquiry)wh_clear,
-    .tp_members = wh_members,
     .tp_getset = wh_getset,
     .tp_descr_get = wh_descr_get,
     .tp_dictoffset = offsetof(WithoutHook, dict),
