@@ -356,3 +356,60 @@ def test_a_global_module_is_read_by_name_and_guarded() -> None:
     finally:
         GLOBAL_MODEL[0].weight.data = torch.randn(8, 8)
         GLOBAL_MODEL[0].bias.data = torch.randn(8)
+
+
+def act_stack() -> nn.Sequential:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh())
+
+
+def test_hook_on_a_parameter_free_submodule_gives_the_eager_result() -> None:
+    model, backend = act_stack(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    handle = model[1].register_forward_pre_hook(lambda mod, args: (args[0] * -1,))
+    try:
+        same(opt, model, x)
+    finally:
+        handle.remove()
+    same(opt, model, x)
+
+
+def test_forward_patched_on_an_instance_inside_a_sequential_recompiles() -> None:
+    model, backend = act_stack(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    model[3].forward = torch.sigmoid  # the instance now shadows Tanh.forward
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+class Doubling(nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * 2
+
+
+def test_changing_a_submodules_class_recompiles() -> None:
+    model, backend = act_stack(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    model[2].__class__ = Doubling  # same object, same parameters, another forward
+    same(opt, model, x)
+    assert backend.count == 2
+
+
+def test_patching_a_class_forward_recompiles() -> None:
+    model, backend = act_stack(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    original = nn.Tanh.forward
+    try:
+        nn.Tanh.forward = lambda self, t: torch.sigmoid(t)  # type: ignore[method-assign]
+        same(opt, model, x)
+        assert backend.count == 2
+    finally:
+        nn.Tanh.forward = original  # type: ignore[method-assign]

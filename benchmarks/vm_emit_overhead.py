@@ -1,0 +1,163 @@
+"""Per-call overhead of what symbolic_vm emits (transformed code + guards), end to end.
+
+    .venv/bin/python benchmarks/vm_emit_overhead.py [--number N] [--repeat R] [--no-torch-compile]
+
+Cases (issue 6's targets: whole overhead <= 1.5 us for (a), <= 5 us for (b)):
+  (a) one tensor: ``def add_one(x): return x + 1`` called with an (8, 8) tensor;
+  (b) a 50-parameter module: ``nn.Sequential(*[nn.Linear(8, 8) for _ in range(25)])`` called
+      with one (2, 8) tensor.
+For each: the eager call, the compiled graph called directly, ``compile_api.compile(...,
+backend="eager")`` (the overhead is compiled call - graph call), its guard check alone (the
+entry's guard on the frame's f_locals), and ``torch.compile(..., backend="eager")`` as the
+yardstick (its graph is kept by a backend that returns ``gm.forward``, as "eager" does).
+
+Every figure is the median (and min) over R repeats of (process CPU time of N calls) / N, in
+ns; torch runs on one thread. To compare with the code symbolic_vm emitted before, run the
+same script with an older ``packages/symbolic_vm/src`` first on PYTHONPATH (see the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import timeit
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+TIMER = time.process_time  # CPU time: on a shared machine wall time measures the neighbours
+
+
+def per_call_ns(
+    fn: Callable[..., object], args: tuple[object, ...], number: int, repeat: int
+) -> tuple[float, float]:
+    times = timeit.repeat(
+        "fn(*args)", globals={"fn": fn, "args": args}, number=number, repeat=repeat, timer=TIMER
+    )
+    per_call = [t / number * 1e9 for t in times]
+    return statistics.median(per_call), min(per_call)
+
+
+def add_one(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+class Grab:
+    """A backend like "eager" (returns gm.forward) that keeps the graph to call it directly."""
+
+    def __init__(self) -> None:
+        self.forwards: list[Callable[..., Any]] = []
+        self.inputs: list[list[object]] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        self.forwards.append(gm.forward)
+        self.inputs.append(list(example_inputs))
+        return gm.forward
+
+
+def _minus(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+    return a[0] - b[0], a[1] - b[1]
+
+
+def strata_rows(
+    label: str, fn: Callable[..., object], args: tuple[object, ...], code: Any,
+    f_locals: dict[str, object], number: int, repeat: int,
+) -> list[tuple[str, tuple[float, float]]]:
+    import compile_api
+    import evalframe
+
+    compile_api.reset()
+    grab = Grab()
+    grabbed = compile_api.compile(fn, backend=grab)
+    grabbed(*args)
+    grabbed(*args)
+    assert len(grab.forwards) == 1, "one graph, no recompile"
+    graph = per_call_ns(grab.forwards[0], tuple(grab.inputs[0]), number, repeat)
+    compile_api.reset()
+    compiled = compile_api.compile(fn, backend="eager")
+    want, got = fn(*args), compiled(*args)
+    torch.testing.assert_close(got, want)
+    whole = per_call_ns(compiled, args, number, repeat)
+    entries = evalframe.cache_entries(code)
+    assert len(entries) == 1, f"{len(entries)} cache entries"
+    guard = entries[0].guard
+    assert guard(f_locals)
+    guard_only = per_call_ns(guard, (f_locals,), number, repeat)
+    compile_api.reset()
+    return [
+        (f"{label}: graph called directly", graph),
+        (f"{label}: compile_api(backend='eager') call", whole),
+        (f"{label}: **Strata overhead** (compiled - graph)", _minus(whole, graph)),
+        (f"{label}:   of which the guard check", guard_only),
+    ]
+
+
+def torch_rows(
+    label: str, fn: Callable[..., object], args: tuple[object, ...], number: int, repeat: int
+) -> list[tuple[str, tuple[float, float]]]:
+    # Reference only: torch.compile runs here as the yardstick, never inside Strata.
+    torch._dynamo.reset()
+    grab = Grab()
+    compiled = torch.compile(fn, backend=grab)
+    compiled(*args)
+    compiled(*args)
+    graph = per_call_ns(grab.forwards[0], tuple(grab.inputs[0]), number, repeat)
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend="eager")
+    compiled(*args)
+    whole = per_call_ns(compiled, args, number, repeat)
+    torch._dynamo.reset()
+    return [
+        (f"{label}: torch.compile(backend='eager') call", whole),
+        (f"{label}: **torch.compile overhead** (compiled - its graph)", _minus(whole, graph)),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=11)
+    parser.add_argument("--no-torch-compile", action="store_true")
+    opts = parser.parse_args()
+    n, r = opts.number, opts.repeat
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+
+    import symbolic_vm
+
+    x = torch.randn(8, 8)
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(25)])
+    assert sum(1 for _ in model.parameters()) == 50
+    xb = torch.randn(2, 8)
+    rows: list[tuple[str, tuple[float, float]]] = []
+    rows.append(("(a) x + 1: eager call", per_call_ns(add_one, (x,), n, r)))
+    rows += strata_rows("(a) x + 1", add_one, (x,), add_one.__code__, {"x": x}, n, r)
+    if not opts.no_torch_compile:
+        rows += torch_rows("(a) x + 1", add_one, (x,), n, r)
+    nb = max(n // 10, 1)
+    rows.append(("(b) 25 x Linear(8, 8): eager call", per_call_ns(model, (xb,), nb, r)))
+    rows += strata_rows(
+        "(b) 25 x Linear(8, 8)", model, (xb,), nn.Sequential.forward.__code__,
+        {"self": model, "input": xb}, nb, r,
+    )
+    if not opts.no_torch_compile:
+        rows += torch_rows("(b) 25 x Linear(8, 8)", model, (xb,), nb, r)
+
+    print(
+        f"torch {torch.__version__}; symbolic_vm from {os.path.dirname(symbolic_vm.__file__)}; "
+        f"guards pure Python: {os.environ.get('STRATA_GUARDS_PURE_PYTHON', '0')}; process CPU "
+        f"time; median and min of {r} repeats x {n} calls ({nb} for (b)); ns per call; load "
+        f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print("| case | median ns/call | min ns/call |")
+    print("| --- | ---: | ---: |")
+    for name, (med, low) in rows:
+        print(f"| {name} | {med:.0f} | {low:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
