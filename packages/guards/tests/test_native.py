@@ -1,8 +1,8 @@
 """The C++ fast path agrees with the pure-Python path (and with ``failures()``) everywhere.
 
 Each test compiles the same GuardSet twice, once on each path, and checks both on the same
-frames.  The module-wide ``check_path`` fixture runs these tests twice too; they set the
-environment variable themselves around each compile, so both runs compare the two paths.
+frames.  They set the environment variable themselves around each compile, so they run once (this
+module overrides conftest's two-path ``check_path`` fixture).
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ from guards import CompiledGuards, GuardSet, LocalSource, compile_guards
 from guards.native import PURE_PYTHON_ENV, native_module
 
 Build = Callable[[GuardSet], None]
+
+
+@pytest.fixture(autouse=True)
+def check_path() -> str:
+    """Overrides conftest's two-path fixture: these tests compile both paths themselves."""
+    return "both"
 
 
 @contextlib.contextmanager
