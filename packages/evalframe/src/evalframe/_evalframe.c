@@ -294,8 +294,9 @@ run_unhooked(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame)
     return result;
 }
 
-/* The eval-frame function's work (evalframe_hook below adds the 3.12 credit). */
-static inline __attribute__((always_inline)) PyObject *
+/* The eval-frame function's work (evalframe_hook below takes the common
+ * cases itself and adds the 3.12 credit). */
+static __attribute__((noinline)) PyObject *
 hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_thread_t *t,
           uintptr_t sp)
 {
@@ -433,7 +434,10 @@ hook_credited(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_t
 }
 #endif
 
-/* The eval-frame function. */
+/* The eval-frame function.  The common cases -- frames that are not fresh,
+ * threads whose hook is off, code marked SKIP without entries -- are decided
+ * here, in a function small enough to need no saved registers; everything
+ * else is hook_body's. */
 static PyObject *
 evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
 {
@@ -452,6 +456,25 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
         return hook_credited(ts, frame, throwflag, t, sp);
     }
 #endif
+    if (throwflag || !ef_frame_is_fresh(frame)) {
+        return ef_eval_default(ts, frame, throwflag);
+    }
+#if EF_STACK_BOUNDS
+    if (sp < t->guard_below) {
+        return hook_body(ts, frame, throwflag, t, sp); /* fails the frame */
+    }
+#endif
+    ThreadState *st = t->state;
+    if (st == NULL || st->disabled || !thread_active(st)) {
+        return ef_eval_default(ts, frame, 0);
+    }
+    PyCodeObject *co = FRAME_CODE(frame);
+    CodeCache *cache = cache_of_code(co);
+    if (cache != NULL && cache->skip == SKIP_FRAME && PyList_GET_SIZE(cache->entries) == 0 &&
+        st->skip_code != (void *)co) {
+        ef_stats.misses++;
+        return ef_eval_default(ts, frame, 0);
+    }
     return hook_body(ts, frame, throwflag, t, sp);
 }
 
