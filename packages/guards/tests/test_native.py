@@ -521,3 +521,25 @@ def test_dispatch_tls_is_read_on_the_calling_thread() -> None:
     assert results["plain"] is True
     assert results["inference"] is False
     assert results["no_python_dispatch"] is False
+
+
+def test_native_checks_keep_no_references() -> None:
+    model = _net()
+    x = torch.randn(3)
+    names = [n for n, _ in model.named_parameters()]
+    fast, _ = both(lambda gs: (gs.TENSOR_MATCH(LocalSource("x"), x), gs.GLOBAL_STATE()))
+    fast_m, _ = both(lambda gs: gs.MODULE_PARAMS(LocalSource("self"), model, names))
+    watched = [x, model, model[0], model[0]._parameters["weight"], model._modules]
+    before = [sys.getrefcount(o) for o in watched]
+    for _ in range(1000):
+        assert fast({"x": x})
+        assert fast_m({"self": model})
+        assert not fast_m({"self": _net()})
+    assert [sys.getrefcount(o) for o in watched] == before
+    saved, other = model[2], torch.nn.Sequential(torch.nn.Linear(4, 2))
+    model[2] = other  # a miss deep in the steps, after references were taken
+    watched = [model, saved, other, model._modules]
+    before = [sys.getrefcount(o) for o in watched]
+    for _ in range(1000):
+        assert not fast_m({"self": model})
+    assert [sys.getrefcount(o) for o in watched] == before
