@@ -454,11 +454,20 @@ def print_in_autocast_in_no_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return w, x * 2
 
 
+def print_in_inference_mode(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.inference_mode():
+        y = x * 2
+        print("inside inference_mode")
+        z = y * x
+    return z + 1, z
+
+
 @pytest.mark.parametrize(
     "fn",
     [print_in_autocast, print_in_set_grad_enabled, print_in_set_grad_enabled_true_inside_no_grad,
-     print_in_autocast_in_no_grad],
-    ids=["autocast", "set_grad_enabled", "set_grad_enabled-in-no_grad", "autocast-in-no_grad"],
+     print_in_autocast_in_no_grad, print_in_inference_mode],
+    ids=["autocast", "set_grad_enabled", "set_grad_enabled-in-no_grad", "autocast-in-no_grad",
+         "inference_mode"],
 )
 def test_break_inside_autocast_and_set_grad_enabled_resumes_inside_the_block(
     fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
@@ -471,6 +480,7 @@ def test_break_inside_autocast_and_set_grad_enabled_resumes_inside_the_block(
                             expected if isinstance(expected, tuple) else (expected,),
                             strict=True):
         assert mine.dtype == theirs.dtype and mine.requires_grad == theirs.requires_grad
+        assert mine.is_inference() == theirs.is_inference()
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
     assert counter.count == 2  # the graph before the break, the resume function's: reused
     reference_count(fn, counter.count, (x,), (x2,))
@@ -540,6 +550,61 @@ def test_an_exception_at_the_break_leaves_the_blocks_like_eager() -> None:
         assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
     finally:
         record_state = saved
+
+
+def inference_mode_in_no_grad(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        with torch.inference_mode():
+            y = x * 2
+            print("inference_mode in no_grad")
+            z = y * x
+    return z + x
+
+
+def no_grad_in_inference_mode(x: torch.Tensor) -> torch.Tensor:
+    with torch.inference_mode():
+        with torch.no_grad():
+            y = x * 2
+            print("no_grad in inference_mode")
+            z = y * x
+        w = z * 2
+    return w + x
+
+
+@pytest.mark.parametrize("fn", [inference_mode_in_no_grad, no_grad_in_inference_mode])
+def test_inference_mode_mixed_with_grad_mode_blocks_runs_the_frame_eagerly(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # inference_mode switches grad mode by itself: which mode to restore is not tracked.
+    x = torch.randn(3, requires_grad=True)
+    out = compile_api.compile(fn, backend=counter)(x)
+    expected = fn(x)
+    torch.testing.assert_close(out, expected)
+    assert out.requires_grad == expected.requires_grad
+    assert counter.count == 0
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    reference_limit(fn, counter.count, (x,))
+
+
+def uses_inference_mode(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    with torch.inference_mode():
+        y = x * 2
+        inside = torch.is_inference_mode_enabled()
+    return y + 1, inside
+
+
+def test_inference_mode_block_is_captured_whole(counter: GraphCounter) -> None:
+    x = torch.randn(3, requires_grad=True)
+    compiled = compile_api.compile(uses_inference_mode, backend=counter, fullgraph=True)
+    out, inside = compiled(x)
+    expected, inside_eager = uses_inference_mode(x)
+    torch.testing.assert_close(out, expected)
+    assert inside is inside_eager is True
+    assert out.requires_grad == expected.requires_grad
+    assert not torch.is_inference_mode_enabled()
+    targets = [n.target for n in counter.graphs[0].graph.nodes if n.op == "call_function"]
+    assert targets[0] is torch.autograd.grad_mode._enter_inference_mode
+    assert torch.autograd.grad_mode._exit_inference_mode in targets
 
 
 class Counting:

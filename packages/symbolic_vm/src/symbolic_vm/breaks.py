@@ -169,20 +169,29 @@ def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:
 def _reentered_managers(out: Output, brk: BreakAt) -> dict[int, Reenter]:
     """The manager to re-enter for each grad-mode / autocast block on the stack (by var id).
 
-    The graph is closed in the state outside those blocks (autocast exited, grad mode restored),
-    and re-entering the managers bottom first must give exactly eager's state at the break and
-    on each block's exit. For grad mode each block's manager is chosen so that entering it gives
-    the mode the next block was entered in (its ``restore``), the innermost one the mode at the
-    break; autocast blocks are re-entered with their own arguments.
+    The graph is closed in the state outside those blocks (autocast and inference mode exited,
+    grad mode restored), and re-entering the managers bottom first must give exactly eager's
+    state at the break and on each block's exit. For grad mode each block's manager is chosen so
+    that entering it gives the mode the next block was entered in (its ``restore``), the
+    innermost one the mode at the break; autocast and inference-mode blocks are re-entered with
+    their own arguments.
     """
     grad = [v for v in brk.stack if isinstance(v, ContextExitVar)]
     autocasts = [v for v in brk.stack if isinstance(v, AutocastExitVar)]
     managers: dict[int, Reenter] = {}
+    inference = [v for v in autocasts if _is_inference_mode(v)]
+    if inference and (grad or _switches_grad_after(out, inference[0].enter_node)):
+        # Inference mode switches grad mode off by itself: mixed with grad-mode blocks or
+        # switches, the mode to restore outside and at the break is not known. Run eagerly.
+        raise brk.error
     if grad:
         modes = [v.restore for v in grad[1:]] + [_grad_mode_at_break(out)]
         for var, mode in zip(grad, modes, strict=True):
             managers[id(var)] = Reenter(torch.enable_grad if mode else torch.no_grad)
     for block in autocasts:
+        if _is_inference_mode(block):
+            managers[id(block)] = Reenter(torch.inference_mode, tuple(block.enter_node.args))
+            continue
         device, dtype, enabled, cache = block.enter_node.args
         managers[id(block)] = Reenter(
             torch.autocast, (device,),
@@ -190,13 +199,33 @@ def _reentered_managers(out: Output, brk: BreakAt) -> dict[int, Reenter]:
         )
     graph = out.builder.graph
     for block in reversed(autocasts):
-        # Not run in the tracer (its autocast state was already left): only recorded.
-        node = graph.call_function(torch.amp.autocast_mode._exit_autocast, (block.enter_node,))
+        # Not run in the tracer (its state was already left): only recorded.
+        leave = (
+            torch.autograd.grad_mode._exit_inference_mode
+            if _is_inference_mode(block)
+            else torch.amp.autocast_mode._exit_autocast
+        )
+        node = graph.call_function(leave, (block.enter_node,))
         node.meta["example_value"] = None
     if grad:
         node = graph.call_function(torch._C._set_grad_enabled, (grad[0].restore,))
         node.meta["example_value"] = None
     return managers
+
+
+def _switches_grad_after(out: Output, start: object) -> bool:
+    """Whether the graph switches grad mode after node ``start``."""
+    seen = False
+    for node in out.builder.graph.nodes:
+        seen = seen or node is start
+        if seen and node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            return True
+    return False
+
+
+def _is_inference_mode(block: AutocastExitVar) -> bool:
+    """An inference_mode block (its exit is kept like autocast's, on its enter node)."""
+    return bool(block.enter_node.target is torch.autograd.grad_mode._enter_inference_mode)
 
 
 def _grad_mode_at_break(out: Output) -> bool:

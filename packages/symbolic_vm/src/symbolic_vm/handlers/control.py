@@ -128,6 +128,12 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(enter_autocast(vm.out, manager))
         vm.push(ConstVar(None))
         return
+    from symbolic_vm.torch_calls import InferenceModeVar, enter_inference_mode
+
+    if isinstance(manager, InferenceModeVar):
+        vm.push(enter_inference_mode(vm.out, manager))
+        vm.push(ConstVar(None))
+        return
     if isinstance(manager, ObjectVar) and type(manager.value) in (torch.no_grad, torch.enable_grad):
         # A real manager object (a resume function re-entering a block after a graph break).
         vm.out.depend(manager)
