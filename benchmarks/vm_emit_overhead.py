@@ -87,13 +87,31 @@ def strata_rows(
     guard = entries[0].guard
     assert guard(f_locals)
     guard_only = per_call_ns(guard, (f_locals,), number, repeat)
+    code_only = per_call_ns(_code_without_graph(entries[0].code, fn), args, number, repeat)
     compile_api.reset()
     return [
         (f"{label}: graph called directly", graph),
         (f"{label}: compile_api(backend='eager') call", whole),
         (f"{label}: **Strata overhead** (compiled - graph)", _minus(whole, graph)),
         (f"{label}:   of which the guard check", guard_only),
+        (f"{label}:   the transformed code alone, graph replaced by a no-op", code_only),
     ]
+
+
+def _code_without_graph(code: Any, fn: Callable[..., object]) -> Callable[..., object]:
+    """The transformed code as a function whose ``__compiled_fn_<n>`` returns Nones at once:
+    what its reads (arguments, module state), the call and the result rebuild cost."""
+    import types
+
+    func = fn.forward.__func__ if isinstance(fn, nn.Module) else fn
+    namespace = dict(func.__globals__)  # type: ignore[attr-defined]
+    for name in code.co_names:
+        if name.startswith("__compiled_fn"):
+            namespace[name] = lambda *args: (None,) * 8
+    plain = types.FunctionType(code, namespace)
+    if isinstance(fn, nn.Module):
+        return lambda *args: plain(fn, *args)
+    return plain
 
 
 def torch_rows(
