@@ -160,17 +160,11 @@ cache_of_or_create(PyObject *code, int *disabled)
 /* ------------------------------------------------------------------ */
 /* Per-thread state (ThreadState, declared in _evalframe.h).             */
 
-static int
-thread_active(ThreadState *st)
-{
-    return st->callback != NULL || st->run_only > 0;
-}
-
 static void install_hook(void);
 static void uninstall_hook(void);
 
-static void
-note_activity(int was_active, int now_active)
+void
+ef_note_activity(int was_active, int now_active)
 {
     if (!was_active && now_active) {
         if (active_threads++ == 0) {
@@ -187,10 +181,10 @@ note_activity(int was_active, int now_active)
 static void
 threadstate_dealloc(ThreadState *self)
 {
-    int was_active = thread_active(self);
+    int was_active = ef_thread_active(self);
     Py_CLEAR(self->callback);
     self->run_only = 0;
-    note_activity(was_active, 0);
+    ef_note_activity(was_active, 0);
     if (ef_thread.state == self) {
         ef_thread.state = NULL;
     }
@@ -235,30 +229,6 @@ ef_current_state(int create)
     return st;
 }
 
-void
-ef_hook_off(ThreadState *st, ef_saved_state *saved)
-{
-    int was_active = thread_active(st);
-    saved->callback = st->callback; /* the reference moves into `saved` */
-    saved->run_only = st->run_only;
-    st->callback = NULL;
-    st->run_only = 0;
-    note_activity(was_active, 0);
-}
-
-void
-ef_hook_restore(ThreadState *st, ef_saved_state *saved)
-{
-    int was_active = thread_active(st);
-    PyObject *current = st->callback;
-    st->callback = saved->callback;
-    st->run_only = saved->run_only;
-    saved->callback = NULL;
-    note_activity(was_active, thread_active(st));
-    /* Last: dropping a callback that fn installed and left may run any code. */
-    Py_XDECREF(current);
-}
-
 #if EF_HOOK
 /* The layout of a code object's co_extra block (private to CPython's
  * Objects/codeobject.c, the same from 3.6 through 3.13).  The hot path reads our
@@ -277,22 +247,6 @@ cache_of_code(PyCodeObject *co)
 
 static int take_answer(ThreadState *st, PyCodeObject *co, PyObject *answer,
                        PyCodeObject **target);
-
-/* Run a frame of code marked SKIP_RECURSIVE: the thread's hook is off for it
- * and every frame it starts, as in without_hook (while no thread has a
- * callback the eval-frame function is uninstalled, so its Python calls are
- * inlined again); the thread's state comes back exactly after. */
-static __attribute__((noinline)) PyObject *
-run_unhooked(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame)
-{
-    ef_saved_state saved;
-    Py_INCREF(st);
-    ef_hook_off(st, &saved);
-    PyObject *result = ef_eval_default(ts, frame, 0);
-    ef_hook_restore(st, &saved);
-    Py_DECREF(st);
-    return result;
-}
 
 /* The eval-frame function's work (evalframe_hook below takes the common
  * cases itself and adds the 3.12 credit). */
@@ -314,7 +268,7 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_threa
     (void)sp;
 #endif
     ThreadState *st = t->state;
-    if (st == NULL || st->disabled || !thread_active(st)) {
+    if (st == NULL || st->disabled || !ef_thread_active(st)) {
         return ef_eval_default(ts, frame, 0);
     }
     PyCodeObject *co = FRAME_CODE(frame);
@@ -372,7 +326,7 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_threa
     }
     ef_stats.misses++;
     if (cache != NULL && cache->skip == SKIP_RECURSIVE) {
-        return run_unhooked(ts, st, frame);
+        return ef_run_unhooked(ts, st, frame);
     }
     if (st->run_only > 0 || st->callback == NULL || (cache != NULL && cache->skip)) {
         return ef_eval_default(ts, frame, 0);
@@ -409,7 +363,7 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_threa
     if (target == NULL) {
         cache = cache_of_code(co);
         if (cache != NULL && cache->skip == SKIP_RECURSIVE) {
-            return run_unhooked(ts, st, frame);
+            return ef_run_unhooked(ts, st, frame);
         }
         return ef_eval_default(ts, frame, 0);
     }
@@ -465,7 +419,7 @@ evalframe_hook(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag)
     }
 #endif
     ThreadState *st = t->state;
-    if (st == NULL || st->disabled || !thread_active(st)) {
+    if (st == NULL || st->disabled || !ef_thread_active(st)) {
         return ef_eval_default(ts, frame, 0);
     }
     PyCodeObject *co = FRAME_CODE(frame);
@@ -631,10 +585,10 @@ ef_set_callback(PyObject *module, PyObject *callback)
     if (st == NULL) {
         return NULL;
     }
-    int was_active = thread_active(st);
+    int was_active = ef_thread_active(st);
     PyObject *previous = st->callback ? st->callback : Py_NewRef(Py_None);
     st->callback = callback == Py_None ? NULL : Py_NewRef(callback);
-    note_activity(was_active, thread_active(st));
+    ef_note_activity(was_active, ef_thread_active(st));
     return previous;
 }
 
@@ -661,9 +615,9 @@ ef_enter_run_only(PyObject *module, PyObject *unused)
     if (st == NULL) {
         return NULL;
     }
-    int was_active = thread_active(st);
+    int was_active = ef_thread_active(st);
     st->run_only++;
-    note_activity(was_active, thread_active(st));
+    ef_note_activity(was_active, ef_thread_active(st));
     Py_RETURN_NONE;
 }
 
@@ -675,9 +629,9 @@ ef_exit_run_only(PyObject *module, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError, "_exit_run_only() without _enter_run_only()");
         return NULL;
     }
-    int was_active = thread_active(st);
+    int was_active = ef_thread_active(st);
     st->run_only--;
-    note_activity(was_active, thread_active(st));
+    ef_note_activity(was_active, ef_thread_active(st));
     Py_RETURN_NONE;
 }
 

@@ -73,6 +73,16 @@ void ef_stack_marks_slow(ef_thread_t *t);
 #endif
 
 ThreadState *ef_current_state(int create);
+
+static inline int
+ef_thread_active(ThreadState *st)
+{
+    return st->callback != NULL || st->run_only > 0;
+}
+
+/* Count a thread becoming active or inactive; the eval-frame function is
+ * installed while any thread is active. */
+void ef_note_activity(int was_active, int now_active);
 /* Turn the thread's hook off (no callback, not run-only), saving its state. */
 void ef_hook_off(ThreadState *st, ef_saved_state *saved);
 /* Put back exactly what ef_hook_off saved (and drop what is there now). */
@@ -133,6 +143,8 @@ PyObject *ef_snapshot_frame(_PyInterpreterFrame *frame);
 PyObject *ef_fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame);
 PyObject *ef_guard_locals(_PyInterpreterFrame *frame);
 int ef_check_layout(PyCodeObject *orig, PyCodeObject *code);
+/* Run a frame of code marked SKIP_RECURSIVE with the thread's hook off. */
+PyObject *ef_run_unhooked(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame);
 PyObject *ef_run_entry(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame,
                        PyCodeObject *code);
 #endif /* EF_HOOK */

@@ -1,15 +1,61 @@
 /*
- * evalframe.without_hook(fn): a callable that runs fn with this thread's hook
+ * Running with the thread's hook off: the helpers that save and restore a
+ * thread's callback state, frames of code marked SKIP_RECURSIVE, and
+ * evalframe.without_hook(fn), a callable that runs fn with this thread's hook
  * off, as set_callback(None) around the call would, without a Python frame.
  *
- * Calling it saves the thread's callback state (callback and run_only()
- * depth), clears both so that every frame fn starts runs as is (no callback,
- * no cached entries), calls fn with the same arguments, and puts the saved
- * state back exactly, whether fn returned or raised.  While no thread has a
- * callback the interpreter's eval-frame function is uninstalled (the usual
- * bookkeeping of _evalframe.c), so fn's own Python calls are inlined again.
+ * Calling a without_hook object saves the thread's callback state (callback
+ * and run_only() depth), clears both so that every frame fn starts runs as is
+ * (no callback, no cached entries), calls fn with the same arguments, and puts
+ * the saved state back exactly, whether fn returned or raised.  While no
+ * thread has a callback the interpreter's eval-frame function is uninstalled
+ * (the usual bookkeeping of _evalframe.c), so fn's own Python calls are
+ * inlined again.
  */
 #include "_evalframe.h"
+
+void
+ef_hook_off(ThreadState *st, ef_saved_state *saved)
+{
+    int was_active = ef_thread_active(st);
+    saved->callback = st->callback; /* the reference moves into `saved` */
+    saved->run_only = st->run_only;
+    st->callback = NULL;
+    st->run_only = 0;
+    ef_note_activity(was_active, 0);
+}
+
+void
+ef_hook_restore(ThreadState *st, ef_saved_state *saved)
+{
+    int was_active = ef_thread_active(st);
+    PyObject *current = st->callback;
+    st->callback = saved->callback;
+    st->run_only = saved->run_only;
+    saved->callback = NULL;
+    ef_note_activity(was_active, ef_thread_active(st));
+    /* Last: dropping a callback that fn installed and left may run any code. */
+    Py_XDECREF(current);
+}
+
+#if EF_HOOK
+/* Run a frame of code marked SKIP_RECURSIVE: the thread's hook is off for it
+ * and every frame it starts, as in without_hook (while no thread has a
+ * callback the eval-frame function is uninstalled, so its Python calls are
+ * inlined again); the thread's state comes back exactly after. */
+PyObject *
+ef_run_unhooked(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame)
+{
+    ef_saved_state saved;
+    Py_INCREF(st);
+    ef_hook_off(st, &saved);
+    PyObject *result = ef_eval_default(ts, frame, 0);
+    ef_hook_restore(st, &saved);
+    Py_DECREF(st);
+    return result;
+}
+
+#endif
 
 typedef struct {
     PyObject_HEAD
