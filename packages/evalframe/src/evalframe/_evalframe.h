@@ -1,7 +1,9 @@
 /*
- * Shared by the two C files of evalframe._evalframe: _evalframe.c (the module,
- * the caches, the per-thread state and the eval-frame function that dispatches)
- * and frames.c (what is done to a frame, per CPython version).
+ * Shared by the C files of evalframe._evalframe: _evalframe.c (the module, the
+ * caches, the per-thread state and the eval-frame function that dispatches),
+ * frames.c (what is done to a frame, per CPython version), without_hook.c
+ * (running with a thread's hook off: without_hook, SKIP_RECURSIVE) and
+ * recursion.c (the C stack guard and the 3.12 recursion credit).
  */
 #ifndef EVALFRAME_INTERNAL_H
 #define EVALFRAME_INTERNAL_H
