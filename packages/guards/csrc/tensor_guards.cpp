@@ -7,6 +7,7 @@
 //   DispatchTlsCheck() -> bool         the thread-local dispatch include/exclude sets
 //   ModuleParamsCheck(module) -> bool  identities along _modules/_parameters, then a
 //                                      TensorCheck per parameter
+//   ModuleCallsCheck(modules) -> bool  the called submodules' class, hook dicts, forward
 //   GlobalStateCheck() -> bool         grad mode, inference mode, default dtype, deterministic
 //                                      flags, torch-function / torch-dispatch mode stack lengths
 //
@@ -472,6 +473,179 @@ PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
 PyTypeObject ModuleParamsCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
 // ---------------------------------------------------------------------------------------------
+// ModuleCallsCheck
+
+struct ModuleCall {
+  PyObject* key;
+  PyObject* cls;  // the exact expected class
+  bool inlined;   // the class forward was inlined: the instance must not shadow it
+};
+
+struct ModuleCallsCheck {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  std::vector<std::pair<PyObject*, PyObject*>>* forwards;  // (class, its forward when traced)
+  std::vector<ModuleCall>* calls;
+};
+
+PyObject* str_forward;
+PyObject* str_dict;
+PyObject* str_hooks[4];
+
+// 1 true, 0 false, -1 error (Python error set): the same reads as module_calls._python_check.
+int module_calls_run(ModuleCallsCheck* self, PyObject* modules) {
+  if (self->calls == nullptr) {
+    return 0;  // cleared by the cycle collector
+  }
+  for (const auto& [cls, forward] : *self->forwards) {
+    PyObject* now = PyObject_GetAttr(cls, str_forward);
+    if (now == nullptr) {
+      return -1;
+    }
+    Py_DECREF(now);  // identity only; cls keeps its forward alive
+    if (now != forward) {
+      return 0;
+    }
+  }
+  for (const ModuleCall& call : *self->calls) {
+    PyObject* m = PyObject_GetItem(modules, call.key);
+    if (m == nullptr) {
+      return -1;
+    }
+    int ok = reinterpret_cast<PyObject*>(Py_TYPE(m)) == call.cls ? 1 : 0;
+    PyObject* d = ok ? PyObject_GetAttr(m, str_dict) : nullptr;
+    if (ok && d == nullptr) {
+      ok = -1;
+    }
+    for (int i = 0; ok == 1 && i < 4; ++i) {
+      PyObject* hooks = PyObject_GetItem(d, str_hooks[i]);
+      if (hooks == nullptr) {
+        ok = -1;
+        break;
+      }
+      const int truth = PyObject_IsTrue(hooks);
+      Py_DECREF(hooks);
+      ok = truth < 0 ? -1 : (truth ? 0 : 1);
+    }
+    if (ok == 1 && call.inlined) {
+      const int shadowed = PySequence_Contains(d, str_forward);
+      ok = shadowed < 0 ? -1 : (shadowed ? 0 : 1);
+    }
+    Py_XDECREF(d);
+    Py_DECREF(m);
+    if (ok != 1) {
+      return ok;
+    }
+  }
+  return 1;
+}
+
+PyObject* module_calls_vectorcall(
+    PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames))) {
+    PyErr_SetString(PyExc_TypeError, "ModuleCallsCheck takes exactly one positional argument");
+    return nullptr;
+  }
+  const int ok = module_calls_run(reinterpret_cast<ModuleCallsCheck*>(callable), args[0]);
+  if (ok < 0) {
+    PyErr_Clear();  // an exception while checking means "failed", as in the Python path
+  }
+  PyObject* out = ok == 1 ? Py_True : Py_False;
+  Py_INCREF(out);
+  return out;
+}
+
+void module_calls_release(ModuleCallsCheck* self) {
+  if (self->forwards != nullptr) {
+    for (auto& [cls, forward] : *self->forwards) {
+      Py_CLEAR(cls);
+      Py_CLEAR(forward);
+    }
+    delete self->forwards;
+    self->forwards = nullptr;
+  }
+  if (self->calls != nullptr) {
+    for (ModuleCall& call : *self->calls) {
+      Py_CLEAR(call.key);
+      Py_CLEAR(call.cls);
+    }
+    delete self->calls;
+    self->calls = nullptr;
+  }
+}
+
+void module_calls_dealloc(PyObject* obj) {
+  PyObject_GC_UnTrack(obj);
+  module_calls_release(reinterpret_cast<ModuleCallsCheck*>(obj));
+  Py_TYPE(obj)->tp_free(obj);
+}
+
+int module_calls_traverse(PyObject* obj, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<ModuleCallsCheck*>(obj);
+  if (self->forwards != nullptr) {
+    for (const auto& [cls, forward] : *self->forwards) {
+      Py_VISIT(cls);
+      Py_VISIT(forward);
+    }
+  }
+  if (self->calls != nullptr) {
+    for (const ModuleCall& call : *self->calls) {
+      Py_VISIT(call.cls);
+    }
+  }
+  return 0;
+}
+
+int module_calls_clear(PyObject* obj) {
+  module_calls_release(reinterpret_cast<ModuleCallsCheck*>(obj));
+  return 0;
+}
+
+// ModuleCallsCheck(forwards, calls): forwards is a tuple of (class, function) pairs, calls a
+// tuple of (key: str, class, inlined: bool).
+PyObject* module_calls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* kwlist[] = {"forwards", "calls", nullptr};
+  PyObject *forwards, *calls;
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "O!O!", const_cast<char**>(kwlist), &PyTuple_Type, &forwards,
+          &PyTuple_Type, &calls)) {
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<ModuleCallsCheck*>(type->tp_alloc(type, 0));
+  if (self == nullptr) {
+    return nullptr;
+  }
+  self->vectorcall = module_calls_vectorcall;
+  self->forwards = new std::vector<std::pair<PyObject*, PyObject*>>();
+  self->calls = new std::vector<ModuleCall>();
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(forwards); ++i) {
+    PyObject *cls, *forward;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(forwards, i), "O!O", &PyType_Type, &cls, &forward)) {
+      Py_DECREF(self);
+      return nullptr;
+    }
+    Py_INCREF(cls);
+    Py_INCREF(forward);
+    self->forwards->emplace_back(cls, forward);
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(calls); ++i) {
+    PyObject *key, *cls;
+    int inlined;
+    if (!PyArg_ParseTuple(PyTuple_GET_ITEM(calls, i), "UO!p", &key, &PyType_Type, &cls,
+                          &inlined)) {
+      Py_DECREF(self);
+      return nullptr;
+    }
+    Py_INCREF(key);
+    Py_INCREF(cls);
+    self->calls->push_back(ModuleCall{key, cls, inlined != 0});
+  }
+  return reinterpret_cast<PyObject*>(self);
+}
+
+PyTypeObject ModuleCallsCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// ---------------------------------------------------------------------------------------------
 // GlobalStateCheck
 
 struct GlobalStateCheck {
@@ -595,7 +769,23 @@ void plain_dealloc(PyObject* obj) {
 }  // namespace
 
 PyMODINIT_FUNC PyInit__tensor_guards() {
-  if (!ready(&TensorCheckType, "guards._tensor_guards.TensorCheck", sizeof(TensorCheck),
+  str_forward = PyUnicode_InternFromString("forward");
+  str_dict = PyUnicode_InternFromString("__dict__");
+  const char* hook_names[4] = {
+      "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"};
+  for (int i = 0; i < 4; ++i) {
+    str_hooks[i] = PyUnicode_InternFromString(hook_names[i]);
+    if (str_hooks[i] == nullptr) {
+      return nullptr;
+    }
+  }
+  if (str_forward == nullptr || str_dict == nullptr) {
+    return nullptr;
+  }
+  if (!ready(&ModuleCallsCheckType, "guards._tensor_guards.ModuleCallsCheck",
+             sizeof(ModuleCallsCheck), offsetof(ModuleCallsCheck, vectorcall), module_calls_new,
+             module_calls_dealloc, module_calls_traverse, module_calls_clear) ||
+      !ready(&TensorCheckType, "guards._tensor_guards.TensorCheck", sizeof(TensorCheck),
              offsetof(TensorCheck, vectorcall), tensor_check_new, tensor_check_dealloc,
              tensor_check_traverse, tensor_check_clear) ||
       !ready(&DispatchTlsCheckType, "guards._tensor_guards.DispatchTlsCheck",
@@ -618,6 +808,7 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
       {"TensorCheck", &TensorCheckType},
       {"DispatchTlsCheck", &DispatchTlsCheckType},
       {"ModuleParamsCheck", &ModuleParamsCheckType},
+      {"ModuleCallsCheck", &ModuleCallsCheckType},
       {"GlobalStateCheck", &GlobalStateCheckType}};
   for (const auto& [name, type] : types) {
     Py_INCREF(type);

@@ -23,7 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import guards
 import guards.native as gn
-from guards import CompiledGuards, GuardSet, LocalSource, compile_guards
+from guards import AttrSource, CompiledGuards, GuardSet, LocalSource, compile_guards
 from guards.native import PURE_PYTHON_ENV, native_module
 
 Build = Callable[[GuardSet], None]
@@ -542,4 +542,102 @@ def test_native_checks_keep_no_references() -> None:
     before = [sys.getrefcount(o) for o in watched]
     for _ in range(1000):
         assert not fast_m({"self": model})
+    assert [sys.getrefcount(o) for o in watched] == before
+
+
+# -- MODULE_CALLS -----------------------------------------------------------------------------
+
+
+class _Double(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+CALL_CHANGES = [
+    "none",
+    "forward_hook",
+    "pre_hook",
+    "backward_hook",
+    "remove_hooks",
+    "shadow_forward",
+    "unshadow_forward",
+    "class_change",
+    "class_back",
+    "delete",
+    "replace_same_class",
+    "patch_class_forward",
+]
+
+
+def _change_calls(seq: torch.nn.Sequential, how: str, which: int) -> None:
+    key = str(which)
+    m = seq._modules.get(key)
+    if m is None:
+        return
+    if how == "forward_hook":
+        m.register_forward_hook(lambda *a: None)
+    elif how == "pre_hook":
+        m.register_forward_pre_hook(lambda *a: None)
+    elif how == "backward_hook":
+        m.register_full_backward_hook(lambda *a: None)
+    elif how == "remove_hooks":
+        for name in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
+            getattr(m, name).clear()
+    elif how == "shadow_forward":
+        m.forward = lambda x: x
+    elif how == "unshadow_forward":
+        m.__dict__.pop("forward", None)
+    elif how == "class_change":
+        m.__class__ = _Double if type(m) is torch.nn.ReLU else torch.nn.ReLU
+    elif how == "class_back":
+        m.__class__ = torch.nn.ReLU if which == 0 else _Double
+    elif how == "delete":
+        del seq._modules[key]
+    elif how == "replace_same_class":
+        seq._modules[key] = type(m)()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    changes=st.lists(st.tuples(st.sampled_from(CALL_CHANGES), st.integers(0, 2)), max_size=4),
+    own_forward=st.booleans(),
+)
+def test_module_calls_paths_agree_on_random_changes(changes, own_forward) -> None:  # type: ignore[no-untyped-def]
+    seq = torch.nn.Sequential(torch.nn.ReLU(), _Double(), _Double())
+    source = AttrSource(LocalSource("seq"), "_modules")
+    calls = [(k, type(m), type(m).forward) for k, m in seq._modules.items()]
+    if own_forward:  # the trace ran an instance attribute for module '1'
+        seq[1].forward = lambda x: x
+        calls[1] = ("1", _Double, None)
+    fast, slow = both(lambda gs: gs.MODULE_CALLS(source, calls))
+    assert "___module_calls_check" in fast.source_code
+    assert agree(fast, slow, {"seq": seq})
+    original = _Double.forward
+    try:
+        for how, which in changes:
+            if how == "patch_class_forward":
+                _Double.forward = lambda self, x: x  # type: ignore[method-assign]
+            else:
+                _change_calls(seq, how, which)
+            agree(fast, slow, {"seq": seq})
+    finally:
+        _Double.forward = original  # type: ignore[method-assign]
+    agree(fast, slow, {"seq": seq})
+    agree(fast, slow, {"seq": torch.nn.Linear(1, 1)})
+    agree(fast, slow, {})
+
+
+def test_module_calls_check_keeps_no_references() -> None:
+    seq = torch.nn.Sequential(torch.nn.ReLU(), _Double())
+    source = AttrSource(LocalSource("seq"), "_modules")
+    calls = [(k, type(m), type(m).forward) for k, m in seq._modules.items()]
+    fast, _ = both(lambda gs: gs.MODULE_CALLS(source, calls))
+    watched = [seq, seq[0], seq[1], seq[1].__dict__, seq._modules, _Double.forward]
+    before = [sys.getrefcount(o) for o in watched]
+    for _ in range(1000):
+        assert fast({"seq": seq})
+    handle = seq[1].register_forward_hook(lambda *a: None)
+    for _ in range(1000):
+        assert not fast({"seq": seq})  # a miss after the module and its dict were read
+    handle.remove()
     assert [sys.getrefcount(o) for o in watched] == before

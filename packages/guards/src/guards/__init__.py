@@ -20,6 +20,7 @@ from guards.guard import (
     TypeMatch,
 )
 from guards.guard_set import GuardSet
+from guards.module_calls import ModuleCalls
 from guards.module_params import ModuleParams
 from guards.shape import shape_guards
 from guards.source import (
@@ -62,6 +63,7 @@ __all__ = [
     "GlobalState",
     "Shape",
     "ModuleParams",
+    "ModuleCalls",
     "TensorSpec",
     "StrideRel",
     # errors

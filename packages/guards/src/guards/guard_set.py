@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -22,6 +22,7 @@ from guards.guard import (
     TensorMatch,
     TypeMatch,
 )
+from guards.module_calls import module_calls
 from guards.module_params import module_params
 from guards.source import Source
 from guards.tensor_spec import tensor_spec
@@ -156,13 +157,23 @@ class GuardSet:
         self.add(DictKeys(source, type(value), keys))
 
     def MODULE_PARAMS(self, source: Source, module: torch.nn.Module, names: list[str]) -> None:
-        """Prototype: identity of ``module`` at ``source``, of each submodule and parameter on
+        """Identity of ``module`` at ``source``, of each submodule and parameter on
         the paths of ``names`` (dotted, as ``named_parameters`` gives them), read through
         ``_modules``/``_parameters``, and each parameter's full TENSOR_MATCH metadata.
         Also adds the DISPATCH_TLS guard (once per set)."""
         self.add(module_params(source, module, names))
         if ("DISPATCH_TLS", None) not in self._guards:
             self.add(DispatchTls.capture())
+
+    def MODULE_CALLS(
+        self, source: Source, calls: Sequence[tuple[str, type, object | None]]
+    ) -> None:
+        """The submodules a trace called under the ``_modules`` dict at ``source``, as
+        ``(key, class, the class forward inlined or None)``: each still of that class, with
+        no forward/backward (pre-)hooks, not shadowing ``forward`` on the instance (when the
+        class forward was inlined), and each class's ``forward`` still that function.  Two on
+        one dict merge into the union of their keys."""
+        self.add(module_calls(source, calls))
 
     def GLOBAL_STATE(self) -> None:
         """Capture grad mode, default dtype, deterministic algorithms, autocast and the
