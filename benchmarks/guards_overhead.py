@@ -220,6 +220,39 @@ def module_guard_sets(
     return gb, gb_params, gd, gp
 
 
+def vm_guard_records(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Any:
+    """The guard records and globals symbolic_vm emits for ``model(x, y)`` (via compile_api;
+    the caller resets compile_api after use: the guards' SHAPE lines read globals it installed)."""
+    import compile_api
+    import evalframe
+
+    compile_api.compile(model, backend="eager")(x, y)
+    entries = evalframe.cache_entries(Model.forward.__code__)
+    if len(entries) != 1:
+        return None
+    cg: Any = getattr(entries[0].guard, "compiled_guards", entries[0].guard)
+    return cg.guards, cg.f_globals
+
+
+def vm_set(
+    records: Any, model: torch.nn.Module, layers: Source | None
+) -> tuple[GuardSet, dict[str, Any]]:
+    """A GuardSet of ``records``; with ``layers``, the SHAPE lines that call symbolic_vm's
+    per-_modules check replaced by MODULE_CALLS on self._modules and self.layers._modules."""
+    guards, f_globals = records
+    seq: Any = model.layers
+    gs = GuardSet()
+    for guard in guards:
+        if layers is not None and "called_modules" in getattr(guard, "predicate", ""):
+            continue
+        gs.add(guard)
+    if layers is not None:
+        root = AttrSource(LocalSource("self"), "_modules")
+        gs.MODULE_CALLS(root, [("layers", type(seq), type(seq).forward)])
+        gs.MODULE_CALLS(layers, [(k, type(m), type(m).forward) for k, m in seq._modules.items()])
+    return gs, f_globals
+
+
 class Model(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -408,6 +441,39 @@ def main() -> None:
                     check_ns(ablate_where(cgp, _parameter_metadata_line), lb, n // 10, r),
                 )
             )
+
+    # MODULE_CALLS (not emitted by symbolic_vm yet): the 25 called Linear modules under
+    # self.layers._modules, and the guard symbolic_vm emits for (b) with its per-_modules
+    # Python checks (SHAPE lines calling a "called_modules" function) replaced by MODULE_CALLS.
+    layers = AttrSource(
+        ItemSource(AttrSource(LocalSource("self"), "_modules"), "layers"), "_modules"
+    )
+    calls = [(k, type(m), type(m).forward) for k, m in model.layers._modules.items()]
+    gm = GuardSet()
+    gm.MODULE_CALLS(layers, calls)
+    vm_guards = vm_guard_records(model, x, y)
+    for path in PATHS:
+        rows.append(
+            (
+                f"(b) [{path}] MODULE_CALLS alone: 25 called Linear modules",
+                check_ns(compile_on(path, gm), lb, n // 10, r),
+            )
+        )
+        if vm_guards is None:
+            continue
+        with check_path(path):
+            vm_cg = compile_guards(*vm_set(vm_guards, model, None))
+            proposal = compile_guards(*vm_set(vm_guards, model, layers))
+        rows.append((f"(b) [{path}] the guard symbolic_vm emits", check_ns(vm_cg, lb, n // 10, r)))
+        rows.append(
+            (
+                f"(b) [{path}] the same with its called-module checks as MODULE_CALLS",
+                check_ns(proposal, lb, n // 10, r),
+            )
+        )
+    import compile_api
+
+    compile_api.reset()
 
     # What the transformed code pays to read the 50 parameters it passes to the graph: the
     # attribute path symbolic_vm reads them by today, and the dict path MODULE_PARAMS reads.
