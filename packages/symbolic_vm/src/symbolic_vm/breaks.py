@@ -80,8 +80,9 @@ def plan_break(
         # iterator, so it can make more graphs there).
         raise brk.error
     if _in_other_with_block(code, brk):
-        # A user context manager (or any other than grad mode / autocast) is active: TorchDynamo
-        # runs such a frame eagerly; re-entering an arbitrary manager could change what it does.
+        # A user context manager (any but grad mode, autocast, inference mode) is active:
+        # TorchDynamo runs such a frame eagerly; re-entering an arbitrary manager could change
+        # what it does.
         raise brk.error
     managers = _reentered_managers(out, brk)
     live: list[tuple[str, Slot]] = []
