@@ -106,9 +106,10 @@ class ModuleCalls(Guard):
                 tuple(dict.fromkeys((c.cls, c.forward) for c in inlined)),
                 tuple((c.key, c.cls, c.forward is not None) for c in self.calls),
             )
+            hint = "module_calls_check"
         else:
-            check = _python_check(self.calls)
-        return [f"if not {ctx.bind(check, 'module_calls_check')}({var}): return False"]
+            check, hint = _python_check(self.calls), "module_calls"
+        return [f"if not {ctx.bind(check, hint)}({var}): return False"]
 
     def explain(
         self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
