@@ -413,3 +413,44 @@ def test_patching_a_class_forward_recompiles() -> None:
         assert backend.count == 2
     finally:
         nn.Tanh.forward = original  # type: ignore[method-assign]
+
+
+class SumsParameters(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        total = x.sum() * 0
+        for p in self.parameters():
+            total = total + p.sum()
+        for name, b in self.named_buffers():
+            total = total + b.sum()
+        return total
+
+
+def test_a_parameter_added_after_compiling_is_seen_by_parameters() -> None:
+    model, backend = SumsParameters(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    same(opt, model, x)
+    text = guard_text(SumsParameters.forward.__code__)
+    assert "DICT_KEYS: L['self']._parameters" in text
+    model.b = nn.Parameter(torch.ones(3))
+    same(opt, model, x)
+    model.a.register_buffer("extra", torch.ones(2))
+    same(opt, model, x)
+    assert backend.count == 3
+
+
+def test_parameters_iterated_are_read_through_the_dicts() -> None:
+    model, backend = SumsParameters(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 4)
+    same(opt, model, x)
+    code = entry_for(SumsParameters.forward.__code__).code
+    assert {"_modules", "_parameters", "_buffers"} <= set(code.co_names)
+    assert "MODULE_PARAMS: L['self'] submodules=1 parameters=2" in guard_text(
+        SumsParameters.forward.__code__
+    )

@@ -197,23 +197,71 @@ _MODULE_ITERATORS = frozenset({
 def module_iterator(
     vm: Interpreter, obj: ModuleVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
-    """``module.parameters()`` and friends: an iterator over values named by their sources."""
+    """``module.parameters()`` and friends: an iterator over values named by their sources.
+
+    What they yield depends on the keys of every ``_modules`` dict of the tree they walk and
+    of its ``_parameters``/``_buffers`` dicts: each of those gets a DICT_KEYS guard (a
+    parameter, buffer or submodule added or removed later recompiles). With ``nn.Module``'s
+    own methods the values are read through the same dicts (``..._modules['a']._parameters
+    ['weight']``); a class that overrides the method keeps the attribute path.
+    """
     out = vm.out
     out.depend(obj)
     py_args = [ops.const_value(out, a) for a in args]
     py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
     named = name.startswith("named_")
+    base = name.removeprefix("named_")
     method = getattr(obj.module, name if named else f"named_{name}")
     entries = list(method(*py_args, **py_kwargs))
+    stock = (
+        getattr(type(obj.module), f"named_{base}", None)
+        is getattr(torch.nn.Module, f"named_{base}", None)
+        and not py_args
+        and set(py_kwargs) <= {"recurse", "remove_duplicate"}  # no prefix: names are paths
+    )
+    if obj.source is not None and stock:
+        _guard_tree_keys(out, obj.source, obj.module, base)
     items: list[Var] = []
     for entry_name, value in entries:
         source = obj.source
         if source is not None:
-            for part in filter(None, str(entry_name).split(".")):
-                source = AttrSource(source, part)
+            parts = [p for p in str(entry_name).split(".") if p]
+            if stock and base in _ITERATOR_TABLES:
+                *path, leaf = parts or [""]
+                for part in path:
+                    source = ItemSource(AttrSource(source, "_modules"), part)
+                if parts:
+                    table = _ITERATOR_TABLES[base]
+                    source = ItemSource(AttrSource(source, table), leaf)
+            else:
+                for part in parts:
+                    source = AttrSource(source, part)
         var = out.wrap(value, source)
         items.append(TupleVar((ConstVar(entry_name), var)) if named else var)
     return IteratorVar(IterBox(items))
+
+
+# The dict each nn.Module iterator reads its leaves from (paths go through ``_modules``).
+_ITERATOR_TABLES = {
+    "parameters": "_parameters", "buffers": "_buffers", "modules": "_modules",
+    "children": "_modules",
+}
+
+
+def _guard_tree_keys(out: Output, source: Source, module: torch.nn.Module, base: str) -> None:
+    """DICT_KEYS on the dicts an iterator of ``module`` walks: every ``_modules`` of the tree
+    (the root's alone for ``children``) and the ``_parameters``/``_buffers`` it lists."""
+    leaf_table = {"parameters": "_parameters", "buffers": "_buffers"}.get(base)
+    walk = [("", module)] if base == "children" else list(
+        module.named_modules(remove_duplicate=False)
+    )
+    for path, sub in walk:
+        where = source
+        for part in [p for p in path.split(".") if p]:
+            where = ItemSource(AttrSource(where, "_modules"), part)
+        out.request("DICT_KEYS", AttrSource(where, "_modules"), sub._modules)
+        if leaf_table is not None:
+            out.request("DICT_KEYS", AttrSource(where, leaf_table), getattr(sub, leaf_table))
 
 
 _HOOK_TABLES = (
