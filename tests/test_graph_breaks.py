@@ -1016,3 +1016,24 @@ def test_a_break_under_a_pending_tensor_method_call(
     assert placeholders(counter.graphs)[1] == ["y"]
     report = compile_api.explain(tensor_method_pending)(x)
     assert report.graph_break_count == 1
+
+
+def print_in_set_grad_enabled_by_keyword(x: torch.Tensor) -> torch.Tensor:
+    with torch.set_grad_enabled(mode=False):
+        y = x * 2
+        print("inside set_grad_enabled(mode=False)")
+        z = y * x
+    return z + x
+
+
+def test_set_grad_enabled_by_keyword_breaks_and_resumes_like_the_positional_form(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3, requires_grad=True)
+    out = compile_api.compile(print_in_set_grad_enabled_by_keyword, backend=counter)(x)
+    expected = print_in_set_grad_enabled_by_keyword(x)
+    torch.testing.assert_close(out, expected)
+    assert out.requires_grad == expected.requires_grad
+    assert counter.count == 2
+    assert torch.is_grad_enabled()
+    # torch.compile (2.13) runs this frame eagerly (0 graphs): it does not take mode= there.

@@ -105,7 +105,9 @@ def call_torch(
         _no_arguments(args, kwargs, "torch.enable_grad")
         return GradModeVar(True)
     if value is torch.set_grad_enabled:
-        enabled = bool(ops.const_value(out, args[0]))
+        if len(args) + len(kwargs) != 1 or (kwargs and "mode" not in kwargs):
+            raise Unsupported("torch.set_grad_enabled() takes exactly one argument, mode")
+        enabled = bool(ops.const_value(out, args[0] if args else kwargs["mode"]))
         previous = torch.is_grad_enabled()
         set_grad_mode(out, enabled)
         # Already in effect: as a context manager, its exit restores the previous mode.
