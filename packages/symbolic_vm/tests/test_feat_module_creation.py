@@ -97,3 +97,20 @@ def test_parameter_module_made_inside_graph_breaks_under_compile_api():
     shape, y = compiled(fn, counter, fullgraph=False)(torch.randn(2, 3))
     assert shape == torch.Size([2, 3])
     torch.testing.assert_close(y, y)  # ran (eagerly where it had to): no crash
+
+
+def test_modules_made_inside_can_be_returned_fresh_on_every_call():
+    def fn(x):
+        gate = Gate(3.0)
+        relu = nn.ReLU()
+        return gate(x), gate, relu
+
+    x = torch.randn(4)
+    compiled_run = run_vm(fn, x)
+    _, gate, relu = compiled_run.output
+    assert isinstance(gate, Gate) and isinstance(gate.act, nn.Sigmoid) and gate.training
+    assert dict(gate.named_children()) == {"act": gate.act}  # registered like eager's
+    torch.testing.assert_close(gate(x), Gate(3.0)(x))
+    torch.testing.assert_close(relu(x), x.relu())
+    _, gate2, relu2 = compiled_run.fn(x)
+    assert gate2 is not gate and gate2.act is not gate.act and relu2 is not relu

@@ -180,3 +180,32 @@ def test_requires_grad_changing_an_input_is_refused_cleanly():
 
     with pytest.raises(Unsupported, match="requires_grad_"):
         run_vm(fn, torch.randn(3))
+
+
+def resize_then_use(a, b, c):
+    before = c.shape
+    torch.add(a, b, out=c)
+    c.mul_(2)
+    return c + 1, before, c.shape
+
+
+def test_resized_out_is_read_and_changed_later_in_the_same_graph():
+    compiled_run = check(resize_then_use, torch.randn(4), torch.randn(4), torch.empty(0))
+    assert compiled_run.graph_count == 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager"])
+def test_resizing_out_works_with_a_functionalizing_backend(backend):
+    from test_feat_support import compile_api
+
+    if compile_api is None:
+        pytest.skip("compile_api cannot be imported")
+    compile_api.reset()
+    fn = compile_api.compile(resize_then_use, backend=backend, fullgraph=True)
+    a, b = torch.randn(4), torch.randn(4)
+    for sized in (0, 0, 4):
+        c_compiled, c_eager = torch.zeros(sized), torch.zeros(sized)
+        got, expected = fn(a, b, c_compiled), resize_then_use(a, b, c_eager)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:]
+        torch.testing.assert_close(c_compiled, c_eager)

@@ -155,3 +155,19 @@ def test_a_set_of_tensors_is_unsupported_not_guessed():
 
     with pytest.raises(Unsupported):
         run_vm(fn, torch.randn(2))
+
+
+def test_iteration_order_of_larger_string_and_int_sets_matches_eager():
+    words = [f"w{k}" for k in range(40)]
+
+    def fn(x, words):
+        a = set(words[:25])
+        b = {w for w in words[10:]}
+        a.update(b)
+        a.discard("w3")
+        c = (a - {"w5", "w6"}) | {"extra", "w0"}
+        d = {k * 8 for k in range(30)}  # ints colliding in a small table
+        d |= {1, 9, 17}
+        return x, list(a), list(c), list(b & a), list(d), [d.pop() for _ in range(3)]
+
+    check(fn, torch.randn(1), words)

@@ -264,21 +264,16 @@ def _tuple(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.set)
 def _set(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.handlers.containers import set_elements
+    from symbolic_vm.handlers.containers import set_operand
 
-    items: set[Any] = set()
-    if args:
-        for element in set_elements(vm, ops.iterate(vm.out, args[0])):
-            items.add(element)
-    return SetVar(SetBox(items))
+    return SetVar(SetBox(set(set_operand(vm, args[0])) if args else set()))
 
 
 @implements(builtins.frozenset)
 def _frozenset(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.handlers.containers import set_elements
+    from symbolic_vm.handlers.containers import set_operand
 
-    values = set_elements(vm, ops.iterate(vm.out, args[0])) if args else []
-    return ObjectVar(frozenset(values))
+    return ObjectVar(frozenset(set_operand(vm, args[0])) if args else frozenset())
 
 
 @implements(builtins.dict)

@@ -324,7 +324,7 @@ def _construct_torch_module(
             f"creating module {cls.__name__} with parameters or buffers inside a compiled "
             "function (create it outside and pass it in)"
         )
-    return ModuleVar(module)
+    return ModuleVar(module, created=True)
 
 
 def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:

@@ -13,6 +13,7 @@ under a name the frame cannot shadow). A prefix shared by several reads (``self.
 from __future__ import annotations
 
 import builtins
+import copy
 import inspect
 import math
 import re
@@ -60,6 +61,14 @@ def frame_names(code: types.CodeType) -> frozenset[str]:
 
 def make_object(cls: type, attributes: dict[str, object]) -> object:
     """Rebuild an object created while tracing (its ``__init__`` already ran symbolically)."""
+    if issubclass(cls, torch.nn.Module):
+        # A module made inside: nn.Module's own state first, then attributes through its
+        # __setattr__ (submodules register as eager's __init__ registered them).
+        module: Any = cls.__new__(cls)
+        torch.nn.Module.__init__(module)
+        for name, value in attributes.items():
+            setattr(module, name, value)
+        return module
     obj: Any = object.__new__(cls)
     obj.__dict__.update(attributes)
     return obj
@@ -171,13 +180,19 @@ class Rebuilder:
             ) + "}")
         if isinstance(var, SetVar):
             sbox = var.box  # one set object however often it is referenced
-            return self._once(sbox, lambda: f"set({self.constant(tuple(sbox.items))})")
+            # From a frozenset copy: CPython copies a set's slots, so the order is kept.
+            return self._once(sbox, lambda: f"set({self.out.install(frozenset(sbox.items))})")
         if isinstance(var, ObjectVar):
             if type(var.value) is set:  # a fresh set per call, never a shared one
                 return f"set({self.out.install(frozenset(var.value))})"
             if isinstance(var.value, (list, dict, bytearray)):
                 raise Unsupported(f"returning a {type(var.value).__name__} the VM cannot rebuild")
             return self.out.install(var.value)
+        if isinstance(var, ModuleVar) and var.created:
+            # Made inside the function: eager returns a fresh module on every call.
+            copier = self.out.install(copy.deepcopy, "deepcopy")
+            template = self.out.install(var.module, "module")
+            return self._once(var.module, lambda: f"{copier}({template})")
         if isinstance(var, ModuleVar):
             return self.out.install(var.module)
         if isinstance(var, FunctionVar):

@@ -211,7 +211,7 @@ def _set_method(
     vm: Interpreter, target: SetVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
     """set methods on the private copy; every operand is read and checked before a change."""
-    from symbolic_vm.handlers.containers import set_elements
+    from symbolic_vm.handlers.containers import set_elements, set_operand
 
     out = vm.out
     items = target.box.items
@@ -234,7 +234,7 @@ def _set_method(
         ops.note_set_mutation(out, target)
         items.clear()
         return ConstVar(None)
-    others = [set_elements(vm, ops.iterate(out, a)) for a in args]
+    others = [set_operand(vm, a) for a in args]
     if name in _SET_UPDATES:
         ops.note_set_mutation(out, target)
         for other in others:  # one at a time, as set.update(*others) does

@@ -253,16 +253,22 @@ def _is_set(var: Var) -> bool:
 
 def _set_binary(out: Output, fn: Callable[[Any, Any], Any], a: Var, b: Var) -> Var:
     """``|``, ``&``, ``-``, ``^`` and their in-place forms on sets (frozensets stay objects)."""
-    right = const_value(out, b)
+    right = _set_object(out, b)
     plain = _PLAIN_OF_INPLACE.get(fn, fn)
     if isinstance(a, SetVar) and fn is not plain:
         note_set_mutation(out, a)
         fn(a.box.items, right)  # in place on the private copy, as Python changes the set
         return a
-    result = _fold(plain, const_value(out, a), right)
+    # On the set objects themselves: CPython's copy-then-merge decides the result's order.
+    result = _fold(plain, _set_object(out, a), right)
     if isinstance(result, frozenset):
         return ObjectVar(result)
     return SetVar(SetBox(result))
+
+
+def _set_object(out: Output, var: Var) -> Any:
+    out.depend(var)
+    return var.box.items if isinstance(var, SetVar) else const_value(out, var)
 
 
 def note_set_mutation(out: Output, var: SetVar) -> None:

@@ -12,7 +12,7 @@ from torch._library.custom_ops import CustomOpDef
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.output import Output
+from symbolic_vm.output import AttrWrite, Output
 from symbolic_vm.values import (
     AutocastExitVar,
     AutocastVar,
@@ -148,24 +148,88 @@ def call_torch(
 
 
 def _call_with_out(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    """``fn(..., out=t)``: the call goes into the graph with its ``out=`` argument.
+    """``fn(..., out=t)``: the out tensors are written as eager writes them, and the call
+    returns them (``torch.add(a, b, out=c) is c``).
 
-    Running it on the fake examples writes (and, where eager would, resizes) the out tensors'
-    fakes in place, so later reads see the new sizes; the graph does the same to the real
-    tensors. The call returns the out tensors themselves, as eager does (``r is t``).
+    Where eager keeps each out tensor's size, the call goes into the graph with its ``out=``
+    (an in-place write, which every backend replays). Where eager resizes one (an empty out),
+    the graph computes the plain op instead, later uses of the tensor in the graph read that
+    result (GraphBuilder.redirect), and a tensor from the frame gets it as its ``.data`` after
+    the graph: backends that functionalize cannot resize their inputs.
     """
     target = kwargs["out"]
+    plain_kwargs = {k: v for k, v in kwargs.items() if k != "out"}
     if isinstance(target, ConstVar) and target.value is None:
-        return ops.graph_call(out, fn, args, {k: v for k, v in kwargs.items() if k != "out"})
+        return ops.graph_call(out, fn, args, plain_kwargs)
     targets = list(target.items) if isinstance(target, TupleVar) else [target]
-    if not all(isinstance(t, TensorVar) for t in targets):
+    tensors = [t for t in targets if isinstance(t, TensorVar)]
+    if len(tensors) != len(targets):
         raise Unsupported(f"{_name(fn)}(out=...) with out= that is not a tensor or tuple of them")
-    result = ops.graph_call(out, fn, args, kwargs)
+    tuple_out = isinstance(target, TupleVar)
+    shapes, named = _probe_out_call(out, fn, args, plain_kwargs, tensors, tuple_out)
+    if all(shape == tuple(t.example.shape) for shape, t in zip(shapes, tensors, strict=True)):
+        result = ops.graph_call(out, fn, args, kwargs)
+    else:
+        result = ops.graph_call(out, fn, args, plain_kwargs)
+        results = list(result.items) if isinstance(result, TupleVar) else [result]
+        for tensor, value, shape in zip(tensors, results, shapes, strict=True):
+            _write_out(out, tensor, value, shape)
     if not isinstance(target, TupleVar):
         return target
-    fields = result.fields if isinstance(result, TupleVar) else ()
-    named = result.named_type if isinstance(result, TupleVar) else None
+    fields = tuple(str(f) for f in getattr(named, "__match_args__", ()))
     return TupleVar(tuple(targets), fields=fields, named_type=named)
+
+
+def _probe_out_call(  # noqa: PLR0917 - the parts of one call
+    out: Output,
+    fn: Any,
+    args: list[Var],
+    kwargs: dict[str, Var],
+    targets: list[TensorVar],
+    tuple_out: bool,
+) -> tuple[list[tuple[Any, ...]], type | None]:
+    """Run the out= call on fakes with fresh out tensors like ``targets``: raises Unsupported
+    where eager raises (dtype, autograd), else the sizes eager leaves the out tensors with and
+    the named-tuple class an out= call returns (``torch.return_types.max_out``)."""
+    from torch.fx.node import map_aggregate
+
+    def example(value: Any) -> Any:
+        return value.meta["example_value"] if isinstance(value, torch.fx.Node) else value
+
+    fake_args = map_aggregate(tuple(ops.graph_arg(out, a) for a in args), example)
+    fake_kwargs = map_aggregate({k: ops.graph_arg(out, v) for k, v in kwargs.items()}, example)
+    try:
+        with out.builder.fake_mode:
+            probes = [
+                torch.empty(
+                    t.example.shape, dtype=t.example.dtype, device=t.example.device,
+                    requires_grad=t.example.requires_grad,
+                )
+                for t in targets
+            ]
+            result = fn(*fake_args, **fake_kwargs, out=tuple(probes) if tuple_out else probes[0])
+    except Exception as exc:
+        raise Unsupported(f"{type(exc).__name__} raised by {_name(fn)}(out=...): {exc}") from exc
+    named = type(result) if isinstance(result, tuple) and type(result) is not tuple else None
+    return [tuple(p.shape) for p in probes], named
+
+
+def _write_out(out: Output, tensor: TensorVar, value: Var, shape: tuple[Any, ...]) -> None:
+    """Make ``tensor`` hold ``value`` (the plain op's result) as the out= call would have."""
+    if not isinstance(value, TensorVar):
+        raise Unsupported("an out= call whose result is not a tensor")
+    if value.example.dtype != tensor.example.dtype:
+        value = ops.graph_method(out, "to", [value, ConstVar(tensor.example.dtype)], {})
+    assert isinstance(value, TensorVar)
+    if shape == tuple(tensor.example.shape):
+        ops.graph_method(out, "copy_", [tensor, value], {})
+        return
+    out.depend(tensor)  # its size before the call is assumed: TENSOR_MATCH
+    with out.builder.fake_mode:
+        tensor.example.resize_(shape)  # later metadata reads see the new size
+    out.builder.redirect(tensor.node, value.node)
+    if tensor.node.op == "placeholder":
+        out.side_effects.append(AttrWrite(tensor, "data", value))
 
 
 _AUTOCAST_CLASSES: tuple[Any, ...] = (torch.autocast, torch.amp.autocast)

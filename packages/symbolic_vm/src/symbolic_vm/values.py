@@ -228,9 +228,11 @@ class MethodVar(Var):
 
 @attrs.frozen(eq=False)
 class ModuleVar(Var):
-    """A torch.nn.Module instance from the frame (its parameters become graph inputs)."""
+    """A torch.nn.Module instance from the frame (its parameters become graph inputs), or one
+    made inside the function (``created``: stateless, rebuilt by copy when it escapes)."""
 
     module: Any
+    created: bool = attrs.field(default=False, kw_only=True)
 
 
 @attrs.frozen(eq=False)

@@ -52,6 +52,19 @@ def set_elements(vm: Interpreter, values: list[Var]) -> list[Any]:
     return elements
 
 
+def set_operand(vm: Interpreter, var: Var) -> Any:
+    """What a set operation reads from ``var``, as Python would read it: the set object itself
+    for a set or frozenset (CPython copies a set's table slot by slot, so a list of its items
+    could land in other slots and iterate in another order), else the iterable's elements."""
+    if isinstance(var, SetVar):
+        vm.out.depend(var)
+        return var.box.items
+    if isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset)):
+        vm.out.depend(var)
+        return var.value
+    return set_elements(vm, ops.iterate(vm.out, var))
+
+
 @handler("BUILD_SET")
 def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:
     items: set[Any] = set()
@@ -125,7 +138,7 @@ def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("SET_UPDATE")
 def SET_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
-    values = set_elements(vm, ops.iterate(vm.out, vm.pop()))
+    values = set_operand(vm, vm.pop())
     target = vm.peek(_arg(inst))
     assert isinstance(target, SetVar)
     target.box.items.update(values)
