@@ -234,3 +234,18 @@ def test_ops_returning_python_objects_keep_them_as_example_values():
     builder.call_function(torch.amp.autocast_mode._exit_autocast, (mode,))
     assert not torch.is_autocast_enabled("cpu")
     assert builder.example_value(mode) is not None
+
+
+def test_redirect_makes_later_uses_and_outputs_name_the_replacement():
+    b = GraphBuilder()
+    x = b.placeholder("x", torch.randn(3))
+    early = b.call_function(torch.neg, (x,))
+    replacement = b.call_function(torch.add, (x, 1))
+    b.redirect(x, replacement)
+    late = b.call_function(torch.mul, (x, 2))
+    gm = b.finish([x, early, late])
+    inp = torch.randn(3)
+    got_x, got_early, got_late = gm(inp)
+    torch.testing.assert_close(got_x, inp + 1)
+    torch.testing.assert_close(got_early, -inp)  # made before the redirect: unchanged
+    torch.testing.assert_close(got_late, (inp + 1) * 2)

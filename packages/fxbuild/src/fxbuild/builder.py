@@ -25,7 +25,7 @@ from torch.fx.experimental.symbolic_shapes import (
     StatelessSymbolicContext,
     free_unbacked_symbols,
 )
-from torch.fx.node import map_aggregate
+from torch.fx.node import map_aggregate, map_arg
 from torch.utils._pytree import tree_leaves
 
 from fxbuild.errors import FakePropagationError
@@ -78,6 +78,7 @@ class GraphBuilder:
         self.fake_mode: FakeTensorMode = FakeTensorMode(shape_env=self.shape_env)
         self.graph = torch.fx.Graph()
         self._example_inputs: list[object] = []
+        self._redirects: dict[torch.fx.Node, torch.fx.Node] = {}
         self._finished = False
 
     # -- inputs -----------------------------------------------------------------------------
@@ -146,10 +147,26 @@ class GraphBuilder:
         """The fake example value of ``node``."""
         return node.meta["example_value"]
 
+    def redirect(self, node: torch.fx.Node, replacement: torch.fx.Node) -> None:
+        """From now on, arguments and outputs that name ``node`` use ``replacement`` instead.
+
+        For a value the program rebinds in place where the graph cannot (an ``out=`` write that
+        resizes its tensor is built as the plain op, whose result then stands for the tensor).
+        """
+        self._redirects[node] = replacement
+
+    def _resolve(self, node: torch.fx.Node) -> torch.fx.Node:
+        while node in self._redirects:
+            node = self._redirects[node]
+        return node
+
     def _add(
         self, op: str, target: Any, args: tuple[object, ...], kwargs: dict[str, object]
     ) -> torch.fx.Node:
         self._check_open()
+        if self._redirects:
+            args = cast(tuple[object, ...], map_arg(cast(Any, args), self._resolve))
+            kwargs = cast(dict[str, object], map_arg(cast(Any, kwargs), self._resolve))
         example = self._propagate(op, target, args, kwargs)
         node = self.graph.create_node(op, target, args, kwargs)  # type: ignore[arg-type]
         node.meta["example_value"] = example
@@ -200,6 +217,8 @@ class GraphBuilder:
     def finish(self, outputs: Sequence[object]) -> torch.fx.GraphModule:
         """Close the graph with an output node returning ``tuple(outputs)``; return the module."""
         self._check_open()
+        if self._redirects:
+            outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self._resolve))
         self.graph.output(tuple(outputs))  # type: ignore[arg-type]
         self.graph.lint()
         self._finished = True
