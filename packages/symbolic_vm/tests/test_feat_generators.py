@@ -140,3 +140,40 @@ def test_generator_through_compile_api_recompiles_when_its_length_changes():
         for got, expected in zip(compiled_fn(x, n), fn(x, n), strict=True):
             torch.testing.assert_close(got, expected)
     assert counter.count == 2
+
+
+def test_contextmanager_generator_is_entered_and_exited_in_order():
+    import contextlib
+
+    @contextlib.contextmanager
+    def scaled(log, k):
+        log.append(f"enter {k}")
+        yield k * 2
+        log.append(f"exit {k}")
+
+    def fn(x, log):
+        with scaled(log, 3) as a:
+            with scaled(log, k=5) as b:
+                y = x * a + b
+            log.append("between")
+        return y
+
+    compiled_run = check(fn, torch.randn(3), [])
+    assert compiled_run.graph_count == 1
+
+
+def test_contextmanager_that_yields_twice_is_unsupported_not_guessed():
+    import contextlib
+
+    @contextlib.contextmanager
+    def twice():
+        yield 1
+        yield 2
+
+    def fn(x):
+        with twice():
+            x = x + 1
+        return x
+
+    with pytest.raises(Unsupported, match="didn't stop"):
+        run_vm(fn, torch.randn(2))

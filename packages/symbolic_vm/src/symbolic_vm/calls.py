@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 import weakref
@@ -23,6 +24,7 @@ from symbolic_vm.values import (
     DictVar,
     FunctionVar,
     GeneratorBox,
+    GeneratorContextVar,
     GeneratorVar,
     GradModeVar,
     MethodVar,
@@ -287,6 +289,18 @@ def _construct_namedtuple(
     return TupleVar(tuple(items), fields=fields, named_type=cls)
 
 
+def _generator_context(vm: Interpreter, args: list[Var]) -> Var:
+    """``_GeneratorContextManager(func, args, kwds)``, made by a ``@contextmanager`` function:
+    the generator is created now (nothing runs until ``__enter__``)."""
+    func, call_args, call_kwargs = args
+    if not isinstance(call_kwargs, DictVar):
+        raise Unsupported("a @contextmanager call with keyword arguments the VM cannot read")
+    gen = call(vm, func, ops.items(vm.out, call_args), dict(call_kwargs.box.items))
+    if not isinstance(gen, GeneratorVar):
+        raise Unsupported("a @contextmanager function that does not return a generator")
+    return GeneratorContextVar(gen)
+
+
 def _has_global_hooks() -> bool:
     """Module hooks registered for every module (torch.nn.modules.module.register_module_*)."""
     from torch.nn.modules import module as module_impl
@@ -336,6 +350,8 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         return ObjectVar(cls(*py_args))
     if issubclass(cls, tuple) and hasattr(cls, "_make") and hasattr(cls, "_fields"):
         return _construct_namedtuple(vm, cls, args, kwargs)
+    if cls is contextlib._GeneratorContextManager:
+        return _generator_context(vm, args)
     if issubclass(cls, torch.nn.Module) and _is_torch_class(cls):
         return _construct_torch_module(vm, cls_var, args, kwargs)
     if cls.__new__ is not object.__new__ or type(cls) is not type:

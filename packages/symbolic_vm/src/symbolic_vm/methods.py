@@ -12,6 +12,7 @@ from symbolic_vm.values import (
     ConstVar,
     DictBox,
     DictVar,
+    GeneratorContextVar,
     GeneratorVar,
     GradModeVar,
     IteratorVar,
@@ -88,6 +89,8 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         return value
     if isinstance(target, GeneratorVar) and name == "__iter__":
         return target
+    if isinstance(target, GeneratorContextVar):
+        return _generator_context_method(vm, target, name, args)
     raise Unsupported(f"method {name}() of {ops.describe(target)}")
 
 
@@ -136,6 +139,25 @@ def tensor_method(
     if name in ("__enter__", "__exit__", "backward", "register_hook", "retain_grad"):
         raise Unsupported(f"Tensor.{name}() inside a compiled function")
     return ops.graph_method(out, name, [tensor, *args], kwargs)
+
+
+def _generator_context_method(
+    vm: Interpreter, manager: GeneratorContextVar, name: str, args: list[Var]
+) -> Var:
+    """``__enter__``: run the generator to its yield; ``__exit__(None, None, None)`` (the body
+    ended normally: exceptions are never traced) runs it to its end."""
+    if name == "__enter__":
+        value = ops.generator_next(vm.out, manager.gen)
+        if value is None:
+            raise Unsupported("RuntimeError: generator didn't yield (@contextmanager)")
+        return value
+    if name == "__exit__":
+        if not all(isinstance(a, ConstVar) and a.value is None for a in args):
+            raise Unsupported("a @contextmanager block left by an exception")
+        if ops.generator_next(vm.out, manager.gen) is not None:
+            raise Unsupported("RuntimeError: generator didn't stop (@contextmanager)")
+        return ConstVar(None)
+    raise Unsupported(f"method {name}() of a @contextmanager manager")
 
 
 def _input_requires_grad(

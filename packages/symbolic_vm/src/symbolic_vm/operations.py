@@ -20,6 +20,7 @@ from symbolic_vm.values import (
     ConstVar,
     DictVar,
     FunctionVar,
+    GeneratorContextVar,
     GeneratorVar,
     GradModeVar,
     IteratorVar,
@@ -571,7 +572,9 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return module_attr(vm, obj, name)
     if isinstance(obj, TupleVar) and name in obj.fields:
         return obj.items[obj.fields.index(name)]
-    if isinstance(obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar, SetVar)):
+    if isinstance(
+        obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar, SetVar, GeneratorContextVar)
+    ):
         return MethodVar(obj, name)
     if isinstance(obj, ConstVar):
         value = obj.value

@@ -167,6 +167,14 @@ class GeneratorVar(Var):
     box: GeneratorBox
 
 
+@attrs.frozen(eq=False)
+class GeneratorContextVar(Var):
+    """A ``@contextlib.contextmanager`` function's manager: ``__enter__`` resumes ``gen`` to
+    its yield, ``__exit__`` resumes it to its end."""
+
+    gen: GeneratorVar
+
+
 @attrs.define(eq=False)
 class Cell:
     """A closure cell made while tracing (MAKE_CELL) or a frame's own cell variable."""
