@@ -1037,3 +1037,45 @@ def test_set_grad_enabled_by_keyword_breaks_and_resumes_like_the_positional_form
     assert counter.count == 2
     assert torch.is_grad_enabled()
     # torch.compile (2.13) runs this frame eagerly (0 graphs): it does not take mode= there.
+
+
+def mutate_in_place(values: list[float]) -> None:
+    values.append(100.0)
+    print("mutated")
+
+
+def generator_in_a_local_across_a_break(x: torch.Tensor, values: list[float]) -> torch.Tensor:
+    LOG.clear()
+    gen = (LOG.append(v) or v * 2 for v in values)
+    mutate_in_place(values)  # untraceable: breaks here; eager's generator then sees 100.0
+    return x * sum(gen)
+
+
+def exhausted_iterator_in_a_local(x: torch.Tensor, values: list[float]) -> torch.Tensor:
+    it = iter(values)
+    total = sum(it)
+    print("after the iterator ran out")
+    return x * total + len(list(it))
+
+
+LOG: list[float] = []
+
+
+def test_a_break_with_a_live_generator_in_a_local_runs_the_frame_eagerly(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = (torch.randn(3), [1.0, 2.0])
+    run_both(generator_in_a_local_across_a_break, counter, args)
+    assert LOG == [1.0, 2.0, 100.0]  # the compiled run's generator ran after the call, too
+    assert counter.count == 0
+
+
+def test_an_exhausted_iterator_in_a_local_does_not_stop_the_break(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = (torch.randn(3), [1.0, 2.0])
+    run_both(exhausted_iterator_in_a_local, counter, args)  # same result as eager
+    assert counter.count == 2
+    # No graph-count comparison: torch.compile 2.13 makes 1 graph here but rebuilds the
+    # exhausted iterator over the whole list after the break, so len(list(it)) is 2 instead
+    # of eager's 0 (x * 3 + 2 instead of x * 3).

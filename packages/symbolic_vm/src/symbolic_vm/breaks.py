@@ -72,7 +72,7 @@ def plan_break(
     code = vm.code
     if why_not_break_at(code, brk.offset) is not None:
         raise brk.error  # in a loop, or in a try block: TorchDynamo's policy
-    if any(isinstance(v, IteratorVar) for v in brk.stack):
+    if _has_pending_iterator(brk.stack):
         # An iterator on the stack: the VM's iterators hold values it computed when the
         # iterator was made (a generator expression runs to completion there), so resuming
         # would run them before the instruction at the break instead of after it. The frame
@@ -95,6 +95,8 @@ def plan_break(
         cell = vm.cells.get(name)
         if cell is not None and cell.value is not None:
             bound[name] = cell.value
+    if _has_pending_iterator(list(bound.values())):
+        raise brk.error  # the same for an iterator held in a local, with items left
     rebuilder = Rebuilder(out)
     _outputs_in_graph_order(out, rebuilder, [*brk.stack, *bound.values()])
     writes = effect_lines(rebuilder, out)
@@ -130,6 +132,11 @@ def plan_break(
         values.append(rebuilder.expr(var))
     return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
     return rebuilder, writes, return_expr, stack, live
+
+
+def _has_pending_iterator(values: list[Var]) -> bool:
+    """Whether one of ``values`` is an iterator with items left to produce."""
+    return any(isinstance(v, IteratorVar) and v.box.index < len(v.box.items) for v in values)
 
 
 def _tensor_method_descriptor(stack: list[Var], depth: int) -> object | None:
