@@ -641,3 +641,15 @@ def test_module_calls_check_keeps_no_references() -> None:
         assert not fast({"seq": seq})  # a miss after the module and its dict were read
     handle.remove()
     assert [sys.getrefcount(o) for o in watched] == before
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensor_paths_agree() -> None:
+    x = torch.randn(3, 2, device="cuda")
+    fast, slow = both(lambda gs: gs.TENSOR_MATCH(LocalSource("x"), x))
+    assert agree(fast, slow, {"x": x})
+    assert agree(fast, slow, {"x": torch.randn(3, 2, device="cuda")})
+    for other in (x.cpu(), x.to("meta"), x.double(), x.t().contiguous().t(), x[:, :1]):
+        assert not agree(fast, slow, {"x": other})
+    with torch.autocast("cuda"):
+        assert not agree(fast, slow, {"x": x})
