@@ -520,3 +520,38 @@ def test_break_policy_sees_a_try_around_a_with_block_and_a_manager_being_made() 
     assert making is not None and "context manager" in making
     assert with_exit_slot(inside_with.__code__, call_offset(inside_with, "note")) == 0
     assert with_exit_slot(pair_note.__code__, call_offset(pair_note, "note")) is None
+
+
+def nested_try_before_the_note(x: int) -> int:
+    try:
+        x = x * 2
+        try:
+            x = x + 1
+        except KeyError:
+            x = x - 1
+    except ValueError:
+        x = 0
+    note(x)
+    return x
+
+
+def test_a_try_that_ended_before_the_break_does_not_stop_it() -> None:
+    # On 3.12 the inner except clause is moved after the function's return, still covered by
+    # the outer try's handler: only instructions up to the next return count.
+    offset = call_offset(nested_try_before_the_note, "note")
+    assert why_not_break_at(nested_try_before_the_note.__code__, offset) is None
+
+
+def return_inside_with_inside_try(x: int, m: Recorder) -> int:
+    try:
+        with m:
+            note(x)
+            return x
+    except KeyError:
+        return -1
+
+
+def test_a_try_around_a_with_whose_body_returns_still_stops_the_break() -> None:
+    offset = call_offset(return_inside_with_inside_try, "note")
+    why = why_not_break_at(return_inside_with_inside_try.__code__, offset)
+    assert why is not None and "try" in why

@@ -756,23 +756,23 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
 
 def _inside_try(instrs: Sequence[Instr], where: int, label_at: dict[Label, int]) -> bool:
     """Whether instruction ``where`` is inside a ``try`` block, however deeply nested in ``with``
-    blocks. The exception table gives each instruction its innermost handler only; a ``try``
-    body is the instructions whose handler is the ``try``'s, and it encloses ``where`` when
-    such instructions lie both before and after it (a ``with`` block inside the ``try`` is a
-    hole in that range: its exit code follows it, still under the ``try``)."""
-
-    def is_try(handler: ExceptHandler) -> bool:
+    blocks. The exception table gives each instruction its innermost handler only; the handler
+    chain leads outwards: a ``with`` block's cleanup starts with PUSH_EXC_INFO, whose own
+    handler (the ``lasti`` cleanup: COPY 3, POP_EXCEPT, RERAISE 1) is covered by the handler of
+    the block around the ``with`` -- a ``try`` block's, another ``with`` block's, or none."""
+    handler = instrs[where].handler
+    seen: set[Label] = set()
+    while handler is not None and handler.target not in seen:
+        seen.add(handler.target)
         first = instrs[label_at[handler.target]]
         then = instrs[label_at[handler.target] + 1]
-        return first.opname == "PUSH_EXC_INFO" and then.opname != "WITH_EXCEPT_START"
-
-    own = instrs[where].handler
-    if own is not None and is_try(own):
-        return True
-    before = {i.handler.target for i in instrs[:where] if i.handler is not None}
-    after = {i.handler.target for i in instrs[where + 1 :] if i.handler is not None}
-    handlers = {i.handler.target: i.handler for i in instrs if i.handler is not None}
-    return any(is_try(handlers[t]) for t in before & after)
+        if first.opname != "PUSH_EXC_INFO" or then.opname != "WITH_EXCEPT_START":
+            return True  # a try block's handler (or one we do not know: be safe)
+        cleanup = first.handler
+        if cleanup is None:
+            return False
+        handler = instrs[label_at[cleanup.target]].handler
+    return False
 
 
 def _group_end(items: Sequence[Instr | Label], offset: int) -> int:
