@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 import torch
+import torch.fx
 import torch.nn.functional as F
+
+from inductor_lite import compile_fx
 
 FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
@@ -298,3 +302,74 @@ def test_masked_max_reduction_with_bool_mask_matches_eager(check: Any) -> None:
         lambda t, m: (t.masked_fill(~m, float("-inf")).amax(-1), t.amin(-1), m & (t > 0)),
         [s, mask],
     )
+
+
+@pytest.mark.parametrize(("mean", "std"), [(0.0, 1.0), (1e4, 1e-2), (-3e4, 0.1), (1e6, 1.0)])
+def test_var_mean_on_ill_conditioned_rows_matches_eager(
+    mean: float, std: float, check: Any
+) -> None:
+    # large mean, small spread: the one-pass shifted sums keep the variance accurate; the
+    # two-pass form this replaced was off by 1.4e-2 (relative) at mean 1e4, std 1e-2
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(64, 1024, generator=g) * std + mean
+    atol = 1e-6 + 1e-5 * abs(mean)  # the mean's error is its float32 representation's
+    compiled = check(lambda t: torch.var_mean(t, dim=-1), [x], rtol=1e-5, atol=atol)
+    var, _ = compiled(x)
+    exact = x.double().var(dim=-1)
+    assert ((var.double() - exact).abs() / exact).max() < 1e-5
+
+
+def test_var_variants_and_special_values_match_eager(check: Any) -> None:
+    x = torch.randn(5, 7, 9)
+    x[0, 0, 3] = float("nan")
+    x[1, 2, 0] = float("inf")  # the shift element itself
+    x[2, 3, 5] = -float("inf")
+
+    def f(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (
+            t.var(dim=-1),
+            t.var(dim=(0, 2), correction=0, keepdim=True),
+            t.std(dim=1),
+            torch.var_mean(t.nan_to_num(posinf=3.0, neginf=-3.0), dim=0, correction=2),
+            t[:, :, :1].var(dim=-1),  # one element: division by zero gives NaN, as in eager
+            t.var(),
+        )
+
+    check(f, [x])
+
+
+def test_var_mean_mean_with_infinity_documented_behaviour(config: Any) -> None:
+    # Both answers are artefacts of the algorithm. Eager's Welford gives NaN for the mean
+    # unless the infinity is the last element; ours gives torch.mean's +-inf unless the
+    # infinity is the first element (the shift), where it is NaN (as eager's). The variance
+    # is NaN in both.
+    x = torch.tensor([[1.0, float("inf"), 2.0], [float("inf"), 1.0, 2.0], [1.0, 2.0, 3.0]])
+    cfg = dataclasses.replace(config, use_aot=False)
+    gm = torch.fx.symbolic_trace(lambda t: torch.var_mean(t, dim=-1))
+    var, mean = compile_fx(gm, [x], config=cfg)(x)
+    eager_var, eager_mean = torch.var_mean(x, dim=-1)
+    torch.testing.assert_close(var, eager_var, equal_nan=True)
+    assert var[:2].isnan().all()
+    assert mean[0] == float("inf") and eager_mean[0].isnan()
+    assert mean[1].isnan() and eager_mean[1].isnan()
+    assert mean[2] == eager_mean[2] == 2.0
+
+
+def test_var_of_empty_reduction_matches_eager(check: Any) -> None:
+    check(lambda t: torch.var_mean(t, dim=-1), [torch.randn(4, 0)])
+
+
+def test_layer_norm_of_embedding_sum_matches_eager(check: Any) -> None:
+    # GPT's first layer norm: its input is gathered rows plus positions; regression for a
+    # row-scratch plan that treated a per-row value read through an index as per-element
+    emb, pos = torch.randn(50, 32), torch.randn(16, 32)
+    idx = torch.randint(0, 50, (4, 16))
+    w, b = torch.randn(32), torch.randn(32)
+
+    def f(
+        i: torch.Tensor, e: torch.Tensor, p: torch.Tensor, w: torch.Tensor, b: torch.Tensor
+    ) -> Any:
+        h = F.embedding(i, e) + p
+        return F.layer_norm(h, (32,), w, b).softmax(-1), h
+
+    check(f, [idx, emb, pos, w, b])

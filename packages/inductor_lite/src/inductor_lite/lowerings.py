@@ -574,6 +574,62 @@ def _var(  # noqa: PLR0917
     keepdim: bool,
     dt: torch.dtype,
 ) -> tuple[TensorValue, TensorValue]:
+    """Variance and mean in one pass over the data, by shifted sums.
+
+    With ``s`` the first element of each reduced slice, ``d = x - s``:
+    ``mean = s + sum(d) / n`` and ``var = (sum(d^2) - sum(d)^2 / n) / (n - correction)``.
+    Both sums read the same values, so the C++ code computes them in one shared loop (one
+    read of the row instead of two). Shifting by a sample of the data keeps the sums small
+    when the mean is large against the spread -- the ill-conditioned case, where
+    ``x - s`` is exact for nearby floats -- unlike the textbook ``sum(x^2) - sum(x)^2 / n``.
+    Welford's update needs a division per element and a custom lane combine that GCC does
+    not vectorise; this keeps two plain sum reductions.
+    """
+    n = _reduced_numel(x, dims)
+    if n == 0:
+        return _var_two_pass(L, x, dims, correction, keepdim, dt)
+    red = {d % x.ndim for d in dims}
+
+    def shift(idx: Sequence[Any]) -> VExpr:
+        first = [IConst(0) if k in red else i for k, i in enumerate(idx)]
+        return cast(x.loader(first), dt)
+
+    def centred(idx: Sequence[Any]) -> VExpr:
+        return op("sub", dt, cast(x.loader(idx), dt), shift(idx))
+
+    s1 = L.reduce(x, dims, True, "sum", dt, centred)
+    s2 = L.reduce(x, dims, True, "sum", dt, lambda idx: op("mul", dt, centred(idx), centred(idx)))
+    s1_load, s2_load = s1.loader, s2.loader
+    nn = c(float(n), dt)
+    denom = c(float(max(n - correction, 0)), dt)
+
+    def var_at(idx: Sequence[Any]) -> VExpr:
+        a = s1_load(idx)
+        m2 = op("sub", dt, s2_load(idx), op("truediv", dt, op("mul", dt, a, a), nn))
+        # rounding can leave a tiny negative where the true value is 0
+        m2 = op("maximum", dt, m2, c(0.0, dt))
+        return op("truediv", dt, m2, denom)
+
+    def mean_at(idx: Sequence[Any]) -> VExpr:
+        return op("add", dt, shift(idx), op("truediv", dt, s1_load(idx), nn))
+
+    var = TensorValue(s1.sizes, dt, var_at)
+    mean = TensorValue(s1.sizes, dt, mean_at)
+    if not keepdim:
+        squeeze = sorted(red)
+        var, mean = var.squeeze(squeeze), mean.squeeze(squeeze)
+    return var, mean
+
+
+def _var_two_pass(  # noqa: PLR0917
+    L: GraphLowering,
+    x: TensorValue,
+    dims: list[int],
+    correction: float,
+    keepdim: bool,
+    dt: torch.dtype,
+) -> tuple[TensorValue, TensorValue]:
+    # for empty reductions (no first element to shift by): mean, then squared deviations
     n = _reduced_numel(x, dims)
     mean_k = _mean_of(L, x, dims, True, dt)
     centred = broadcast_loader(mean_k, x.sizes)

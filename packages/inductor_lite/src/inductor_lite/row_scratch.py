@@ -108,7 +108,9 @@ def _inner_ops(v: VExpr, inner: frozenset[str]) -> dict[VExpr, int]:
         if isinstance(e, VLoad | VIndex):
             names: set[str] = set()
             _index_vars(e.index, names)
-            d = bool(names & inner) or _has_value(e.index)
+            # an index read from a tensor (gather, embedding) depends on the inner loop only
+            # if that read does: x[idx[i], 0] is one value per row
+            d = bool(names & inner) or any(walk(iv.v)[0] for iv in _values(e.index))
             ops = {key} if isinstance(e, VLoad) else set()
         elif isinstance(e, VCast):
             d, ops = walk(e.x)
@@ -127,14 +129,14 @@ def _inner_ops(v: VExpr, inner: frozenset[str]) -> dict[VExpr, int]:
     return found
 
 
-def _has_value(x: IExpr) -> bool:
+def _values(x: IExpr) -> list[IValue]:
     if isinstance(x, IValue):
-        return True
+        return [x]
     if isinstance(x, IAdd):
-        return any(_has_value(t) for t in x.terms)
+        return [v for t in x.terms for v in _values(t)]
     if isinstance(x, IMul | IDiv | IMod):
-        return _has_value(x.a)
-    return False
+        return _values(x.a)
+    return []
 
 
 def _contains(big: VExpr, small: VExpr) -> bool:
