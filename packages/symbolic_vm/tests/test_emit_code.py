@@ -177,3 +177,31 @@ def test_star_args_kwonly_and_kwargs_are_read_by_name() -> None:
     assert backend.count == 1
     code = transformed(kw_and_star.__code__)
     assert "locals" not in code.co_names
+
+
+OTHER = {"__name__": "strata_emit_other"}
+exec(  # a function whose globals are another module's
+    "import torch\nOFFSET = torch.full((3,), 4.0)\ndef shift(t):\n    return t + OFFSET\n",
+    OTHER,
+)
+
+
+def test_another_modules_global_is_read_through_its_dict_without_globals_call() -> None:
+    backend = Counting()
+    shift = OTHER["shift"]
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        return shift(x) * 2
+
+    fn = compile_api.compile(run, backend=backend)
+    x = torch.randn(3)
+    torch.testing.assert_close(fn(x), run(x))
+    code = transformed(run.__code__)
+    assert not any("globals_fn" in name for name in code.co_names)
+    old = OTHER["OFFSET"]
+    try:
+        OTHER["OFFSET"] = torch.full((3,), -1.0)  # same kind of tensor: read, not baked in
+        torch.testing.assert_close(fn(x), run(x))
+    finally:
+        OTHER["OFFSET"] = old
+    assert backend.count == 1

@@ -49,6 +49,9 @@ _OUT = "__strata_out"
 # build_code above the graph call (the graph never changes Python objects).
 _PREFIX = "__strata_s"
 _PREFIX_LINE = re.compile(rf"^{_PREFIX}\d+ = ")
+# The transformed function's own temporaries (a global by such a name would be shadowed);
+# helper globals are named __strata_<capture>_<stem>_<k> and never match.
+_TEMPORARY = re.compile(r"__strata_(?:out|result|[sv]\d+|transformed|outer)")
 
 
 def frame_names(code: types.CodeType) -> frozenset[str]:
@@ -121,7 +124,7 @@ class Rebuilder:
             return f"{locals_fn}()[{root.local_name!r}]"
         if isinstance(root, GlobalSource):
             name = root.global_name
-            if name.isidentifier() and name not in names and not name.startswith("__strata"):
+            if name.isidentifier() and name not in names and not _TEMPORARY.fullmatch(name):
                 return name
             return f"{self.globals_dict()}[{name!r}]"
         raise Unsupported(f"reading {root.name()} in the transformed code")
