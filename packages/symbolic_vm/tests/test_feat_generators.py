@@ -177,3 +177,26 @@ def test_contextmanager_that_yields_twice_is_unsupported_not_guessed():
 
     with pytest.raises(Unsupported, match="didn't stop"):
         run_vm(fn, torch.randn(2))
+
+
+def test_yield_from_a_generator_and_a_list_with_its_return_value():
+    def inner(x, log):
+        log.append("inner start")
+        yield x + 1
+        yield x + 2
+        log.append("inner end")
+        return 10
+
+    def outer(x, log):
+        r = yield from inner(x, log)
+        yield x * r
+        yield from [x - 1, x - 2]
+
+    def fn(x, log):
+        g = outer(x, log)
+        first = next(g)
+        log.append("consumer")
+        return [first, *g]
+
+    compiled_run = check(fn, torch.randn(3), [])
+    assert compiled_run.graph_count == 1

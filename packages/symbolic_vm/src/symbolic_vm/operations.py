@@ -476,6 +476,7 @@ def generator_next(out: Output, gen: GeneratorVar) -> Var | None:
     value: Var = frame.run()
     if frame.returned:
         box.done = True
+        box.result = value
         return None
     return value
 

@@ -154,6 +154,7 @@ class GeneratorBox:
 
     frame: Any  # symbolic_vm.interpreter.Interpreter (Any: values.py must not import it)
     done: bool = False
+    result: Var | None = None  # what its frame returned (the value of ``yield from`` on it)
 
 
 @attrs.frozen(eq=False)

@@ -17,6 +17,7 @@ from symbolic_vm.values import (
     GradModeVar,
     IteratorVar,
     ObjectVar,
+    Var,
 )
 
 
@@ -173,3 +174,56 @@ def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     value = vm.pop()
     vm.push(ConstVar(None))
     raise YieldSignal(value)
+
+
+@handler("GET_YIELD_FROM_ITER")
+def GET_YIELD_FROM_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
+    vm.push(ops.make_iterator(vm.out, vm.pop()))
+
+
+def _delegate(vm: Interpreter, receiver: Var, sent: Var) -> tuple[Var | None, Var]:
+    """One step of ``yield from receiver``: (the value it yields, or None when it has ended,
+    and then its return value)."""
+    if not (isinstance(sent, ConstVar) and sent.value is None):
+        raise Unsupported("send() of a value into a generator")
+    if isinstance(receiver, GeneratorVar):
+        value = ops.generator_next(vm.out, receiver)
+        return value, receiver.box.result or ConstVar(None)
+    if isinstance(receiver, IteratorVar):
+        box = receiver.box
+        if box.index < len(box.items):
+            box.index += 1
+            return box.items[box.index - 1], ConstVar(None)
+        return None, ConstVar(None)
+    raise Unsupported(f"yield from {ops.describe(receiver)}")
+
+
+@handler("SEND", versions=(3.11,))
+def SEND(vm: Interpreter, inst: dis.Instruction) -> None:
+    """3.11: pops the sent value; on the end, the return value replaces the receiver."""
+    sent = vm.pop()
+    value, result = _delegate(vm, vm.peek(), sent)
+    if value is None:
+        vm.stack[-1] = result
+        vm.jump_to(inst.argval)
+    else:
+        vm.push(value)
+
+
+@handler("SEND", versions=(3.12,))
+def SEND_312(vm: Interpreter, inst: dis.Instruction) -> None:
+    """3.12: the sent value is replaced by the yielded one, or by the return value before the
+    jump to END_SEND (which drops the receiver)."""
+    value, result = _delegate(vm, vm.peek(2), vm.peek())
+    if value is None:
+        vm.stack[-1] = result
+        vm.jump_to(inst.argval)
+    else:
+        vm.stack[-1] = value
+
+
+@handler("END_SEND", versions=(3.12,))
+def END_SEND(vm: Interpreter, inst: dis.Instruction) -> None:
+    value = vm.pop()
+    vm.pop()
+    vm.push(value)
