@@ -1079,3 +1079,18 @@ def test_an_exhausted_iterator_in_a_local_does_not_stop_the_break(
     # No graph-count comparison: torch.compile 2.13 makes 1 graph here but rebuilds the
     # exhausted iterator over the whole list after the break, so len(list(it)) is 2 instead
     # of eager's 0 (x * 3 + 2 instead of x * 3).
+
+
+@pytest.mark.parametrize(
+    ("fn", "why"),
+    [(break_in_for_calls_callee, "inside a loop"), (break_in_with_inside_try, "inside a try"),
+     (break_in_user_with_calls_callee, "user context manager"),
+     (iterator_on_the_stack, "iterator with items left")],
+)
+def test_explain_says_why_a_frame_runs_eagerly_instead_of_breaking(
+    fn: Callable[..., Any], why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = (torch.randn(3), [1.0, 2.0])[: fn.__code__.co_argcount]
+    report = compile_api.explain(fn)(*args)
+    reasons = [b.reason for b in report.break_reasons]
+    assert any(why in r and "runs eagerly" in r for r in reasons), reasons

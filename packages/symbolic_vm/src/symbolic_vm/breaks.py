@@ -70,20 +70,22 @@ def plan_break(
     return expression, and the plan's stack and local slots.
     """
     code = vm.code
-    if why_not_break_at(code, brk.offset) is not None:
-        raise brk.error  # in a loop, or in a try block: TorchDynamo's policy
+    why = why_not_break_at(code, brk.offset)
+    if why is not None:
+        raise _eagerly(brk, why)  # in a loop, or in a try block: TorchDynamo's policy
     if _has_pending_iterator(brk.stack):
         # An iterator on the stack: the VM's iterators hold values it computed when the
         # iterator was made (a generator expression runs to completion there), so resuming
         # would run them before the instruction at the break instead of after it. The frame
         # runs eagerly (torch.compile does the same for a generator; it resumes with a list
         # iterator, so it can make more graphs there).
-        raise brk.error
+        raise _eagerly(brk, "an iterator with items left is on the stack (the frame runs eagerly)")
     if _in_other_with_block(code, brk):
         # A user context manager (any but grad mode, autocast, inference mode) is active:
         # TorchDynamo runs such a frame eagerly; re-entering an arbitrary manager could change
         # what it does.
-        raise brk.error
+        raise _eagerly(brk, "inside a user context manager (the frame runs eagerly, as in "
+                            "torch.compile)")
     managers = _reentered_managers(out, brk)
     live: list[tuple[str, Slot]] = []
     bound: dict[str, Var] = dict(brk.local_vars)
@@ -96,7 +98,9 @@ def plan_break(
         if cell is not None and cell.value is not None:
             bound[name] = cell.value
     if _has_pending_iterator(list(bound.values())):
-        raise brk.error  # the same for an iterator held in a local, with items left
+        # The same for an iterator held in a local, with items left.
+        raise _eagerly(brk, "an iterator with items left is held in a local (the frame runs "
+                            "eagerly)")
     rebuilder = Rebuilder(out)
     _outputs_in_graph_order(out, rebuilder, [*brk.stack, *bound.values()])
     writes = effect_lines(rebuilder, out)
@@ -132,6 +136,15 @@ def plan_break(
         values.append(rebuilder.expr(var))
     return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
     return rebuilder, writes, return_expr, stack, live
+
+
+def _eagerly(brk: BreakAt, why: str) -> Unsupported:
+    """The break's own error, saying why the frame runs eagerly instead of breaking there."""
+    error = brk.error
+    return Unsupported(
+        f"{error.reason}; {why}", filename=error.filename, lineno=error.lineno,
+        source_line=error.source_line, hint=error.hint,
+    )
 
 
 def _has_pending_iterator(values: list[Var]) -> bool:
@@ -191,7 +204,8 @@ def _reentered_managers(out: Output, brk: BreakAt) -> dict[int, Reenter]:
     if inference and (grad or _switches_grad_after(out, inference[0].enter_node)):
         # Inference mode switches grad mode off by itself: mixed with grad-mode blocks or
         # switches, the mode to restore outside and at the break is not known. Run eagerly.
-        raise brk.error
+        raise _eagerly(brk, "inside inference_mode mixed with grad-mode changes (the frame runs "
+                            "eagerly)")
     if grad:
         modes = [v.restore for v in grad[1:]] + [_grad_mode_at_break(out)]
         for var, mode in zip(grad, modes, strict=True):
