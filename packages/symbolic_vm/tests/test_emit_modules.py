@@ -454,3 +454,24 @@ def test_parameters_iterated_are_read_through_the_dicts() -> None:
     assert "MODULE_PARAMS: L['self'] submodules=1 parameters=2" in guard_text(
         SumsParameters.forward.__code__
     )
+
+
+class Tied(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+        self.b.weight = self.a.weight  # one parameter, two paths
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def test_untying_a_shared_parameter_gives_the_eager_result() -> None:
+    model, backend = Tied(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    model.b.weight = nn.Parameter(torch.randn(8, 8))  # untied: b reads its own weight now
+    same(opt, model, x)
+    assert backend.count == 2

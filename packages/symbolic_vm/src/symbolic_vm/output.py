@@ -218,6 +218,13 @@ class Output:
     def _wrap_tensor(self, value: torch.Tensor, source: Source | None) -> TensorVar:
         known = self._tensor_inputs.get(id(value))
         if known is not None:
+            if source is not None and known.source is not None and source != known.source:
+                # One tensor reached by two paths (tied weights, an argument also held by a
+                # module): the code reads the first path only, so the second must stay it.
+                self.predicate(
+                    f"{source.name()} is {known.source.name()}",
+                    f"{source.describe()} is still {known.source.describe()}",
+                )
             return known
         if source is None:
             raise Unsupported("a tensor that the VM cannot name as a frame input")
