@@ -42,6 +42,25 @@ def per_call_ns(
     return statistics.median(per_call), min(per_call)
 
 
+def paired_overhead_ns(
+    compiled: Callable[..., object], compiled_args: tuple[object, ...],
+    graph: Callable[..., object], graph_args: tuple[object, ...], number: int, repeat: int,
+) -> tuple[float, float]:
+    """Median and min over ``repeat`` rounds of (compiled - graph) per call, the two timed
+    back to back in each round, so load drifting between rounds cancels out."""
+    diffs = []
+    for _ in range(repeat):
+        g = timeit.timeit(
+            "fn(*args)", globals={"fn": graph, "args": graph_args}, number=number, timer=TIMER
+        )
+        c = timeit.timeit(
+            "fn(*args)", globals={"fn": compiled, "args": compiled_args}, number=number,
+            timer=TIMER,
+        )
+        diffs.append((c - g) / number * 1e9)
+    return statistics.median(diffs), min(diffs)
+
+
 def add_one(x: torch.Tensor) -> torch.Tensor:
     return x + 1
 
@@ -86,6 +105,9 @@ def strata_rows(
     assert len(entries) == 1, f"{len(entries)} cache entries"
     guard = entries[0].guard
     assert guard(f_locals)
+    paired = paired_overhead_ns(
+        compiled, args, grab.forwards[0], tuple(grab.inputs[0]), number, repeat
+    )
     guard_only = per_call_ns(guard, (f_locals,), number, repeat)
     code_only = per_call_ns(_code_without_graph(entries[0].code, fn), args, number, repeat)
     compile_api.reset()
@@ -93,6 +115,7 @@ def strata_rows(
         (f"{label}: graph called directly", graph),
         (f"{label}: compile_api(backend='eager') call", whole),
         (f"{label}: **Strata overhead** (compiled - graph)", _minus(whole, graph)),
+        (f"{label}: **Strata overhead, paired** (per-round compiled - graph)", paired),
         (f"{label}:   of which the guard check", guard_only),
         (f"{label}:   the transformed code alone, graph replaced by a no-op", code_only),
     ]
