@@ -111,7 +111,9 @@ def plan_break(
     # [NULL, x.mul] becomes [Tensor.mul, x]: the same call, and the resume function's VM sees
     # a torch method and a tensor it can trace (a bound method of a real tensor could only be
     # called opaquely, its tensor not being a graph input).
-    descriptors = {d: _tensor_method_descriptor(brk.stack, d) for d in range(len(brk.stack))}
+    descriptors = {
+        d: _tensor_method_descriptor(out, brk.stack, d) for d in range(len(brk.stack))
+    }
     for depth, slot_var in enumerate(brk.stack):
         descriptor = descriptors[depth]
         if descriptor is not None:
@@ -152,14 +154,16 @@ def _has_pending_iterator(values: list[Var]) -> bool:
     return any(isinstance(v, IteratorVar) and v.box.index < len(v.box.items) for v in values)
 
 
-def _tensor_method_descriptor(stack: list[Var], depth: int) -> object | None:
+def _tensor_method_descriptor(out: Output, stack: list[Var], depth: int) -> object | None:
     """``torch.Tensor.<name>`` when ``stack[depth]`` is the NULL of a pending ``x.<name>(...)``
-    call on a tensor, else None."""
+    call on a tensor whose class does not override it, else None."""
     if depth + 1 >= len(stack) or not isinstance(stack[depth], NullVar):
         return None
     method = stack[depth + 1]
     if not (isinstance(method, MethodVar) and isinstance(method.self_var, TensorVar)):
         return None
+    if out.tensor_type(method.self_var) not in (torch.Tensor, torch.nn.Parameter):
+        return None  # a subclass may define its own <name>: keep the bound method
     found = getattr(torch.Tensor, method.name, None)
     if isinstance(found, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return found
