@@ -71,6 +71,8 @@ class InductorConfig:
     # A pointwise value read by more than one consumer is recomputed (inlined) while its
     # expression stays this cheap, and stored to memory otherwise.
     inline_cost_limit: int = 24
+    # ... and while it reads at most this many buffers (each consumer re-reads them all)
+    inline_load_limit: int = 3
     # Let float and double sin/cos/tan/log/exp2/expm1/log1p/atan/pow/... vectorise through
     # glibc's libmvec when a probe shows it links and runs (else they stay scalar libm).
     vector_libm: bool = True

@@ -25,7 +25,7 @@ from .ir import (
     VExpr,
     contiguous_strides,
 )
-from .tensorvalue import TensorValue, expr_cost, index_vars, realized
+from .tensorvalue import TensorValue, buffers_read, expr_cost, index_vars, realized
 
 __all__ = ["GraphLowering", "Lowering", "lower_graph"]
 
@@ -284,8 +284,14 @@ class GraphLowering:
         if not isinstance(result, TensorValue) or result.ref is not None:
             return result
         if len(node.users) > 1:
-            cost = expr_cost(result.loader(index_vars(result.ndim)))
-            if cost > self.config.inline_cost_limit:
+            value = result.loader(index_vars(result.ndim))
+            # recomputing costs work (operations) and memory traffic (buffers read): a
+            # residual stream x + a + b + ... read by each layer's norm and by the next add
+            # is cheap in operations, but inlined it re-reads every earlier layer's output
+            if (
+                expr_cost(value) > self.config.inline_cost_limit
+                or len(buffers_read(value)) > self.config.inline_load_limit
+            ):
                 return self.realize(result)
         return result
 

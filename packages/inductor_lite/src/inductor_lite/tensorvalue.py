@@ -32,6 +32,7 @@ __all__ = [
     "Loader",
     "TensorValue",
     "broadcast_loader",
+    "buffers_read",
     "cast",
     "expr_cost",
     "index_vars",
@@ -246,6 +247,25 @@ def expr_cost(v: VExpr) -> int:
         elif isinstance(e, VLoad):
             count += 1
     return count
+
+
+def buffers_read(v: VExpr) -> set[str]:
+    """The buffers ``v`` loads from (its memory traffic, where ``expr_cost`` counts work)."""
+    seen: set[int] = set()
+    stack: list[VExpr] = [v]
+    bufs: set[str] = set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, VOp):
+            stack.extend(e.args)
+        elif isinstance(e, VCast):
+            stack.append(e.x)
+        elif isinstance(e, VLoad):
+            bufs.add(e.buf)
+    return bufs
 
 
 def view_strides(
