@@ -454,6 +454,14 @@ def print_in_autocast_in_no_grad(x: torch.Tensor) -> tuple[torch.Tensor, torch.T
     return w, x * 2
 
 
+def print_in_cpu_amp_autocast(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.cpu.amp.autocast(dtype=torch.bfloat16):  # the deprecated per-device spelling
+        y = torch.mm(x, x)
+        print("inside cpu.amp.autocast")
+        z = torch.mm(y, x)
+    return z + 1, y
+
+
 def print_in_inference_mode(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     with torch.inference_mode():
         y = x * 2
@@ -465,10 +473,11 @@ def print_in_inference_mode(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 @pytest.mark.parametrize(
     "fn",
     [print_in_autocast, print_in_set_grad_enabled, print_in_set_grad_enabled_true_inside_no_grad,
-     print_in_autocast_in_no_grad, print_in_inference_mode],
+     print_in_autocast_in_no_grad, print_in_inference_mode, print_in_cpu_amp_autocast],
     ids=["autocast", "set_grad_enabled", "set_grad_enabled-in-no_grad", "autocast-in-no_grad",
-         "inference_mode"],
+         "inference_mode", "cpu.amp.autocast"],
 )
+@pytest.mark.filterwarnings("ignore:.*torch.cpu.amp.autocast.*:FutureWarning")
 def test_break_inside_autocast_and_set_grad_enabled_resumes_inside_the_block(
     fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:

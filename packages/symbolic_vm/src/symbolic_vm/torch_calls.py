@@ -232,12 +232,23 @@ def _write_out(out: Output, tensor: TensorVar, value: Var, shape: tuple[Any, ...
         out.side_effects.append(AttrWrite(tensor, "data", value))
 
 
-_AUTOCAST_CLASSES: tuple[Any, ...] = (torch.autocast, torch.amp.autocast)
+# The deprecated per-device spellings: their device and default dtype (their parameters are
+# enabled, dtype, cache_enabled, in that order, with cache_enabled=True by default).
+_DEVICE_AUTOCASTS: dict[Any, tuple[str, torch.dtype]] = {
+    torch.cpu.amp.autocast_mode.autocast: ("cpu", torch.bfloat16),
+    torch.cuda.amp.autocast_mode.autocast: ("cuda", torch.float16),
+}
+_AUTOCAST_CLASSES: tuple[Any, ...] = (torch.autocast, torch.amp.autocast, *_DEVICE_AUTOCASTS)
 
 
 def _autocast(out: Output, cls: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    params = ("device_type", "dtype", "enabled", "cache_enabled")
+    params: tuple[str, ...] = ("device_type", "dtype", "enabled", "cache_enabled")
     values: dict[str, Any] = {"dtype": None, "enabled": True, "cache_enabled": None}
+    per_device = _DEVICE_AUTOCASTS.get(cls)
+    if per_device is not None:
+        params = ("enabled", "dtype", "cache_enabled")
+        values = {"device_type": per_device[0], "dtype": per_device[1], "enabled": True,
+                  "cache_enabled": True}
     for name, var in zip(params, args, strict=False):
         values[name] = ops.const_value(out, var)
     for name, var in kwargs.items():
