@@ -267,3 +267,68 @@ def closure_alive_at_the_break(x):
 def test_a_function_made_in_the_frame_and_alive_at_the_break_asks_for_eager():
     with pytest.raises(GraphBreakNeeded):
         capture(frame_from_call(closure_alive_at_the_break, (torch.randn(2),)), CaptureConfig())
+
+
+def break_in_set_grad_enabled(x):
+    with torch.set_grad_enabled(False):
+        y = x * 2
+        print("inside")
+        z = y * x
+    return z + x
+
+
+def break_in_inference_mode(x):
+    with torch.inference_mode():
+        y = x * 2
+        print("inside")
+        z = y * x
+    return z + 1
+
+
+@pytest.mark.parametrize("fn", [break_in_set_grad_enabled, break_in_inference_mode])
+def test_breaks_inside_grad_and_inference_blocks_resume_inside_a_fresh_block(fn, capsys):
+    x = torch.randn(3, requires_grad=True)
+    out, results = run_with_breaks(fn, x)
+    expected = fn(x)
+    assert_same(out, expected)
+    assert out.is_inference() == expected.is_inference()
+    assert torch.is_grad_enabled() and not torch.is_inference_mode_enabled()
+    assert [len(r.breaks) for r in results] == [1, 0]
+    # The resume function entered the block again: its graph starts by switching the mode.
+    first = next(n for n in results[1].graphs[0].gm.graph.nodes if n.op == "call_function")
+    assert first.target in (torch._C._set_grad_enabled,
+                            torch.autograd.grad_mode._enter_inference_mode)
+
+
+class _UserManager:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def break_in_user_manager(x):
+    with _UserManager():
+        y = x * 2
+        print("inside")
+    return y
+
+
+def test_a_break_inside_a_user_manager_asks_for_eager_with_the_reason():
+    with pytest.raises(GraphBreakNeeded) as info:
+        capture(frame_from_call(break_in_user_manager, (torch.randn(2),)), CaptureConfig())
+    assert "user context manager" in info.value.reason
+
+
+def stack_value_is_a_local(x):
+    y = x * 2
+    return y + len(str(print("mid")))
+
+
+def test_a_stack_value_that_is_a_local_reaches_the_resume_graph_under_its_name(capsys):
+    x = torch.randn(3)
+    out, results = run_with_breaks(stack_value_is_a_local, x)
+    torch.testing.assert_close(out, stack_value_is_a_local(x))
+    names = [n.name for n in results[1].graphs[0].gm.graph.nodes if n.op == "placeholder"]
+    assert names == ["y"]
