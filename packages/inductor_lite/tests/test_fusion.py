@@ -129,9 +129,10 @@ def test_residual_stream_is_stored_not_reread_by_every_layer(check: Any) -> None
     c = check(net, [torch.randn(64, 32)], atol=1e-5, rtol=1e-5)
     for kernel in c.items:
         if hasattr(kernel, "steps"):
-            reads = {b for s in kernel.steps for b in _loads(s.node)}
+            written = {s.node.buf for s in kernel.steps}
+            reads = {b for s in kernel.steps for b in _loads(s.node)} - written
             # a value reading more than inline_load_limit (3) buffers is stored: at most 4
-            # here, where inlining all five layers makes the last kernel read 6
+            # here, where inlining every layer makes the last kernels read 5 and more
             assert len(reads) <= 4, reads
 
 
