@@ -1103,3 +1103,28 @@ def test_explain_says_why_a_frame_runs_eagerly_instead_of_breaking(
     report = compile_api.explain(fn)(*args)
     reasons = [b.reason for b in report.break_reasons]
     assert any(why in r and "runs eagerly" in r for r in reasons), reasons
+
+
+def two_breaks_in_nested_blocks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a = torch.mm(x, x)
+            print("first")
+            b = torch.mm(a, x)
+            print("second")
+            c = torch.mm(b, x)
+        d = c.float() * 2
+    return d + x, a
+
+
+def test_two_breaks_in_nested_blocks_resume_in_a_resume_function(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3, 3, requires_grad=True)
+    outs = run_both(two_breaks_in_nested_blocks, counter, (x,))
+    expected = two_breaks_in_nested_blocks(x)
+    assert [o.dtype for o in outs[0]] == [e.dtype for e in expected]
+    assert [o.requires_grad for o in outs[0]] == [e.requires_grad for e in expected]
+    assert counter.count == 3
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    reference_count(two_breaks_in_nested_blocks, counter.count, (x,))
