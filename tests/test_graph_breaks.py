@@ -1128,3 +1128,21 @@ def test_two_breaks_in_nested_blocks_resume_in_a_resume_function(
     assert counter.count == 3
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
     reference_count(two_breaks_in_nested_blocks, counter.count, (x,))
+
+
+def no_grad_inside_a_user_manager(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    with Plain():
+        with torch.no_grad():
+            z = callee(y)
+            print("no_grad inside a user manager")
+    return z - 1
+
+
+def test_a_grad_block_inside_a_user_manager_still_runs_the_frame_eagerly(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3)
+    run_both(no_grad_inside_a_user_manager, counter, (x,))
+    assert counter.count == 1  # the callee's frame only
+    reference_count(no_grad_inside_a_user_manager, counter.count, (x,))

@@ -32,6 +32,7 @@ from symbolic_vm.resume import (
     positional_helper,
     why_not_break_at,
     with_exit_slot,
+    with_exit_slots,
 )
 
 
@@ -555,3 +556,17 @@ def test_a_try_around_a_with_whose_body_returns_still_stops_the_break() -> None:
     offset = call_offset(return_inside_with_inside_try, "note")
     why = why_not_break_at(return_inside_with_inside_try.__code__, offset)
     assert why is not None and "try" in why
+
+
+def nested_withs(x: int, a: Recorder, b: Recorder) -> int:
+    with a:
+        with b:
+            note(x)
+    return x
+
+
+def test_with_exit_slots_lists_every_active_with_block_innermost_first() -> None:
+    offset = call_offset(nested_withs, "note")
+    assert with_exit_slots(nested_withs.__code__, offset) == [1, 0]
+    assert with_exit_slot(nested_withs.__code__, offset) == 1
+    assert with_exit_slots(pair_note.__code__, call_offset(pair_note, "note")) == []

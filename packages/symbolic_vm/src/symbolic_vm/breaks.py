@@ -29,7 +29,7 @@ from symbolic_vm.resume import (
     Value,
     positional_helper,
     why_not_break_at,
-    with_exit_slot,
+    with_exit_slots,
 )
 from symbolic_vm.values import (
     AutocastExitVar,
@@ -173,8 +173,8 @@ def _tensor_method_descriptor(out: Output, stack: list[Var], depth: int) -> obje
 def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:
     """True when a with block other than grad mode / autocast is active at the break.
 
-    Its ``__exit__`` is on the stack: either the innermost with block's slot (found through the
-    exception table) or a bound ``__exit__`` method anywhere below.
+    Its ``__exit__`` is on the stack: at the slot of an active with block (found through the
+    exception table's handler chain) or, as a bound ``__exit__`` method, anywhere.
     """
     for var in brk.stack:
         if (
@@ -183,12 +183,12 @@ def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:
             and var.func.fn.__name__ == "__exit__"
         ):
             return True
-    slot = with_exit_slot(code, brk.offset)
-    if slot is None:
-        return False
-    if slot >= len(brk.stack):
-        return True  # not the stack layout we know: be safe
-    return not isinstance(brk.stack[slot], (ContextExitVar, AutocastExitVar))
+    for slot in with_exit_slots(code, brk.offset):
+        if slot >= len(brk.stack):
+            return True  # not the stack layout we know: be safe
+        if not isinstance(brk.stack[slot], (ContextExitVar, AutocastExitVar)):
+            return True
+    return False
 
 
 def _reentered_managers(out: Output, brk: BreakAt) -> dict[int, Reenter]:

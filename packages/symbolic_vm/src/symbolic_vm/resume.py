@@ -61,6 +61,7 @@ __all__ = [
     "resume_name",
     "why_not_break_at",
     "with_exit_slot",
+    "with_exit_slots",
 ]
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -754,25 +755,34 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
     return None
 
 
-def _inside_try(instrs: Sequence[Instr], where: int, label_at: dict[Label, int]) -> bool:
-    """Whether instruction ``where`` is inside a ``try`` block, however deeply nested in ``with``
-    blocks. The exception table gives each instruction its innermost handler only; the handler
-    chain leads outwards: a ``with`` block's cleanup starts with PUSH_EXC_INFO, whose own
-    handler (the ``lasti`` cleanup: COPY 3, POP_EXCEPT, RERAISE 1) is covered by the handler of
-    the block around the ``with`` -- a ``try`` block's, another ``with`` block's, or none."""
+def _handler_chain(
+    instrs: Sequence[Instr], where: int, label_at: dict[Label, int]
+) -> list[tuple[ExceptHandler, bool]]:
+    """The exception handlers around instruction ``where``, innermost first, each with whether
+    it is a ``with`` block's cleanup. The exception table gives each instruction its innermost
+    handler only; the chain leads outwards: a ``with`` block's cleanup starts with
+    PUSH_EXC_INFO, whose own handler (the ``lasti`` cleanup: COPY 3, POP_EXCEPT, RERAISE 1) is
+    covered by the handler of the block around the ``with``. It stops at the first handler
+    that is not a ``with`` block's (a ``try``)."""
+    chain: list[tuple[ExceptHandler, bool]] = []
     handler = instrs[where].handler
     seen: set[Label] = set()
     while handler is not None and handler.target not in seen:
         seen.add(handler.target)
         first = instrs[label_at[handler.target]]
         then = instrs[label_at[handler.target] + 1]
-        if first.opname != "PUSH_EXC_INFO" or then.opname != "WITH_EXCEPT_START":
-            return True  # a try block's handler (or one we do not know: be safe)
-        cleanup = first.handler
-        if cleanup is None:
-            return False
-        handler = instrs[label_at[cleanup.target]].handler
-    return False
+        is_with = first.opname == "PUSH_EXC_INFO" and then.opname == "WITH_EXCEPT_START"
+        chain.append((handler, is_with))
+        if not is_with or first.handler is None:
+            break
+        handler = instrs[label_at[first.handler.target]].handler
+    return chain
+
+
+def _inside_try(instrs: Sequence[Instr], where: int, label_at: dict[Label, int]) -> bool:
+    """Whether instruction ``where`` is inside a ``try`` block, however deeply nested in
+    ``with`` blocks (see :func:`_handler_chain`)."""
+    return any(not is_with for _, is_with in _handler_chain(instrs, where, label_at))
 
 
 def _group_end(items: Sequence[Instr | Label], offset: int) -> int:
@@ -783,26 +793,31 @@ def _group_end(items: Sequence[Instr | Label], offset: int) -> int:
         return k + 1
 
 
+def with_exit_slots(code: types.CodeType, offset: int) -> list[int]:
+    """The stack indices of the ``__exit__`` of every ``with`` block active at ``offset``,
+    innermost first (up to an enclosing ``try`` block, if any)."""
+    items = decode(code)
+    instrs = instructions_only(items)
+    where = next((k for k, i in enumerate(instrs) if i.offset == offset), None)
+    if where is None:
+        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
+    chain = _handler_chain(instrs, where, label_indices(items))
+    slots: list[int] = []
+    for handler, is_with in chain:
+        if not is_with:
+            break
+        slots.append(handler.depth - 1)
+    return slots
+
+
 def with_exit_slot(code: types.CodeType, offset: int) -> int | None:
     """The stack index of the innermost active ``with`` block's ``__exit__`` at ``offset``.
 
     None when the instruction there is not directly inside a ``with`` block (its exception
     handler, if any, is not a with block's cleanup).
     """
-    items = decode(code)
-    instrs = instructions_only(items)
-    where = next((i for i in instrs if i.offset == offset), None)
-    if where is None:
-        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
-    handler = where.handler
-    if handler is None:
-        return None
-    label_at = label_indices(items)
-    first = instrs[label_at[handler.target]]
-    then = instrs[label_at[handler.target] + 1]
-    if first.opname == "PUSH_EXC_INFO" and then.opname == "WITH_EXCEPT_START":
-        return handler.depth - 1
-    return None
+    slots = with_exit_slots(code, offset)
+    return slots[0] if slots else None
 
 
 def instructions_at(code: types.CodeType) -> list[Instr]:
