@@ -307,6 +307,11 @@ def _grouped_call(
         and isinstance(source.index, str)
         and isinstance(source.base_source, AttrSource)
         and source.base_source.member == "_modules"
+        # The check reads the hook dicts from the instance __dict__: only where they live.
+        and all(
+            table in module.__dict__ and _class_attribute(type(module), table) is _MISSING
+            for table in _HOOK_TABLES
+        )
     ):
         return False
     from torch.nn.modules import module as module_impl
