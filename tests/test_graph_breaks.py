@@ -1146,3 +1146,44 @@ def test_a_grad_block_inside_a_user_manager_still_runs_the_frame_eagerly(
     run_both(no_grad_inside_a_user_manager, counter, (x,))
     assert counter.count == 1  # the callee's frame only
     reference_count(no_grad_inside_a_user_manager, counter.count, (x,))
+
+
+def nonstrict_pytree_body(x: torch.Tensor) -> dict[str, Any]:
+    return {"double": x * 2, "parts": [x + 1, (x - 1, 3)]}
+
+
+nonstrict_pytree = compile_api.nonstrict_trace(nonstrict_pytree_body)
+
+
+def uses_nonstrict_pytree(x: torch.Tensor) -> torch.Tensor:
+    out = nonstrict_pytree(x.sin())
+    first, (second, k) = out["parts"]
+    return out["double"] + first * second + k
+
+
+def test_nonstrict_trace_returns_any_pytree_without_a_break(counter: GraphCounter) -> None:
+    # As torch.compile's nonstrict_trace: a dict/list/tuple result of tensors and constants
+    # (torch 2.13 refuses None in it; Strata accepts it). The node returns the flat leaves;
+    # the structure is rebuilt around them.
+    x = torch.randn(3)
+    run_both(uses_nonstrict_pytree, counter, (x,))
+    assert counter.count == 1
+    report = compile_api.explain(uses_nonstrict_pytree)(x)
+    assert report.graph_break_count == 0
+    targets = [n.target for n in counter.graphs[0].graph.nodes if n.op == "call_function"]
+    assert sum(1 for t in targets if getattr(t, "__name__", "").startswith("nonstrict_pytree")) == 1
+    if sys.version_info < (3, 13):
+        from torch import _dynamo
+
+        global torch_nonstrict_pytree
+        torch_nonstrict_pytree = _dynamo.nonstrict_trace(nonstrict_pytree_body)
+        reference_count(uses_nonstrict_pytree_reference, counter.count, (x,))
+
+
+torch_nonstrict_pytree: Callable[..., Any] = nonstrict_pytree_body  # torch's, set by the test
+
+
+def uses_nonstrict_pytree_reference(x: torch.Tensor) -> torch.Tensor:
+    out = torch_nonstrict_pytree(x.sin())
+    first, (second, k) = out["parts"]
+    return out["double"] + first * second + k

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import types
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 from torch._library.custom_ops import CustomOpDef
+from torch.utils import _pytree as pytree
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
@@ -18,7 +20,11 @@ from symbolic_vm.values import (
     AutocastVar,
     ConstVar,
     ContextExitVar,
+    DictBox,
+    DictVar,
     GradModeVar,
+    ListBox,
+    ListVar,
     ObjectVar,
     TensorVar,
     TupleVar,
@@ -369,8 +375,84 @@ def autograd_function_apply(cls: type) -> Any:
 
 
 def opaque_call(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    """allow_in_graph / nonstrict_trace: the call becomes one node, run on fakes for its value."""
-    return ops.graph_call(out, fn, args, kwargs)
+    """allow_in_graph / nonstrict_trace: the call becomes one node, run on fakes for its value.
+
+    A nonstrict_trace function may return any pytree of tensors and constants (as with
+    torch.compile): its node then returns the flat leaves and the VM rebuilds the dicts, lists
+    and tuples around them. A plain tensor or tuple/list result keeps ``fn`` itself as the
+    node's target. Either way ``fn`` runs once on fakes.
+    """
+    from symbolic_vm.registries import NONSTRICT_TRACE
+
+    if fn not in NONSTRICT_TRACE:
+        return ops.graph_call(out, fn, args, kwargs)
+    flat, specs = _flat_outputs(fn)
+    leaves = ops.graph_call(out, flat, args, kwargs)
+    spec = specs[-1]
+    if not isinstance(leaves, TupleVar):
+        raise Unsupported(f"nonstrict_trace function {_name(fn)}: its leaves are no tuple")
+    if _plain_structure(spec):
+        # Re-target the node to ``fn`` (same arguments, the unflattened fake result).
+        source = next(n for n in reversed(out.builder.graph.nodes) if n.target is flat)
+        direct = out.builder.graph.call_function(fn, source.args, source.kwargs)
+        direct.meta["example_value"] = pytree.tree_unflatten(
+            [n.meta["example_value"] for n in _getitem_nodes(source)], spec
+        )
+        for node in _getitem_nodes(source):
+            out.builder.graph.erase_node(node)
+        out.builder.graph.erase_node(source)
+        return ops.wrap_example(out, direct)
+    return _rebuild(pytree.tree_unflatten(list(leaves.items), spec))
+
+
+_FLAT_WRAPPERS: weakref.WeakKeyDictionary[Any, tuple[Any, list[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _flat_outputs(fn: Any) -> tuple[Any, list[Any]]:
+    """A function calling ``fn`` and returning its result's pytree leaves as a tuple, and the
+    list its last call appended the result's structure (TreeSpec) to."""
+    known = _FLAT_WRAPPERS.get(fn)
+    if known is None:
+        specs: list[Any] = []
+
+        def flat(*args: Any, **kwargs: Any) -> tuple[Any, ...]:
+            leaves, spec = pytree.tree_flatten(fn(*args, **kwargs))
+            specs[:] = [spec]
+            return tuple(leaves)
+
+        flat.__name__ = flat.__qualname__ = f"{_name(fn)}_flat"
+        _FLAT_WRAPPERS[fn] = known = (flat, specs)
+    return known
+
+
+def _plain_structure(spec: Any) -> bool:
+    """A single leaf, or a tuple/list of leaves: what a graph node's result can be as it is."""
+    if spec.is_leaf():
+        return True
+    return spec.type in (tuple, list) and all(child.is_leaf() for child in spec.children_specs)
+
+
+def _getitem_nodes(source: Any) -> list[Any]:
+    """The getitem nodes reading ``source``'s leaves, in leaf order."""
+    items = [user for user in source.users if user.target is operator.getitem]
+    return sorted(items, key=lambda node: node.args[1])
+
+
+def _rebuild(value: Any) -> Var:
+    """Tracked values for a result rebuilt around its leaf vars."""
+    if isinstance(value, Var):
+        return value
+    if value is None:
+        return ConstVar(None)
+    if type(value) is dict:
+        return DictVar(DictBox({k: _rebuild(v) for k, v in value.items()}))
+    if type(value) is list:
+        return ListVar(ListBox([_rebuild(v) for v in value]))
+    if type(value) is tuple:
+        return TupleVar(tuple(_rebuild(v) for v in value))
+    raise Unsupported(f"a nonstrict_trace result holding {type(value).__name__}")
 
 
 __all__ = ["call_torch", "enter_grad_mode", "is_torch_function", "set_grad_mode"]
