@@ -397,10 +397,18 @@ def test_breaks_at_keyword_calls_in_resume_functions_and_closures(
 
 
 def reference_count(fn: Callable[..., Any], ours: int, *calls: tuple[Any, ...]) -> None:
-    """Our graph count equals torch.compile's on the same calls (where it can run)."""
+    """Our graph count equals torch.compile's on the same calls (where it can run).
+
+    Older torch breaks more often (2.11 breaks around a nonstrict_trace call that returns a
+    pytree; 2.13 does not): there, never more graphs than torch.compile is the promise.
+    """
     if sys.version_info >= (3, 13):
         return
-    assert ours == torch_compile_graph_count(fn, *calls)
+    reference = torch_compile_graph_count(fn, *calls)
+    if torch.__version__ >= "2.13":
+        assert ours == reference
+    else:
+        assert ours <= reference
 
 
 STATES: list[tuple[str, bool, bool, torch.dtype]] = []
