@@ -99,6 +99,14 @@ def test_sin_cos_kernel_calls_libmvec_vector_variants(config: InductorConfig, ch
     # glibc's vector ABI names: _ZGV<isa>N<lanes>v_sinf
     assert b"v_sinf" in data
     assert b"v_cosf" in data
+    # sin and cos of the same value must not become a scalar sincos call
+    same = check(lambda t: torch.sin(t) * torch.cos(t), [x])
+    data = (
+        config.cache_dir / f"{cache_key(same.kernel_source, config, ('-lmvec',))}.so"
+    ).read_bytes()
+    assert b"v_sinf" in data
+    assert b"v_cosf" in data
+    assert b"sincos" not in data
 
 
 def test_scalar_libm_path_still_matches_eager(config: InductorConfig, check: Any) -> None:
