@@ -249,3 +249,37 @@ def test_redirect_makes_later_uses_and_outputs_name_the_replacement():
     torch.testing.assert_close(got_x, inp + 1)
     torch.testing.assert_close(got_early, -inp)  # made before the redirect: unchanged
     torch.testing.assert_close(got_late, (inp + 1) * 2)
+
+
+@pytest.mark.parametrize("value", [-3, 0, 1, 2, 9])
+def test_symbolic_int_input_is_a_fresh_symbol_for_any_value_and_the_graph_runs_with_others(value):
+    builder = GraphBuilder()  # not dynamic: the caller asks for this one int only
+    x = builder.placeholder("x", torch.randn(4))
+    n = builder.placeholder("n", value, symbolic=True)
+    example = builder.example_value(n)
+    assert isinstance(example, torch.SymInt) and is_symbolic(example)
+    y = builder.call_function(operator.mul, (x, n))
+    gm = builder.finish([y])
+    t = torch.randn(4)
+    for other in (-1, 0, 1, 5):
+        (out,) = gm(t, other)
+        torch.testing.assert_close(out, t * other)
+
+
+def test_symbolic_int_equal_to_a_size_gets_its_own_symbol():
+    builder = GraphBuilder(dynamic=True)
+    x = builder.placeholder("x", torch.randn(4))
+    n = builder.placeholder("n", 4, symbolic=True)
+    size = builder.example_value(x).shape[0]
+    assert str(builder.example_value(n).node.expr) != str(size.node.expr)
+
+
+def test_static_placeholder_keeps_sizes_under_a_dynamic_builder_but_honours_dynamic_dims():
+    builder = GraphBuilder(dynamic=True)
+    w = builder.placeholder("w", torch.randn(3, 4), static=True)
+    assert not any(is_symbolic(s) for s in builder.example_value(w).shape)
+    m = builder.placeholder("m", torch.randn(3, 4), static=True, dynamic_dims=[1])
+    shape = builder.example_value(m).shape
+    assert not is_symbolic(shape[0]) and is_symbolic(shape[1])
+    x = builder.placeholder("x", torch.randn(3, 4))
+    assert all(is_symbolic(s) for s in builder.example_value(x).shape)

@@ -89,12 +89,22 @@ class GraphBuilder:
         return list(self._example_inputs)
 
     def placeholder(
-        self, name: str, example: object, *, dynamic_dims: Collection[int] = ()
+        self,
+        name: str,
+        example: object,
+        *,
+        dynamic_dims: Collection[int] = (),
+        static: bool = False,
+        symbolic: bool | None = None,
     ) -> torch.fx.Node:
         """Add a graph input named ``name`` whose real value is ``example``.
 
-        Tensors get a fake twin (symbolic sizes where dynamic); ints become SymInts when the builder
-        is dynamic; any other value is kept as its own example.
+        Tensors get a fake twin (symbolic sizes where dynamic); ``static=True`` keeps a tensor's
+        sizes static whatever the builder's ``dynamic`` says (``dynamic_dims`` still apply): what
+        torch.compile does for module parameters and buffers. An int becomes a SymInt when
+        ``symbolic`` (default: the builder's ``dynamic``): a fresh symbol of its own (never
+        shared with an equal size), any sign, 0 and 1 included (the caller decides which ints
+        to keep constant). Any other value is kept as its own example.
         """
         self._check_open()
         # Placeholders stay first even when added after other nodes (lifted parameters).
@@ -104,15 +114,25 @@ class GraphBuilder:
         else:
             with self.graph.inserting_before(anchor):
                 node = self.graph.placeholder(_identifier(name))
-        node.meta["example_value"] = self._fake_input(node.name, example, dynamic_dims)
+        node.meta["example_value"] = self._fake_input(
+            node.name, example, dynamic_dims, static=static, symbolic=symbolic
+        )
         self._example_inputs.append(example)
         return node
 
-    def _fake_input(self, name: str, example: object, dynamic_dims: Collection[int]) -> object:
+    def _fake_input(
+        self,
+        name: str,
+        example: object,
+        dynamic_dims: Collection[int],
+        *,
+        static: bool,
+        symbolic: bool | None,
+    ) -> object:
         source = _PlaceholderSource(name)
         if isinstance(example, torch.Tensor):
             dims = set(dynamic_dims)
-            if self.dynamic:
+            if self.dynamic and not static:
                 dims |= {i for i, size in enumerate(example.shape) if size >= 2}
             if not dims:
                 return self.fake_mode.from_tensor(example, static_shapes=True)
@@ -121,8 +141,13 @@ class GraphBuilder:
             ]
             context: Any = StatelessSymbolicContext(dynamic_sizes=sizes)
             return self.fake_mode.from_tensor(example, source=source, symbolic_context=context)
-        if isinstance(example, int) and not isinstance(example, bool) and self.dynamic:
-            symbol = self.shape_env.create_symbol(example, source)
+        if symbolic is None:
+            symbolic = bool(self.dynamic)
+        if symbolic and isinstance(example, int) and not isinstance(example, bool):
+            # DYNAMIC, not DUCK: an int equal to a size by chance must not become that size.
+            symbol = self.shape_env.create_unspecified_symbol(
+                example, source, dynamic_dim=DimDynamic.DYNAMIC
+            )
             return self.shape_env.create_symintnode(symbol, hint=example, source=source)
         return example
 
