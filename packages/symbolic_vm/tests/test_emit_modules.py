@@ -207,6 +207,19 @@ def test_global_hook_guard_is_in_every_entry() -> None:
     assert "_global_forward_hooks" in text and "_global_backward_pre_hooks" in text
 
 
+def test_called_submodules_are_guarded_by_one_module_calls_per_modules_dict() -> None:
+    model = seq()
+    opt = compile_api.compile(model, backend=Counting())
+    opt(torch.randn(2, 8))
+    text = guard_text(nn.Sequential.forward.__code__)
+    lines = [line for line in text.splitlines() if line.startswith("MODULE_CALLS:")]
+    assert lines == [
+        "MODULE_CALLS: L['self']._modules keys=['0', '1', '2'] "
+        "(class, no hooks, the class forward inlined and not shadowed)"
+    ]
+    assert "called_modules" not in text  # no SHAPE line calling a Python check of its own
+
+
 def test_train_and_eval_follow_eager() -> None:
     model, backend = Block(), Counting()
     opt = compile_api.compile(model, backend=backend)

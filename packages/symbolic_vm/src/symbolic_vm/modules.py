@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import operator
 import types
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -300,8 +298,9 @@ def _guard_no_hooks(out: Output, source: Source | None) -> None:
 def _grouped_call(
     out: Output, source: Source | None, module: torch.nn.Module, forward: object
 ) -> bool:
-    """Record a call of the module at ``parent._modules[key]`` for one combined check per
-    parent (see :func:`called_modules_check`); False when the source has another form."""
+    """Record a call of the module at ``parent._modules[key]`` for one guards MODULE_CALLS
+    per parent (class, no hooks, the forward inlined); False when the source has another
+    form."""
     if not (
         isinstance(source, ItemSource)
         and isinstance(source.index, str)
@@ -323,51 +322,6 @@ def _grouped_call(
     calls = out.module_calls.setdefault(source.base_source, {})
     calls.setdefault(source.index, (type(module), forward))
     return True
-
-
-def called_modules_check(
-    entries: tuple[tuple[str, type, object], ...],
-) -> Callable[[Any], bool]:
-    """One check for the modules a trace called under one ``_modules`` dict, given as
-    (key, the module's class, the class forward the trace inlined or None when it ran an
-    attribute of the instance).
-
-    For each: its class is still that class (a changed ``__class__`` recompiles), no hook in
-    its four hook dicts (the inlined forward ran none), and, where the class's forward was
-    inlined, the instance does not shadow it; and once per class, ``cls.forward`` is still
-    that function (monkeypatching recompiles). The hook dicts and ``forward`` are read from
-    the instance ``__dict__`` (where ``m._forward_hooks`` resolves: no class attribute of
-    that name), one plain dict read each: ``nn.Module`` defines ``__getattr__``, so every
-    ``m.attr`` takes CPython's unspecialised slot path (~30% slower here). About 100 ns per
-    module on the 2-core dev box; C-level ``map``/``itemgetter`` pipelines measured slower.
-    """
-    keys = tuple(key for key, _, _ in entries)
-    classes = tuple(cls for _, cls, _ in entries)
-    forwards: tuple[tuple[Any, object], ...] = tuple(
-        {(cls, forward) for _, cls, forward in entries if forward is not None}
-    )
-    inlined = tuple(forward is not None for _, _, forward in entries)
-    get_modules = operator.itemgetter(*keys) if len(keys) > 1 else (lambda d: (d[keys[0]],))
-
-    def check(modules: Any) -> bool:
-        for cls, forward in forwards:
-            if cls.forward is not forward:
-                return False
-        for m, cls, forward_inlined in zip(
-            get_modules(modules), classes, inlined, strict=True
-        ):
-            if type(m) is not cls:
-                return False
-            d = m.__dict__
-            if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or (
-                d["_backward_pre_hooks"]
-            ):
-                return False
-            if forward_inlined and "forward" in d:
-                return False
-        return True
-
-    return check
 
 
 def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:

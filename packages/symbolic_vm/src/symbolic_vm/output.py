@@ -20,6 +20,7 @@ from symbolic_vm.guard_api import (
     AttrSource,
     GuardSet,
     ItemSource,
+    LocalSource,
     SizeSource,
     Source,
     UnsupportedGuardValue,
@@ -39,6 +40,7 @@ from symbolic_vm.values import (
     PartialVar,
     SetBox,
     SetVar,
+    SymVar,
     TensorVar,
     TupleVar,
     Var,
@@ -117,6 +119,11 @@ class Output:
         self._tensor_inputs: dict[int, TensorVar] = {}
         self._real_inputs: dict[int, torch.Tensor] = {}
         self._input_symbols: dict[int, dict[int, Any]] = {}
+        # Every graph input in creation order: tensors and SymInt ints (dynamic_ints).
+        self._inputs: list[TensorVar | SymVar] = []
+        self._int_inputs: dict[int, int] = {}  # id(placeholder node) -> the real int
+        # Each placeholder symbol -> where its value lives (SizeSource or the int's source).
+        self._symbol_sources: dict[Any, Source] = {}
         self._by_source: dict[str, Var] = {}
         self._by_id: dict[int, Var] = {}
         self._keep_alive: list[object] = []
@@ -137,7 +144,7 @@ class Output:
         # by one of these names is read there through the globals dict (codegen.Rebuilder).
         self.frame_names: frozenset[str] = frozenset()
         # Modules called at parent._modules[key]: parent -> {key: (its class, the class forward
-        # inlined or None)}; one hook/forward check per parent (modules.called_modules_check).
+        # inlined or None)}; one guards MODULE_CALLS per parent (_module_call_guards).
         self.module_calls: dict[Source, dict[str, tuple[type, object]]] = {}
 
     # -- wrapping real values ---------------------------------------------------------------
@@ -191,6 +198,8 @@ class Output:
             # A private copy: the trace changes it, the replay writes the difference back.
             original = tuple(value) if source is not None else None
             return SetVar(SetBox(set(value), original=original), source=source)
+        if isinstance(value, int) and source is not None and self._is_dynamic_int(value, source):
+            return self._wrap_int(value, source)
         if is_constant_value(value):
             return ConstVar(value, source=source)
         if isinstance(value, torch.nn.Module):
@@ -230,7 +239,10 @@ class Output:
             raise Unsupported("a tensor that the VM cannot name as a frame input")
         name = _placeholder_name(source)
         dims = self.config.dynamic_dims.get(source.name(), frozenset())
-        node = self.builder.placeholder(name, value, dynamic_dims=dims)
+        # Module parameters and buffers keep static sizes under dynamic=True, as torch.compile's
+        # force_parameter_static_shapes does (they are guarded together by MODULE_PARAMS).
+        static = isinstance(value, torch.nn.Parameter) or "._buffers[" in source.name()
+        node = self.builder.placeholder(name, value, dynamic_dims=dims, static=static)
         node.meta["source"] = source
         self._real_inputs[id(node)] = value
         # The symbols of its dynamic dims, recorded now: later specialisation replaces them.
@@ -239,8 +251,38 @@ class Output:
             for d, size in enumerate(node.meta["example_value"].shape)
             if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol)
         }
+        for d, symbol in self._input_symbols[id(node)].items():
+            self._symbol_sources.setdefault(symbol, SizeSource(source, d))
         var = TensorVar(node, node.meta["example_value"], source=source)
         self._tensor_inputs[id(value)] = var
+        self._inputs.append(var)
+        return var
+
+    def _is_dynamic_int(self, value: object, source: Source) -> bool:
+        """An int argument (or an int inside list/tuple/dict arguments) traced as a SymInt.
+
+        As torch.compile: only ints read from the frame's locals (not globals, not module
+        attributes); with dynamic=True all but 0 and 1, otherwise those automatic dynamic named.
+        """
+        if type(value) is not int or self.config.dynamic is False:
+            return False
+        root = source
+        while isinstance(root, ItemSource):
+            root = root.base_source
+        if not isinstance(root, LocalSource):
+            return False
+        if self.config.dynamic is True:
+            return value not in (0, 1)
+        return source.name() in self.config.dynamic_ints
+
+    def _wrap_int(self, value: int, source: Source) -> SymVar:
+        node = self.builder.placeholder(_placeholder_name(source), value, symbolic=True)
+        node.meta["source"] = source
+        example = node.meta["example_value"]
+        self._int_inputs[id(node)] = value
+        self._symbol_sources.setdefault(example.node.expr, source)
+        var = SymVar(node, example, source=source)
+        self._inputs.append(var)
         return var
 
     def real_input(self, var: TensorVar) -> torch.Tensor:
@@ -253,8 +295,18 @@ class Output:
         return type(real) if real is not None else torch.Tensor
 
     def tensor_inputs(self) -> list[TensorVar]:
-        """Placeholders in creation order."""
+        """Tensor placeholders in creation order."""
         return list(self._tensor_inputs.values())
+
+    def graph_inputs(self) -> list[TensorVar | SymVar]:
+        """Every placeholder (tensors and SymInt ints) in creation order."""
+        return list(self._inputs)
+
+    def input_value(self, var: TensorVar | SymVar) -> object:
+        """The real value (tensor or int) behind graph input ``var``."""
+        if isinstance(var, SymVar):
+            return self._int_inputs[id(var.node)]
+        return self._real_inputs[id(var.node)]
 
     # -- guards -----------------------------------------------------------------------------
 
@@ -319,27 +371,44 @@ class Output:
         """Guard a Python boolean expression over ``L``/``G`` (emitted as a SHAPE guard)."""
         self._predicates.setdefault(predicate, description)
 
-    def used_placeholder(self, var: TensorVar) -> bool:
+    def used_placeholder(self, var: TensorVar | SymVar) -> bool:
         """True when the graph or the trace relied on input ``var``."""
         return bool(var.node.users) or id(var.node) in self._depended
 
-    def guard_set(self, live_inputs: list[TensorVar]) -> GuardSet:
-        """The guards of everything the trace depended on."""
+    def guard_set(self, live_inputs: list[TensorVar | SymVar]) -> GuardSet:
+        """The guards of everything the trace depended on.
+
+        Inputs whose symbols a ShapeEnv fact mentions are guarded too, live or not (a fake op
+        that failed, or a branch on a size, may involve an input the graph no longer uses).
+        """
         guard_set = GuardSet()
         guard_set.GLOBAL_STATE()
-        symbol_sources: dict[Any, Source] = {}
+        mentioned = self._mentioned_symbols()
+        guarded: list[TensorVar | SymVar] = list(live_inputs)
+        for var in self._inputs:
+            if var not in guarded and self._symbols_of(var) & mentioned:
+                guarded.append(var)
+        int_inputs = [v for v in guarded if isinstance(v, SymVar)]
+        live_tensors = [v for v in guarded if isinstance(v, TensorVar)]
+        symbol_sources: dict[Any, Source] = {
+            symbol: source
+            for var in guarded
+            for symbol in self._symbols_of(var)
+            if (source := self._symbol_sources.get(symbol)) is not None
+        }
+        for var in int_inputs:
+            assert var.source is not None  # int inputs always have one (see _wrap_int)
+            guard_set.TYPE_MATCH(var.source, self._int_inputs[id(var.node)])
         # Parameters read as root._modules[..]...._parameters[name]: one MODULE_PARAMS per root
         # module (identity of the modules and parameters on the paths + each parameter's full
         # metadata), read the same way as the transformed code reads them.
         per_root: dict[
             Source, tuple[torch.nn.Module, list[str], list[tuple[Source, torch.Tensor]]]
         ] = {}
-        for var in live_inputs:
+        for var in live_tensors:
             real = self._real_inputs[id(var.node)]
             assert var.source is not None  # inputs always have one (see _wrap_tensor)
             dims = self._input_symbols.get(id(var.node), {})
-            for d, symbol in dims.items():
-                symbol_sources.setdefault(symbol, SizeSource(var.source, d))
             path = None if dims else self._module_parameter(var.source, real)
             if path is not None:
                 root, module, name = path
@@ -387,17 +456,27 @@ class Output:
                 guard_set.ID_MATCH(request.source, request.value)
         return guard_set
 
-    def _module_call_guards(self, guard_set: GuardSet) -> None:
-        from symbolic_vm.modules import called_modules_check
+    def _symbols_of(self, var: TensorVar | SymVar) -> set[Any]:
+        if isinstance(var, SymVar):
+            return {var.example.node.expr} & self._symbol_sources.keys()
+        return set(self._input_symbols.get(id(var.node), {}).values())
 
+    def _mentioned_symbols(self) -> set[Any]:
+        """Placeholder symbols that a ShapeEnv guard or specialisation refers to."""
+        shape_env = self.builder.shape_env
+        mentioned: set[Any] = set()
+        for guard in shape_env.guards:
+            mentioned |= guard.expr.free_symbols
+        for symbol, value in shape_env.replacements.items():
+            mentioned.add(symbol)
+            mentioned |= value.free_symbols
+        return mentioned & self._symbol_sources.keys()
+
+    def _module_call_guards(self, guard_set: GuardSet) -> None:
+        # One MODULE_CALLS per parent _modules dict (guards' C++ ModuleCallsCheck when built).
         for parent, calls in self.module_calls.items():
-            entries = tuple((key, cls, forward) for key, (cls, forward) in calls.items())
-            check = self.install(called_modules_check(entries), "called_modules")
-            where = parent.name()
-            guard_set.SHAPE(
-                f"G[{check!r}]({where})",
-                f"the modules called in {where} ({', '.join(calls)}) have no hooks and the "
-                "forward the trace inlined",
+            guard_set.MODULE_CALLS(
+                parent, [(key, cls, forward) for key, (cls, forward) in calls.items()]
             )
 
     def _module_parameter(
