@@ -23,7 +23,7 @@ from symbolic_vm.records import (
     FrameLike,
     GraphBreak,
 )
-from symbolic_vm.values import TensorVar, Var
+from symbolic_vm.values import SymVar, TensorVar, Var
 
 log = logging.getLogger("strata.symbolic_vm")
 
@@ -130,14 +130,14 @@ def _leave_autocast(out: Output) -> None:
 
 def _graph(
     out: Output, rebuilder: Rebuilder, graph_name: str
-) -> tuple[list[CapturedGraph], str | None, list[str], list[TensorVar]]:
+) -> tuple[list[CapturedGraph], str | None, list[str], list[TensorVar | SymVar]]:
     """Close the graph: its outputs are what ``rebuilder`` asked for; drop unused inputs.
 
     Returns the graphs (none when nothing was captured), the global name to call, the input
     expressions, and the tensor inputs to guard.
     """
     graph = out.builder.graph
-    inputs = out.tensor_inputs()
+    inputs = out.graph_inputs()
     # Inputs nothing used are dropped from the graph (and guarded only if their metadata was read).
     live = [v for v in inputs if v.node.users]
     for var in inputs:
@@ -148,7 +148,7 @@ def _graph(
     if not (has_ops or rebuilder.outputs):
         return [], None, [], guarded
     gm = out.builder.finish(rebuilder.outputs)
-    example_inputs: list[object] = [out.real_input(v) for v in live]
+    example_inputs: list[object] = [out.input_value(v) for v in live]
     log.debug("captured %s:\n%s", graph_name, gm.code)
     args = [rebuilder.source(_source(v)) for v in live]
     return [CapturedGraph(graph_name, gm, example_inputs)], graph_name, args, guarded
@@ -192,6 +192,6 @@ def _finish_with_break(
     )
 
 
-def _source(var: TensorVar) -> Source:
+def _source(var: TensorVar | SymVar) -> Source:
     assert var.source is not None
     return var.source

@@ -66,11 +66,17 @@ def frame_from_call(
 
 @attrs.frozen
 class CaptureConfig:
-    """How to capture: fail on anything unsupported (fullgraph), and which dims are symbolic."""
+    """How to capture: fail on anything unsupported (fullgraph), and which dims are symbolic.
+
+    ``dynamic_ints`` names frame-local int sources (``L['n']``, ``L['sizes'][0]``) to trace as
+    SymInt graph inputs (automatic dynamic after their value changed); with ``dynamic=True``
+    every such int except 0 and 1 is symbolic anyway.
+    """
 
     fullgraph: bool = False
     dynamic: bool | None = None
     dynamic_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
+    dynamic_ints: frozenset[str] = frozenset()
 
 
 @attrs.frozen
