@@ -177,14 +177,6 @@ def test_dynamic_non_contiguous_input_gives_eager_result(counter: Any) -> None:
     assert counter.count <= 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=compile_api.InternalError,
-    reason="symbolic_vm: a failed fake op leaves a ShapeEnv guard on a symbol of an input that "
-    "is not live in the partial graph; guard_set() gives shape_guards only the live inputs' "
-    "symbols, so guards raises ShapeGuardError ('symbol s.. with no source'). Fix in the VM: "
-    "pass the sources of every placeholder's symbols (and TENSOR_MATCH those inputs).",
-)
 def test_failed_broadcast_under_dynamic_compiles_without_internal_error(counter: Any) -> None:
     compile_api.config.suppress_errors = False
     fn = compile_api.compile(add_pair, backend=counter, dynamic=True)
@@ -212,13 +204,6 @@ def repeat_n(x: torch.Tensor, n: int) -> torch.Tensor:
     return x * n + n
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="automatic dynamic covers tensor sizes only: an int argument that changes value "
-    "recompiles for every value (torch.compile makes it a SymInt input on the second value). "
-    "Needs compile_api to pass the int's source as dynamic and symbolic_vm to trace it as a "
-    "SymInt graph input.",
-)
 def test_automatic_dynamic_int_argument_compiles_twice(counter: Any) -> None:
     fn = compile_api.compile(repeat_n, backend=counter)
     x = torch.randn(4)

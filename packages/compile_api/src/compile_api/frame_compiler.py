@@ -216,6 +216,36 @@ def _dynamic_dims(
     return {name: frozenset(d) for name, d in dims.items()}
 
 
+def _dynamic_ints(
+    frame: types.FrameType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
+) -> frozenset[str]:
+    """Int sources to trace as SymInts: automatic dynamic for ints, as for sizes above.
+
+    An int that an earlier entry's CONSTANT_MATCH guarded and that now holds another int is
+    made symbolic from this compile on (torch.compile does the same with dynamic=None).
+    """
+    code = frame.f_code
+    with state.lock:
+        auto = state.auto_dynamic_ints.setdefault((code, ctx.token), set())
+        if recompiling and ctx.dynamic is None and config.automatic_dynamic_shapes:
+            for source, old in state.int_values.get((code, ctx.token), ()):
+                try:
+                    value = source.resolve(f_locals, frame.f_globals)
+                except Exception:  # the source no longer resolves: nothing to compare
+                    continue
+                name = source.name()
+                if type(value) is int and value != old and name not in auto:
+                    auto.add(name)
+                    channel("dynamic").debug(
+                        "%s: %s changed from %d to %d; recompiling it as a SymInt",
+                        _where(code),
+                        name,
+                        old,
+                        value,
+                    )
+        return frozenset(auto)
+
+
 def _recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[str]:
     reasons: list[str] = []
     for entry in evalframe.cache_entries(code):
@@ -390,6 +420,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         fullgraph=ctx.fullgraph,
         dynamic=ctx.dynamic,
         dynamic_dims=_dynamic_dims(frame, f_locals, ctx, recompiling),
+        dynamic_ints=_dynamic_ints(frame, f_locals, ctx, recompiling),
     )
     try:
         with _timed(record, "bytecode_analysis"):
@@ -449,6 +480,11 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             (guard.source, guard.spec.sizes)
             for guard in check.guards
             if isinstance(guard, guards.TensorMatch)
+        )
+        state.int_values.setdefault((code, ctx.token), []).extend(
+            (guard.source, guard.value)
+            for guard in check.guards
+            if isinstance(guard, guards.ConstantMatch) and type(guard.value) is int
         )
     _finish(record, ctx)
     # The bare generated function (it carries .failures): one call layer less on every hit.
