@@ -210,3 +210,188 @@ def test_automatic_dynamic_int_argument_compiles_twice(counter: Any) -> None:
     for n in (2, 3, 5, 7):
         same(fn, repeat_n, x, n)
     assert counter.count == 2
+
+
+# -- int arguments and parameters, compile counts side by side with torch.compile ---------------
+
+
+def torch_compile_count(
+    fn: Any, calls: list[tuple[Any, ...]], dynamic: bool | None
+) -> tuple[int, list[torch.fx.GraphModule]]:
+    """Graphs torch.compile (a counting eager backend) makes of ``fn`` over ``calls``."""
+    import torch._dynamo
+
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend, dynamic=dynamic)
+    for args in calls:
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    torch._dynamo.reset()
+    return len(graphs), graphs
+
+
+def strata_count(counter: Any, fn: Any, calls: list[tuple[Any, ...]], dynamic: bool | None) -> int:
+    compiled = compile_api.compile(fn, backend=counter, dynamic=dynamic)
+    for args in calls:
+        same(compiled, fn, *args)
+    return int(counter.count)
+
+
+INT_SWEEP = (2, 3, 5, 7, 0, 1, -4, 100)
+
+
+def int_calls(*values: int) -> list[tuple[Any, ...]]:
+    x = torch.randn(4)
+    return [(x, n) for n in values]
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_int_argument_sweep_compile_count_matches_torch_compile(counter: Any, dynamic: Any) -> None:
+    calls = int_calls(*INT_SWEEP)
+    expected, _ = torch_compile_count(repeat_n, calls, dynamic)
+    assert strata_count(counter, repeat_n, calls, dynamic) == expected
+    assert counter.count == (2 if dynamic is None else 1)
+
+
+def test_int_argument_becomes_a_symint_placeholder_on_the_second_value(counter: Any) -> None:
+    fn = compile_api.compile(repeat_n, backend=counter)
+    x = torch.randn(3)
+    same(fn, repeat_n, x, 2)
+    same(fn, repeat_n, x, 3)
+    first, second = counter.graphs
+    assert not any(n.op == "placeholder" and _is_sym(n) for n in first.graph.nodes)
+    assert any(n.op == "placeholder" and _is_sym(n) for n in second.graph.nodes)
+
+
+def test_int_argument_stays_static_with_dynamic_false(counter: Any) -> None:
+    calls = int_calls(2, 3, 5, 2)
+    assert strata_count(counter, repeat_n, calls, False) == 3
+
+
+def scale_if_big(x: torch.Tensor, n: int) -> torch.Tensor:
+    if n > 3:
+        return x * n
+    return x - n
+
+
+def test_branch_on_an_int_argument_matches_torch_compile(counter: Any) -> None:
+    calls = int_calls(5, 6, 9, 2, 3, -1, 4, 12, 0)
+    expected, _ = torch_compile_count(scale_if_big, calls, None)
+    assert strata_count(counter, scale_if_big, calls, None) == expected
+
+
+def repeat_loop(x: torch.Tensor, n: int) -> torch.Tensor:
+    for _ in range(n):
+        x = x + 1
+    return x
+
+
+def test_int_used_as_a_loop_count_recompiles_per_value_like_torch_compile(counter: Any) -> None:
+    calls = int_calls(2, 3, 4, 2, 3)
+    expected, _ = torch_compile_count(repeat_loop, calls, None)
+    assert strata_count(counter, repeat_loop, calls, None) == expected
+
+
+def view_rows(x: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    return x.reshape(shape[0], -1) * shape[0]
+
+
+def test_int_inside_a_list_argument_is_automatic_dynamic(counter: Any) -> None:
+    x = torch.randn(24)
+    calls: list[tuple[Any, ...]] = [(x, [n]) for n in (2, 3, 4, 6, 8, 12)]
+    expected, _ = torch_compile_count(view_rows, calls, None)
+    assert strata_count(counter, view_rows, calls, None) == expected
+
+
+SCALE = 3
+
+
+def times_global(x: torch.Tensor) -> torch.Tensor:
+    return x * SCALE
+
+
+def test_global_int_stays_a_constant_under_dynamic_true(counter: Any) -> None:
+    global SCALE
+    fn = compile_api.compile(times_global, backend=counter, dynamic=True)
+    x = torch.randn(5)
+    same(fn, times_global, x)
+    placeholders = [n for n in counter.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 1, "x only: the global int is not a graph input"
+    try:
+        SCALE = 4
+        same(fn, times_global, x)  # the constant is guarded: recompile, right result
+    finally:
+        SCALE = 3
+    assert counter.count == 2
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 5)
+        self.fc2 = torch.nn.Linear(5, 3)
+        self.register_buffer("shift", torch.randn(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(torch.relu(self.fc1(x))) + self.shift
+
+
+def test_parameters_and_buffers_keep_static_sizes_under_dynamic_true(counter: Any) -> None:
+    model = TwoLayers()
+    compiled = compile_api.compile(model, backend=counter, dynamic=True)
+    with torch.no_grad():
+        for n in (3, 4, 7, 16):
+            x = torch.randn(n, 6)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert counter.count == 1
+    (gm,) = counter.graphs
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    symbolic = [n.name for n in placeholders if _is_sym(n)]
+    assert len(placeholders) == 6 and symbolic == [placeholders[0].name], symbolic
+    ref_count, ref_graphs = torch_compile_count(model, [(torch.randn(n, 6),) for n in (3, 4, 7)],
+                                                True)
+    assert ref_count == 1
+    ref_symbolic = [n.name for n in ref_graphs[0].graph.nodes if n.op == "placeholder"
+                    and isinstance(n.meta.get("example_value"), torch.Tensor) and _is_sym(n)]
+    assert len(ref_symbolic) == 1  # the input only
+
+
+def test_dynamic_true_guards_parameters_with_module_params(counter: Any) -> None:
+    import logging
+
+    texts: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            texts.append(record.getMessage())
+
+    logger = logging.getLogger("strata.guards")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        model = TwoLayers()
+        compiled = compile_api.compile(model, backend=counter, dynamic=True)
+        x = torch.randn(4, 6)
+        torch.testing.assert_close(compiled(x), model(x))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    text = "\n".join(texts)
+    assert "MODULE_PARAMS" in text, text
+    # Parameter metadata is listed indented under MODULE_PARAMS, not as guards of their own.
+    own = [line for line in text.splitlines() if line.startswith("TENSOR_MATCH")]
+    assert own and not any("_parameters" in line for line in own), own
+    assert "size=[3] stride=[1]" in text  # the buffer's sizes: static
+    with torch.no_grad():
+        model.fc1.weight.mul_(2)  # same object, new values: no recompile, new result
+    y = torch.randn(9, 6)
+    torch.testing.assert_close(compiled(y), model(y))
+    model.fc1 = torch.nn.Linear(6, 5)  # a new module: MODULE_PARAMS fails, recompile
+    torch.testing.assert_close(compiled(y), model(y))
+    assert counter.count == 2

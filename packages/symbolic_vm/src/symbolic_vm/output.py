@@ -122,6 +122,9 @@ class Output:
         # Every graph input in creation order: tensors and SymInt ints (dynamic_ints).
         self._inputs: list[TensorVar | SymVar] = []
         self._int_inputs: dict[int, int] = {}  # id(placeholder node) -> the real int
+        # id(placeholder node) -> its symbol, recorded now: specialising (int(n), range(n))
+        # later replaces the SymInt's expression by the number.
+        self._int_symbols: dict[int, Any] = {}
         # Each placeholder symbol -> where its value lives (SizeSource or the int's source).
         self._symbol_sources: dict[Any, Source] = {}
         self._by_source: dict[str, Var] = {}
@@ -280,6 +283,7 @@ class Output:
         node.meta["source"] = source
         example = node.meta["example_value"]
         self._int_inputs[id(node)] = value
+        self._int_symbols[id(node)] = example.node.expr
         self._symbol_sources.setdefault(example.node.expr, source)
         var = SymVar(node, example, source=source)
         self._inputs.append(var)
@@ -458,7 +462,7 @@ class Output:
 
     def _symbols_of(self, var: TensorVar | SymVar) -> set[Any]:
         if isinstance(var, SymVar):
-            return {var.example.node.expr} & self._symbol_sources.keys()
+            return {self._int_symbols[id(var.node)]}
         return set(self._input_symbols.get(id(var.node), {}).values())
 
     def _mentioned_symbols(self) -> set[Any]:
