@@ -18,7 +18,7 @@ import symbolic_vm
 from .backends import Backend, inductor_with_options, lookup_backend
 from .ddp import warn_if_fsdp
 from .errors import NotCallableError
-from .frame_compiler import CompileContext, active, context_token, make_callback
+from .frame_compiler import CompileContext, context_token, make_callback
 from .state import FrameRecord, state
 
 __all__ = [
@@ -66,20 +66,9 @@ def _forward_code(mod: torch.nn.Module) -> frozenset[types.CodeType]:
 
 
 def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
-    callback = make_callback(ctx)
-    token = ctx.token
-
-    @functools.wraps(fn)
-    def compiled(*args: Any, **kwargs: Any) -> Any:
-        previous = evalframe.set_callback(callback)
-        previous_token = active.token
-        active.token = token
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            active.token = previous_token
-            evalframe.set_callback(previous)
-
+    # evalframe.with_callback: the callback is set around each call in C, with no Python frame.
+    compiled = evalframe.with_callback(make_callback(ctx), fn)
+    functools.update_wrapper(compiled, fn)
     compiled._strata_orig_callable = fn  # type: ignore[attr-defined]
     compiled._strata_context = ctx  # type: ignore[attr-defined]
     return compiled
@@ -195,7 +184,7 @@ class _Optimize:
     def __init__(self, ctx: CompileContext) -> None:
         self._ctx = ctx
         self._callback = make_callback(ctx)
-        self._previous: list[tuple[evalframe.Callback | None, int]] = []
+        self._previous: list[evalframe.Callback | None] = []
 
     def __call__(self, fn: F) -> F:
         if isinstance(fn, torch.nn.Module):
@@ -205,12 +194,10 @@ class _Optimize:
         return _wrap(fn, self._ctx)  # type: ignore[return-value]
 
     def __enter__(self) -> None:
-        self._previous.append((evalframe.set_callback(self._callback), active.token))
-        active.token = self._ctx.token
+        self._previous.append(evalframe.set_callback(self._callback))
 
     def __exit__(self, *exc: object) -> None:
-        callback, active.token = self._previous.pop()
-        evalframe.set_callback(callback)
+        evalframe.set_callback(self._previous.pop())
 
 
 def optimize(
@@ -236,14 +223,8 @@ def disable(fn: Any = None, recursive: bool = True) -> Any:
             state.skip_codes.add(code)
         return fn
 
-    @functools.wraps(fn)
-    def disabled(*args: Any, **kwargs: Any) -> Any:
-        previous = evalframe.set_callback(None)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            evalframe.set_callback(previous)
-
+    # The hook is off for the call and all it starts (C; no Python frame of ours).
+    disabled = functools.update_wrapper(evalframe.without_hook(fn), fn)
     marker = getattr(symbolic_vm, "disable_marker", None)
     if marker is not None:
         marker(disabled)
@@ -252,14 +233,8 @@ def disable(fn: Any = None, recursive: bool = True) -> Any:
 
 @contextmanager
 def _run_only() -> Iterator[None]:
-    # Token 0: an entry compiled by any compile() context may run.
-    previous_token = active.token
-    active.token = 0
-    try:
-        with evalframe.run_only():
-            yield
-    finally:
-        active.token = previous_token
+    with evalframe.run_only():
+        yield
 
 
 def run(fn: Any = None) -> Any:

@@ -34,7 +34,7 @@ from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
 from .state import FrameRecord, RecordedGraph, state
 
-__all__ = ["CompileContext", "active", "context_token", "make_callback", "skip_reason"]
+__all__ = ["CompileContext", "context_token", "make_callback", "skip_reason"]
 
 log = logging.getLogger("strata.compile_api")
 
@@ -59,15 +59,9 @@ class CompileContext:
     token: int = attrs.field(default=0, eq=False)
 
 
-class _ActiveToken(threading.local):
-    """This thread's running compile context, as its token (0: none, e.g. inside ``run()``)."""
-
-    token: int = 0
-
-
-# Read by every cache entry's guard (installed in the frame's globals as ``__strata_active``).
-active = _ActiveToken()
-_ACTIVE_NAME = "__strata_active"
+# Installed in the globals of every compiled frame: each entry's guard reads the running
+# callback (evalframe.get_callback, C) and its ``_strata_token``.
+_CALLBACK_NAME = "__strata_callback"
 _tokens: dict[tuple[object, bool, bool | None], int] = {}
 
 
@@ -75,9 +69,10 @@ def context_token(backend: Backend, fullgraph: bool, dynamic: bool | None) -> in
     """One token per (backend, fullgraph, dynamic): ``compile()`` calls that agree share a cache.
 
     A code object's cache is shared by every ``compile()`` of it, so each entry is guarded on
-    the token of the context that compiled it: a second ``compile(fn, backend=other)`` compiles
-    anew instead of running the first backend's code, and ``fullgraph=True`` never reuses an
-    entry that was compiled with graph breaks. Inside ``run()`` (token 0) any entry may run.
+    the token of the context that compiled it (carried by the running callback): a second
+    ``compile(fn, backend=other)`` compiles anew instead of running the first backend's code,
+    and ``fullgraph=True`` never reuses an entry that was compiled with graph breaks. With no
+    callback running (inside a top-level ``run()``), any entry may run.
     """
     key = (backend, fullgraph, dynamic)
     with state.lock:
@@ -464,14 +459,14 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             state.installed.append((namespace, name))
     guard_set = result.guards
     guard_set.SHAPE(
-        f"G[{_ACTIVE_NAME!r}].token in ({ctx.token}, 0)",
+        f"getattr(G[{_CALLBACK_NAME!r}](), '_strata_token', 0) in ({ctx.token}, 0)",
         f"compiled by compile(backend={ctx.backend_name!r}, fullgraph={ctx.fullgraph}, "
         f"dynamic={ctx.dynamic}); another compile() of this code is running",
     )
     with state.lock:
-        if namespace.get(_ACTIVE_NAME) is not active:
-            namespace[_ACTIVE_NAME] = active
-            state.installed.append((namespace, _ACTIVE_NAME))
+        if namespace.get(_CALLBACK_NAME) is not evalframe.get_callback:
+            namespace[_CALLBACK_NAME] = evalframe.get_callback
+            state.installed.append((namespace, _CALLBACK_NAME))
     with _timed(record, "guard_building"):
         check = guards.compile_guards(guard_set, namespace)
     record.guards_text = check.text
@@ -503,4 +498,6 @@ def make_callback(ctx: CompileContext) -> evalframe.Callback:
         with _compile_lock:
             return compile_frame(frame, cache_size, ctx)
 
+    # What each entry's guard reads to tell which compile() context is running.
+    callback._strata_token = ctx.token  # type: ignore[attr-defined]
     return callback

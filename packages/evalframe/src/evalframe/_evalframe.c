@@ -773,7 +773,7 @@ PyMODINIT_FUNC
 PyInit__evalframe(void)
 {
     if (PyType_Ready(&CodeCache_Type) < 0 || PyType_Ready(&ThreadState_Type) < 0 ||
-        PyType_Ready(&ef_WithoutHook_Type) < 0) {
+        PyType_Ready(&ef_WithoutHook_Type) < 0 || PyType_Ready(&ef_WithCallback_Type) < 0) {
         return NULL;
     }
     if (extra_index < 0) {
@@ -805,7 +805,8 @@ PyInit__evalframe(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(m, "HOOK_AVAILABLE", EF_HOOK ? Py_True : Py_False) < 0 ||
-        PyModule_AddObjectRef(m, "without_hook", (PyObject *)&ef_WithoutHook_Type) < 0) {
+        PyModule_AddObjectRef(m, "without_hook", (PyObject *)&ef_WithoutHook_Type) < 0 ||
+        PyModule_AddObjectRef(m, "with_callback", (PyObject *)&ef_WithCallback_Type) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -91,6 +91,7 @@ void ef_hook_off(ThreadState *st, ef_saved_state *saved);
 void ef_hook_restore(ThreadState *st, ef_saved_state *saved);
 
 extern PyTypeObject ef_WithoutHook_Type;
+extern PyTypeObject ef_WithCallback_Type;
 
 #if EF_HOOK
 /* ------------------------------------------------------------------ */

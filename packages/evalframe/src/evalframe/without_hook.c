@@ -57,9 +57,11 @@ ef_run_unhooked(PyThreadState *ts, ThreadState *st, _PyInterpreterFrame *frame)
 
 #endif
 
+/* Both callables share one layout: `callback` is NULL for without_hook. */
 typedef struct {
     PyObject_HEAD
     PyObject *fn;
+    PyObject *callback;
     PyObject *dict;
     vectorcallfunc vectorcall;
 } WithoutHook;
@@ -80,6 +82,62 @@ wh_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwna
     ef_hook_restore(st, &saved);
     Py_DECREF(st);
     return result;
+}
+
+/* with_callback: the thread's callback is `callback` for the call (its run_only()
+ * depth is left as it is), then the saved state comes back exactly. */
+static PyObject *
+wc_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    WithoutHook *self = (WithoutHook *)op;
+    ThreadState *st = ef_current_state(1);
+    if (st == NULL) {
+        return NULL;
+    }
+    Py_INCREF(st);
+    ef_saved_state saved;
+    int was_active = ef_thread_active(st);
+    saved.callback = st->callback; /* the reference moves into `saved` */
+    saved.run_only = st->run_only;
+    st->callback = Py_NewRef(self->callback);
+    ef_note_activity(was_active, 1);
+    PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
+    ef_hook_restore(st, &saved);
+    Py_DECREF(st);
+    return result;
+}
+
+static PyObject *
+wc_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *callback, *fn;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "with_callback() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "with_callback", 2, 2, &callback, &fn)) {
+        return NULL;
+    }
+#if !EF_HOOK
+    PyErr_SetString(PyExc_RuntimeError,
+                    "evalframe: the frame-evaluation hook is not available on this "
+                    "CPython version (supported: 3.11, 3.12, 3.13)");
+    return NULL;
+#endif
+    if (!PyCallable_Check(callback) || !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "with_callback() takes two callables, not %.200s and %.200s",
+                     Py_TYPE(callback)->tp_name, Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    WithoutHook *self = (WithoutHook *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->fn = Py_NewRef(fn);
+    self->callback = Py_NewRef(callback);
+    self->dict = NULL;
+    self->vectorcall = wc_vectorcall;
+    return (PyObject *)self;
 }
 
 static PyObject *
@@ -103,6 +161,7 @@ wh_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     self->fn = Py_NewRef(fn);
+    self->callback = NULL;
     self->dict = NULL;
     self->vectorcall = wh_vectorcall;
     return (PyObject *)self;
@@ -112,6 +171,7 @@ static int
 wh_traverse(WithoutHook *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->fn);
+    Py_VISIT(self->callback);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -120,6 +180,7 @@ static int
 wh_clear(WithoutHook *self)
 {
     Py_CLEAR(self->fn);
+    Py_CLEAR(self->callback);
     Py_CLEAR(self->dict);
     return 0;
 }
@@ -143,6 +204,18 @@ static PyObject *
 wh_repr(WithoutHook *self)
 {
     return PyUnicode_FromFormat("<evalframe.without_hook of %R>", self->fn);
+}
+
+static PyObject *
+wc_repr(WithoutHook *self)
+{
+    return PyUnicode_FromFormat("<evalframe.with_callback %R of %R>", self->callback, self->fn);
+}
+
+static PyObject *
+wc_get_callback(WithoutHook *self, void *closure)
+{
+    return Py_NewRef(self->callback);
 }
 
 static PyObject *
@@ -202,4 +275,34 @@ PyTypeObject ef_WithoutHook_Type = {
     .tp_descr_get = wh_descr_get,
     .tp_dictoffset = offsetof(WithoutHook, dict),
     .tp_new = wh_new,
+};
+
+static PyGetSetDef wc_getset[] = {
+    {"__wrapped__", (getter)wh_get_wrapped, (setter)wh_set_wrapped, "The callable it runs.",
+     NULL},
+    {"callback", (getter)wc_get_callback, NULL, "The callback set while it runs.", NULL},
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+PyTypeObject ef_WithCallback_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "evalframe.with_callback",
+    .tp_basicsize = sizeof(WithoutHook),
+    .tp_dealloc = (destructor)wh_dealloc,
+    .tp_vectorcall_offset = offsetof(WithoutHook, vectorcall),
+    .tp_repr = (reprfunc)wc_repr,
+    .tp_call = wh_call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_doc = "with_callback(callback, fn)\n--\n\n"
+              "A callable that runs fn(*args, **kwargs) with this thread's callback set to\n"
+              "callback (as set_callback(callback) around the call; run_only() depth kept)\n"
+              "and then restores the thread's previous callback state exactly.",
+    .tp_traverse = (traverseproc)wh_traverse,
+    .tp_clear = (inquiry)wh_clear,
+    .tp_getset = wc_getset,
+    .tp_descr_get = wh_descr_get,
+    .tp_dictoffset = offsetof(WithoutHook, dict),
+    .tp_new = wc_new,
 };
