@@ -140,3 +140,23 @@ def _loads(node: Any) -> set[str]:
     from inductor_lite.scheduler import iter_loads
 
     return {load.buf for load in iter_loads(node.body)}
+
+
+def test_large_column_sum_is_eagers_vectorised_sum_row_sum_a_kernel(check: Any) -> None:
+    # a bias gradient: sum over the batch of a 512x1024 gradient. A row kernel would add
+    # each column with a 4 KB stride (one cache line per element); eager's sum(dim=0) streams
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        g = x * y
+        return g.sum(0), g.sum(-1), x.t().sum(0)
+
+    x, y = torch.randn(512, 1024), torch.randn(512, 1024)
+    c = check(fn, [x, y], atol=1e-4, rtol=1e-5)
+    sums = [i for i in c.items if not hasattr(i, "steps")]
+    assert [str(f.target) for f in sums] == ["aten.sum.dim_IntList"]
+    # the row sums (also of the transposed view, which is a row sum in memory) are kernels
+    assert c.kernel_count >= 1
+
+
+def test_small_column_sum_stays_a_kernel(check: Any) -> None:
+    c = check(lambda x: (x * 2).sum(0), [torch.randn(64, 100)])
+    assert c.fallback_count == 0
