@@ -287,12 +287,93 @@ PyTypeObject DispatchTlsCheckType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // ---------------------------------------------------------------------------------------------
 // ModuleParamsCheck
 
+// DictGate: when an instance attribute read may go straight to the instance dict.
+//
+// For an object whose class resolves `__getattribute__` to object's and has no attribute of a
+// name in the whole MRO, CPython's attribute read of that name (generic lookup, then
+// `__getattr__` only on a miss) returns the instance dict's entry whenever there is one: the
+// MRO lookup finds nothing, so no descriptor can come first.  A gate records the class and its
+// version tag after checking that; CPython resets the tag of a class and of all its subclasses
+// on any change to their dicts or bases (PyType_Modified) and never hands out a tag twice, so
+// "same class object, same nonzero tag" means the facts checked still hold.  Otherwise (another
+// class, a changed class, no tag, or the name missing from the instance dict) the read takes
+// the full getattr path as before.
+getattrofunc hook_getattro;  // what a Python class defining __getattr__ gets as tp_getattro
+PyObject* object_getattribute;  // object.__getattribute__ (its slot wrapper)
+getter standard_dict_getter;  // the `__dict__` descriptor's getter of a plain Python class
+PyObject* str_getattribute;
+PyObject* str_forward;
+PyObject* str_dict;
+PyObject* str_hooks[4];
+
+struct DictGate {
+  PyObject* type;  // strong reference, or nullptr
+  unsigned int tag;  // 0: never take the fast read
+};
+
+// Fills ``gate`` for instances of ``type`` reading ``names`` (and, with ``std_dict``, the
+// `__dict__` attribute being the instance dict itself).  Never fails: an unfit class gets tag 0.
+void gate_init(DictGate* gate, PyTypeObject* type, PyObject* const* names, int n, bool std_dict) {
+  Py_INCREF(type);
+  gate->type = reinterpret_cast<PyObject*>(type);
+  gate->tag = 0;
+  if (type->tp_getattro != PyObject_GenericGetAttr && type->tp_getattro != hook_getattro) {
+    return;
+  }
+  // _PyType_Lookup also assigns the class a version tag when it has none.
+  if (_PyType_Lookup(type, str_getattribute) != object_getattribute) {
+    return;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (_PyType_Lookup(type, names[i]) != nullptr) {
+      return;
+    }
+  }
+  if (std_dict) {
+    PyObject* descr = _PyType_Lookup(type, str_dict);
+    if (descr == nullptr || Py_TYPE(descr) != &PyGetSetDescr_Type ||
+        reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->get != standard_dict_getter) {
+      return;
+    }
+  }
+  if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+    gate->tag = type->tp_version_tag;
+  }
+}
+
+inline bool gate_open(const DictGate& gate, PyObject* obj) {
+  return gate.tag != 0 && reinterpret_cast<PyObject*>(Py_TYPE(obj)) == gate.type &&
+         Py_TYPE(obj)->tp_version_tag == gate.tag;
+}
+
+// The entry ``name`` of obj's instance dict (new reference) when ``gate`` is open and the
+// entry exists; nullptr otherwise (no Python error left set): the caller reads the slow way.
+PyObject* gated_read(const DictGate& gate, PyObject* obj, PyObject* name) {
+  if (!gate_open(gate, obj)) {
+    return nullptr;
+  }
+  PyObject* dict = PyObject_GenericGetDict(obj, nullptr);
+  if (dict == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* value = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, name) : nullptr;
+  Py_XINCREF(value);
+  Py_DECREF(dict);
+  if (value == nullptr && PyErr_Occurred()) {
+    PyErr_Clear();
+  }
+  return value;
+}
+
 struct Step {
   Py_ssize_t parent;  // -1: the root module
   PyObject* dict_name;  // interned "_modules" or "_parameters"
   PyObject* key;
   PyObject* ref;  // weakref.ref to the guarded object
   PyObject* check;  // a TensorCheck for parameters, else nullptr
+  DictGate gate;  // the parent's class, for reading dict_name from its instance dict
+  Py_ssize_t same_container;  // an earlier step reading the same parent.dict_name, else -1
 };
 
 struct ModuleParamsCheck {
@@ -302,13 +383,14 @@ struct ModuleParamsCheck {
   std::vector<Step>* steps;
 };
 
-// One read of ``parent.<dict_name>[key]`` as the Python path does it (attribute, then item).
-// Returns a new reference, or nullptr with a Python error set.
-PyObject* read_step(PyObject* parent, const Step& step) {
-  PyObject* container = PyObject_GetAttr(parent, step.dict_name);
-  if (container == nullptr) {
-    return nullptr;
-  }
+// ``parent.<dict_name>`` (new reference, or nullptr with a Python error set).
+PyObject* read_container(PyObject* parent, const Step& step) {
+  PyObject* container = gated_read(step.gate, parent, step.dict_name);
+  return container != nullptr ? container : PyObject_GetAttr(parent, step.dict_name);
+}
+
+// One read of ``container[key]`` (new reference, or nullptr with a Python error set).
+PyObject* read_item(PyObject* container, const Step& step) {
   PyObject* item;
   if (PyDict_CheckExact(container)) {
     item = PyDict_GetItemWithError(container, step.key);
@@ -319,7 +401,6 @@ PyObject* read_step(PyObject* parent, const Step& step) {
   } else {
     item = PyObject_GetItem(container, step.key);
   }
-  Py_DECREF(container);
   return item;
 }
 
@@ -336,10 +417,27 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
   // sizes may run Python code that could drop the last other reference.
   std::vector<PyObject*> held;
   held.reserve(steps.size());
+  // Each parent's _modules / _parameters is read once per call, as the transformed code and
+  // the Python path read each source once (the container of an earlier step is reused).
+  std::vector<PyObject*> containers;
+  containers.reserve(steps.size());
   bool ok = true;
   for (const Step& step : steps) {
     PyObject* parent = step.parent < 0 ? root : held[static_cast<size_t>(step.parent)];
-    PyObject* obj = read_step(parent, step);
+    PyObject* container;
+    if (step.same_container >= 0) {
+      container = containers[static_cast<size_t>(step.same_container)];
+      Py_INCREF(container);
+    } else {
+      container = read_container(parent, step);
+      if (container == nullptr) {
+        PyErr_Clear();
+        ok = false;
+        break;
+      }
+    }
+    containers.push_back(container);
+    PyObject* obj = read_item(container, step);
     if (obj == nullptr) {
       PyErr_Clear();
       ok = false;
@@ -358,6 +456,9 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
     }
   }
   for (PyObject* obj : held) {
+    Py_DECREF(obj);
+  }
+  for (PyObject* obj : containers) {
     Py_DECREF(obj);
   }
   return ok;
@@ -385,6 +486,7 @@ void module_params_clear_steps(ModuleParamsCheck* self) {
     Py_CLEAR(s.key);
     Py_CLEAR(s.ref);
     Py_CLEAR(s.check);
+    Py_CLEAR(s.gate.type);
   }
   self->steps->clear();
 }
@@ -406,6 +508,7 @@ int module_params_traverse(PyObject* obj, visitproc visit, void* arg) {
       Py_VISIT(s.key);
       Py_VISIT(s.ref);
       Py_VISIT(s.check);
+      Py_VISIT(s.gate.type);
     }
   }
   return 0;
@@ -416,6 +519,31 @@ int module_params_clear(PyObject* obj) {
   Py_CLEAR(self->root_ref);
   module_params_clear_steps(self);
   return 0;
+}
+
+// Replaces ``*key`` (a strong reference) with the equal key object stored in
+// ``parent.<dict_name>`` when that is a dict holding one: a lookup with the very object the
+// dict stores skips the string compare.  Equal strings give the same lookup result either way;
+// this only saves time.  Leaves no Python error set.
+void share_key_object(PyObject* parent, PyObject* dict_name, PyObject** key) {
+  PyObject* container = PyObject_GetAttr(parent, dict_name);
+  if (container == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (PyDict_CheckExact(container)) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(container, &pos, &k, &v)) {
+      if (PyUnicode_CheckExact(k) && PyUnicode_Compare(k, *key) == 0) {
+        Py_INCREF(k);
+        Py_SETREF(*key, k);
+        break;
+      }
+    }
+  }
+  PyErr_Clear();
+  Py_DECREF(container);
 }
 
 // ModuleParamsCheck(root_ref, steps): steps is a sequence of
@@ -465,7 +593,27 @@ PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
       Py_INCREF(check);
       tc = check;
     }
-    self->steps->push_back(Step{parent, dict_name, key, ref, tc});
+    // The gate is the class of the parent as it is now (the same object the check's identity
+    // compare expects there); a parent already gone gets no gate.
+    PyObject* parent_obj = PyWeakref_GetObject(
+        parent < 0 ? root_ref : (*self->steps)[static_cast<size_t>(parent)].ref);
+    DictGate gate{nullptr, 0};
+    if (parent_obj != nullptr && parent_obj != Py_None) {
+      gate_init(&gate, Py_TYPE(parent_obj), &dict_name, 1, false);
+      share_key_object(parent_obj, dict_name, &key);
+    } else {
+      PyErr_Clear();
+    }
+    Py_ssize_t same = -1;
+    for (size_t j = 0; j < self->steps->size(); ++j) {
+      const Step& earlier = (*self->steps)[j];
+      if (earlier.parent == parent && earlier.dict_name == dict_name) {
+        same = earlier.same_container >= 0 ? earlier.same_container
+                                           : static_cast<Py_ssize_t>(j);
+        break;
+      }
+    }
+    self->steps->push_back(Step{parent, dict_name, key, ref, tc, gate, same});
   }
   return reinterpret_cast<PyObject*>(self);
 }
@@ -479,6 +627,7 @@ struct ModuleCall {
   PyObject* key;
   PyObject* cls;  // the exact expected class
   bool inlined;   // the class forward was inlined: the instance must not shadow it
+  DictGate gate;  // cls: `m.__dict__` is the instance dict and no class attribute hides a hook
 };
 
 struct ModuleCallsCheck {
@@ -488,9 +637,6 @@ struct ModuleCallsCheck {
   std::vector<ModuleCall>* calls;
 };
 
-PyObject* str_forward;
-PyObject* str_dict;
-PyObject* str_hooks[4];
 
 // 1 true, 0 false, -1 error (Python error set): the same reads as module_calls._python_check.
 int module_calls_run(ModuleCallsCheck* self, PyObject* modules) {
@@ -513,12 +659,35 @@ int module_calls_run(ModuleCallsCheck* self, PyObject* modules) {
       return -1;
     }
     int ok = reinterpret_cast<PyObject*>(Py_TYPE(m)) == call.cls ? 1 : 0;
-    PyObject* d = ok ? PyObject_GetAttr(m, str_dict) : nullptr;
-    if (ok && d == nullptr) {
-      ok = -1;
+    PyObject* d = nullptr;
+    if (ok) {
+      // Open gate: `m.__dict__` is the instance dict itself (see DictGate), read without the
+      // getattr of nn.Module's __getattr__ slot.
+      if (gate_open(call.gate, m)) {
+        d = PyObject_GenericGetDict(m, nullptr);
+        if (d == nullptr) {
+          PyErr_Clear();
+        }
+      }
+      if (d == nullptr) {
+        d = PyObject_GetAttr(m, str_dict);
+      }
+      if (d == nullptr) {
+        ok = -1;
+      }
     }
+    const bool exact = d != nullptr && PyDict_CheckExact(d);
     for (int i = 0; ok == 1 && i < 4; ++i) {
-      PyObject* hooks = PyObject_GetItem(d, str_hooks[i]);
+      PyObject* hooks;
+      if (exact) {
+        hooks = PyDict_GetItemWithError(d, str_hooks[i]);
+        if (hooks == nullptr && !PyErr_Occurred()) {
+          PyErr_SetObject(PyExc_KeyError, str_hooks[i]);
+        }
+        Py_XINCREF(hooks);
+      } else {
+        hooks = PyObject_GetItem(d, str_hooks[i]);
+      }
       if (hooks == nullptr) {
         ok = -1;
         break;
@@ -528,7 +697,8 @@ int module_calls_run(ModuleCallsCheck* self, PyObject* modules) {
       ok = truth < 0 ? -1 : (truth ? 0 : 1);
     }
     if (ok == 1 && call.inlined) {
-      const int shadowed = PySequence_Contains(d, str_forward);
+      const int shadowed =
+          exact ? PyDict_Contains(d, str_forward) : PySequence_Contains(d, str_forward);
       ok = shadowed < 0 ? -1 : (shadowed ? 0 : 1);
     }
     Py_XDECREF(d);
@@ -568,6 +738,7 @@ void module_calls_release(ModuleCallsCheck* self) {
     for (ModuleCall& call : *self->calls) {
       Py_CLEAR(call.key);
       Py_CLEAR(call.cls);
+      Py_CLEAR(call.gate.type);
     }
     delete self->calls;
     self->calls = nullptr;
@@ -591,6 +762,7 @@ int module_calls_traverse(PyObject* obj, visitproc visit, void* arg) {
   if (self->calls != nullptr) {
     for (const ModuleCall& call : *self->calls) {
       Py_VISIT(call.cls);
+      Py_VISIT(call.gate.type);
     }
   }
   return 0;
@@ -638,7 +810,9 @@ PyObject* module_calls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
     }
     Py_INCREF(key);
     Py_INCREF(cls);
-    self->calls->push_back(ModuleCall{key, cls, inlined != 0});
+    DictGate gate{nullptr, 0};
+    gate_init(&gate, reinterpret_cast<PyTypeObject*>(cls), str_hooks, 4, true);
+    self->calls->push_back(ModuleCall{key, cls, inlined != 0, gate});
   }
   return reinterpret_cast<PyObject*>(self);
 }
@@ -782,6 +956,32 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
   if (str_forward == nullptr || str_dict == nullptr) {
     return nullptr;
   }
+  // The references DictGate compares with: object.__getattribute__, and the tp_getattro and
+  // `__dict__` getter CPython gives a plain Python class that defines __getattr__.
+  str_getattribute = PyUnicode_InternFromString("__getattribute__");
+  if (str_getattribute == nullptr) {
+    return nullptr;
+  }
+  object_getattribute = _PyType_Lookup(&PyBaseObject_Type, str_getattribute);
+  PyObject* ref_class = PyObject_CallFunction(
+      reinterpret_cast<PyObject*>(&PyType_Type), "s(O){sO}", "_getattr_hook_reference",
+      reinterpret_cast<PyObject*>(&PyBaseObject_Type), "__getattr__", Py_None);
+  if (ref_class == nullptr || object_getattribute == nullptr) {
+    Py_XDECREF(ref_class);
+    return nullptr;
+  }
+  auto* ref_type = reinterpret_cast<PyTypeObject*>(ref_class);
+  hook_getattro = ref_type->tp_getattro;
+  PyObject* dict_descr = _PyType_Lookup(ref_type, str_dict);
+  if (dict_descr == nullptr || Py_TYPE(dict_descr) != &PyGetSetDescr_Type) {
+    Py_DECREF(ref_class);
+    PyErr_SetString(PyExc_ImportError, "guards._tensor_guards: no __dict__ getset to compare");
+    return nullptr;
+  }
+  standard_dict_getter = reinterpret_cast<PyGetSetDescrObject*>(dict_descr)->d_getset->get;
+  Py_INCREF(object_getattribute);  // kept for the module's lifetime, as the class below
+  // ref_class stays alive on purpose: hook_getattro and the getter are static functions of
+  // CPython, but holding the class keeps the descriptor they were read from valid too.
   if (!ready(&ModuleCallsCheckType, "guards._tensor_guards.ModuleCallsCheck",
              sizeof(ModuleCallsCheck), offsetof(ModuleCallsCheck, vectorcall), module_calls_new,
              module_calls_dealloc, module_calls_traverse, module_calls_clear) ||

@@ -41,8 +41,10 @@ def test_parameters_are_read_through_the_module_dicts(compile_set: Any) -> None:
         # One C++ call does the same dict reads (tested against this path in test_native.py).
         assert code.count("___module_params_check") == 1
         return
-    assert "._modules['2']" in code and "._modules['0']" in code
-    assert "._parameters['weight']" in code
+    # Each parent's _modules / _parameters read once into a local, then its items.
+    assert code.count("._modules") == 2  # the root's and the inner Sequential's
+    assert "['2']" in code and "['0']" in code and "['weight']" in code
+    assert code.count("._parameters") == 2  # the two Linear modules'
     assert "__getattr__" not in cg.source_code and ".weight" not in cg.source_code
 
 

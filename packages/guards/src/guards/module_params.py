@@ -117,12 +117,18 @@ class ModuleParams(Guard):
         root_ref = ctx.bind(self.root_ref, "ref")
         out = [f"if {var} is not {root_ref}() or {var} is None: return False"]
         names: list[str] = []
+        # Each parent's _modules / _parameters once (as the transformed code reads them).
+        containers: dict[tuple[int, str], str] = {}
         for step in self.steps:
             parent = var if step.parent < 0 else names[step.parent]
             name = ctx.temp("p" if step.match is not None else "m")
             names.append(name)
             ref = ctx.bind(step.ref, "ref")
-            out.append(f"{name} = {parent}.{step.dict_name}[{step.key!r}]")
+            container = containers.get((step.parent, step.dict_name))
+            if container is None:
+                container = containers[(step.parent, step.dict_name)] = ctx.temp("d")
+                out.append(f"{container} = {parent}.{step.dict_name}")
+            out.append(f"{name} = {container}[{step.key!r}]")
             out.append(f"if {name} is not {ref}() or {name} is None: return False")
             if step.match is not None:
                 # Full metadata on every call: identity is not a cache of it (see module doc).
