@@ -395,3 +395,20 @@ def test_dynamic_true_guards_parameters_with_module_params(counter: Any) -> None
     model.fc1 = torch.nn.Linear(6, 5)  # a new module: MODULE_PARAMS fails, recompile
     torch.testing.assert_close(compiled(y), model(y))
     assert counter.count == 2
+
+
+def double_if_int(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * 2 if isinstance(n, int) else x
+
+
+def times_digits(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * len(str(n)) + len(repr(n))
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("fn", [double_if_int, times_digits])
+def test_python_view_of_a_symbolic_int_is_the_int(counter: Any, dynamic: Any, fn: Any) -> None:
+    # isinstance(n, int) is True and str(n) is its digits (specialised), not the symbol's name.
+    calls = int_calls(2, 3, 15, 3, 2, 100, 6)
+    expected, _ = torch_compile_count(fn, calls, dynamic)
+    assert strata_count(counter, fn, calls, dynamic) <= expected

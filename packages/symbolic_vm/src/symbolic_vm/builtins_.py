@@ -10,6 +10,8 @@ import operator
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.values import (
@@ -70,6 +72,12 @@ _PURE: frozenset[int] = frozenset(
     )
 )
 
+# Builtins whose result is not a number: on a symbolic int they specialise it (guarded by its
+# value), as torch.compile does; traced on the SymInt they would give its symbol's name ("s0").
+_SPECIALISING: frozenset[int] = frozenset(
+    id(f) for f in (builtins.str, builtins.repr, builtins.format, builtins.hash, builtins.chr)
+)
+
 _OPERATOR_BINARY = {v: k for k, v in ops.BINARY_OPS.items()}
 _OPERATOR_COMPARE = {v: k for k, v in ops.COMPARE_OPS.items()}
 
@@ -87,7 +95,8 @@ def call_builtin(
     if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
         return ops.compare(vm.out, _OPERATOR_COMPARE[value], args[0], args[1])
     if id(value) in _PURE:
-        if any(ops.is_graph_value(a) for a in args):
+        specialise = id(value) in _SPECIALISING and not any(isinstance(a, TensorVar) for a in args)
+        if not specialise and any(ops.is_graph_value(a) for a in args):
             return ops.graph_call(vm.out, value, args, kwargs)
         py_args = [ops.const_value(vm.out, a) for a in args]
         py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
@@ -153,8 +162,11 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         return type(var.value)
     if isinstance(var, NewObjectVar):
         return var.box.cls
-    if isinstance(var, SymVar):
-        return type(var.example)
+    if isinstance(var, SymVar):  # the Python type the value has when the program runs
+        example = var.example
+        return bool if isinstance(example, torch.SymBool) else (
+            float if isinstance(example, torch.SymFloat) else int
+        )
     if isinstance(var, (FunctionVar, NestedFunctionVar)):
         return type(_python_type)
     if isinstance(var, PartialVar):
