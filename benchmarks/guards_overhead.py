@@ -234,22 +234,12 @@ def vm_guard_records(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -
     return cg.guards, cg.f_globals
 
 
-def vm_set(
-    records: Any, model: torch.nn.Module, layers: Source | None
-) -> tuple[GuardSet, dict[str, Any]]:
-    """A GuardSet of ``records``; with ``layers``, the SHAPE lines that call symbolic_vm's
-    per-_modules check replaced by MODULE_CALLS on self._modules and self.layers._modules."""
+def vm_set(records: Any) -> tuple[GuardSet, dict[str, Any]]:
+    """A GuardSet of the ``records`` symbolic_vm emitted (MODULE_CALLS included)."""
     guards, f_globals = records
-    seq: Any = model.layers
     gs = GuardSet()
     for guard in guards:
-        if layers is not None and "called_modules" in getattr(guard, "predicate", ""):
-            continue
         gs.add(guard)
-    if layers is not None:
-        root = AttrSource(LocalSource("self"), "_modules")
-        gs.MODULE_CALLS(root, [("layers", type(seq), type(seq).forward)])
-        gs.MODULE_CALLS(layers, [(k, type(m), type(m).forward) for k, m in seq._modules.items()])
     return gs, f_globals
 
 
@@ -442,9 +432,8 @@ def main() -> None:
                 )
             )
 
-    # MODULE_CALLS (not emitted by symbolic_vm yet): the 25 called Linear modules under
-    # self.layers._modules, and the guard symbolic_vm emits for (b) with its per-_modules
-    # Python checks (SHAPE lines calling a "called_modules" function) replaced by MODULE_CALLS.
+    # MODULE_CALLS: the 25 called Linear modules under self.layers._modules alone, and the
+    # whole guard symbolic_vm emits for (b) (one MODULE_CALLS per _modules dict in it).
     layers = AttrSource(
         ItemSource(AttrSource(LocalSource("self"), "_modules"), "layers"), "_modules"
     )
@@ -462,15 +451,9 @@ def main() -> None:
         if vm_guards is None:
             continue
         with check_path(path):
-            vm_cg = compile_guards(*vm_set(vm_guards, model, None))
-            proposal = compile_guards(*vm_set(vm_guards, model, layers))
+            vm_cg = compile_guards(*vm_set(vm_guards))
+        assert "MODULE_CALLS" in vm_cg.text
         rows.append((f"(b) [{path}] the guard symbolic_vm emits", check_ns(vm_cg, lb, n // 10, r)))
-        rows.append(
-            (
-                f"(b) [{path}] the same with its called-module checks as MODULE_CALLS",
-                check_ns(proposal, lb, n // 10, r),
-            )
-        )
     import compile_api
 
     compile_api.reset()
