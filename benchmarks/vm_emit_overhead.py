@@ -169,7 +169,7 @@ def _code_without_graph(code: Any, fn: Callable[..., object]) -> Callable[..., o
     what its reads (arguments, module state), the call and the result rebuild cost."""
     import types
 
-    func: Any = fn.forward.__func__ if isinstance(fn, nn.Module) else fn
+    func: Any = type(fn).forward if isinstance(fn, nn.Module) else fn
     namespace = dict(func.__globals__)
     for name in code.co_names:
         if name.startswith("__compiled_fn"):
