@@ -412,3 +412,14 @@ def test_python_view_of_a_symbolic_int_is_the_int(counter: Any, dynamic: Any, fn
     calls = int_calls(2, 3, 15, 3, 2, 100, 6)
     expected, _ = torch_compile_count(fn, calls, dynamic)
     assert strata_count(counter, fn, calls, dynamic) <= expected
+
+
+def double_if_nonzero(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * n if n else x - 1
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_truth_of_a_symbolic_int_guards_nonzero_not_its_value(counter: Any, dynamic: Any) -> None:
+    calls = int_calls(2, 3, 7, -2, 9, 0, 5)
+    expected, _ = torch_compile_count(double_if_nonzero, calls, dynamic)
+    assert strata_count(counter, double_if_nonzero, calls, dynamic) == expected

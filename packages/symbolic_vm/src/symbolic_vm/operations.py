@@ -376,8 +376,9 @@ def truth(out: Output, var: Var) -> bool:
             "data-dependent branch: the condition is a tensor, whose value is unknown while tracing"
         )
     if isinstance(var, SymVar):
-        # A branch on sizes: take the branch the example sizes take and guard on it.
-        return bool(_specialize(var.example))
+        # A branch on sizes: take the branch the example sizes take and guard on it. bool() of
+        # the SymInt guards only what the branch needs (n != 0), not n's value.
+        return bool(var.example)
     if isinstance(
         var,
         (FunctionVar, NestedFunctionVar, ModuleVar, BoundMethodVar, PartialVar, GeneratorVar),
