@@ -8,6 +8,7 @@ trace relied on (equal sizes, branches on a size) are guarded.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -423,3 +424,61 @@ def test_truth_of_a_symbolic_int_guards_nonzero_not_its_value(counter: Any, dyna
     calls = int_calls(2, 3, 7, -2, 9, 0, 5)
     expected, _ = torch_compile_count(double_if_nonzero, calls, dynamic)
     assert strata_count(counter, double_if_nonzero, calls, dynamic) == expected
+
+
+INT_PATTERNS: dict[str, Any] = {
+    "arith": lambda x, n: x * (n * 3 - 1) + n // 2 - n % 3,
+    "shifts": lambda x, n: x * (n << 1) + (n >> 1) + (n & 1),
+    "pow": lambda x, n: x * (2**n),
+    "true_div": lambda x, n: x * (n / 4),
+    "float_mul": lambda x, n: x * (n * 2.5),
+    "neg_abs": lambda x, n: x * -n + abs(n),
+    "round_floor": lambda x, n: x * round(n / 2) + math.floor(n / 3),
+    "divmod": lambda x, n: x * divmod(n, 2)[0] + divmod(n, 2)[1],
+    "compare": lambda x, n: x * 2 if n == 3.0 else x,
+    "in_tuple": lambda x, n: x * 2 if n in (1, 2, 3) else x,
+    "slice": lambda x, n: x[:n] * 2,
+    "slice_from": lambda x, n: x[n:] * 2,
+    "narrow": lambda x, n: x.narrow(0, 0, n) + 1,
+    "topk": lambda x, n: torch.topk(x, n).values,
+    "repeat": lambda x, n: x.repeat(n),
+    "factory": lambda x, n: torch.ones(n) + n,
+    "full": lambda x, n: torch.full((3,), n) + x[:3],
+    "zeros_sq": lambda x, n: torch.zeros(n, n) + x.sum(),
+    "fstring": lambda x, n: x * len(f"{n:05d}"),
+    "dict_key": lambda x, n: {n: x, 0: x}[n] * 2,
+    "list_index": lambda x, n: x * [1, 2, 3, 4, 5, 6, 7, 8, 9][n],
+    "range_sum": lambda x, n: x * sum(range(n)),
+    "returned": lambda x, n: (x + 1, n + 1),
+    "min_size": lambda x, n: x[: min(n, x.shape[0])],
+}
+
+
+_GUARDS_CANNOT_RENDER = pytest.mark.xfail(
+    strict=True,
+    raises=compile_api.InternalError,
+    reason="guards.shape_guards cannot render ToFloat (n == 3.0 on a SymInt leaves the ShapeEnv "
+    "guard Eq(ToFloat(s0), 3.0)): ShapeGuardError, so the frame runs eagerly. Fix in guards' "
+    "sympy renderer (float(...)).",
+)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=_GUARDS_CANNOT_RENDER) if n == "compare" else n
+        for n in sorted(INT_PATTERNS)
+    ],
+)
+def test_int_pattern_gives_eager_results_over_a_sweep(
+    counter: Any, dynamic: Any, name: str
+) -> None:
+    compile_api.config.suppress_errors = False  # an internal error fails the test
+    fn = INT_PATTERNS[name]
+    compiled = compile_api.compile(fn, backend=counter, dynamic=dynamic)
+    x = torch.randn(8)
+    for n in (2, 3, 4, 3, 2, 1, 0, 8):
+        got, expected = compiled(x, n), fn(x, n)
+        torch.testing.assert_close(got, expected)
+    assert counter.count >= 1, "captured, not run eagerly"

@@ -111,7 +111,8 @@ def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     flags = _arg(inst)
     spec = ops.const_value(vm.out, vm.pop()) if flags & 0x04 else ""
     value = vm.pop()
-    if not ops.is_constant(value):
+    # A symbolic int is formatted by its value (const_value specialises it: guarded), as str().
+    if not (ops.is_constant(value) or isinstance(value, SymVar)):
         raise Unsupported(f"f-string formatting of {ops.describe(value)}")
     python_value = ops.const_value(vm.out, value)
     conversion = _CONVERSIONS[flags & 0x03]
