@@ -1,6 +1,6 @@
 // guards._tensor_guards: the C++ fast path of the generated guard check.
 //
-// Three callables, each built once per guard by guards/native.py and called by the generated
+// Five callables, each built once per guard by guards/native.py and called by the generated
 // Python check function:
 //   TensorCheck(tensor) -> bool       class, dispatch keys, dtype, device, requires_grad, sizes
 //                                      (dynamic dims: >= 2), strides (exact or stride relations)
