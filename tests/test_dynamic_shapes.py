@@ -1,5 +1,8 @@
 """Dynamic shapes through compile_api: compile counts over size sweeps, compared with eager.
 
+Int arguments follow the same modes (as SymInt graph inputs; under dynamic=True 0 and 1 too),
+and module parameters/buffers keep static sizes under dynamic=True.
+
 dynamic=False specialises every size; dynamic=True makes sizes symbolic from the first
 compile (0 and 1 stay specialised); dynamic=None compiles static first and then once more with
 the changed dimension symbolic; mark_dynamic makes a dim symbolic up front; relations the
@@ -249,6 +252,16 @@ INT_SWEEP = (2, 3, 5, 7, 0, 1, -4, 100)
 def int_calls(*values: int) -> list[tuple[Any, ...]]:
     x = torch.randn(4)
     return [(x, n) for n in values]
+
+
+@pytest.mark.parametrize("values", [INT_SWEEP, (0, 1, 2, 3), (1, 0, 1, 0), (2, 1, 5, 0, 7)])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_int_sweep_compile_count_equals_torch_compile(
+    counter: Any, dynamic: Any, values: tuple[int, ...]
+) -> None:
+    calls = int_calls(*values)
+    expected, _ = torch_compile_count(repeat_n, calls, dynamic)
+    assert strata_count(counter, repeat_n, calls, dynamic) == expected
 
 
 @pytest.mark.parametrize("dynamic", [None, True])

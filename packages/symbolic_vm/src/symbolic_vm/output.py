@@ -265,7 +265,8 @@ class Output:
         """An int argument (or an int inside list/tuple/dict arguments) traced as a SymInt.
 
         As torch.compile: only ints read from the frame's locals (not globals, not module
-        attributes); with dynamic=True all but 0 and 1, otherwise those automatic dynamic named.
+        attributes); with dynamic=True all of them (0 and 1 too: torch.compile 2.13 compiles
+        once for n = 0, 1, 2, 3), otherwise those automatic dynamic named.
         """
         if type(value) is not int or self.config.dynamic is False:
             return False
@@ -274,9 +275,7 @@ class Output:
             root = root.base_source
         if not isinstance(root, LocalSource):
             return False
-        if self.config.dynamic is True:
-            return value not in (0, 1)
-        return source.name() in self.config.dynamic_ints
+        return self.config.dynamic is True or source.name() in self.config.dynamic_ints
 
     def _wrap_int(self, value: int, source: Source) -> SymVar:
         node = self.builder.placeholder(_placeholder_name(source), value, symbolic=True)

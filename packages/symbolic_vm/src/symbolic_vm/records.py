@@ -70,7 +70,7 @@ class CaptureConfig:
 
     ``dynamic_ints`` names frame-local int sources (``L['n']``, ``L['sizes'][0]``) to trace as
     SymInt graph inputs (automatic dynamic after their value changed); with ``dynamic=True``
-    every such int except 0 and 1 is symbolic anyway.
+    every such int is symbolic anyway.
     """
 
     fullgraph: bool = False
