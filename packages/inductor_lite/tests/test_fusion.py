@@ -160,3 +160,19 @@ def test_large_column_sum_is_eagers_vectorised_sum_row_sum_a_kernel(check: Any) 
 def test_small_column_sum_stays_a_kernel(check: Any) -> None:
     c = check(lambda x: (x * 2).sum(0), [torch.randn(64, 100)])
     assert c.fallback_count == 0
+
+
+def test_transposed_matmul_operand_is_a_view_of_the_stored_value(check: Any) -> None:
+    # a weight gradient g.t() @ x: g is computed once in its own (row-major) order and the
+    # matmul gets a transposed view, not a second, transposed copy written column by column
+    x, w = torch.randn(64, 32), torch.randn(48, 16)
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        g = torch.tanh(a) * b
+        return g.t() @ x, g @ w
+
+    c = check(fn, [torch.randn(64, 48), torch.randn(64, 48)], atol=1e-4, rtol=1e-4)
+    written = [s.node.buf for k in c.items if hasattr(k, "steps") for s in k.steps]
+    assert len(written) == 1  # g, stored once
+    spec = c.lowered.buffers[written[0]]
+    assert spec.sizes == (64, 48) and spec.strides == (48, 1)

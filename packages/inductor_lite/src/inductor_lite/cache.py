@@ -133,9 +133,7 @@ def _load_private_copy(data: bytes, key: str) -> ctypes.CDLL:
         Path(tmp).unlink(missing_ok=True)  # the mapping stays valid after unlink
 
 
-def load_library(
-    source: str, config: InductorConfig, libs: tuple[str, ...] = ()
-) -> LoadedLibrary:
+def load_library(source: str, config: InductorConfig, libs: tuple[str, ...] = ()) -> LoadedLibrary:
     """Load the library for ``source``, compiling it unless a valid cache entry exists.
 
     ``libs`` are linker arguments placed after the source (``-lmvec``).

@@ -166,6 +166,11 @@ class GraphLowering:
 
     def ref_of(self, tv: TensorValue) -> TensorRef:
         """A TensorRef for a fallback argument (lazy values get a contiguous buffer)."""
+        if tv.ref is None and tv.perm_of is not None:
+            base, dims = tv.perm_of
+            b = self.realize(base).ref
+            assert b is not None
+            return TensorRef(b.buf, tv.sizes, tuple(b.strides[d] for d in dims), b.offset, b.dtype)
         ref = self.realize(tv).ref
         assert ref is not None
         return ref

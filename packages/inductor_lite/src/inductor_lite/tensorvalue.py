@@ -49,6 +49,10 @@ class TensorValue:
     dtype: torch.dtype
     loader: Loader
     ref: TensorRef | None = None
+    # a lazy permutation of a lazy value: (that value, dims). An aten call that needs it in
+    # memory gets a permuted view of the value stored in its own order (contiguous writes,
+    # and shared with other users of the value) instead of a transposed copy.
+    perm_of: tuple[TensorValue, tuple[int, ...]] | None = None
 
     @property
     def ndim(self) -> int:
@@ -75,8 +79,17 @@ class TensorValue:
         for new, old in enumerate(dims):
             inv[old] = new
         src = self.loader
+        if self.perm_of is not None:
+            base, base_dims = self.perm_of
+            origin = (base, tuple(base_dims[d] for d in dims))
+        else:
+            origin = (self, tuple(dims))
         return TensorValue(
-            sizes, self.dtype, lambda idx: src([idx[inv[k]] for k in range(len(inv))])
+            sizes,
+            self.dtype,
+            lambda idx: src([idx[inv[k]] for k in range(len(inv))]),
+            None,
+            origin,
         )
 
     def expand(self, sizes: Sequence[int]) -> TensorValue:
