@@ -22,14 +22,15 @@ else:
     ext_modules.append(
         CppExtension(
             "guards._tensor_guards",
-            sources=["csrc/tensor_guards.cpp"],
-            # -O2 and no debug info: one translation unit over a handful of torch headers.
+            sources=["csrc/tensor_guards.cpp", "csrc/module_calls.cpp"],
+            # -O2 and no debug info: tensor_guards.cpp over a handful of torch headers,
+            # module_calls.cpp plain CPython (DictGate, ModuleCallsCheck).
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         )
     )
     # no_python_abi_suffix stays False: the .so name carries the interpreter ABI tag, so a
-    # build for another Python is never imported by mistake.  use_ninja=False: one source file.
+    # build for another Python is never imported by mistake.  use_ninja=False: two source files.
     cmdclass["build_ext"] = BuildExtension.with_options(use_ninja=False)
 
 setup(ext_modules=ext_modules, cmdclass=cmdclass)
