@@ -587,3 +587,60 @@ def test_unused_closure_cell_change_is_a_cache_hit(counter: Any) -> None:
     inner.set_unused(5)  # type: ignore[attr-defined]
     same(fn, inner, x)
     assert counter.count == 1
+
+
+# --- module state read behind guards' class gate (instance-dict reads in C++) ----------------
+
+
+def test_getattribute_added_to_a_submodule_class_after_compile_gives_the_eager_result(
+    counter: Any,
+) -> None:
+    class Lin(torch.nn.Linear):
+        pass
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Lin(4, 4), Lin(4, 4))
+    opt = compile_api.compile(model, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, model, x)
+    same(opt, model, x)
+    assert counter.count == 1
+    other = {"weight": torch.nn.Parameter(torch.ones(4, 4)), "bias": None}
+
+    def redirected(self: Any, name: str) -> Any:
+        # eager's self.weight goes through nn.Module.__getattr__ -> self._parameters: this dict
+        if name == "_parameters":
+            return other
+        return object.__getattribute__(self, name)
+
+    Lin.__getattribute__ = redirected  # type: ignore[method-assign,assignment]
+    try:
+        same(opt, model, x)  # another parameter object is read now: no stale entry
+        # A new entry, not the first one run again: on the C++ path this fails if MODULE_PARAMS
+        # read the instance dict behind the changed class (checked with the gate's version-tag
+        # compare removed); see also packages/guards/tests/test_native_gates.py.
+        assert counter.count == 2
+    finally:
+        del Lin.__getattribute__
+    same(opt, model, x)
+
+
+def test_class_attribute_changes_after_compile_keep_cache_hits_and_results(
+    counter: Any,
+) -> None:
+    class Lin(torch.nn.Linear):
+        pass
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Lin(4, 4), Lin(4, 4))
+    opt = compile_api.compile(model, backend=counter)
+    x = torch.randn(2, 4)
+    same(opt, model, x)
+    Lin.unrelated = 1  # type: ignore[attr-defined]  # the class gate closes: full getattr path
+    same(opt, model, x)
+    assert counter.count == 1  # still a hit, on the slow read
+    model[1].weight.data = torch.randn(3, 4)  # metadata still checked on the slow read
+    model[1].bias.data = torch.randn(3)
+    same(opt, model, x)
+    assert counter.count == 2
+    del Lin.unrelated  # type: ignore[attr-defined]
