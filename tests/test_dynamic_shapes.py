@@ -495,3 +495,29 @@ def test_int_pattern_gives_eager_results_over_a_sweep(
         got, expected = compiled(x, n), fn(x, n)
         torch.testing.assert_close(got, expected)
     assert counter.count >= 1, "captured, not run eagerly"
+
+
+def sigmoid_scale(a: torch.Tensor, k: int) -> torch.Tensor:
+    return torch.sigmoid(a.amax() * k) + a * k
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_symint_input_is_not_baked_in_by_a_retracing_backend(backend: str, dynamic: Any) -> None:
+    # The backend is given the SymInt (as torch.compile gives it), not the int's example value:
+    # aot retraces with it, so the graph stays right for k = 0 after compiling with k = -2.
+    compile_api.config.suppress_errors = False
+    fn = compile_api.compile(sigmoid_scale, backend=backend, dynamic=dynamic)
+    a = torch.tensor([1.0, 2.0, 3.0])
+    for k in (-2, -3, 0, 3, 1, -2):
+        torch.testing.assert_close(fn(a, k), sigmoid_scale(a, k))
+
+
+def test_symint_input_through_aot_forward_and_backward() -> None:
+    fn = compile_api.compile(sigmoid_scale, backend="aot_eager")
+    for k in (2, 3, 0, 5, -1):
+        a = torch.randn(4, requires_grad=True)
+        b = a.detach().clone().requires_grad_(True)
+        fn(a, k).sum().backward()
+        sigmoid_scale(b, k).sum().backward()
+        torch.testing.assert_close(a.grad, b.grad)

@@ -148,7 +148,11 @@ def _graph(
     if not (has_ops or rebuilder.outputs):
         return [], None, [], guarded
     gm = out.builder.finish(rebuilder.outputs)
-    example_inputs: list[object] = [out.input_value(v) for v in live]
+    # Real tensors, and for a SymInt input its SymInt (as torch.compile passes them): a backend
+    # that retraces (aot) must not bake the int's example value into its graph.
+    example_inputs: list[object] = [
+        v.example if isinstance(v, SymVar) else out.input_value(v) for v in live
+    ]
     log.debug("captured %s:\n%s", graph_name, gm.code)
     args = [rebuilder.source(_source(v)) for v in live]
     return [CapturedGraph(graph_name, gm, example_inputs)], graph_name, args, guarded
