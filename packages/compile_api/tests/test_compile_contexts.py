@@ -175,3 +175,80 @@ def test_recompile_reason_names_the_other_context(caplog: pytest.LogCaptureFixtu
     finally:
         compile_api.set_logs(recompiles=False)
     assert "compiled by compile(backend='a'" in caplog.text
+
+
+# --- OptimizedModule's direct route and its ordinary route ----------------------------------
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+
+
+def test_compiled_module_hooks_on_the_wrapper_and_the_module_run_like_eager() -> None:
+    model = _model()
+    compiled = compile_api.compile(model, backend=Counting("a"))
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    calls: list[str] = []
+    h1 = compiled.register_forward_hook(lambda m, i, o: calls.append("wrapper") or o * 2)
+    torch.testing.assert_close(compiled(x), model(x) * 2)
+    h1.remove()
+    h2 = model.register_forward_pre_hook(lambda m, i: (i[0] + 1,))
+    torch.testing.assert_close(compiled(x), model(x))  # both see the pre-hook
+    h2.remove()
+    h3 = torch.nn.modules.module.register_module_forward_hook(
+        lambda m, i, o: calls.append(type(m).__name__)
+    )
+    try:
+        torch.testing.assert_close(compiled(x), model(x))
+    finally:
+        h3.remove()
+    assert calls[0] == "wrapper" and "Sequential" in calls
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_compiled_module_follows_a_forward_replaced_on_the_instance() -> None:
+    model = _model()
+    compiled = compile_api.compile(model, backend="eager")
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compiled(x), model(x))
+    original = type(model).forward
+    model.forward = lambda inp: original(model, inp) * 5  # type: ignore[method-assign]
+    torch.testing.assert_close(compiled(x), model(x))
+    torch.testing.assert_close(compiled(x), original(model, x) * 5)
+
+
+def test_a_deepcopy_of_a_compiled_module_runs_its_own_parameters() -> None:
+    import copy
+
+    model = _model()
+    compiled = compile_api.compile(model, backend="eager")
+    x = torch.randn(3, 4)
+    compiled(x)
+    clone = copy.deepcopy(compiled)
+    with torch.no_grad():
+        for p in clone.parameters():
+            p.add_(1.0)
+    torch.testing.assert_close(clone(x), clone._orig_mod(x))
+    torch.testing.assert_close(compiled(x), model(x))
+    assert not torch.allclose(clone(x), compiled(x))
+    # The ordinary route (a hook on the clone) runs the clone's module too.
+    handle = clone.register_forward_pre_hook(lambda m, i: None)
+    torch.testing.assert_close(clone(x), clone._orig_mod(x))
+    handle.remove()
+
+
+def test_an_unhashable_backend_object_works() -> None:
+    class Unhashable(Counting):
+        __hash__ = None  # type: ignore[assignment]
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Unhashable)
+
+    backend = Unhashable("u")
+    x = torch.randn(3)
+    for _ in range(2):
+        compiled = compile_api.compile(sin_plus_one, backend=backend)
+        torch.testing.assert_close(compiled(x), x.sin() + 1)
+    assert backend.compiles == 1

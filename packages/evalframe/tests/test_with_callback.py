@@ -151,3 +151,14 @@ def test_no_reference_leak_over_many_calls():
     for _ in range(100_000):
         run(token)
     assert (sys.getrefcount(token), sys.getrefcount(rec)) == before
+
+
+def test_wrappers_are_atomic_under_copy_and_deepcopy_like_functions():
+    import copy
+
+    rec = Recorder({})
+    for wrapper in (evalframe.with_callback(rec, target), evalframe.without_hook(target)):
+        assert copy.copy(wrapper) is wrapper
+        holder = {"w": wrapper, "data": [1]}
+        cloned = copy.deepcopy(holder)
+        assert cloned["w"] is wrapper and cloned["data"] is not holder["data"]

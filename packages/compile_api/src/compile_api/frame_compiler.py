@@ -62,7 +62,9 @@ class CompileContext:
 # Installed in the globals of every compiled frame: each entry's guard reads the running
 # callback (evalframe.get_callback, C) and its ``_strata_token``.
 _CALLBACK_NAME = "__strata_callback"
-_tokens: dict[tuple[object, bool, bool | None], int] = {}
+# (id of the backend, fullgraph, dynamic) -> (the backend, kept alive so its id is never
+# reused, token). By id: a backend may be an unhashable callable object.
+_tokens: dict[tuple[int, bool, bool | None], tuple[object, int]] = {}
 
 
 def context_token(backend: Backend, fullgraph: bool, dynamic: bool | None) -> int:
@@ -74,9 +76,9 @@ def context_token(backend: Backend, fullgraph: bool, dynamic: bool | None) -> in
     and ``fullgraph=True`` never reuses an entry that was compiled with graph breaks. With no
     callback running (inside a top-level ``run()``), any entry may run.
     """
-    key = (backend, fullgraph, dynamic)
+    key = (id(backend), fullgraph, dynamic)
     with state.lock:
-        return _tokens.setdefault(key, len(_tokens) + 1)
+        return _tokens.setdefault(key, (backend, len(_tokens) + 1))[1]
 
 
 # Packages whose code is never compiled: the torch stack, Strata's layers, and tools around tests.

@@ -248,6 +248,26 @@ wh_set_wrapped(WithoutHook *self, PyObject *value, void *closure)
     return -1;
 }
 
+/* Like a function, a wrapper is atomic for copy and deepcopy: a copy of an object
+ * holding one (a compiled nn.Module) shares it, as it would share a function. */
+static PyObject *
+wh_copy(PyObject *self, PyObject *unused)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *
+wh_deepcopy(PyObject *self, PyObject *memo)
+{
+    return Py_NewRef(self);
+}
+
+static PyMethodDef wh_methods[] = {
+    {"__copy__", wh_copy, METH_NOARGS, "The wrapper itself (atomic, like a function)."},
+    {"__deepcopy__", wh_deepcopy, METH_O, "The wrapper itself (atomic, like a function)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef wh_getset[] = {
     {"__wrapped__", (getter)wh_get_wrapped, (setter)wh_set_wrapped, "The callable it runs.",
      NULL},
@@ -272,6 +292,7 @@ PyTypeObject ef_WithoutHook_Type = {
     .tp_traverse = (traverseproc)wh_traverse,
     .tp_clear = (inquiry)wh_clear,
     .tp_getset = wh_getset,
+    .tp_methods = wh_methods,
     .tp_descr_get = wh_descr_get,
     .tp_dictoffset = offsetof(WithoutHook, dict),
     .tp_new = wh_new,
@@ -302,6 +323,7 @@ PyTypeObject ef_WithCallback_Type = {
     .tp_traverse = (traverseproc)wh_traverse,
     .tp_clear = (inquiry)wh_clear,
     .tp_getset = wc_getset,
+    .tp_methods = wh_methods,
     .tp_descr_get = wh_descr_get,
     .tp_dictoffset = offsetof(WithoutHook, dict),
     .tp_new = wc_new,
