@@ -521,3 +521,66 @@ def test_symint_input_through_aot_forward_and_backward() -> None:
         fn(a, k).sum().backward()
         sigmoid_scale(b, k).sum().backward()
         torch.testing.assert_close(a.grad, b.grad)
+
+
+def _closure_times(k: int) -> Any:
+    def times_k(x: torch.Tensor) -> torch.Tensor:
+        return x * k
+
+    return times_k
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_closure_int_compile_count_equals_torch_compile(counter: Any, dynamic: Any) -> None:
+    import torch._dynamo
+
+    x = torch.randn(3)
+    fns = [_closure_times(k) for k in (2, 3, 5, 7)]  # one code object, four cell values
+    for fn in fns:
+        same(compile_api.compile(fn, backend=counter, dynamic=dynamic), fn, x)
+    reference: list[Any] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        reference.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    for fn in fns:  # one backend object, as compile_api's counter: one shared cache
+        torch.compile(fn, backend=backend, dynamic=dynamic)(x)
+    torch._dynamo.reset()
+    assert counter.count == len(reference)
+
+
+def times_default(x: torch.Tensor, n: int = 3) -> torch.Tensor:
+    return x * n
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_default_int_compile_count_equals_torch_compile(counter: Any, dynamic: Any) -> None:
+    x = torch.randn(3)
+    calls: list[tuple[Any, ...]] = [(x,), (x, 4), (x,), (x, 5), (x, 0)]
+    expected, _ = torch_compile_count(times_default, calls, dynamic)
+    assert strata_count(counter, times_default, calls, dynamic) == expected
+
+
+def test_automatic_dynamic_int_is_logged(counter: Any) -> None:
+    import logging
+
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logger = logging.getLogger("strata.dynamic")
+    handler, level = Keep(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        fn = compile_api.compile(repeat_n, backend=counter)
+        same(fn, repeat_n, torch.randn(2), 2)
+        same(fn, repeat_n, torch.randn(2), 3)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert any("L['n'] changed from 2 to 3" in m for m in messages), messages
