@@ -584,3 +584,42 @@ def test_automatic_dynamic_int_is_logged(counter: Any) -> None:
         logger.removeHandler(handler)
         logger.setLevel(level)
     assert any("L['n'] changed from 2 to 3" in m for m in messages), messages
+
+
+class Settings:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+def times_setting(x: torch.Tensor, cfg: Settings) -> torch.Tensor:
+    return x * cfg.k
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_int_field_of_an_object_argument_compile_count_equals_torch_compile(
+    counter: Any, dynamic: Any
+) -> None:
+    x = torch.randn(3)
+    calls: list[tuple[Any, ...]] = [(x, Settings(k)) for k in (2, 3, 5, 7, 0)]
+    expected, _ = torch_compile_count(times_setting, calls, dynamic)
+    assert strata_count(counter, times_setting, calls, dynamic) == expected
+
+
+class Scaler(torch.nn.Module):
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.k
+
+
+def test_int_attribute_of_a_module_stays_a_constant_under_dynamic_true(counter: Any) -> None:
+    model = Scaler(3)
+    compiled = compile_api.compile(model, backend=counter, dynamic=True)
+    x = torch.randn(4)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert sum(1 for n in counter.graphs[0].graph.nodes if n.op == "placeholder") == 1
+    model.k = 5  # guarded by value: recompile, right result
+    torch.testing.assert_close(compiled(x), model(x))
+    assert counter.count == 2

@@ -220,3 +220,22 @@ def test_parameters_and_buffers_keep_static_sizes_under_dynamic_true() -> None:
     other = Mlp()
     other.fc1 = torch.nn.Linear(6, 8, bias=False)
     assert not cap.accepts(other, torch.randn(4, 6)), "another parameter set: MODULE_PARAMS"
+
+
+class Config:
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+def scaled_by_config(x: torch.Tensor, cfg: Config) -> torch.Tensor:
+    return x * cfg.k
+
+
+def test_int_field_of_a_plain_object_is_symbolic_under_dynamic_true() -> None:
+    x = torch.randn(4)
+    cap = Captured(scaled_by_config, (x, Config(3)), CaptureConfig(dynamic=True))
+    assert sym_placeholders(cap) == ["l_cfg_k"]
+    assert "TYPE_MATCH: L['cfg'].k type=int" in cap.text
+    for k in SWEEP:
+        assert cap.accepts(x, Config(k))
+        cap.same(x, Config(k))

@@ -264,14 +264,21 @@ class Output:
     def _is_dynamic_int(self, value: object, source: Source) -> bool:
         """An int argument (or an int inside list/tuple/dict arguments) traced as a SymInt.
 
-        As torch.compile: only ints read from the frame's locals (not globals, not module
-        attributes); with dynamic=True all of them (0 and 1 too: torch.compile 2.13 compiles
-        once for n = 0, 1, 2, 3), otherwise those automatic dynamic named.
+        As torch.compile: only ints read from the frame's locals, items of them and fields of
+        plain objects there (not globals, not module attributes); with dynamic=True all of them
+        (0 and 1 too: torch.compile 2.13 compiles once for n = 0, 1, 2, 3), otherwise those
+        automatic dynamic named.
         """
         if type(value) is not int or self.config.dynamic is False:
             return False
         root = source
-        while isinstance(root, ItemSource):
+        while isinstance(root, (ItemSource, AttrSource)):
+            if isinstance(root, AttrSource):
+                # Fields of plain objects passed in (a config instance) count, module
+                # attributes do not (torch.compile keeps nn.Module ints static).
+                holder = self._by_source.get(root.base_source.name())
+                if not (isinstance(holder, ObjectVar) and _is_user_instance(holder.value)):
+                    return False
             root = root.base_source
         if not isinstance(root, LocalSource):
             return False
