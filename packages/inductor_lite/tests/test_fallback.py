@@ -171,3 +171,26 @@ def test_size_queries_on_static_shapes_compile_as_constants(tmp_path: Path) -> N
     assert isinstance(c, CompiledGraph)
     assert c.fallback_count == 0
     torch.testing.assert_close(c(inp)[0], inp.view(3, -1) * 2)
+
+
+def test_size_query_without_a_meta_val_is_answered_from_its_input(tmp_path: Path) -> None:
+    # torch 2.11's fake propagation leaves meta['val'] unset on an int-valued node.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    from inductor_lite import compile_aten_graph
+
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    rows = g.call_function(aten.sym_size.int, (x, 0))
+    flat = g.call_function(aten.view.default, (x, [rows, -1]))
+    g.output((g.call_function(aten.mul.Tensor, (flat, 2.0)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    inp = torch.randn(3, 4, 5)
+    FakeTensorProp(gm, FakeTensorMode()).propagate(inp)
+    rows.meta.pop("val", None)
+    c = compile_aten_graph(gm, [inp], config=InductorConfig(cache_dir=tmp_path, fallback="raise"))
+    assert isinstance(c, CompiledGraph)
+    assert c.fallback_count == 0
+    torch.testing.assert_close(c(inp)[0], inp.view(3, -1) * 2)

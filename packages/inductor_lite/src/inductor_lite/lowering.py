@@ -77,6 +77,21 @@ def _is_static_scalar(val: object) -> bool:
     return isinstance(val, int | bool)
 
 
+def _query_example(node: torch.fx.Node, target: torch._ops.OpOverload) -> object:
+    """A size/stride query answered on its input's example value.
+
+    Older torch (2.11) leaves ``meta['val']`` unset on an int-valued node after fake
+    propagation; the input tensor's example carries the static sizes.
+    """
+    args = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args]
+    if not args or not isinstance(args[0], torch.Tensor):
+        return None
+    try:
+        return target(*args, **node.kwargs)
+    except Exception:  # not answerable here: the query stays an aten call
+        return None
+
+
 class GraphLowering:
     """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
 
@@ -280,6 +295,8 @@ class GraphLowering:
         if target.overloadpacket in _METADATA_QUERIES:
             # sizes are static here (and checked on every call), so a query is a constant
             val = node.meta.get("val")
+            if val is None:
+                val = _query_example(node, target)
             if _is_static_scalar(val):
                 return val
         return self.fallback(node, target, args, kwargs)
