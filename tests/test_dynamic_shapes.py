@@ -467,22 +467,10 @@ INT_PATTERNS: dict[str, Any] = {
 }
 
 
-_GUARDS_CANNOT_RENDER = pytest.mark.xfail(
-    strict=True,
-    raises=compile_api.InternalError,
-    reason="guards.shape_guards cannot render ToFloat (n == 3.0 on a SymInt leaves the ShapeEnv "
-    "guard Eq(ToFloat(s0), 3.0)): ShapeGuardError, so the frame runs eagerly. Fix in guards' "
-    "sympy renderer (float(...)).",
-)
-
-
 @pytest.mark.parametrize("dynamic", [None, True])
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(n, marks=_GUARDS_CANNOT_RENDER) if n == "compare" else n
-        for n in sorted(INT_PATTERNS)
-    ],
+    sorted(INT_PATTERNS),
 )
 def test_int_pattern_gives_eager_results_over_a_sweep(
     counter: Any, dynamic: Any, name: str

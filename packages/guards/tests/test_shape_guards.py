@@ -115,3 +115,21 @@ def test_render_sympy_covers_integer_ops() -> None:
         assert got == bool(expr.subs({a: A, b: B})), (A, B, text)
     with pytest.raises(ShapeGuardError):
         render_sympy(sympy.sin(a), names.__getitem__)
+
+
+def test_render_sympy_covers_float_conversions_of_symbolic_ints() -> None:
+    # What `n == 3.0` or `n / 2` on a SymInt leaves in ShapeEnv's guards.
+    from torch.utils._sympy.functions import FloatTrueDiv, IntTrueDiv, ToFloat, TruncToInt
+
+    a = sympy.Symbol("a", integer=True)
+    names = {a: "A"}
+    cases = [
+        (sympy.Eq(ToFloat(a), sympy.Float(3.0)), lambda n: float(n) == 3.0),
+        (sympy.Lt(IntTrueDiv(a, 2), sympy.Float(1.25)), lambda n: n / 2 < 1.25),
+        (sympy.Ge(FloatTrueDiv(ToFloat(a), sympy.Float(0.5)), 4), lambda n: n / 0.5 >= 4),
+        (sympy.Eq(TruncToInt(FloatTrueDiv(ToFloat(a), 2.0)), 1), lambda n: int(n / 2.0) == 1),
+    ]
+    for expr, expected in cases:
+        text = render_sympy(expr, names.__getitem__)
+        for n in range(-5, 9):
+            assert eval(text, {"A": n}) == expected(n), (text, n)

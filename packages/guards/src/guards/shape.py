@@ -47,6 +47,15 @@ def render_sympy(expr: Any, name_of: Callable[[Any], str]) -> str:
             return name_of(e)
         if isinstance(e, sympy.Integer):
             return str(int(e))
+        if isinstance(e, sympy.Float):
+            # a sympy Float is finite (infinities are sympy.oo); repr round-trips exactly
+            return repr(float(e))
+        if isinstance(e, symfn.ToFloat):
+            return f"float({r(e.args[0])})"
+        if isinstance(e, symfn.TruncToInt):
+            return f"int({r(e.args[0])})"
+        if isinstance(e, symfn.FloatTrueDiv | symfn.IntTrueDiv):
+            return f"({r(e.args[0])} / {r(e.args[1])})"
         for rel, op in _REL_OPS.items():
             if isinstance(e, rel):
                 lhs, rhs = e.args
