@@ -29,6 +29,8 @@ TEST_DEPS = [
     "networkx>=3",
     "attrs>=23",
     "typing-extensions>=4.8",
+    # test-only: evalframe proves coverage.py keeps measuring with the hook installed
+    "coverage>=7",
 ]
 # Suites that need no torch, run again on every other CPython we support.
 TORCH_FREE_SUITES = {
@@ -76,6 +78,7 @@ def _run_torch_free_suites(session: nox.Session) -> None:
                 "attrs>=23",
                 "typing-extensions>=4.8",
                 "setuptools>=64",
+                "coverage>=7",
                 external=True,
             )
         session.run(
