@@ -9,13 +9,16 @@ import torch
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import AttrSource, ItemSource, Source
+from symbolic_vm.guard_api import AttrSource, GlobalSource, ItemSource, Source
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
+    DictBox,
+    DictVar,
     FunctionVar,
     IteratorVar,
     IterBox,
+    ListVar,
     MethodVar,
     ModuleVar,
     TupleVar,
@@ -324,23 +327,177 @@ def _grouped_call(
     return True
 
 
-def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    """``module(*args)``: inline its forward (modules with hooks are not supported)."""
+def _hook_tables(module: torch.nn.Module) -> dict[str, dict[Any, Any]]:
+    """The hook dicts ``nn.Module._call_impl`` reads for ``module``, by attribute name."""
+    return {
+        name: getattr(module, name, None) or {}
+        for name in (*_HOOK_TABLES, *_FORWARD_HOOK_FLAGS)
+    }
+
+
+# The per-module sets (dicts of hook id -> True) that change how a forward hook is called.
+_FORWARD_HOOK_FLAGS = (
+    "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+)
+_GLOBAL_FORWARD_HOOK_FLAGS = (
+    "_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called",
+)
+
+
+def _check_hooks_inlinable(module: torch.nn.Module) -> None:
+    """Raise Unsupported for the hooks the VM leaves to eager: backward hooks (theirs is
+    autograd state, not graph code) and ``always_call`` forward hooks."""
+    from torch.nn.modules import module as module_impl
+
+    name = type(module).__name__
+    local = _hook_tables(module)
+    if (
+        local["_backward_hooks"] or local["_backward_pre_hooks"]
+        or module_impl._global_backward_hooks or module_impl._global_backward_pre_hooks
+    ):
+        raise Unsupported(f"calling {name} with forward/backward hooks registered")
+    if local["_forward_hooks_always_called"] or module_impl._global_forward_hooks_always_called:
+        raise Unsupported(f"calling {name} with an always_call forward hook registered")
+
+
+def _guard_global_hooks(out: Output) -> Source:
+    """Guard the global hook dicts as the trace found them: exact keys in order (forward
+    hooks, their with_kwargs/always_call sets; the backward ones empty). Returns the source of
+    ``torch.nn.modules.module``."""
+    from torch.nn.modules import module as module_impl
+
+    holder = GlobalSource(out.install(module_impl, "nn_module"))
+    for table in (*_GLOBAL_HOOK_TABLES, *_GLOBAL_FORWARD_HOOK_FLAGS):
+        out.request("DICT_KEYS", AttrSource(holder, table), getattr(module_impl, table))
+    return holder
+
+
+def _hook_var(out: Output, table: Source | None, hook_id: object, hook: object) -> Var:
+    """A hook function read from its dict, pinned by identity when it has a source."""
+    source = ItemSource(table, hook_id) if table is not None else None
+    if source is not None:
+        out.request("ID_MATCH", source, hook)
+    return out.wrap(hook, source)
+
+
+def _is_none(var: Var) -> bool:
+    return isinstance(var, ConstVar) and var.value is None
+
+
+def _unpack_args(var: Var, what: str) -> list[Var]:
+    if isinstance(var, TupleVar):
+        return list(var.items)
+    if isinstance(var, ListVar):
+        return list(var.box.items)
+    raise Unsupported(f"{what} returned args of a kind the VM cannot unpack")
+
+
+def _call_hooked(
+    vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``module(*args, **kwargs)`` with forward (pre-)hooks, as ``nn.Module._call_impl`` runs
+    them: global then local pre-hooks (each may replace the args, or args and kwargs when
+    registered with_kwargs), forward, then global then local forward hooks (each may replace
+    the output). Every hook dict is guarded by its exact keys and each hook by identity."""
+    from torch.nn.modules import module as module_impl
+
+    from symbolic_vm.calls import call
+
+    out = vm.out
+    module = obj.module
+    holder = _guard_global_hooks(out)
+    source = obj.source
+    if source is not None:
+        for table in (*_HOOK_TABLES, *_FORWARD_HOOK_FLAGS):
+            out.request("DICT_KEYS", AttrSource(source, table), getattr(module, table))
+    local = _hook_tables(module)
+
+    def table_source(base: Source | None, table: str) -> Source | None:
+        return AttrSource(base, table) if base is not None else None
+
+    pre_kwargs = local["_forward_pre_hooks_with_kwargs"]
+    fwd_kwargs = {**module_impl._global_forward_hooks_with_kwargs,
+                  **local["_forward_hooks_with_kwargs"]}
+    args_var: Var = TupleVar(tuple(args))
+    kwargs_var: Var = DictVar(DictBox(dict(kwargs)))
+    pre_hooks = [
+        (table_source(holder, "_global_forward_pre_hooks"), hook_id, hook)
+        for hook_id, hook in module_impl._global_forward_pre_hooks.items()
+    ] + [
+        (table_source(source, "_forward_pre_hooks"), hook_id, hook)
+        for hook_id, hook in local["_forward_pre_hooks"].items()
+    ]
+    for table, hook_id, hook in pre_hooks:
+        hook_var = _hook_var(out, table, hook_id, hook)
+        if hook_id in pre_kwargs:
+            result = call(vm, hook_var, [obj, args_var, kwargs_var], {})
+            if _is_none(result):
+                continue
+            if not (isinstance(result, TupleVar) and len(result.items) == 2):
+                raise Unsupported("a forward pre-hook (with_kwargs) returned a non-pair")
+            args_var, kwargs_var = result.items
+        else:
+            result = call(vm, hook_var, [obj, args_var], {})
+            if _is_none(result):
+                continue
+            args_var = result if isinstance(result, TupleVar) else TupleVar((result,))
+    call_args = _unpack_args(args_var, "a forward pre-hook")
+    if not (
+        isinstance(kwargs_var, DictVar) and all(isinstance(k, str) for k in kwargs_var.box.items)
+    ):
+        raise Unsupported("a forward pre-hook returned kwargs that are not a dict of str keys")
+    call_kwargs = dict(kwargs_var.box.items)
+    output = _call_forward(vm, obj, call_args, call_kwargs)
+    post_hooks = [
+        (table_source(holder, "_global_forward_hooks"), hook_id, hook)
+        for hook_id, hook in module_impl._global_forward_hooks.items()
+    ] + [
+        (table_source(source, "_forward_hooks"), hook_id, hook)
+        for hook_id, hook in local["_forward_hooks"].items()
+    ]
+    for table, hook_id, hook in post_hooks:
+        hook_var = _hook_var(out, table, hook_id, hook)
+        hook_args = (
+            [obj, args_var, kwargs_var, output] if hook_id in fwd_kwargs
+            else [obj, args_var, output]
+        )
+        result = call(vm, hook_var, hook_args, {})
+        if not _is_none(result):
+            output = result
+    return output
+
+
+def _call_forward(
+    vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
     from symbolic_vm.calls import call
 
     module = obj.module
-    if _has_hooks(module):
-        raise Unsupported(f"calling {type(module).__name__} with forward/backward hooks registered")
+    forward = type(module).forward
+    if "forward" in module.__dict__:
+        return call(vm, module_attr(vm, obj, "forward"), args, kwargs)
+    return call(vm, BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)
+
+
+def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``module(*args)``: inline its forward, and its forward hooks and pre-hooks (local and
+    global) around it as ``nn.Module.__call__`` runs them; backward hooks and ``always_call``
+    forward hooks are graph breaks."""
+    module = obj.module
+    hooked = _has_hooks(module)
+    if hooked:
+        _check_hooks_inlinable(module)
     vm.out.depend(obj)
     forward = type(module).forward
     if not isinstance(forward, types.FunctionType):
         raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
     own_forward = "forward" in module.__dict__
-    if not _grouped_call(vm.out, obj.source, module, None if own_forward else forward):
-        _guard_no_hooks(vm.out, obj.source)
+    if hooked or not _grouped_call(vm.out, obj.source, module, None if own_forward else forward):
+        if not hooked:
+            _guard_no_hooks(vm.out, obj.source)
         if obj.source is not None and not own_forward:
             # forward patched on the instance or class later: recompile
             ops.guard_method_resolution(vm.out, obj.source, module, "forward", forward)
-    if own_forward:
-        return call(vm, module_attr(vm, obj, "forward"), args, kwargs)
-    return call(vm, BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)
+    if hooked:
+        return _call_hooked(vm, obj, args, kwargs)
+    return _call_forward(vm, obj, args, kwargs)
