@@ -487,6 +487,8 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     hooked = _has_hooks(module)
     if hooked:
         _check_hooks_inlinable(module)
+        if obj.source is None:  # its hook dicts could not be guarded
+            raise Unsupported(f"calling {type(module).__name__} (no source) with hooks registered")
     vm.out.depend(obj)
     forward = type(module).forward
     if not isinstance(forward, types.FunctionType):
