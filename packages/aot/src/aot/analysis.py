@@ -52,6 +52,7 @@ class OutputKind(enum.Enum):
     ALIAS_OF_INPUT = "alias_of_input"  # a view (or the object itself) of a real input
     ALIAS_OF_TRACED = "alias_of_traced"  # a view of another traced output (an output or a base)
     CONSTANT = "constant"  # a non-tensor value, passed through
+    SYMBOLIC = "symbolic"  # a SymInt/SymFloat/SymBool: a traced output, a plain number at runtime
 
 
 class TracedKind(enum.Enum):
@@ -105,12 +106,12 @@ class OutputInfo:
 
 @attrs.frozen
 class TracedOutput:
-    """One tensor output of the traced forward graph."""
+    """One output of the traced forward graph: a tensor, or a symbolic number (no gradient)."""
 
     kind: TracedKind
     index: int
     requires_grad: bool
-    example: Any  # the fake tensor from the analysis run (shape, dtype, device)
+    example: Any  # the fake tensor (or SymInt/SymFloat/SymBool) from the analysis run
 
 
 @attrs.frozen
@@ -332,9 +333,13 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         return len(traced) - 1
 
     for k, o in enumerate(outs):
+        if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool):
+            # Computed from the inputs' sizes or symbolic int inputs: the forward graph returns
+            # it (the compiled graph yields a plain number at runtime); it never has a gradient.
+            traced.append(TracedOutput(TracedKind.USER, k, False, o))
+            infos.append(OutputInfo(OutputKind.SYMBOLIC, len(traced) - 1))
+            continue
         if not isinstance(o, torch.Tensor):
-            if isinstance(o, torch.SymInt | torch.SymFloat | torch.SymBool):
-                raise AotUnsupportedError("symbolic non-tensor outputs are not supported yet")
             infos.append(OutputInfo(OutputKind.CONSTANT, constant=o))
             continue
         rg = bool(o.requires_grad)

@@ -7,7 +7,8 @@ The compiled forward computes fresh tensors only. The runtime wrapper
 * copies the new values of mutated inputs back into the real inputs, once, after the forward;
 * rebuilds outputs that alias inputs or each other as real views of their base (replaying the
   recorded view ops, or `as_strided` when the chain is unknown);
-* passes non-tensor outputs through.
+* passes non-tensor outputs through; symbolic-number outputs (SymInt/SymFloat/SymBool at trace
+  time) are computed by the forward graph and come back as plain numbers.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def _finish(
     for info in meta.outputs:
         if info.kind is OutputKind.CONSTANT:
             outs.append(info.constant)
-        elif info.kind is OutputKind.TENSOR:
+        elif info.kind in (OutputKind.TENSOR, OutputKind.SYMBOLIC):
             outs.append(traced[info.index])
         elif info.kind is OutputKind.ALIAS_OF_INPUT:
             base = flat_args[info.index]
@@ -143,7 +144,10 @@ def make_training_runtime(
             ctx.save_for_backward(*tensors)
             ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
             ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]
-            ctx.mark_non_differentiable(*[fw_outs[k] for k in non_diff])
+            # Symbolic-number outputs come back as plain numbers: nothing to mark for them.
+            ctx.mark_non_differentiable(
+                *[fw_outs[k] for k in non_diff if isinstance(fw_outs[k], torch.Tensor)]
+            )
             return tuple(fw_outs)
 
         @staticmethod
