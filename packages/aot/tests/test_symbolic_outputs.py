@@ -177,3 +177,27 @@ def test_symbolic_output_alongside_output_view_and_input_mutation() -> None:
         want[0].sum().backward()
         got[0].sum().backward()
         torch.testing.assert_close(xc.grad, xe.grad)
+
+
+def test_graph_before_a_data_dependent_branch_compiles_despite_capture_unbacked_symbols() -> None:
+    # Capturing `bool(t)` allocates an unbacked symbol in the shared ShapeEnv before the graph
+    # breaks; aot used to fail its trace with PendingUnbackedSymbolNotFound on that leftover.
+    def f(x: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:
+        y = x * n
+        if bool(y.sum() > 0):
+            return y + 1, n + 2
+        return y - 1, n - 2
+
+    backend = _AotBackend()
+    cf = compile_api.compile(f, backend=backend, dynamic=True)
+    for n, size in [(2, 3), (-3, 4), (5, 6), (-1, 6), (4, 2)]:
+        x0 = torch.randn(size)
+        xe, xc = x0.clone().requires_grad_(True), x0.clone().requires_grad_(True)
+        want, got = f(xe, n), cf(xc, n)
+        _check_same(got[1], want[1])
+        torch.testing.assert_close(got[0], want[0])
+        want[0].sum().backward()
+        got[0].sum().backward()
+        torch.testing.assert_close(xc.grad, xe.grad)
+    # The graph ending at the branch (it returns the tensor and the comparison) went through aot.
+    assert any("gt" in gm.code for gm in backend.graphs)

@@ -124,6 +124,23 @@ def _fake_mode_for(flat_args: Sequence[object]) -> Any:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
+def _drop_pending_unbacked(fake_mode: Any) -> None:
+    """Forget unbacked symbols that were allocated but never bound to an op's output.
+
+    make_fx checks, after each op it records, that every freshly allocated unbacked symbol
+    (from `.item()`, `nonzero`, ...) appears in that op's output. Symbols still pending here were
+    allocated outside our trace: by the capture layer's fake propagation of an op it then dropped
+    (e.g. `bool(t)` before a graph break), or by our own analysis run, which records no graph.
+    Neither belongs to the trace about to start, so leaving them would fail it with
+    PendingUnbackedSymbolNotFound on its first op.
+    """
+    shape_env = getattr(fake_mode, "shape_env", None)
+    pending = getattr(shape_env, "pending_fresh_unbacked_symbols", None)
+    if pending:
+        log.debug("dropping unbacked symbols allocated outside aot's trace: %s", pending)
+        pending.clear()
+
+
 class AotFunction:
     """A function of flat inputs, compiled once per input signature.
 
@@ -183,6 +200,7 @@ class AotFunction:
         training = torch.is_grad_enabled() and any(rg)
         if not training:
             rg = [False] * len(rg)
+        _drop_pending_unbacked(fake_mode)
         with torch.set_grad_enabled(training):
             meta = analyse(self._flat_fn, fresh_fake_inputs(flat_args, fake_mode, requires_grad=rg),
                            fake_mode)
@@ -190,6 +208,7 @@ class AotFunction:
         assert out_spec is not None
         _refuse_mutated_aliased_inputs(call_args, meta)
         trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
+        _drop_pending_unbacked(fake_mode)
         if not training or not meta.differentiable_traced:
             gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,
                                  self.decompositions)
