@@ -8,11 +8,12 @@ holds for the function's code.
 from __future__ import annotations
 
 import dis
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
+from counting_backend import Counting
 
 import compile_api
 import evalframe
@@ -20,23 +21,6 @@ import evalframe
 SCALE = 3.0
 w = torch.full((4,), 2.0)  # also the name of an argument of ``shadowing`` below
 COUNTER_GLOBAL = 0
-
-
-class Counting:
-    """A backend that runs each graph as captured and counts the compiles."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(
-        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-    ) -> Callable[..., Any]:
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def count(self) -> int:
-        return len(self.graphs)
 
 
 @pytest.fixture(autouse=True)

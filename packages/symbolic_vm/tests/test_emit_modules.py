@@ -9,32 +9,16 @@ from __future__ import annotations
 
 import dis
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import torch
+from counting_backend import Counting
 from torch import nn
 
 import compile_api
 import evalframe
-
-
-class Counting:
-    """A backend that runs each graph as captured and counts the compiles."""
-
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(
-        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-    ) -> Callable[..., Any]:
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def count(self) -> int:
-        return len(self.graphs)
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """compile_api: Strata's torch.compile-compatible API.
 
-``compile_api.compile(fn)`` is a drop-in for ``torch.compile(fn)``: it installs evalframe's hook,
+``compile_api.compile(fn)`` is a drop-in for ``torch.compile``: it installs evalframe's hook,
 captures each frame with symbolic_vm into FX graphs, guards them with guards and compiles them with
 the chosen backend.
 """

@@ -71,7 +71,7 @@ def explain(
 ) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs)`` runs ``fn`` once under Strata and reports what was captured.
 
-    Like torch._dynamo.explain, it resets every compile cache before and after the run.
+    Like TorchDynamo's explain, it resets every compile cache before and after the run.
     """
     if extra_args or extra_kwargs:
         raise TypeError("use explain(fn)(*args, **kwargs): arguments go to the returned callable")

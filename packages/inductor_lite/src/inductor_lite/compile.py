@@ -110,7 +110,7 @@ def compile_fx(
 ) -> Callable[..., Any]:
     """Compile a torch-level FX graph into fused C++ kernels plus aten calls.
 
-    Usable as ``torch.compile(backend=compile_fx)`` and as compile_api's default backend.
+    Usable as the ``backend=`` of ``torch.compile`` and as compile_api's default backend.
     Any failure to lower or compile yields the original graph (one warning), unless
     ``config.fallback == "raise"``.
     """

@@ -45,7 +45,7 @@ def reset() -> None:
     it under a reused name. ``reset_counters()`` restarts it explicitly.
 
     Registrations made with allow_in_graph/nonstrict_trace/disable_marker are kept, as
-    torch._dynamo.reset() keeps them; reset_registries() forgets those too.
+    TorchDynamo's reset keeps them; reset_registries() forgets those too.
     """
     reset_resumes()
 
