@@ -151,3 +151,33 @@ def test_kernels_failing_at_first_launch_run_eagerly_with_a_warning(
     torch.testing.assert_close(y, fn(x))
     torch.testing.assert_close(c(x), fn(x))
     assert c.eager_calls == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="direct launches need a real GPU")
+def test_direct_launch_after_the_first_call_and_per_alignment(
+    tcheck: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inductor_lite import triton_runtime
+
+    direct: list[int] = []
+    original = triton_runtime._DirectLaunch.launch
+
+    def counting(self: Any, grid: int, args: Any) -> None:
+        direct.append(grid)
+        original(self, grid, args)
+
+    monkeypatch.setattr(triton_runtime._DirectLaunch, "launch", counting)
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x * 2 + y) - y
+
+    base = torch.randn(4097 * 3, device=DEV)
+    aligned = base[: 4096 * 3].view(3, 4096)
+    shifted = base[1 : 4096 * 3 + 1].view(3, 4096)  # 4-byte offset: not 16-byte aligned
+    y = torch.randn(3, 4096, device=DEV)
+    c = tcheck(fn, [aligned, y])
+    n = len(direct)
+    for x in (aligned, shifted, shifted, aligned):
+        torch.testing.assert_close(c(x, y), fn(x, y))
+    assert len(direct) > n  # later calls skip triton's JIT entry point
+    assert c.eager_calls == 0
