@@ -644,3 +644,110 @@ def test_class_attribute_changes_after_compile_keep_cache_hits_and_results(
     same(opt, model, x)
     assert counter.count == 2
     del Lin.unrelated  # type: ignore[attr-defined]
+
+
+# --- module trees: parameters handed to the graph by a reader, the tree checked each call --
+#
+# The transformed code takes a module's parameters from guards.params_reader (weak references
+# to the objects the trace saw) instead of reading their paths; that is sound only because the
+# entry's guard checks each path still holds that very object.  Each case below changes the
+# tree after a compiled call and expects the eager result on two further calls, with a
+# recompile exactly where what the graph was built for changed.
+
+
+class ScaledLinear(torch.nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) * 2
+
+
+def _tree() -> torch.nn.Sequential:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
+        torch.nn.Linear(4, 4), torch.nn.Linear(4, 4),
+    )
+
+
+def _new_param(*shape: int) -> torch.nn.Parameter:
+    return torch.nn.Parameter(torch.randn(*shape))
+
+
+def _set_in_place(p: torch.Tensor, *shape: int) -> None:
+    with torch.no_grad():
+        p.set_(torch.randn(*shape))
+
+
+def _delete_and_restore(m: torch.nn.Sequential) -> None:
+    w = m[0].weight
+    del m[0].weight
+    m[0].weight = w
+
+
+def _swap(m: torch.nn.Sequential) -> None:
+    m[3], m[4] = m[4], m[3]
+
+
+def _set_data(p: torch.Tensor, value: torch.Tensor) -> None:
+    with torch.no_grad():
+        p.data = value
+
+
+TREE_CHANGES: dict[str, tuple[Callable[[torch.nn.Sequential], object], bool]] = {
+    # name: (change, must recompile)
+    "parameter replaced, same shape": (
+        lambda m: setattr(m[3], "weight", _new_param(4, 4)), True),
+    ".data reassigned, same metadata": (lambda m: _set_data(m[4].weight, torch.randn(4, 4)), False),
+    ".data reassigned, other strides": (
+        lambda m: _set_data(m[4].weight, torch.randn(4, 4).t()), True),
+    "resized in place (set_)": (
+        lambda m: (_set_in_place(m[4].weight, 6, 4), _set_in_place(m[4].bias, 6)), True),
+    "requires_grad flipped": (lambda m: m[0].weight.requires_grad_(False), True),
+    "module appended": (lambda m: m.append(torch.nn.Linear(4, 4)), True),
+    "module removed": (lambda m: m.__delitem__(4), True),
+    "two modules swapped": (_swap, True),
+    "forward hook added": (
+        lambda m: m[3].register_forward_hook(lambda mod, args, out: out * 3), True),
+    "forward pre-hook added": (
+        lambda m: m[4].register_forward_pre_hook(lambda mod, args: (args[0] * 5,)), True),
+    "training flag": (lambda m: m.eval(), True),
+    "submodule swapped for another class": (
+        lambda m: setattr(m[3], "__class__", ScaledLinear), True),
+    "forward shadowed on an instance": (
+        lambda m: setattr(m[3], "forward", lambda x: x * 0), True),
+    "parameter deleted and the same one set again": (_delete_and_restore, False),
+    "_parameters dict replaced by an equal copy": (
+        lambda m: setattr(m[3], "_parameters", dict(m[3]._parameters)), False),
+    "weights changed in place (data)": (lambda m: m[0].weight.data.mul_(3), False),
+}
+
+
+@pytest.mark.parametrize("change", list(TREE_CHANGES))
+def test_module_tree_change_gives_the_eager_result(counter: Any, change: str) -> None:
+    mutate, recompiles = TREE_CHANGES[change]
+    model = _tree()
+    opt = compile_api.compile(model, backend=counter)
+    x = torch.randn(3, 4)
+    same(opt, model, x)
+    same(opt, model, x)
+    assert counter.count == 1
+    mutate(model)
+    same(opt, model, x)
+    same(opt, model, x * 2)
+    assert counter.count == (2 if recompiles else 1)
+
+
+def test_module_tree_changed_and_changed_back_reuses_the_first_entry(counter: Any) -> None:
+    model = _tree()
+    opt = compile_api.compile(model, backend=counter)
+    x = torch.randn(3, 4)
+    same(opt, model, x)
+    old = model[3].weight
+    model[3].weight = _new_param(4, 4)
+    same(opt, model, x)
+    assert counter.count == 2
+    model[3].weight = old  # the first entry's objects again: its reader hands them over
+    same(opt, model, x)
+    with torch.no_grad():
+        old.add_(1)  # and their current values, not a copy
+    same(opt, model, x)
+    assert counter.count == 2

@@ -22,9 +22,11 @@ else:
     ext_modules.append(
         CppExtension(
             "guards._tensor_guards",
-            sources=["csrc/tensor_guards.cpp", "csrc/module_calls.cpp"],
+            sources=[
+                "csrc/tensor_guards.cpp", "csrc/module_calls.cpp", "csrc/weak_tuple.cpp"
+            ],
             # -O2 and no debug info: tensor_guards.cpp over a handful of torch headers,
-            # module_calls.cpp plain CPython (DictGate, ModuleCallsCheck).
+            # module_calls.cpp plain CPython (DictGate, ModuleCallsCheck), weak_tuple.cpp too.
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         )

@@ -1,5 +1,6 @@
-// Shared by tensor_guards.cpp and module_calls.cpp: DictGate (instance-dict reads behind a
-// class gate, see module_calls.cpp) and the ModuleCallsCheck type.  Plain CPython API.
+// Shared by tensor_guards.cpp, module_calls.cpp and weak_tuple.cpp: DictGate (instance-dict
+// reads behind a class gate, see module_calls.cpp), the ModuleCallsCheck and WeakTuple types.
+// Plain CPython API.
 #pragma once
 
 #include <Python.h>
@@ -31,5 +32,10 @@ bool module_checks_init();
 bool module_calls_ready();
 
 extern PyTypeObject ModuleCallsCheckType;
+
+// PyType_Ready of WeakTupleType (weak_tuple.cpp); false with a Python error.
+bool weak_tuple_ready();
+
+extern PyTypeObject WeakTupleType;
 
 }  // namespace strata_guards

@@ -674,7 +674,7 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
   if (!strata_guards::module_checks_init()) {
     return nullptr;
   }
-  if (!strata_guards::module_calls_ready() ||
+  if (!strata_guards::module_calls_ready() || !strata_guards::weak_tuple_ready() ||
       !ready(&TensorCheckType, "guards._tensor_guards.TensorCheck", sizeof(TensorCheck),
              offsetof(TensorCheck, vectorcall), tensor_check_new, tensor_check_dealloc,
              tensor_check_traverse, tensor_check_clear) ||
@@ -699,6 +699,7 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
       {"DispatchTlsCheck", &DispatchTlsCheckType},
       {"ModuleParamsCheck", &ModuleParamsCheckType},
       {"ModuleCallsCheck", &strata_guards::ModuleCallsCheckType},
+      {"WeakTuple", &strata_guards::WeakTupleType},
       {"GlobalStateCheck", &GlobalStateCheckType}};
   for (const auto& [name, type] : types) {
     Py_INCREF(type);

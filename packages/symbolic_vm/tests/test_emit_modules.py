@@ -59,7 +59,15 @@ class Block(nn.Module):
         return self.act(self.norm(self.body(x)))
 
 
-def test_parameters_are_read_through_the_dicts_and_guarded_by_module_params() -> None:
+def reader_calls(code: Any) -> list[str]:
+    """The parameter readers (``__strata_<n>_params_<k>``) the transformed code loads."""
+    return [
+        str(i.argval) for i in dis.get_instructions(code)
+        if i.opname == "LOAD_GLOBAL" and "_params_" in str(i.argval)
+    ]
+
+
+def test_parameters_come_from_one_reader_and_are_guarded_by_module_params() -> None:
     model, backend = seq(), Counting()
     opt = compile_api.compile(model, backend=backend)
     x = torch.randn(2, 8)
@@ -67,8 +75,9 @@ def test_parameters_are_read_through_the_dicts_and_guarded_by_module_params() ->
     same(opt, model, x * 3)
     assert backend.count == 1
     code = entry_for(nn.Sequential.forward.__code__).code
-    assert {"_modules", "_parameters"} <= set(code.co_names)
-    assert "__getitem__" not in code.co_names and "weight" not in code.co_names
+    # No path reads at all: one reader hands the graph its 6 parameters.
+    assert not {"_modules", "_parameters", "__getitem__", "weight"} & set(code.co_names)
+    assert len(reader_calls(code)) == 1
     text = guard_text(nn.Sequential.forward.__code__)
     assert "MODULE_PARAMS: L['self'] submodules=3 parameters=6" in text
     # No TENSOR_MATCH of its own per parameter (MODULE_PARAMS lists their metadata, indented).
@@ -76,15 +85,32 @@ def test_parameters_are_read_through_the_dicts_and_guarded_by_module_params() ->
     assert "DICT_KEYS: L['self']._modules" in text
 
 
-def test_transformed_code_binds_each_module_path_once() -> None:
+def test_transformed_code_spreads_the_reader_into_the_graph_call() -> None:
     model = seq(2)
     opt = compile_api.compile(model, backend=Counting())
     opt(torch.randn(2, 8))
     code = entry_for(nn.Sequential.forward.__code__).code
+    ops = [i.opname for i in dis.get_instructions(code)]
+    # graph(input, *reader()): one unpacking, no subscript per parameter before the call.
+    assert "LIST_EXTEND" in ops and "CALL_FUNCTION_EX" in ops
+    assert ops.count("BINARY_SUBSCR") == 1  # the graph's output tuple, once
+    assert len(reader_calls(code)) == 1
+
+
+def test_buffers_are_still_read_through_their_dicts() -> None:
+    model = Block()
+    opt = compile_api.compile(model, backend=Counting())
+    x = torch.randn(4, 8)
+    model.eval()
+    same(opt, model, x)
+    code = entry_for(Block.forward.__code__).code
     reads = [i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_ATTR"]
-    # self._modules once, each submodule's _parameters once.
+    # self._modules once, the BatchNorm's _modules entry and its _buffers once: parameters of
+    # all three Linear/BatchNorm modules come from one reader.
     assert reads.count("_modules") == 1
-    assert reads.count("_parameters") == 2
+    assert reads.count("_buffers") == 1
+    assert "_parameters" not in reads
+    assert len(reader_calls(code)) == 1
 
 
 def test_replacing_a_submodule_recompiles() -> None:
@@ -340,7 +366,7 @@ def test_a_global_module_is_read_by_name_and_guarded() -> None:
     x = torch.randn(2, 8)
     same(opt, uses_global_model, x)
     code = entry_for(uses_global_model.__code__).code
-    assert "GLOBAL_MODEL" in code.co_names
+    assert len(reader_calls(code)) == 1  # its parameters, identity-guarded at their paths
     assert "MODULE_PARAMS: G['GLOBAL_MODEL']" in guard_text(uses_global_model.__code__)
     with torch.no_grad():
         GLOBAL_MODEL[0].weight.data = torch.randn(8, 8, dtype=torch.float64)
@@ -441,13 +467,14 @@ def test_a_parameter_added_after_compiling_is_seen_by_parameters() -> None:
     assert backend.count == 3
 
 
-def test_parameters_iterated_are_read_through_the_dicts() -> None:
+def test_parameters_iterated_come_from_the_reader_and_buffers_through_the_dicts() -> None:
     model, backend = SumsParameters(), Counting()
     opt = compile_api.compile(model, backend=backend)
     x = torch.randn(2, 4)
     same(opt, model, x)
     code = entry_for(SumsParameters.forward.__code__).code
-    assert {"_modules", "_parameters", "_buffers"} <= set(code.co_names)
+    assert "_buffers" in code.co_names and "_parameters" not in code.co_names
+    assert len(reader_calls(code)) == 1
     assert "MODULE_PARAMS: L['self'] submodules=1 parameters=2" in guard_text(
         SumsParameters.forward.__code__
     )

@@ -22,6 +22,7 @@ from guards.guard import (
 from guards.guard_set import GuardSet
 from guards.module_calls import ModuleCalls
 from guards.module_params import ModuleParams
+from guards.params_reader import params_reader
 from guards.shape import shape_guards
 from guards.source import (
     AttrSource,
@@ -48,6 +49,8 @@ __all__ = [
     # building guards
     "GuardSet",
     "shape_guards",
+    # the transformed code's parameter reads (identity guarded by MODULE_PARAMS / ID_MATCH)
+    "params_reader",
     # compiled check
     "compile_guards",
     "CompiledGuards",

@@ -8,6 +8,12 @@ Only a global shadowed by one of the function's own names (or a name that is not
 is read through the frame's globals dict, ``__strata_<n>_globals_fn()[name]`` (``builtins.globals``
 under a name the frame cannot shadow). A prefix shared by several reads (``self._modules['0']
 ._parameters``) is read once into a temporary at the top of the function.
+
+Module parameters fed to the graph are not read through their paths: one
+``guards.params_reader`` per root module returns them all (``__strata_s<k> = reader()``, then
+``__strata_s<k>[j]``; a whole reader passed in order becomes ``*__strata_s<k>`` in the graph
+call). That is the object the path holds whenever the entry's guard passed: Output.guard_set
+guards each one's identity at its path (MODULE_PARAMS, else an ID_MATCH).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import builtins
 import copy
 import inspect
+import itertools
 import math
 import re
 import types
@@ -24,7 +31,7 @@ from typing import Any
 import torch
 
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import GlobalSource, LocalSource, Source
+from symbolic_vm.guard_api import GlobalSource, LocalSource, Source, params_reader
 from symbolic_vm.output import AttrWrite, CellWrite, ContainerWrite, GlobalWrite, Output
 from symbolic_vm.values import (
     BoundMethodVar,
@@ -49,6 +56,8 @@ _OUT = "__strata_out"
 # build_code above the graph call (the graph never changes Python objects).
 _PREFIX = "__strata_s"
 _PREFIX_LINE = re.compile(rf"^{_PREFIX}\d+ = ")
+# One item of a parameter reader's tuple (Rebuilder._reader_item).
+_READER_ITEM = re.compile(rf"^({_PREFIX}\d+)\[(\d+)\]$")
 # The transformed function's own temporaries (a global by such a name would be shadowed);
 # helper globals are named __strata_<capture>_<stem>_<k> and never match.
 _TEMPORARY = re.compile(r"__strata_(?:out|result|[sv]\d+|transformed|outer)")
@@ -89,13 +98,19 @@ class Rebuilder:
         self.lines: list[str] = []
         self._made: dict[int, str] = {}
         self._prefixes: dict[Source, str] = {}
+        self._readers: dict[Source, str] = {}  # root module source -> its reader's tuple
+        self._prefix_numbers = itertools.count()
 
     def source(self, source: Source) -> str:
         """An expression reading ``source`` in the transformed code, by name (see module doc).
 
         Every proper prefix of the source below its root is bound once to a temporary
-        (``__strata_s<k>``), so reads sharing a module path walk it once.
+        (``__strata_s<k>``), so reads sharing a module path walk it once. A module parameter
+        the graph uses is an item of its root's parameter reader instead.
         """
+        served = self._reader_item(source)
+        if served is not None:
+            return served
         chain = source.chain()
         start = 0
         expr = ""
@@ -109,11 +124,27 @@ class Rebuilder:
         for k in range(start + 1, len(chain)):
             expr = chain[k].render(expr, self._bind_constant)
             if k < len(chain) - 1:
-                name = f"{_PREFIX}{len(self._prefixes)}"
+                name = f"{_PREFIX}{next(self._prefix_numbers)}"
                 self.lines.append(f"{name} = {expr}")
                 self._prefixes[chain[k]] = name
                 expr = name
         return expr
+
+    def _reader_item(self, source: Source) -> str | None:
+        """``__strata_s<k>[j]`` when ``source`` is a parameter Output.reader_group serves,
+        binding the root's reader call once (a prefix line, read at entry)."""
+        try:
+            root, members = self.out.reader_group(source)
+        except KeyError:
+            return None
+        name = self._readers.get(root)
+        if name is None:
+            reader = params_reader([tensor for _, tensor in members])
+            name = f"{_PREFIX}{next(self._prefix_numbers)}"
+            self.lines.append(f"{name} = {self.out.install(reader, 'params')}()")
+            self._readers[root] = name
+        index = next(j for j, (member, _) in enumerate(members) if member == source)
+        return f"{name}[{index}]"
 
     def _root(self, root: Source) -> str:
         names = self.out.frame_names
@@ -318,7 +349,7 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     ]
     body.extend(line for line in reads if _PREFIX_LINE.match(line))
     if graph_call is not None:
-        body.append(f"{_OUT} = {graph_call}({', '.join(graph_args)})")
+        body.append(f"{_OUT} = {graph_call}({', '.join(_spread_readers(graph_args))})")
     body.extend(line for line in reads if not _PREFIX_LINE.match(line))
     body.append(f"__strata_result = {return_expr}")
     body.extend(writes)
@@ -337,6 +368,37 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     code = inner.replace(co_name=original.co_name, co_qualname=original.co_qualname)
     _check_layout(original, code)
     return code
+
+
+def _spread_readers(graph_args: list[str]) -> list[str]:
+    """``X[0], X[1], ..., X[n-1]`` -> ``*X`` where those are every item of reader tuple ``X``
+    in the arguments, in order (one unpacking instead of n subscripts).
+
+    Every parameter a reader serves is a graph input (Output.reader_group), so when the
+    arguments hold ``X[0]`` to ``X[n-1]`` and no other item of ``X``, ``X`` has n items.
+    """
+    items = [_READER_ITEM.match(arg) for arg in graph_args]
+    out: list[str] = []
+    i = 0
+    while i < len(graph_args):
+        match = items[i]
+        if match is None or match.group(2) != "0":
+            out.append(graph_args[i])
+            i += 1
+            continue
+        name = match.group(1)
+        end = i
+        while end < len(graph_args) and (m := items[end]) is not None and (
+            m.group(1) == name and int(m.group(2)) == end - i
+        ):
+            end += 1
+        others = any(m is not None and m.group(1) == name for m in items[end:])
+        if others:
+            out.extend(graph_args[i:end])
+        else:
+            out.append(f"*{name}")
+        i = end
+    return out
 
 
 def _check_layout(original: types.CodeType, code: types.CodeType) -> None:

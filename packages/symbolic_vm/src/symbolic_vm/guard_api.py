@@ -11,6 +11,7 @@ from guards import (
     SizeSource,
     Source,
     UnsupportedGuardValue,
+    params_reader,
     shape_guards,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "SizeSource",
     "Source",
     "UnsupportedGuardValue",
+    "params_reader",
     "shape_guards",
 ]

@@ -149,6 +149,10 @@ class Output:
         # Modules called at parent._modules[key]: parent -> {key: (its class, the class forward
         # inlined or None)}; one guards MODULE_CALLS per parent (_module_call_guards).
         self.module_calls: dict[Source, dict[str, tuple[type, object]]] = {}
+        # Parameters the transformed code takes from a guards.params_reader instead of reading
+        # their paths (codegen.Rebuilder): root module source -> [(parameter source, tensor)].
+        # guard_set guards each one's identity at its path (MODULE_PARAMS, else ID_MATCH).
+        self.reader_params: dict[Source, list[tuple[Source, torch.Tensor]]] = {}
 
     # -- wrapping real values ---------------------------------------------------------------
 
@@ -427,6 +431,7 @@ class Output:
                 continue
             guard_set.TENSOR_MATCH(var.source, real, dynamic_dims=sorted(dims))
         pinned: set[Source] = set()  # modules whose identity MODULE_PARAMS checks
+        identity_checked: set[Source] = set()  # parameters whose identity MODULE_PARAMS checks
         for root, (module, names, params) in per_root.items():
             try:
                 guard_set.MODULE_PARAMS(root, module, names)
@@ -435,11 +440,18 @@ class Output:
                     guard_set.TENSOR_MATCH(source, real)
                 continue
             pinned.add(root)
+            identity_checked.update(source for source, _ in params)
             for name in names:
                 source = root
                 for part in name.split(".")[:-1]:
                     source = ItemSource(AttrSource(source, "_modules"), part)
                     pinned.add(source)
+        # A parameter the transformed code takes from a params_reader is sound only while the
+        # object at its path is the one the reader holds: guarded above, or pinned here.
+        for served in self.reader_params.values():
+            for source, real in served:
+                if source not in identity_checked:
+                    guard_set.ID_MATCH(source, real)
         if symbol_sources:
             # Relations the trace relied on between symbolic sizes (x.size(0) == y.size(0), ...).
             for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
@@ -465,6 +477,36 @@ class Output:
                 # A constant the guards cannot compare by value: pin the object itself.
                 guard_set.ID_MATCH(request.source, request.value)
         return guard_set
+
+    def reader_group(self, source: Source) -> tuple[Source, list[tuple[Source, torch.Tensor]]]:
+        """For a graph input read as ``root._modules[..]...._parameters[w]`` that guard_set will
+        put under ``root``'s MODULE_PARAMS: ``root`` and every such input under it that the
+        graph uses, in graph-input order (the transformed code may read them all through one
+        ``guards.params_reader``). Raises KeyError for any other source."""
+        root = self._parameter_root(source)
+        if root is None:
+            raise KeyError(source)
+        known = self.reader_params.get(root)
+        if known is None:
+            known = [
+                (var.source, self._real_inputs[id(var.node)])
+                for var in self._tensor_inputs.values()
+                if var.node.users and var.source is not None
+                and self._parameter_root(var.source) == root
+            ]
+            self.reader_params[root] = known
+        return root, known
+
+    def _parameter_root(self, source: Source) -> Source | None:
+        """The root module source when ``source`` is a live, static graph input that is a
+        module parameter MODULE_PARAMS covers (guard_set's own test), else None."""
+        var = self._by_source.get(source.name())
+        if not isinstance(var, TensorVar) or var.source != source or not var.node.users:
+            return None
+        if self._input_symbols.get(id(var.node)):
+            return None
+        path = self._module_parameter(source, self._real_inputs[id(var.node)])
+        return None if path is None else path[0]
 
     def _symbols_of(self, var: TensorVar | SymVar) -> set[Any]:
         if isinstance(var, SymVar):
