@@ -67,6 +67,15 @@ def _raw_stream(device: int) -> int:
     return int(torch.cuda.current_stream(device).cuda_stream)
 
 
+def _hooked(hook: object) -> bool:
+    """Whether a triton launch hook would run: triton 3.6 keeps a ``HookChain`` (empty unless a
+    profiler added to it) where older versions keep None or the hook itself."""
+    if hook is None:
+        return False
+    calls = getattr(hook, "calls", None)
+    return calls is None or len(calls) > 0
+
+
 class _DirectLaunch:
     """A compiled kernel launched without triton's JIT entry point.
 
@@ -101,7 +110,7 @@ class _DirectLaunch:
 
     def usable(self) -> bool:
         hooks = self.hooks
-        if hooks.launch_enter_hook is not None or hooks.launch_exit_hook is not None:
+        if _hooked(hooks.launch_enter_hook) or _hooked(hooks.launch_exit_hook):
             return False
         return torch.cuda.current_device() == self.device
 
