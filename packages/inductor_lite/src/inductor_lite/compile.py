@@ -21,7 +21,7 @@ from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
 from .tracing import extra_decompositions, trace_to_aten
-from .wrapper import build_wrapper, ctypes_kernels
+from .wrapper import build_input_check, build_wrapper, ctypes_kernels
 
 __all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
 
@@ -59,6 +59,17 @@ class CompiledGraph:
     lowered: LoweredGraph
     eager_calls: int = field(default=0)
     broken: bool = field(default=False)
+    # graphs with size symbols: the generated per-call check (sizes as expressions of the
+    # symbols, static dims exact); ``input_keys`` then only holds non-tensor inputs' values
+    input_check: Callable[[Sequence[Any]], bool] | None = field(default=None)
+    static_scalars: tuple[int, ...] = field(default=())
+
+    def _matches(self, args: Sequence[Any]) -> bool:
+        if self.input_check is None:
+            return tuple(_meta_key(a) for a in args) == self.input_keys
+        return self.input_check(args) and all(
+            _meta_key(args[k]) == self.input_keys[k] for k in self.static_scalars
+        )
 
     @property
     def kernel_count(self) -> int:
@@ -74,7 +85,7 @@ class CompiledGraph:
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args
         )
-        if self.broken or needs_grad or tuple(_meta_key(a) for a in args) != self.input_keys:
+        if self.broken or needs_grad or not self._matches(args):
             self.eager_calls += 1
             return self.gm(*args)
         try:
@@ -116,11 +127,13 @@ def compile_fx(
     """
     config = config or InductorConfig()
     symbolic = _symbolic_input(example_inputs)
-    if symbolic is not None:
-        # decided before any tracing: tracing symbolic fakes would add symbols to the
-        # caller's shape environment
+    if symbolic is not None and not config.use_aot:
+        # the inference-only route traces with make_fx on the examples: it has no shape
+        # environment of its own, and tracing symbolic fakes would add symbols to the caller's
         return _give_up(
-            gm, UnsupportedGraph(f"symbolic shapes are not supported ({symbolic})"), config
+            gm,
+            UnsupportedGraph(f"symbolic shapes need the aot route ({symbolic})"),
+            config,
         )
     if config.use_aot:
         try:
@@ -128,6 +141,8 @@ def compile_fx(
         except Exception as exc:
             if config.fallback == "raise":
                 raise
+            if symbolic is not None:
+                return _give_up(gm, exc, config)
             log.warning("aot could not handle this graph (%s); compiling for inference only", exc)
     try:
         aten_gm, out_spec = trace_to_aten(gm, example_inputs)
@@ -240,11 +255,22 @@ def _compile(
             lowered, items, cfns, pass_pointers=True, index_check=check
         )
     log.info(
-        "compiled graph: %d kernels, %d aten fallbacks (cache %s)",
+        "compiled graph: %d kernels, %d aten fallbacks (cache %s)%s",
         len(kernels),
         len(items) - len(kernels),
         "hit" if cache_hit else "miss",
+        f", size symbols {[b.symbol.name for b in lowered.symbols]}" if lowered.symbols else "",
     )
+    input_check = None
+    static_scalars: tuple[int, ...] = ()
+    if lowered.symbols:
+        input_check = build_input_check(lowered)
+        bound = set(lowered.scalar_inputs)
+        static_scalars = tuple(
+            k
+            for k, a in enumerate(example_inputs)
+            if not isinstance(a, torch.Tensor) and k not in bound
+        )
     return CompiledGraph(
         gm,
         run,
@@ -255,4 +281,6 @@ def _compile(
         wrapper_source,
         cache_hit,
         lowered,
+        input_check=input_check,
+        static_scalars=static_scalars,
     )

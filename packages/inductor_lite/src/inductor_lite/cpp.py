@@ -17,6 +17,7 @@ from .ir import (
     IExpr,
     IMod,
     IMul,
+    ISym,
     IValue,
     IVar,
     PointwiseNode,
@@ -29,7 +30,8 @@ from .ir import (
     VOp,
 )
 from .row_scratch import canonical_step, plan_scratch
-from .scheduler import Kernel, Step, iter_loads
+from .scheduler import Kernel, Step, iter_loads, kernel_symbols
+from .symbolic import Size, cexpr, is_static, same
 
 __all__ = ["LIBMVEC_DECLS", "LIBMVEC_FUNCTIONS", "KernelSource", "generate_cpp"]
 
@@ -214,6 +216,16 @@ extern "C" int strata_take_index_error() {
 }
 
 extern "C" void strata_set_num_threads(int n) { omp_set_num_threads(n); }
+
+// size arithmetic on symbolic sizes (Python's floor division and modulo)
+static inline int64_t strata_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline int64_t strata_mod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
 """
 
 
@@ -343,13 +355,15 @@ class _Body:
         if isinstance(x, IAdd):
             return "(" + " + ".join(self.index(t) for t in x.terms) + ")"
         if isinstance(x, IMul):
-            return f"({self.index(x.a)} * {x.c}LL)"
+            return f"({self.index(x.a)} * {cexpr(x.c)})"
         if isinstance(x, IDiv):
-            return f"({self.index(x.a)} / {x.c}LL)"
+            return f"({self.index(x.a)} / {cexpr(x.c)})"
         if isinstance(x, IMod):
-            return f"({self.index(x.a)} % {x.c}LL)"
+            return f"({self.index(x.a)} % {cexpr(x.c)})"
+        if isinstance(x, ISym):
+            return cexpr(x.expr)
         if isinstance(x, IValue):
-            return f"checked_index(static_cast<int64_t>({self.value(x.v)}), {x.bound}LL)"
+            return f"checked_index(static_cast<int64_t>({self.value(x.v)}), {cexpr(x.bound)})"
         raise LoweringError(f"unknown index expression {x!r}")
 
     def value(self, v: VExpr) -> str:
@@ -461,25 +475,24 @@ def _store(dtype: torch.dtype, value: str) -> str:
     return f"static_cast<{_STORAGE[dtype]}>({value})"
 
 
-def _var_defs(names: Sequence[str], sizes: Sequence[int], loop_var: str, indent: str) -> list[str]:
+def _var_defs(names: Sequence[str], sizes: Sequence[Size], loop_var: str, indent: str) -> list[str]:
     """Recover per-dimension variables from a flattened loop counter."""
     out: list[str] = []
-    total = 1
-    for s in sizes:
-        total *= s
-    below = total
-    for name, size in zip(names, sizes, strict=True):
-        below //= max(size, 1)
+    for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
+        below: Size = 1
+        for s in sizes[k + 1 :]:
+            below *= s
+        leading = all(s == 1 for s in sizes[:k])
         if size == 1:
             expr = "0LL"
-        elif below == 1 and size == total:
+        elif same(below, 1) and leading:
             expr = loop_var
-        elif below == 1:
-            expr = f"({loop_var} % {size}LL)"
-        elif below * size == total:
-            expr = f"({loop_var} / {below}LL)"
+        elif same(below, 1):
+            expr = f"({loop_var} % {cexpr(size)})"
+        elif leading:
+            expr = f"({loop_var} / {cexpr(below)})"
         else:
-            expr = f"(({loop_var} / {below}LL) % {size}LL)"
+            expr = f"(({loop_var} / {cexpr(below)}) % {cexpr(size)})"
         out.append(f"{indent}const int64_t {name} = {expr};")
     return out
 
@@ -488,6 +501,7 @@ def _var_defs(names: Sequence[str], sizes: Sequence[int], loop_var: str, indent:
 class KernelSource:
     name: str
     params: tuple[str, ...]  # buffer names, in argument order
+    symbols: tuple[str, ...] = ()  # size symbols (int64_t), after the buffers
 
 
 _ACC_INIT = {"sum": "0", "prod": "1"}
@@ -544,14 +558,25 @@ def _kernel(
         f"{'' if n in written else 'const '}{_STORAGE[buffers[n].dtype]}* __restrict__ {params[n]}"
         for n in used
     )
+    symbols = kernel_symbols(kernel)
+    if symbols:
+        sig = ", ".join([sig, *(f"int64_t {name}" for name in symbols)])
     dtypes = {n: buffers[n].dtype for n in used}
     rows = kernel.outer_numel
-    parallel_outer = rows > 1 and kernel.work >= threshold and rows >= 4
-    parallel_inner = not parallel_outer and kernel.work >= threshold
+    work = kernel.work
+    if is_static(work) and is_static(rows):
+        parallel_outer = rows > 1 and work >= threshold and rows >= 4  # type: ignore[operator]
+        parallel_inner = not parallel_outer and work >= threshold  # type: ignore[operator]
+        when = ""
+    else:
+        # decided per call by OpenMP's if clause: the sizes are known only then
+        parallel_outer = not is_static(rows) or rows >= 4  # type: ignore[operator]
+        parallel_inner = not parallel_outer
+        when = f" if({cexpr(work)} >= {threshold}LL)"
     lines = [f'extern "C" void {kernel.name}({sig}) {{']
     if parallel_outer:
-        lines.append("    #pragma omp parallel for schedule(static)")
-    lines.append(f"    for (int64_t o = 0; o < {rows}LL; ++o) {{")
+        lines.append(f"    #pragma omp parallel for schedule(static){when}")
+    lines.append(f"    for (int64_t o = 0; o < {cexpr(rows)}; ++o) {{")
     # emission units: one step, or several same-shaped reductions sharing one loop
     units: list[list[tuple[int, Step]]] = []
     for n, step in enumerate(kernel.steps):
@@ -573,12 +598,28 @@ def _kernel(
         w, r = plan.writes[u], plan.reads[u]
         if len(unit) == 1:
             n, st, names = unit[0]
-            lines.extend(_step(st, n, names, params, dtypes, parallel_inner, w, r))
+            lines.extend(
+                _step(
+                    st,
+                    n,
+                    names,
+                    params,
+                    dtypes,
+                    parallel_inner,
+                    w,
+                    r,
+                    when if parallel_inner else "",
+                )
+            )
         else:
-            lines.extend(_reduction_group(unit, params, dtypes, parallel_inner, w, r))
+            lines.extend(
+                _reduction_group(
+                    unit, params, dtypes, parallel_inner, w, r, when if parallel_inner else ""
+                )
+            )
     lines.append("    }")
     lines.append("}")
-    return "\n".join(lines), KernelSource(kernel.name, tuple(used))
+    return "\n".join(lines), KernelSource(kernel.name, tuple(used), symbols)
 
 
 def _joins(group: Sequence[tuple[int, Step]], step: Step) -> bool:
@@ -599,6 +640,7 @@ def _reduction_group(  # noqa: PLR0917
     parallel: bool,
     scratch_write: dict[VExpr, str],
     scratch_read: dict[VExpr, str],
+    when: str = "",
 ) -> list[str]:
     """Several reductions of the same shape in one loop (their inputs loaded once)."""
     first = group[0][1]
@@ -625,8 +667,8 @@ def _reduction_group(  # noqa: PLR0917
     lines += [f"{ind}    {setup[0]}" for _, _, setup, _ in parts]
     pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
     clauses = " ".join(setup[2] for _, _, setup, _ in parts)
-    lines.append(f"{ind}    {pragma} {clauses}")
-    lines.append(f"{ind}    for (int64_t ri = 0; ri < {first.inner_numel}LL; ++ri) {{")
+    lines.append(f"{ind}    {pragma} {clauses}{when if parallel else ''}")
+    lines.append(f"{ind}    for (int64_t ri = 0; ri < {cexpr(first.inner_numel)}; ++ri) {{")
     lines += _var_defs(names[first.split :], first.inner_sizes, "ri", ind + "        ")
     lines += body.lines
     lines += [f"{ind}        " + setup[1].format(v=val) for _, _, setup, val in parts]
@@ -648,6 +690,7 @@ def _step(  # noqa: PLR0917
     parallel: bool,
     scratch_write: dict[VExpr, str],
     scratch_read: dict[VExpr, str],
+    when: str = "",
 ) -> list[str]:
     node = step.node
     ind = "        "
@@ -657,8 +700,8 @@ def _step(  # noqa: PLR0917
     has_inner = len(step.inner_sizes) > 0
     if isinstance(node, PointwiseNode):
         store_idx = " + ".join(
-            [f"{node.offset}LL"]
-            + [f"{v} * {s}LL" for v, s in zip(names, node.strides, strict=True) if s]
+            [cexpr(node.offset)]
+            + [f"{v} * {cexpr(s)}" for v, s in zip(names, node.strides, strict=True) if s != 0]
         )
         body = _Body(
             ind + ("        " if has_inner else "    "),
@@ -674,8 +717,8 @@ def _step(  # noqa: PLR0917
         lines += body.pre
         if has_inner:
             pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
-            lines.append(f"{ind}    {pragma}")
-            lines.append(f"{ind}    for (int64_t ri = 0; ri < {inner}LL; ++ri) {{")
+            lines.append(f"{ind}    {pragma}{when if parallel else ''}")
+            lines.append(f"{ind}    for (int64_t ri = 0; ri < {cexpr(inner)}; ++ri) {{")
             lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")
             lines += body.lines
             lines.append(store)
@@ -699,8 +742,8 @@ def _step(  # noqa: PLR0917
         lines += body.pre
         lines.append(f"{ind}    {decl}")
         pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
-        lines.append(f"{ind}    {pragma} {clause}")
-        lines.append(f"{ind}    for (int64_t ri = 0; ri < {inner}LL; ++ri) {{")
+        lines.append(f"{ind}    {pragma} {clause}{when if parallel else ''}")
+        lines.append(f"{ind}    for (int64_t ri = 0; ri < {cexpr(inner)}; ++ri) {{")
         lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")
         lines += body.lines
         lines.append(f"{ind}        " + combine.format(v=val))

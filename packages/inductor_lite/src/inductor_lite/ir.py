@@ -9,10 +9,13 @@ Everything here is a frozen record so that nodes can be hashed, compared and pri
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import sympy
 import torch
+
+from .symbolic import Size, floordiv, is_static
 
 __all__ = [
     "BufferSpec",
@@ -23,6 +26,7 @@ __all__ = [
     "IExpr",
     "IMod",
     "IMul",
+    "ISym",
     "IValue",
     "IVar",
     "LoweredGraph",
@@ -30,6 +34,7 @@ __all__ = [
     "OutputSpec",
     "PointwiseNode",
     "ReductionNode",
+    "SymbolBinding",
     "TensorRef",
     "VCast",
     "VConst",
@@ -43,6 +48,7 @@ __all__ = [
     "idiv",
     "imod",
     "imul",
+    "isize",
 ]
 
 
@@ -60,6 +66,13 @@ class IVar:
 
 
 @dataclass(frozen=True)
+class ISym:
+    """A size known only at run time (a sympy expression over the size symbols)."""
+
+    expr: sympy.Expr
+
+
+@dataclass(frozen=True)
 class IAdd:
     terms: tuple[IExpr, ...]
 
@@ -67,21 +80,21 @@ class IAdd:
 @dataclass(frozen=True)
 class IMul:
     a: IExpr
-    c: int
+    c: Size
 
 
 @dataclass(frozen=True)
 class IDiv:
-    """Floor division of a non-negative index by a positive constant."""
+    """Floor division of a non-negative index by a positive constant (or size)."""
 
     a: IExpr
-    c: int
+    c: Size
 
 
 @dataclass(frozen=True)
 class IMod:
     a: IExpr
-    c: int
+    c: Size
 
 
 @dataclass(frozen=True)
@@ -92,10 +105,15 @@ class IValue:
     """
 
     v: VExpr
-    bound: int
+    bound: Size
 
 
-IExpr = IConst | IVar | IAdd | IMul | IDiv | IMod | IValue
+IExpr = IConst | IVar | IAdd | IMul | IDiv | IMod | IValue | ISym
+
+
+def isize(x: Size) -> IExpr:
+    """A size as an index expression."""
+    return IConst(x) if is_static(x) else ISym(x)  # type: ignore[arg-type]
 
 
 def iadd(*xs: IExpr) -> IExpr:
@@ -118,14 +136,26 @@ def iadd(*xs: IExpr) -> IExpr:
     return IAdd(tuple(terms))
 
 
-def imul(x: IExpr, c: int) -> IExpr:
-    """Index times a constant."""
+def imul(x: IExpr, c: Size) -> IExpr:
+    """Index times a constant (or a symbolic size)."""
+    if not is_static(c):
+        if isinstance(x, IConst):
+            return IConst(0) if x.value == 0 else ISym(c * x.value)  # type: ignore[operator]
+        if isinstance(x, ISym):
+            return ISym(x.expr * c)
+        if isinstance(x, IAdd):
+            return iadd(*(imul(t, c) for t in x.terms))
+        if isinstance(x, IMul):
+            return IMul(x.a, x.c * c)
+        return IMul(x, c)
     if c == 0:
         return IConst(0)
     if c == 1:
         return x
     if isinstance(x, IConst):
         return IConst(x.value * c)
+    if isinstance(x, ISym):
+        return ISym(x.expr * c) if c != 0 else IConst(0)
     if isinstance(x, IMul):
         return imul(x.a, x.c * c)
     if isinstance(x, IAdd):
@@ -133,19 +163,31 @@ def imul(x: IExpr, c: int) -> IExpr:
     return IMul(x, c)
 
 
-def idiv(x: IExpr, c: int) -> IExpr:
-    """Floor division of a non-negative index by a positive constant."""
+def idiv(x: IExpr, c: Size) -> IExpr:
+    """Floor division of a non-negative index by a positive constant (or size)."""
+    if not is_static(c):
+        if isinstance(x, IMul) and not is_static(x.c):
+            q = floordiv(x.c, c)
+            if sympy.expand(q * c - x.c) == 0:
+                return imul(x.a, q)
+        return IDiv(x, c)
     if c == 1:
         return x
     if isinstance(x, IConst):
         return IConst(x.value // c)
     if isinstance(x, IMul) and x.c % c == 0:
-        return imul(x.a, x.c // c)
+        return imul(x.a, floordiv(x.c, c))
     return IDiv(x, c)
 
 
-def imod(x: IExpr, c: int) -> IExpr:
-    """Remainder of a non-negative index by a positive constant."""
+def imod(x: IExpr, c: Size) -> IExpr:
+    """Remainder of a non-negative index by a positive constant (or size)."""
+    if not is_static(c):
+        if isinstance(x, IMul) and not is_static(x.c):
+            q = floordiv(x.c, c)
+            if sympy.expand(q * c - x.c) == 0:
+                return IConst(0)
+        return IMod(x, c)
     if c == 1:
         return IConst(0)
     if isinstance(x, IConst):
@@ -155,10 +197,15 @@ def imod(x: IExpr, c: int) -> IExpr:
     return IMod(x, c)
 
 
-def affine(x: IExpr) -> tuple[dict[str, int], int] | None:
-    """``x`` as ``sum(coef * var) + const``, or None when it is not affine."""
+def affine(x: IExpr) -> tuple[dict[str, Size], Size] | None:
+    """``x`` as ``sum(coef * var) + const``, or None when it is not affine.
+
+    Coefficients and the constant may be symbolic sizes.
+    """
     if isinstance(x, IConst):
         return {}, x.value
+    if isinstance(x, ISym):
+        return {}, x.expr
     if isinstance(x, IVar):
         return {x.name: 1}, 0
     if isinstance(x, IMul):
@@ -167,8 +214,8 @@ def affine(x: IExpr) -> tuple[dict[str, int], int] | None:
             return None
         return {k: v * x.c for k, v in inner[0].items()}, inner[1] * x.c
     if isinstance(x, IAdd):
-        coefs: dict[str, int] = {}
-        const = 0
+        coefs: dict[str, Size] = {}
+        const: Size = 0
         for t in x.terms:
             part = affine(t)
             if part is None:
@@ -227,13 +274,13 @@ VExpr = VLoad | VConst | VIndex | VOp | VCast
 # ---------------------------------------------------------------- buffers and nodes
 
 
-def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Row-major strides for ``sizes``."""
-    strides: list[int] = []
-    acc = 1
+def contiguous_strides(sizes: Sequence[Size]) -> tuple[Size, ...]:
+    """Row-major strides for ``sizes`` (a symbolic size is >= 2)."""
+    strides: list[Size] = []
+    acc: Size = 1
     for s in reversed(sizes):
         strides.append(acc)
-        acc *= max(s, 1)
+        acc = acc * (max(s, 1) if is_static(s) else s)  # type: ignore[call-overload]
     return tuple(reversed(strides))
 
 
@@ -242,13 +289,13 @@ class BufferSpec:
     """A tensor the wrapper allocates (``torch.empty_strided``) or receives."""
 
     name: str
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
+    sizes: tuple[Size, ...]
+    strides: tuple[Size, ...]
     dtype: torch.dtype
 
     @property
-    def numel(self) -> int:
-        n = 1
+    def numel(self) -> Size:
+        n: Size = 1
         for s in self.sizes:
             n *= s
         return n
@@ -259,9 +306,9 @@ class TensorRef:
     """A strided view of a buffer: how a fallback argument or an output is materialised."""
 
     buf: str
-    sizes: tuple[int, ...]
-    strides: tuple[int, ...]
-    offset: int
+    sizes: tuple[Size, ...]
+    strides: tuple[Size, ...]
+    offset: Size
     dtype: torch.dtype
 
 
@@ -274,10 +321,10 @@ class PointwiseNode:
     """
 
     buf: str
-    sizes: tuple[int, ...]
+    sizes: tuple[Size, ...]
     body: VExpr
-    strides: tuple[int, ...]
-    offset: int
+    strides: tuple[Size, ...]
+    offset: Size
     full_store: bool
 
 
@@ -293,8 +340,8 @@ class ReductionNode:
     """
 
     buf: str
-    out_sizes: tuple[int, ...]
-    red_sizes: tuple[int, ...]
+    out_sizes: tuple[Size, ...]
+    red_sizes: tuple[Size, ...]
     body: VExpr
     reduction: ReductionType
     dtype: torch.dtype
@@ -325,6 +372,20 @@ class OutputSpec:
     constant: object = None
 
 
+@dataclass(frozen=True)
+class SymbolBinding:
+    """Where a size symbol's value comes from at run time.
+
+    ``dim`` is the size dimension of input ``input``, or None when that input is the
+    (SymInt) scalar itself. ``hint`` is its value for the example inputs.
+    """
+
+    symbol: sympy.Symbol
+    input: int
+    dim: int | None
+    hint: int
+
+
 @dataclass
 class LoweredGraph:
     """Everything the scheduler and the wrapper need, in program order."""
@@ -335,3 +396,6 @@ class LoweredGraph:
     nodes: list[Node]
     outputs: list[OutputSpec]
     device: torch.device
+    symbols: list[SymbolBinding] = field(default_factory=list)
+    # SymInt inputs by position: their value as an expression of the symbols
+    scalar_inputs: dict[int, Size] = field(default_factory=dict)

@@ -7,6 +7,7 @@ import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 
@@ -21,10 +22,12 @@ from .ir import (
     PointwiseNode,
     ReductionNode,
     ReductionType,
+    SymbolBinding,
     TensorRef,
     VExpr,
     contiguous_strides,
 )
+from .symbolic import Size, is_static, same, to_size
 from .tensorvalue import TensorValue, buffers_read, expr_cost, index_vars, realized
 
 __all__ = ["GraphLowering", "Lowering", "lower_graph"]
@@ -35,13 +38,24 @@ log = logging.getLogger("strata.inductor_lite")
 Lowering = Callable[..., object]
 
 
-def _is_dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+def _is_dense(sizes: Sequence[Size], strides: Sequence[Size]) -> bool:
     """True when (sizes, strides) covers a block of memory exactly once (any dim order)."""
+    if not all(is_static(x) for x in (*sizes, *strides)):
+        # symbolic: find the dims innermost first by their strides' exact values
+        left = [(s, st) for s, st in zip(sizes, strides, strict=True) if s != 1]
+        expected: Size = 1
+        while left:
+            hit = next((p for p in left if same(p[1], expected)), None)
+            if hit is None:
+                return False
+            left.remove(hit)
+            expected = expected * hit[0]
+        return True
     dims = sorted(
         ((st, s) for s, st in zip(sizes, strides, strict=True) if s != 1), key=lambda p: p[0]
     )
     expected = 1
-    for st, s in dims:
+    for st, s in dims:  # type: ignore[assignment]
         if st != expected:
             return False
         expected *= s
@@ -77,6 +91,16 @@ def _is_static_scalar(val: object) -> bool:
     return isinstance(val, int | bool)
 
 
+def _symbolic_value(val: object) -> object:
+    """A (possibly symbolic) int, or a list of them, as sizes; None for anything else."""
+    if isinstance(val, list | tuple):
+        items = [_symbolic_value(v) for v in val]
+        return None if any(i is None for i in items) else type(val)(items)
+    if isinstance(val, torch.SymInt | int) and not isinstance(val, bool):
+        return to_size(val)
+    return None
+
+
 def _query_example(node: torch.fx.Node, target: torch._ops.OpOverload) -> object:
     """A size/stride query answered on its input's example value.
 
@@ -90,6 +114,10 @@ def _query_example(node: torch.fx.Node, target: torch._ops.OpOverload) -> object
         return target(*args, **node.kwargs)
     except Exception:  # not answerable here: the query stays an aten call
         return None
+
+
+def _static_tensor(t: torch.Tensor) -> bool:
+    return all(isinstance(s, int) for s in (*t.shape, *t.stride()))
 
 
 class GraphLowering:
@@ -108,22 +136,25 @@ class GraphLowering:
         self.current: torch.fx.Node | None = None
         # a lazy value realized once keeps its buffer (keyed by identity; values are kept alive)
         self._realized: dict[int, tuple[TensorValue, TensorValue]] = {}
+        # size symbols, each bound to the input size (or SymInt input) it is read from
+        self.symbols: dict[Any, SymbolBinding] = {}
+        self.scalar_inputs: dict[int, Size] = {}
 
     # ------------------------------------------------------------ buffers
 
     def new_buffer(
-        self, sizes: Sequence[int], dtype: torch.dtype, strides: Sequence[int] | None = None
+        self, sizes: Sequence[Size], dtype: torch.dtype, strides: Sequence[Size] | None = None
     ) -> BufferSpec:
         name = f"buf{self._counter}"
         self._counter += 1
-        sizes = tuple(int(s) for s in sizes)
+        sizes = tuple(to_size(s) for s in sizes)
         spec = BufferSpec(
             name, sizes, tuple(strides) if strides is not None else contiguous_strides(sizes), dtype
         )
         self.buffers[name] = spec
         return spec
 
-    def realize(self, tv: TensorValue, strides: Sequence[int] | None = None) -> TensorValue:
+    def realize(self, tv: TensorValue, strides: Sequence[Size] | None = None) -> TensorValue:
         """Give ``tv`` memory: a no-op for a buffer view, a pointwise node otherwise."""
         if tv.ref is not None and strides is None:
             return tv
@@ -227,6 +258,8 @@ class GraphLowering:
             self.nodes,
             outputs,
             self.device or torch.device("cpu"),
+            list(self.symbols.values()),
+            self.scalar_inputs,
         )
 
     def _note_device(self, t: torch.Tensor) -> None:
@@ -236,16 +269,48 @@ class GraphLowering:
             raise UnsupportedGraph(f"graph mixes devices {self.device} and {t.device}")
         self.device = t.device
 
+    def _bind(self, x: object, k: int, dim: int | None) -> None:
+        if not isinstance(x, torch.SymInt):
+            return
+        node: Any = x.node
+        expr = node.expr
+        if not isinstance(expr, sympy.Symbol) or expr in self.symbols:
+            return
+        hint = node.hint
+        if hint is None:
+            hint = node.shape_env.var_to_val.get(expr) if node.shape_env is not None else None
+        self.symbols[expr] = SymbolBinding(expr, k, dim, int(hint) if hint is not None else 64)
+
     def _input(self, node: torch.fx.Node, example: object) -> object:
         name = f"arg{len(self.inputs)}"
+        k = len(self.inputs)
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt) or (
+            isinstance(val, torch.Tensor)
+            and not isinstance(example, torch.SymInt)
+            and not _static_tensor(val)
+        ):
+            example = val  # the symbolic example value is what the code must be general in
         if not isinstance(example, torch.Tensor):
-            if isinstance(example, torch.SymInt | torch.SymFloat | torch.SymBool):
-                raise UnsupportedGraph("symbolic scalar inputs are not supported")
+            if isinstance(example, torch.SymFloat | torch.SymBool):
+                raise UnsupportedGraph("symbolic float/bool inputs are not supported")
+            if isinstance(example, torch.SymInt):
+                self._bind(example, k, None)
+                self.inputs.append(BufferSpec(name, (), (), torch.int64))
+                self.scalar_inputs[k] = to_size(example)
+                return self.scalar_inputs[k]
             self.inputs.append(BufferSpec(name, (), (), torch.int64))
             return example
         self._check_static(example)
         self._note_device(example)
-        spec = BufferSpec(name, tuple(example.shape), tuple(example.stride()), example.dtype)
+        for d, size in enumerate(example.shape):
+            self._bind(size, k, d)
+        spec = BufferSpec(
+            name,
+            tuple(to_size(s) for s in example.shape),
+            tuple(to_size(s) for s in example.stride()),
+            example.dtype,
+        )
         self.inputs.append(spec)
         self.buffers[name] = spec
         return realized(TensorRef(name, spec.sizes, spec.strides, 0, spec.dtype))
@@ -262,8 +327,8 @@ class GraphLowering:
     @staticmethod
     def _check_static(t: torch.Tensor) -> None:
         for s in (*t.shape, *t.stride()):
-            if not isinstance(s, int):
-                raise UnsupportedGraph("symbolic shapes are not supported")
+            if not isinstance(s, int | torch.SymInt):
+                raise UnsupportedGraph(f"unsupported size {s!r}")
         if t.layout != torch.strided or t.is_quantized or t.is_complex():
             raise UnsupportedGraph(f"unsupported tensor kind {t.layout}/{t.dtype}")
 
@@ -282,6 +347,12 @@ class GraphLowering:
             seq, i = args
             assert isinstance(seq, list | tuple) and isinstance(i, int)
             return seq[i]
+        if not isinstance(target, torch._ops.OpOverload):
+            # arithmetic on sizes (operator.mul on SymInts, sym_size, ...): the value is the
+            # expression fake propagation computed, evaluated by the wrapper at run time
+            sym = _symbolic_value(node.meta.get("val"))
+            if sym is not None:
+                return sym
         if isinstance(target, torch._ops.OpOverload):
             if target._schema.is_mutable:
                 raise UnsupportedGraph(f"mutating op {target} (graphs must be functional)")
@@ -299,6 +370,9 @@ class GraphLowering:
                 val = _query_example(node, target)
             if _is_static_scalar(val):
                 return val
+            sym = _symbolic_value(val)
+            if sym is not None:
+                return sym
         return self.fallback(node, target, args, kwargs)
 
     def _maybe_realize(self, node: torch.fx.Node, result: object) -> object:
@@ -340,7 +414,9 @@ class GraphLowering:
             if isinstance(v, torch.Tensor):
                 self._check_static(v)
                 self._note_device(v)
-                spec = self.new_buffer(tuple(v.shape), v.dtype, tuple(v.stride()))
+                spec = self.new_buffer(
+                    tuple(v.shape), v.dtype, tuple(to_size(s) for s in v.stride())
+                )
                 specs.append(spec)
                 results.append(
                     realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
@@ -367,7 +443,9 @@ class GraphLowering:
             if not isinstance(value, TensorValue):
                 specs.append(OutputSpec(None, value))
                 continue
-            strides = tuple(meta.stride()) if isinstance(meta, torch.Tensor) else None
+            strides = (
+                tuple(to_size(s) for s in meta.stride()) if isinstance(meta, torch.Tensor) else None
+            )
             # a graph input returned as is (aot's forward returns parameters it saves for the
             # backward) is that same tensor in eager: copying it cost 1.5 ms per MLP step
             fresh_in_eager = (
@@ -392,10 +470,10 @@ class GraphLowering:
     def _owns(self, ref: TensorRef) -> bool:
         """True when ``ref`` is exactly its whole buffer (not a view of it)."""
         spec = self.buffers[ref.buf]
-        numel = 1
+        numel: Size = 1
         for s in ref.sizes:
             numel *= s
-        return ref.offset == 0 and numel == spec.numel and _is_dense(ref.sizes, ref.strides)
+        return same(ref.offset, 0) and same(numel, spec.numel) and _is_dense(ref.sizes, ref.strides)
 
 
 def lower_graph(

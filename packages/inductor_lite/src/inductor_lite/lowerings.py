@@ -12,12 +12,14 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 
 from .ir import (
     IConst,
     IExpr,
+    ISym,
     IValue,
     PointwiseNode,
     TensorRef,
@@ -29,6 +31,7 @@ from .ir import (
     imul,
 )
 from .lowering import GraphLowering, Lowering
+from .symbolic import Size, is_static, to_size
 from .tensorvalue import TensorValue, broadcast_loader, cast, index_vars, realized
 
 __all__ = ["LOWERINGS"]
@@ -60,8 +63,15 @@ def out_dtype(node: torch.fx.Node) -> torch.dtype:
     return dtype
 
 
-def out_sizes(node: torch.fx.Node) -> tuple[int, ...]:
-    return tuple(int(s) for s in meta(node).shape)
+def out_sizes(node: torch.fx.Node) -> tuple[Size, ...]:
+    return tuple(to_size(s) for s in meta(node).shape)
+
+
+def size_value(n: Size, dtype: torch.dtype) -> VExpr:
+    """A size (static or symbolic) as a value of ``dtype``."""
+    if is_static(n):
+        return VConst(float(n) if dtype.is_floating_point else n, dtype)  # type: ignore[arg-type]
+    return cast(VIndex(ISym(n), torch.int64), dtype)  # type: ignore[arg-type]
 
 
 def const(value: object, dtype: torch.dtype) -> TensorValue:
@@ -72,6 +82,8 @@ def const(value: object, dtype: torch.dtype) -> TensorValue:
 def _dummy(x: object) -> object:
     if isinstance(x, TensorValue):
         return torch.empty([1] * min(x.ndim, 1), dtype=x.dtype)
+    if isinstance(x, sympy.Expr):
+        return 1  # a symbolic int promotes as an int
     return x
 
 
@@ -102,6 +114,9 @@ def to_tv(x: object, dtype: torch.dtype) -> TensorValue:
         return x
     if isinstance(x, bool | int | float):
         return const(x, dtype)
+    if isinstance(x, sympy.Expr):
+        v = size_value(x, dtype)
+        return TensorValue((), dtype, lambda idx: v)
     raise TypeError(f"unexpected argument {x!r}")
 
 
@@ -443,6 +458,8 @@ def _scalar_tensor(L: GraphLowering, node: torch.fx.Node, value: object, **kw: o
 
 @register(aten.arange.start_step, aten.arange.start, aten.arange.default)
 def _arange(L: GraphLowering, node: torch.fx.Node, *args: object, **kw: object) -> object:
+    if any(isinstance(a, sympy.Expr) for a in args):
+        return NotImplemented  # symbolic bounds: eager's arange from the wrapper
     nums: list[int | float] = [a for a in args if isinstance(a, int | float)]
     start: int | float
     step: int | float
@@ -499,7 +516,9 @@ def _column_like(x: TensorValue, dims: list[int]) -> bool:
     the C++ generator can put the reduction loop outside, these stay aten calls.
     """
     nd = x.ndim
-    if nd < 2 or math.prod(x.sizes) < 65536:
+    if not all(is_static(s) for s in x.sizes):
+        return False  # the row kernel is right for any size; only its speed is at stake
+    if nd < 2 or math.prod(x.sizes) < 65536:  # type: ignore[operator]
         return False  # under 256 KB of float the strided reads stay in cache
     red = {d % nd for d in dims}
     if len(red) == nd:
@@ -562,9 +581,9 @@ def _amax(
     return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)  # type: ignore[arg-type]
 
 
-def _reduced_numel(x: TensorValue, dims: list[int]) -> int:
+def _reduced_numel(x: TensorValue, dims: list[int]) -> Size:
     """How many elements each output of a reduction over ``dims`` combines."""
-    n = 1
+    n: Size = 1
     for d in {d % max(x.ndim, 1) for d in dims} if x.ndim else []:
         n *= x.sizes[d]
     return n
@@ -576,7 +595,8 @@ def _mean_of(
     n = _reduced_numel(x, dims)
     s = L.reduce(x, dims, keepdim, "sum", dt, _acc_cast(x, dt))
     src = s.loader
-    return TensorValue(s.sizes, dt, lambda idx: op("truediv", dt, src(idx), c(float(n), dt)))
+    count = size_value(n, dt)
+    return TensorValue(s.sizes, dt, lambda idx: op("truediv", dt, src(idx), count))
 
 
 @register(aten.mean.dim, aten.mean.default)
@@ -629,8 +649,11 @@ def _var(  # noqa: PLR0917
     s1 = L.reduce(x, dims, True, "sum", dt, centred)
     s2 = L.reduce(x, dims, True, "sum", dt, lambda idx: op("mul", dt, centred(idx), centred(idx)))
     s1_load, s2_load = s1.loader, s2.loader
-    nn = c(float(n), dt)
-    denom = c(float(max(n - correction, 0)), dt)
+    nn = size_value(n, dt)
+    if is_static(n):
+        denom = c(float(max(n - correction, 0)), dt)  # type: ignore[operator]
+    else:
+        denom = op("maximum", dt, op("sub", dt, nn, c(correction, dt)), c(0.0, dt))
 
     def var_at(idx: Sequence[Any]) -> VExpr:
         a = s1_load(idx)
@@ -668,7 +691,7 @@ def _var_two_pass(  # noqa: PLR0917
         return op("mul", dt, d, d)
 
     sq = L.reduce(x, dims, keepdim, "sum", dt, body)
-    denom = max(n - correction, 0)
+    denom = max(n - correction, 0)  # type: ignore[operator]  # n == 0 here: static
     src = sq.loader
     var = TensorValue(sq.sizes, dt, lambda idx: op("truediv", dt, src(idx), c(float(denom), dt)))
     mean = mean_k if keepdim else mean_k.squeeze(sorted({d % x.ndim for d in dims}))

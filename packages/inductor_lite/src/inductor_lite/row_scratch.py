@@ -29,6 +29,7 @@ from .ir import (
     VOp,
 )
 from .scheduler import Step
+from .symbolic import is_static
 
 __all__ = ["ScratchPlan", "canonical_step", "plan_scratch"]
 
@@ -171,7 +172,8 @@ def plan_scratch(units: Sequence[Sequence[tuple[Step, list[str]]]]) -> ScratchPl
     shape_of: dict[VExpr, tuple[object, ...]] = {}
     for u, unit in enumerate(units):
         step, names = unit[0]
-        if not step.inner_sizes or step.inner_numel > MAX_ROW:
+        # a symbolic row length has no stack array bound: no scratch (recomputed instead)
+        if not step.inner_sizes or not is_static(step.inner_numel) or step.inner_numel > MAX_ROW:
             continue
         shape = (step.outer_sizes, step.inner_sizes)
         inner = frozenset(names[step.split :])

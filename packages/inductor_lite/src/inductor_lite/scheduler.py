@@ -21,24 +21,35 @@ from .ir import (
     IExpr,
     IMod,
     IMul,
+    ISym,
     IValue,
     LoweredGraph,
     PointwiseNode,
     ReductionNode,
     VCast,
     VExpr,
+    VIndex,
     VLoad,
     VOp,
     affine,
 )
+from .symbolic import Size, expr_symbols, is_static, known_ge, known_lt, same
 
-__all__ = ["Kernel", "ScheduleItem", "Step", "has_indirect_index", "iter_loads", "schedule"]
+__all__ = [
+    "Kernel",
+    "ScheduleItem",
+    "Step",
+    "has_indirect_index",
+    "iter_loads",
+    "kernel_symbols",
+    "schedule",
+]
 
 log = logging.getLogger("strata.inductor_lite")
 
 
-def _prod(xs: Sequence[int]) -> int:
-    n = 1
+def _prod(xs: Sequence[Size]) -> Size:
+    n: Size = 1
     for x in xs:
         n *= x
     return n
@@ -52,7 +63,7 @@ class Step:
     split: int
 
     @property
-    def sizes(self) -> tuple[int, ...]:
+    def sizes(self) -> tuple[Size, ...]:
         n = self.node
         return n.sizes if isinstance(n, PointwiseNode) else n.out_sizes + n.red_sizes
 
@@ -66,27 +77,32 @@ class Step:
         ]
 
     @property
-    def outer_sizes(self) -> tuple[int, ...]:
+    def outer_sizes(self) -> tuple[Size, ...]:
         return self.sizes[: self.split]
 
     @property
-    def inner_sizes(self) -> tuple[int, ...]:
+    def inner_sizes(self) -> tuple[Size, ...]:
         return self.sizes[self.split :]
 
     @property
-    def inner_numel(self) -> int:
+    def inner_numel(self) -> Size:
         return _prod(self.inner_sizes)
 
 
 @dataclass(frozen=True)
 class Kernel:
     name: str
-    outer_numel: int
+    outer_numel: Size
     steps: tuple[Step, ...]
 
     @property
-    def work(self) -> int:
-        return self.outer_numel * max((s.inner_numel for s in self.steps), default=1)
+    def work(self) -> Size:
+        inner = [s.inner_numel for s in self.steps]
+        if all(is_static(n) for n in inner):
+            return self.outer_numel * max(inner, default=1)  # type: ignore[type-var]
+        # symbolic rows: the largest step by its expression (any of them decides the same
+        # thing, whether to fork threads)
+        return self.outer_numel * next(n for n in inner if not is_static(n))
 
 
 ScheduleItem = Kernel | FallbackNode
@@ -120,6 +136,50 @@ def _index_values(x: IExpr) -> list[VExpr]:
     return []
 
 
+def kernel_symbols(kernel: Kernel) -> tuple[str, ...]:
+    """The size symbols ``kernel``'s loops and indices use, sorted by name."""
+    found: set[object] = set()
+    for step in kernel.steps:
+        node = step.node
+        sizes = node.sizes if isinstance(node, PointwiseNode) else node.out_sizes + node.red_sizes
+        extra: list[object] = [*sizes, kernel.outer_numel]
+        if isinstance(node, PointwiseNode):
+            extra += [*node.strides, node.offset]
+        found |= expr_symbols(extra)
+        found |= _body_symbols(node.body)
+    return tuple(sorted(str(s) for s in found))
+
+
+def _index_symbols(x: IExpr) -> set[object]:
+    if isinstance(x, ISym):
+        return set(x.expr.free_symbols)
+    if isinstance(x, IAdd):
+        return set().union(*(_index_symbols(t) for t in x.terms))
+    if isinstance(x, IMul | IDiv | IMod):
+        return _index_symbols(x.a) | set(expr_symbols([x.c]))
+    if isinstance(x, IValue):
+        return _body_symbols(x.v) | set(expr_symbols([x.bound]))
+    return set()
+
+
+def _body_symbols(v: VExpr) -> set[object]:
+    out: set[object] = set()
+    stack: list[VExpr] = [v]
+    seen: set[int] = set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, VLoad | VIndex):
+            out |= _index_symbols(e.index)
+        elif isinstance(e, VOp):
+            stack.extend(e.args)
+        elif isinstance(e, VCast):
+            stack.append(e.x)
+    return out
+
+
 def has_indirect_index(kernel: Kernel) -> bool:
     """True when some load of ``kernel`` is indexed by a value read from a tensor."""
     return any(_index_values(ld.index) for s in kernel.steps for ld in iter_loads(s.node.body))
@@ -131,14 +191,14 @@ def _default_step(node: PointwiseNode | ReductionNode) -> Step:
     return Step(node, max(len(node.sizes) - 1, 0))
 
 
-def _step_for_rows(node: PointwiseNode | ReductionNode, rows: int) -> Step | None:
+def _step_for_rows(node: PointwiseNode | ReductionNode, rows: Size) -> Step | None:
     if isinstance(node, ReductionNode):
         step = Step(node, len(node.out_sizes))
-        return step if _prod(node.out_sizes) == rows else None
+        return step if same(_prod(node.out_sizes), rows) else None
     sizes = node.sizes
     # prefer the split with the smallest inner loop that still matches the row count
     for k in range(len(sizes), -1, -1):
-        if _prod(sizes[:k]) == rows:
+        if same(_prod(sizes[:k]), rows):
             return Step(node, k)
     return None
 
@@ -155,22 +215,27 @@ def _reads_within_row(reader: Step, producer: Step, load: VLoad) -> bool:
     coefs, const = form
     names = reader.var_names
     sizes = reader.sizes
-    outer_stride = 1
+    outer_stride: Size = 1
     for k in range(reader.split - 1, -1, -1):
-        if sizes[k] != 1 and coefs.get(names[k], 0) != outer_stride * row:
+        if sizes[k] != 1 and not same(coefs.get(names[k], 0), outer_stride * row):
             return False
         outer_stride *= sizes[k]
     lo = hi = const
     for k in range(reader.split, len(sizes)):
         span = coefs.get(names[k], 0) * (sizes[k] - 1)
-        lo += min(0, span)
-        hi += max(0, span)
-    return lo >= 0 and hi < row
+        # a symbolic span counts only with a provable sign (else: not within the row)
+        if known_ge(span, 0):
+            hi += span
+        elif known_ge(0, span):
+            lo += span
+        else:
+            return False
+    return known_ge(lo, 0) and known_lt(hi, row)
 
 
 @dataclass
 class _OpenKernel:
-    rows: int
+    rows: Size
     steps: list[Step]
     produced: dict[str, Step]
 

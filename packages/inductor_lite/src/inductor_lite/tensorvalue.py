@@ -26,7 +26,9 @@ from .ir import (
     idiv,
     imod,
     imul,
+    isize,
 )
+from .symbolic import Size, floordiv, is_static, same, size_max, size_min, to_size
 
 __all__ = [
     "Loader",
@@ -45,7 +47,7 @@ Loader = Callable[[Sequence[IExpr]], VExpr]
 
 @dataclass(frozen=True)
 class TensorValue:
-    sizes: tuple[int, ...]
+    sizes: tuple[Size, ...]
     dtype: torch.dtype
     loader: Loader
     ref: TensorRef | None = None
@@ -59,8 +61,8 @@ class TensorValue:
         return len(self.sizes)
 
     @property
-    def numel(self) -> int:
-        n = 1
+    def numel(self) -> Size:
+        n: Size = 1
         for s in self.sizes:
             n *= s
         return n
@@ -92,8 +94,8 @@ class TensorValue:
             origin,
         )
 
-    def expand(self, sizes: Sequence[int]) -> TensorValue:
-        sizes = tuple(int(s) for s in sizes)
+    def expand(self, sizes: Sequence[Size]) -> TensorValue:
+        sizes = tuple(to_size(s) for s in sizes)
         lead = len(sizes) - self.ndim
         sizes = tuple(self.sizes[k - lead] if s == -1 else s for k, s in enumerate(sizes))
         if self.ref is not None:
@@ -105,16 +107,27 @@ class TensorValue:
             return realized(TensorRef(r.buf, sizes, tuple(strides), r.offset, r.dtype))
         return TensorValue(sizes, self.dtype, broadcast_loader(self, sizes))
 
-    def slice(self, dim: int, start: int, end: int, step: int) -> TensorValue:
+    def slice(self, dim: int, start: Size, end: Size, step: int) -> TensorValue:
         dim %= self.ndim
         n = self.sizes[dim]
-        start = max(0, min(n, start + n if start < 0 else start))
-        end = max(start, min(n, end + n if end < 0 else end))
-        length = (end - start + step - 1) // step
+        if is_static(n) and is_static(start) and is_static(end):
+            start = max(0, min(n, start + n if start < 0 else start))  # type: ignore[operator]
+            end = max(start, min(n, end + n if end < 0 else end))  # type: ignore[operator]
+            length: Size = (end - start + step - 1) // step
+        else:
+            # symbolic bounds: clamped as eager clamps them, decided symbolically where
+            # provable and left to Max/Min at run time otherwise
+            if is_static(start) and start < 0:  # type: ignore[operator]
+                start = n + start
+            if is_static(end) and end < 0:  # type: ignore[operator]
+                end = n + end
+            start = size_max(0, size_min(n, start))
+            end = size_max(start, size_min(n, end))
+            length = floordiv(end - start + step - 1, step)
         sizes = (*self.sizes[:dim], length, *self.sizes[dim + 1 :])
         if self.ref is not None:
             r = self.ref
-            strides = list(r.strides)
+            strides: list[Size] = list(r.strides)
             strides[dim] = r.strides[dim] * step
             return realized(
                 TensorRef(r.buf, sizes, tuple(strides), r.offset + start * r.strides[dim], r.dtype)
@@ -123,7 +136,7 @@ class TensorValue:
 
         def load(idx: Sequence[IExpr]) -> VExpr:
             new = list(idx)
-            new[dim] = iadd(imul(idx[dim], step), IConst(start))
+            new[dim] = iadd(imul(idx[dim], step), isize(start))
             return src(new)
 
         return TensorValue(sizes, self.dtype, load)
@@ -174,7 +187,7 @@ class TensorValue:
 
         return TensorValue(sizes, self.dtype, load)
 
-    def reshape_lazy(self, sizes: Sequence[int]) -> TensorValue:
+    def reshape_lazy(self, sizes: Sequence[Size]) -> TensorValue:
         """Reshape as index math: new index -> flat position -> old index."""
         sizes = tuple(sizes)
         src = self.loader
@@ -192,16 +205,16 @@ class TensorValue:
         return TensorValue(sizes, self.dtype, load)
 
 
-def idx_div(x: IExpr, c: int) -> IExpr:
+def idx_div(x: IExpr, c: Size) -> IExpr:
     return idiv(x, c)
 
 
-def _contig(sizes: Sequence[int]) -> tuple[int, ...]:
-    out: list[int] = []
-    acc = 1
+def _contig(sizes: Sequence[Size]) -> tuple[Size, ...]:
+    out: list[Size] = []
+    acc: Size = 1
     for s in reversed(sizes):
         out.append(acc)
-        acc *= max(s, 1)
+        acc = acc * (max(s, 1) if is_static(s) else s)  # type: ignore[call-overload]
     return tuple(reversed(out))
 
 
@@ -215,12 +228,12 @@ def realized(ref: TensorRef) -> TensorValue:
 
     def load(idx: Sequence[IExpr]) -> VExpr:
         terms = [imul(i, s) for i, s in zip(idx, ref.strides, strict=True) if s != 0]
-        return VLoad(ref.buf, iadd(IConst(ref.offset), *terms), ref.dtype)
+        return VLoad(ref.buf, iadd(isize(ref.offset), *terms), ref.dtype)
 
     return TensorValue(ref.sizes, ref.dtype, load, ref)
 
 
-def broadcast_loader(x: TensorValue, out_sizes: Sequence[int]) -> Loader:
+def broadcast_loader(x: TensorValue, out_sizes: Sequence[Size]) -> Loader:
     """Loader of ``x`` broadcast (right-aligned) to ``out_sizes``."""
     lead = len(out_sizes) - x.ndim
     if lead == 0 and tuple(out_sizes) == x.sizes:
@@ -281,17 +294,23 @@ def buffers_read(v: VExpr) -> set[str]:
     return bufs
 
 
+def _below(a: Size, b: Size) -> bool:
+    if is_static(a) and is_static(b):
+        return a < b  # type: ignore[operator]
+    return not same(a, b)
+
+
 def view_strides(
-    old_sizes: Sequence[int], old_strides: Sequence[int], new_sizes: Sequence[int]
-) -> tuple[int, ...] | None:
+    old_sizes: Sequence[Size], old_strides: Sequence[Size], new_sizes: Sequence[Size]
+) -> tuple[Size, ...] | None:
     """Strides that let ``new_sizes`` view memory laid out as (old_sizes, old_strides).
 
     None when the reshape needs a copy. Works chunk by chunk: runs of old dimensions
     that are contiguous with each other can be split or merged freely.
     """
     old = [(s, st) for s, st in zip(old_sizes, old_strides, strict=True) if s != 1]
-    new_strides: list[int] = [0] * len(new_sizes)
-    numel = 1
+    new_strides: list[Size] = [0] * len(new_sizes)
+    numel: Size = 1
     for s in old_sizes:
         numel *= s
     if numel == 0:
@@ -307,24 +326,22 @@ def view_strides(
         if oi >= len(old):
             return None
         # take one chunk of old dims that is contiguous inside itself
-        chunk_size = old[oi][0]
-        chunk_inner_stride = old[oi][1]
         oj = oi
-        while oj + 1 < len(old) and old[oj][1] == old[oj + 1][0] * old[oj + 1][1]:
+        while oj + 1 < len(old) and same(old[oj][1], old[oj + 1][0] * old[oj + 1][1]):
             oj += 1
         # the chunk spans dims oi..oj; its innermost stride is old[oj][1]
-        chunk_size = 1
+        chunk_size: Size = 1
         for k in range(oi, oj + 1):
             chunk_size *= old[k][0]
         chunk_inner_stride = old[oj][1]
         # new dims must multiply exactly to chunk_size; old dims may be consumed partially
         # only at chunk boundaries, so match against the whole chunk
-        acc = 1
+        acc: Size = 1
         start = ni
-        while ni < n_new and acc < chunk_size:
+        while ni < n_new and _below(acc, chunk_size):
             acc *= new_sizes[ni]
             ni += 1
-        if acc != chunk_size:
+        if not same(acc, chunk_size):
             return None
         stride = chunk_inner_stride
         for k in range(ni - 1, start - 1, -1):

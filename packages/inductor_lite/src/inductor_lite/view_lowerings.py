@@ -15,6 +15,7 @@ import torch.fx
 from .ir import TensorRef
 from .lowering import GraphLowering
 from .lowerings import LOWERINGS, aten, meta, out_sizes, prims, register
+from .symbolic import Size, is_static, same, size_min, to_size
 from .tensorvalue import TensorValue, realized, view_strides
 
 __all__: list[str] = []
@@ -71,7 +72,7 @@ def _slice(  # noqa: PLR0917
     step: int = 1,
 ) -> object:
     n = x.sizes[dim % x.ndim]
-    return x.slice(dim, 0 if start is None else start, n if end is None else min(end, n), step)
+    return x.slice(dim, 0 if start is None else start, n if end is None else size_min(end, n), step)
 
 
 @register(aten.split_with_sizes.default, aten.split.Tensor)
@@ -82,14 +83,14 @@ def _split(
     d = dim % x.ndim
     n = x.sizes[d]
     if isinstance(sizes, int):
-        if sizes <= 0:
+        if sizes <= 0 or not is_static(n):
             return NotImplemented
         bounds = list(range(0, n, sizes)) or [0]
         widths = [min(sizes, n - b) for b in bounds]
     else:
         assert isinstance(sizes, list | tuple)
-        widths = [int(w) for w in sizes]
-        if sum(widths) != n:
+        widths = [to_size(w) for w in sizes]
+        if not same(sum(widths), n):
             return NotImplemented
     pieces = []
     start = 0
@@ -138,20 +139,23 @@ def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[
         ref = L.realize(x, strides=_contig_strides(x.sizes)).ref
         assert ref is not None
         strides = view_strides(ref.sizes, ref.strides, sizes)
+        if strides is None:
+            # symbolic sizes whose products sympy cannot match (a -1 solved by division)
+            return NotImplemented
         assert strides is not None
     return realized(TensorRef(ref.buf, sizes, strides, ref.offset, ref.dtype))
 
 
-def _contig_strides(sizes: Sequence[int]) -> list[int]:
-    out: list[int] = []
-    acc = 1
+def _contig_strides(sizes: Sequence[Size]) -> list[Size]:
+    out: list[Size] = []
+    acc: Size = 1
     for s in reversed(sizes):
         out.append(acc)
-        acc *= max(s, 1)
+        acc = acc * (max(s, 1) if is_static(s) else s)  # type: ignore[call-overload]
     return list(reversed(out))
 
 
-def _reinsert_ones(x: TensorValue, sizes: tuple[int, ...]) -> TensorValue:
+def _reinsert_ones(x: TensorValue, sizes: tuple[Size, ...]) -> TensorValue:
     """A reshape that only adds or drops size-1 dimensions, as index remapping."""
     y = x.squeeze([k for k in range(x.ndim) if x.sizes[k] == 1])
     for k, s in enumerate(sizes):

@@ -4,28 +4,32 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
 
 from .cpp import KernelSource
+from .errors import UnsupportedGraph
 from .ir import BufferSpec, FallbackNode, LoweredGraph, TensorRef
-from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads
+from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads, kernel_symbols
+from .symbolic import Size, pyexpr, pysizes
 
-__all__ = ["build_wrapper", "ctypes_kernels"]
+__all__ = ["build_input_check", "build_wrapper", "ctypes_kernels"]
 
 
 _WRAPPER_FILENAME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<generated wrapper>")
 
 
 def _as_view(
-    t: torch.Tensor, sizes: Sequence[int], strides: Sequence[int], offset: int
+    t: torch.Tensor, sizes: Sequence[Size], strides: Sequence[Size], offset: Size
 ) -> torch.Tensor:
     return t.as_strided(sizes, strides, t.storage_offset() + offset)
 
 
-def _restride(t: torch.Tensor, sizes: Sequence[int], strides: Sequence[int]) -> torch.Tensor:
+def _restride(t: torch.Tensor, sizes: Sequence[Size], strides: Sequence[Size]) -> torch.Tensor:
     """``t`` laid out with the strides the kernels were generated for."""
     if tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
         return t
@@ -38,7 +42,9 @@ def _ref_expr(ref: TensorRef, buffers: dict[str, BufferSpec]) -> str:
     spec = buffers[ref.buf]
     if ref.offset == 0 and ref.sizes == spec.sizes and ref.strides == spec.strides:
         return ref.buf
-    return f"_as_view({ref.buf}, {ref.sizes!r}, {ref.strides!r}, {ref.offset})"
+    return (
+        f"_as_view({ref.buf}, {pysizes(ref.sizes)}, {pysizes(ref.strides)}, {pyexpr(ref.offset)})"
+    )
 
 
 def _arg_expr(a: object, buffers: dict[str, BufferSpec], consts: list[object]) -> str:
@@ -49,6 +55,8 @@ def _arg_expr(a: object, buffers: dict[str, BufferSpec], consts: list[object]) -
         return f"[{inner}]" if isinstance(a, list) else f"({inner},)"
     if a is None or isinstance(a, bool | int | float | str):
         return repr(a)
+    if isinstance(a, sympy.Expr):
+        return pyexpr(a)
     consts.append(a)
     return f"_c{len(consts) - 1}"
 
@@ -80,7 +88,7 @@ def ctypes_kernels(
     for src in sources:
         fn = getattr(lib, src.name)
         fn.restype = None
-        fn.argtypes = [ctypes.c_void_p] * len(src.params)
+        fn.argtypes = [ctypes.c_void_p] * len(src.params) + [ctypes.c_int64] * len(src.symbols)
         out[src.name] = (fn, src.params)
     return out
 
@@ -128,6 +136,7 @@ def build_wrapper(
     names = ", ".join(s.name for s in graph.inputs)
     if graph.inputs:
         lines.append(f"    {names}{',' if len(graph.inputs) == 1 else ''} = args")
+    lines += _bind_symbols(graph)
 
     def allocate(spec: BufferSpec) -> None:
         if spec.name in allocated or spec.name in external:
@@ -140,7 +149,7 @@ def build_wrapper(
             lines.append(f"    {spec.name} = {free.pop()}  # reuse")
         else:
             dtype = str(spec.dtype).split(".")[-1]
-            shape = f"{spec.sizes!r}, {spec.strides!r}"
+            shape = f"{pysizes(spec.sizes)}, {pysizes(spec.strides)}"
             lines.append(f"    {spec.name} = _empty({shape}, dtype=torch.{dtype}, device=_dev)")
 
     for k, item in enumerate(items):
@@ -153,6 +162,9 @@ def build_wrapper(
                 ptrs = ", ".join(f"{n}.data_ptr()" for n in params)
             else:
                 ptrs = ", ".join(params)
+            symbols = kernel_symbols(item)
+            if symbols:
+                ptrs = ", ".join([ptrs, *symbols])
             lines.append(f"    _{item.name}({ptrs})")
             if index_check is not None and has_indirect_index(item):
                 lines.append("    if _index_error():")
@@ -170,7 +182,9 @@ def build_wrapper(
                 pool.setdefault((spec.sizes, spec.strides, spec.dtype), []).append(name)
     outs = []
     for o in graph.outputs:
-        if o.ref is None:
+        if o.ref is None and isinstance(o.constant, sympy.Expr):
+            outs.append(pyexpr(o.constant))
+        elif o.ref is None:
             consts.append(o.constant)
             outs.append(f"_c{len(consts) - 1}")
         else:
@@ -179,6 +193,7 @@ def build_wrapper(
     for i, c in enumerate(consts):
         ns[f"_c{i}"] = c
     source = "\n".join(lines) + "\n"
+    _check_bound(graph, source)
     # named as a file of this package so that frame hooks treat it as library code (a
     # torch.compile-like frontend must not try to compile the wrapper it is calling)
     exec(compile(source, _WRAPPER_FILENAME, "exec"), ns)
@@ -203,11 +218,80 @@ def _fallback_lines(
         lines.append(f"    _r{k} = {call}")
         for j, spec in enumerate(node.outputs):
             if spec is not None:
-                lines.append(
-                    f"    {spec.name} = _restride(_r{k}[{j}], {spec.sizes!r}, {spec.strides!r})"
-                )
+                sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
+                lines.append(f"    {spec.name} = _restride(_r{k}[{j}], {sizes}, {strides})")
     else:
         spec = node.outputs[0]
         assert spec is not None
-        lines.append(f"    {spec.name} = _restride({call}, {spec.sizes!r}, {spec.strides!r})")
+        sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
+        lines.append(f"    {spec.name} = _restride({call}, {sizes}, {strides})")
     return lines
+
+
+def _bind_symbols(graph: LoweredGraph) -> list[str]:
+    """Wrapper lines reading each size symbol from the input it is bound to."""
+    lines = []
+    for b in graph.symbols:
+        src = graph.inputs[b.input].name
+        value = src if b.dim is None else f"{src}.shape[{b.dim}]"
+        lines.append(f"    {b.symbol.name} = {value}")
+    return lines
+
+
+def _check_bound(graph: LoweredGraph, source: str) -> None:
+    """Every symbol the generated code uses must be read from an input."""
+    bound = {b.symbol.name for b in graph.symbols}
+    for name in set(re.findall(r"\b(?:s|u)\d+\b", source)) - bound:
+        raise UnsupportedGraph(f"size symbol {name} is not the size of an input")
+
+
+def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
+    """A per-call check for a graph with size symbols: may the compiled code run on ``args``?
+
+    It binds the symbols from the inputs as the wrapper does, then requires every tensor
+    input's dtype, device, sizes and strides to equal what the code was generated for,
+    with the symbols' values put in; static dims are compared exactly and each symbol must
+    be at least 2 (the guards above us specialise 0 and 1, and the code relies on it).
+    Non-tensor inputs that are not symbols must equal their example values.
+    """
+    ns: dict[str, object] = {"_Tensor": torch.Tensor}
+    n = len(graph.inputs)
+    lines = ["def check(args):", f"    if len(args) != {n}:", "        return False"]
+    if n:
+        names = ", ".join(s.name for s in graph.inputs)
+        lines.append(f"    {names}{',' if n == 1 else ''} = args")
+    scalar_symbols = set(graph.scalar_inputs)
+    for k, spec in enumerate(graph.inputs):
+        name = spec.name
+        if spec.name in graph.buffers:
+            ns[f"_dt{k}"] = spec.dtype
+            ns[f"_dev{k}"] = graph.device
+            lines.append(
+                f"    if not isinstance({name}, _Tensor) or {name}.dtype != _dt{k} or "
+                f"{name}.device != _dev{k} or {name}.dim() != {len(spec.sizes)}:"
+            )
+            lines.append("        return False")
+        elif k in scalar_symbols:
+            lines.append(f"    if type({name}) is not int:")
+            lines.append("        return False")
+    lines += _bind_symbols(graph)
+    for b in graph.symbols:
+        lines.append(f"    if {b.symbol.name} < 2:")
+        lines.append("        return False")
+    for k, value in graph.scalar_inputs.items():
+        lines.append(f"    if {graph.inputs[k].name} != {pyexpr(value)}:")
+        lines.append("        return False")
+    for spec in graph.inputs:
+        name = spec.name
+        if spec.name in graph.buffers:
+            lines.append(
+                f"    if {name}.shape != {pysizes(spec.sizes)} or "
+                f"{name}.stride() != {pysizes(spec.strides)}:"
+            )
+            lines.append("        return False")
+    lines.append("    return True")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, _WRAPPER_FILENAME, "exec"), ns)
+    check = ns["check"]
+    assert callable(check)
+    return check  # type: ignore[no-any-return]
