@@ -65,26 +65,6 @@ void gate_init(DictGate* gate, PyTypeObject* type, PyObject* const* names, int n
 }
 
 
-// The entry ``name`` of obj's instance dict (new reference) when ``gate`` is open and the
-// entry exists; nullptr otherwise (no Python error left set): the caller reads the slow way.
-PyObject* gated_read(const DictGate& gate, PyObject* obj, PyObject* name) {
-  if (!gate_open(gate, obj)) {
-    return nullptr;
-  }
-  PyObject* dict = PyObject_GenericGetDict(obj, nullptr);
-  if (dict == nullptr) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  PyObject* value = PyDict_CheckExact(dict) ? PyDict_GetItemWithError(dict, name) : nullptr;
-  Py_XINCREF(value);
-  Py_DECREF(dict);
-  if (value == nullptr && PyErr_Occurred()) {
-    PyErr_Clear();
-  }
-  return value;
-}
-
 // ---------------------------------------------------------------------------------------------
 // ModuleCallsCheck
 
@@ -93,85 +73,200 @@ struct ModuleCall {
   PyObject* cls;  // the exact expected class
   bool inlined;   // the class forward was inlined: the instance must not shadow it
   DictGate gate;  // cls: `m.__dict__` is the instance dict and no class attribute hides a hook
+  // What the last passing call read, keyed by dict version tags (borrowed pointers, used only
+  // while the dict holding them has the recorded tag): the module found under key (valid
+  // with the check's modules_tag), and the four hook dicts found in its instance dict, each
+  // an exact dict or OrderedDict (truth == size), no 'forward' in it (valid with dict_tag).
+  PyObject* module_seen;
+  uint64_t dict_tag;
+  PyObject* hooks_seen[4];
+};
+
+struct ClassForward {
+  PyObject* cls;
+  PyObject* forward;  // the class's forward when traced
+  unsigned int tag;  // cls's version tag when `cls.forward is forward` last held (0: none)
 };
 
 struct ModuleCallsCheck {
   PyObject_HEAD
   vectorcallfunc vectorcall;
-  std::vector<std::pair<PyObject*, PyObject*>>* forwards;  // (class, its forward when traced)
+  std::vector<ClassForward>* forwards;
   std::vector<ModuleCall>* calls;
+  uint64_t modules_tag;  // the `_modules` dict's tag when the module_seen were read in it
 };
 
+// One call's reads of one module: the tags read before what they key (committed on a pass).
+struct CallRead {
+  PyObject* module;  // borrowed from the modules dict (held there while this call runs)
+  uint64_t dict_tag;
+  PyObject* hooks[4];
+};
 
-// 1 true, 0 false, -1 error (Python error set): the same reads as module_calls._python_check.
+// A class's valid version tag, else 0.
+unsigned int type_tag(PyObject* cls) {
+  auto* type = reinterpret_cast<PyTypeObject*>(cls);
+  return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+}
+
+// Exactly dict or OrderedDict: truth is its size, read without running Python code.
+bool plain_hook_dict(PyObject* d) {
+  return PyDict_CheckExact(d) || Py_TYPE(d) == &PyODict_Type;
+}
+
+
+// One module's hook dicts and forward shadowing, read from its instance dict ``d``; fills
+// ``r`` (r.dict_tag stays 0 unless all of it may be recorded).  1 / 0 / -1 as below.
+int check_module_dict(const ModuleCall& call, PyObject* d, CallRead* r) {
+  const bool exact = PyDict_CheckExact(d);
+  const uint64_t tag = exact ? dict_tag(d) : 0;  // read before the entries (see dict_tag)
+  if (tag != 0 && tag == call.dict_tag) {
+    // The same dict, unchanged: the same hook dict objects, still no 'forward' entry.
+    for (int i = 0; i < 4; ++i) {
+      if (PyDict_GET_SIZE(call.hooks_seen[i]) != 0) {
+        return 0;
+      }
+      r->hooks[i] = call.hooks_seen[i];
+    }
+    r->dict_tag = tag;
+    return 1;
+  }
+  bool plain = exact;
+  for (int i = 0; i < 4; ++i) {
+    PyObject* hooks;
+    if (exact) {
+      hooks = PyDict_GetItemWithError(d, str_hooks[i]);
+      if (hooks == nullptr && !PyErr_Occurred()) {
+        PyErr_SetObject(PyExc_KeyError, str_hooks[i]);
+      }
+      Py_XINCREF(hooks);
+    } else {
+      hooks = PyObject_GetItem(d, str_hooks[i]);
+    }
+    if (hooks == nullptr) {
+      return -1;
+    }
+    plain = plain && plain_hook_dict(hooks);
+    r->hooks[i] = hooks;  // borrowed once d holds it: only recorded when d is an exact dict
+    const int truth = PyObject_IsTrue(hooks);
+    Py_DECREF(hooks);
+    if (truth != 0) {
+      return truth < 0 ? -1 : 0;
+    }
+  }
+  if (call.inlined) {
+    const int shadowed =
+        exact ? PyDict_Contains(d, str_forward) : PySequence_Contains(d, str_forward);
+    if (shadowed != 0) {
+      return shadowed < 0 ? -1 : 0;
+    }
+  }
+  r->dict_tag = plain ? tag : 0;
+  return 1;
+}
+
+// 1 true, 0 false, -1 error (Python error set): the same reads as module_calls._python_check,
+// except what a version tag proves unchanged since the last passing call (see ModuleCall):
+// `cls.forward` while the class keeps its version tag, `modules[key]` while the `_modules`
+// dict keeps its tag, and the hook-dict lookups and the `'forward' in` test while a module's
+// instance dict keeps its tag (each hook dict's emptiness is still read, every call).  The
+// exact class and the class gate are compared on every call.
 int module_calls_run(ModuleCallsCheck* self, PyObject* modules) {
   if (self->calls == nullptr) {
     return 0;  // cleared by the cycle collector
   }
-  for (const auto& [cls, forward] : *self->forwards) {
-    PyObject* now = PyObject_GetAttr(cls, str_forward);
+  for (ClassForward& f : *self->forwards) {
+    // The class's tag keys `cls.forward` only when no metaclass could answer the lookup.
+    const bool plain_meta = Py_TYPE(f.cls) == &PyType_Type;
+    const unsigned int before = plain_meta ? type_tag(f.cls) : 0;
+    if (before != 0 && before == f.tag) {
+      continue;
+    }
+    PyObject* now = PyObject_GetAttr(f.cls, str_forward);
     if (now == nullptr) {
       return -1;
     }
     Py_DECREF(now);  // identity only; cls keeps its forward alive
-    if (now != forward) {
+    if (now != f.forward) {
       return 0;
     }
-  }
-  for (const ModuleCall& call : *self->calls) {
-    PyObject* m = PyObject_GetItem(modules, call.key);
-    if (m == nullptr) {
-      return -1;
+    if (before != 0 && type_tag(f.cls) == before) {
+      f.tag = before;  // the lookup ran no code that changed the class
     }
+  }
+  std::vector<ModuleCall>& calls = *self->calls;
+  const size_t n = calls.size();
+  CallRead local[64];
+  std::vector<CallRead> heap;
+  CallRead* reads = local;
+  if (n > 64) {
+    heap.resize(n);
+    reads = heap.data();
+  }
+  const bool modules_exact = PyDict_CheckExact(modules);
+  const uint64_t modules_tag = modules_exact ? dict_tag(modules) : 0;
+  const bool modules_same = modules_tag != 0 && modules_tag == self->modules_tag;
+  for (size_t i = 0; i < n; ++i) {
+    const ModuleCall& call = calls[i];
+    CallRead& r = reads[i];
+    r.dict_tag = 0;
+    PyObject* m;
+    if (modules_same) {
+      m = call.module_seen;
+      Py_INCREF(m);
+    } else if (modules_exact) {
+      m = PyDict_GetItemWithError(modules, call.key);
+      if (m == nullptr) {
+        if (!PyErr_Occurred()) {
+          PyErr_SetObject(PyExc_KeyError, call.key);
+        }
+        return -1;
+      }
+      Py_INCREF(m);
+    } else {
+      m = PyObject_GetItem(modules, call.key);
+      if (m == nullptr) {
+        return -1;
+      }
+    }
+    r.module = m;
     int ok = reinterpret_cast<PyObject*>(Py_TYPE(m)) == call.cls ? 1 : 0;
-    PyObject* d = nullptr;
     if (ok) {
       // Open gate: `m.__dict__` is the instance dict itself (see DictGate), read without the
       // getattr of nn.Module's __getattr__ slot.
-      if (gate_open(call.gate, m)) {
+      PyObject* d = nullptr;
+      const bool gated = gate_open(call.gate, m);
+      if (gated) {
         d = PyObject_GenericGetDict(m, nullptr);
         if (d == nullptr) {
           PyErr_Clear();
         }
       }
+      const bool own_dict = d != nullptr;
       if (d == nullptr) {
         d = PyObject_GetAttr(m, str_dict);
       }
-      if (d == nullptr) {
-        ok = -1;
+      ok = d == nullptr ? -1 : check_module_dict(call, d, &r);
+      if (!own_dict) {
+        r.dict_tag = 0;  // read through getattr: nothing to record
       }
+      Py_XDECREF(d);
     }
-    const bool exact = d != nullptr && PyDict_CheckExact(d);
-    for (int i = 0; ok == 1 && i < 4; ++i) {
-      PyObject* hooks;
-      if (exact) {
-        hooks = PyDict_GetItemWithError(d, str_hooks[i]);
-        if (hooks == nullptr && !PyErr_Occurred()) {
-          PyErr_SetObject(PyExc_KeyError, str_hooks[i]);
-        }
-        Py_XINCREF(hooks);
-      } else {
-        hooks = PyObject_GetItem(d, str_hooks[i]);
-      }
-      if (hooks == nullptr) {
-        ok = -1;
-        break;
-      }
-      const int truth = PyObject_IsTrue(hooks);
-      Py_DECREF(hooks);
-      ok = truth < 0 ? -1 : (truth ? 0 : 1);
-    }
-    if (ok == 1 && call.inlined) {
-      const int shadowed =
-          exact ? PyDict_Contains(d, str_forward) : PySequence_Contains(d, str_forward);
-      ok = shadowed < 0 ? -1 : (shadowed ? 0 : 1);
-    }
-    Py_XDECREF(d);
     Py_DECREF(m);
     if (ok != 1) {
       return ok;
     }
   }
+  // Passed: record what was read (each tag was read before what it keys).
+  for (size_t i = 0; i < n; ++i) {
+    ModuleCall& call = calls[i];
+    call.module_seen = reads[i].module;
+    call.dict_tag = reads[i].dict_tag;
+    for (int k = 0; k < 4; ++k) {
+      call.hooks_seen[k] = reads[i].hooks[k];
+    }
+  }
+  self->modules_tag = modules_exact ? modules_tag : 0;
   return 1;
 }
 
@@ -192,9 +287,9 @@ PyObject* module_calls_vectorcall(
 
 void module_calls_release(ModuleCallsCheck* self) {
   if (self->forwards != nullptr) {
-    for (auto& [cls, forward] : *self->forwards) {
-      Py_CLEAR(cls);
-      Py_CLEAR(forward);
+    for (ClassForward& f : *self->forwards) {
+      Py_CLEAR(f.cls);
+      Py_CLEAR(f.forward);
     }
     delete self->forwards;
     self->forwards = nullptr;
@@ -219,9 +314,9 @@ void module_calls_dealloc(PyObject* obj) {
 int module_calls_traverse(PyObject* obj, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<ModuleCallsCheck*>(obj);
   if (self->forwards != nullptr) {
-    for (const auto& [cls, forward] : *self->forwards) {
-      Py_VISIT(cls);
-      Py_VISIT(forward);
+    for (const ClassForward& f : *self->forwards) {
+      Py_VISIT(f.cls);
+      Py_VISIT(f.forward);
     }
   }
   if (self->calls != nullptr) {
@@ -253,7 +348,8 @@ PyObject* module_calls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
     return nullptr;
   }
   self->vectorcall = module_calls_vectorcall;
-  self->forwards = new std::vector<std::pair<PyObject*, PyObject*>>();
+  self->forwards = new std::vector<ClassForward>();
+  self->modules_tag = 0;
   self->calls = new std::vector<ModuleCall>();
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(forwards); ++i) {
     PyObject *cls, *forward;
@@ -263,7 +359,7 @@ PyObject* module_calls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
     }
     Py_INCREF(cls);
     Py_INCREF(forward);
-    self->forwards->emplace_back(cls, forward);
+    self->forwards->push_back(ClassForward{cls, forward, 0});
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(calls); ++i) {
     PyObject *key, *cls;
@@ -277,7 +373,8 @@ PyObject* module_calls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
     Py_INCREF(cls);
     DictGate gate{nullptr, 0};
     gate_init(&gate, reinterpret_cast<PyTypeObject*>(cls), str_hooks, 4, true);
-    self->calls->push_back(ModuleCall{key, cls, inlined != 0, gate});
+    self->calls->push_back(
+        ModuleCall{key, cls, inlined != 0, gate, nullptr, 0, {nullptr, nullptr, nullptr, nullptr}});
   }
   return reinterpret_cast<PyObject*>(self);
 }

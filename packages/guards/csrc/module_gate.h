@@ -5,7 +5,28 @@
 
 #include <Python.h>
 
+#include <cstdint>
+
 namespace strata_guards {
+
+// A dict's PEP 509 version tag (``d`` must pass PyDict_Check): CPython gives every dict a tag
+// from one process-wide counter when it is made and a fresh one on every change of its
+// contents (insert, replace by another object, delete, clear, STORE_ATTR's specialised
+// writes), and never hands a tag out twice; in 3.12/3.13 the low bits also carry watcher
+// flags (a watch changes the tag: a miss, never a false hit).  So "the same tag as when we
+// read it" means "the same dict object, with the same entries".  0 = never trust (3.14
+// dropped the field).
+inline uint64_t dict_tag(PyObject* d) {
+#if PY_VERSION_HEX < 0x030E0000
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  return reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
+#pragma GCC diagnostic pop
+#else
+  (void)d;
+  return 0;
+#endif
+}
 
 struct DictGate {
   PyObject* type;  // strong reference, or nullptr
@@ -20,10 +41,6 @@ inline bool gate_open(const DictGate& gate, PyObject* obj) {
   return gate.tag != 0 && reinterpret_cast<PyObject*>(Py_TYPE(obj)) == gate.type &&
          Py_TYPE(obj)->tp_version_tag == gate.tag;
 }
-
-// The entry ``name`` of obj's instance dict (new reference) when ``gate`` is open and the
-// entry exists; nullptr otherwise (no Python error left set): the caller reads the slow way.
-PyObject* gated_read(const DictGate& gate, PyObject* obj, PyObject* name);
 
 // The interned names and the references DictGate compares with; false with a Python error.
 bool module_checks_init();

@@ -42,7 +42,7 @@ namespace {
 
 using strata_guards::DictGate;
 using strata_guards::gate_init;
-using strata_guards::gated_read;
+using strata_guards::dict_tag;
 
 // ---------------------------------------------------------------------------------------------
 // TensorCheck
@@ -301,6 +301,21 @@ struct Step {
   PyObject* check;  // a TensorCheck for parameters, else nullptr
   DictGate gate;  // the parent's class, for reading dict_name from its instance dict
   Py_ssize_t same_container;  // an earlier step reading the same parent.dict_name, else -1
+  // What the last passing call read, keyed by dict version tags (0: nothing known).  Borrowed
+  // pointers, dereferenced only while the dict holding them still has the recorded tag (it
+  // then still holds them): see module_params_run.
+  uint64_t parent_dict_tag;  // the parent's instance dict, when container_seen was read in it
+  PyObject* container_seen;
+  uint64_t container_tag;  // the container, when obj_seen was read in it (and its identity
+  PyObject* obj_seen;      // compared with ref: that object is still ref's referent)
+};
+
+// One step's reads in one call: owned references, and the tags read before them.
+struct StepRead {
+  PyObject* container;
+  PyObject* obj;
+  uint64_t parent_dict_tag;
+  uint64_t container_tag;
 };
 
 struct ModuleParamsCheck {
@@ -310,27 +325,78 @@ struct ModuleParamsCheck {
   std::vector<Step>* steps;
 };
 
-// ``parent.<dict_name>`` (new reference, or nullptr with a Python error set).
-PyObject* read_container(PyObject* parent, const Step& step) {
-  PyObject* container = gated_read(step.gate, parent, step.dict_name);
-  return container != nullptr ? container : PyObject_GetAttr(parent, step.dict_name);
+// ``parent.<dict_name>`` (new reference, or nullptr with a Python error set), and in
+// ``*parent_tag`` the tag of the parent's instance dict it was read from (0: read by getattr).
+// With that dict unchanged since the last passing call (same tag), the container it held then.
+PyObject* read_container(PyObject* parent, const Step& step, uint64_t* parent_tag) {
+  *parent_tag = 0;
+  if (gate_open(step.gate, parent)) {
+    PyObject* dict = PyObject_GenericGetDict(parent, nullptr);
+    if (dict == nullptr) {
+      PyErr_Clear();
+    } else {
+      PyObject* container = nullptr;
+      if (PyDict_CheckExact(dict)) {
+        // The tag is read before the entry: if the dict changes after this read, it never
+        // has this tag again, so the pair can only ever be used while it is true.
+        const uint64_t tag = dict_tag(dict);
+        if (tag != 0 && tag == step.parent_dict_tag) {
+          container = step.container_seen;
+        } else {
+          container = PyDict_GetItemWithError(dict, step.dict_name);
+          if (container == nullptr) {
+            PyErr_Clear();
+          }
+        }
+        if (container != nullptr) {
+          Py_INCREF(container);
+          *parent_tag = tag;
+        }
+      }
+      Py_DECREF(dict);
+      if (container != nullptr) {
+        return container;
+      }
+    }
+  }
+  return PyObject_GetAttr(parent, step.dict_name);
 }
 
-// One read of ``container[key]`` (new reference, or nullptr with a Python error set).
-PyObject* read_item(PyObject* container, const Step& step) {
-  PyObject* item;
-  if (PyDict_CheckExact(container)) {
-    item = PyDict_GetItemWithError(container, step.key);
-    if (item == nullptr && !PyErr_Occurred()) {
-      PyErr_SetObject(PyExc_KeyError, step.key);
-    }
-    Py_XINCREF(item);
-  } else {
-    item = PyObject_GetItem(container, step.key);
+// ``container[key]`` (new reference, or nullptr with a Python error set), its tag in
+// ``*container_tag`` (0: not an exact dict), and whether it is the object recorded for an
+// unchanged container (its identity with the step's referent is then already known).
+PyObject* read_item(PyObject* container, const Step& step, uint64_t* container_tag,
+                    bool* known) {
+  *container_tag = 0;
+  *known = false;
+  if (!PyDict_CheckExact(container)) {
+    return PyObject_GetItem(container, step.key);
   }
+  const uint64_t tag = dict_tag(container);
+  PyObject* item;
+  if (tag != 0 && tag == step.container_tag) {
+    item = step.obj_seen;
+    *known = true;
+  } else {
+    item = PyDict_GetItemWithError(container, step.key);
+    if (item == nullptr) {
+      if (!PyErr_Occurred()) {
+        PyErr_SetObject(PyExc_KeyError, step.key);
+      }
+      return nullptr;
+    }
+  }
+  Py_INCREF(item);
+  *container_tag = tag;
   return item;
 }
 
+// The walk.  Every call compares the root with its weakref, each module's class gate, and
+// runs every parameter's full TensorCheck (metadata is never cached: `p.data = ...` changes
+// it behind the same object).  What may be skipped is only what a dict version tag proves
+// unchanged: the lookups in an instance dict / `_modules` / `_parameters` dict that has the
+// tag it had on the last passing call, and the weakref compare of the object found there
+// (it is the object compared then).
 bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
   if (self->root_ref == nullptr) {
     return false;  // cleared by the cycle collector
@@ -339,54 +405,73 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
   if (root != target || root == Py_None) {
     return false;
   }
-  const std::vector<Step>& steps = *self->steps;
-  // Strong references for the duration of the call: a __getattr__ or a subclass's custom
-  // sizes may run Python code that could drop the last other reference.
-  std::vector<PyObject*> held;
-  held.reserve(steps.size());
-  // Each parent's _modules / _parameters is read once per call, as the transformed code and
-  // the Python path read each source once (the container of an earlier step is reused).
-  std::vector<PyObject*> containers;
-  containers.reserve(steps.size());
+  std::vector<Step>& steps = *self->steps;
+  const size_t n = steps.size();
+  // Strong references for the duration of the call (a __getattr__ or a subclass's custom
+  // sizes may run Python code that could drop the last other reference); on the stack for
+  // trees of up to 128 steps.
+  StepRead local[128];
+  std::vector<StepRead> heap;
+  StepRead* reads = local;
+  if (n > 128) {
+    heap.resize(n);
+    reads = heap.data();
+  }
+  size_t done = 0;
   bool ok = true;
-  for (const Step& step : steps) {
-    PyObject* parent = step.parent < 0 ? root : held[static_cast<size_t>(step.parent)];
-    PyObject* container;
+  for (size_t i = 0; i < n; ++i) {
+    const Step& step = steps[i];
+    PyObject* parent = step.parent < 0 ? root : reads[static_cast<size_t>(step.parent)].obj;
+    StepRead& r = reads[i];
+    r.parent_dict_tag = 0;
+    // Each parent's _modules / _parameters is read once per call, as the transformed code and
+    // the Python path read each source once (the container of an earlier step is reused).
     if (step.same_container >= 0) {
-      container = containers[static_cast<size_t>(step.same_container)];
-      Py_INCREF(container);
+      r.container = reads[static_cast<size_t>(step.same_container)].container;
+      Py_INCREF(r.container);
     } else {
-      container = read_container(parent, step);
-      if (container == nullptr) {
+      r.container = read_container(parent, step, &r.parent_dict_tag);
+      if (r.container == nullptr) {
         PyErr_Clear();
         ok = false;
         break;
       }
     }
-    containers.push_back(container);
-    PyObject* obj = read_item(container, step);
-    if (obj == nullptr) {
+    bool known;
+    r.obj = read_item(r.container, step, &r.container_tag, &known);
+    if (r.obj == nullptr) {
+      Py_DECREF(r.container);
       PyErr_Clear();
       ok = false;
       break;
     }
-    held.push_back(obj);
-    PyObject* expected = PyWeakref_GetObject(step.ref);
-    if (obj != expected || obj == Py_None) {
-      ok = false;
-      break;
+    done = i + 1;
+    if (!known) {
+      PyObject* expected = PyWeakref_GetObject(step.ref);
+      if (r.obj != expected || r.obj == Py_None) {
+        ok = false;
+        break;
+      }
     }
     if (step.check != nullptr &&
-        !tensor_check_run(reinterpret_cast<TensorCheck*>(step.check), obj)) {
+        !tensor_check_run(reinterpret_cast<TensorCheck*>(step.check), r.obj)) {
       ok = false;
       break;
     }
   }
-  for (PyObject* obj : held) {
-    Py_DECREF(obj);
+  if (ok) {
+    // Record what this passing call read (see Step): each pair was read tag first.
+    for (size_t i = 0; i < n; ++i) {
+      Step& step = steps[i];
+      step.parent_dict_tag = reads[i].parent_dict_tag;
+      step.container_seen = reads[i].container;
+      step.container_tag = reads[i].container_tag;
+      step.obj_seen = reads[i].obj;
+    }
   }
-  for (PyObject* obj : containers) {
-    Py_DECREF(obj);
+  for (size_t i = 0; i < done; ++i) {
+    Py_DECREF(reads[i].obj);
+    Py_DECREF(reads[i].container);
   }
   return ok;
 }
@@ -540,7 +625,8 @@ PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
         break;
       }
     }
-    self->steps->push_back(Step{parent, dict_name, key, ref, tc, gate, same});
+    self->steps->push_back(Step{parent, dict_name, key, ref, tc, gate, same, 0, nullptr, 0,
+                                nullptr});
   }
   return reinterpret_cast<PyObject*>(self);
 }

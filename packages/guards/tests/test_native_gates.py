@@ -6,6 +6,7 @@ and asserts the C++ verdict still equals the Python path's (and ``failures()``).
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -140,3 +141,164 @@ def test_module_calls_with_getattribute_added_after_building_agree() -> None:
     finally:
         del Act._forward_hooks
     assert agree(fast, slow, {"seq": seq})
+
+
+# -- dict version tags ---------------------------------------------------------------------------
+#
+# After a passing call the C++ checks skip the dict lookups whose dict still has the version
+# tag it had then (see dict_tag in csrc/module_gate.h).  Each test below warms that cache with
+# passing calls, then changes the tree in a way that leaves some dicts untouched and changes
+# one, and asserts the C++ verdict equals the Python path's on the next calls, then again after
+# undoing the change.
+
+
+def _warm(fast: CompiledGuards, slow: CompiledGuards, f_locals: dict[str, object]) -> None:
+    for _ in range(3):
+        assert agree(fast, slow, f_locals)
+
+
+def _tree() -> torch.nn.Sequential:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Sequential(torch.nn.Linear(4, 2))
+    )
+
+
+def _delete_and_set_again(model: torch.nn.Sequential) -> None:
+    w = model[0].weight
+    del model[0].weight
+    model[0].weight = w
+
+
+def _swap_in_modules_dict(model: torch.nn.Sequential) -> None:
+    inner = model[2]
+    model._modules["2"] = torch.nn.Sequential(torch.nn.Linear(4, 2))
+    model._modules["2"] = inner
+
+
+PARAM_TREE_CHANGES: dict[str, tuple[Callable[[torch.nn.Sequential], object], bool]] = {
+    # name: (change, the check still passes)
+    "parameter replaced": (
+        lambda m: setattr(m[2][0], "weight", torch.nn.Parameter(m[2][0].weight.detach())), False),
+    "parameter entry rebound in the dict": (
+        lambda m: m[0]._parameters.__setitem__("bias", torch.nn.Parameter(torch.zeros(4))), False),
+    "deleted and set again (new tag, same object)": (_delete_and_set_again, True),
+    "submodule replaced and put back (new tag, same object)": (_swap_in_modules_dict, True),
+    "_parameters replaced by an equal copy": (
+        lambda m: setattr(m[0], "_parameters", dict(m[0]._parameters)), True),
+    "_parameters replaced by a copy with another bias": (
+        lambda m: setattr(m[0], "_parameters", {**m[0]._parameters, "bias": None}), False),
+    "_modules replaced by an equal copy": (
+        lambda m: setattr(m, "_modules", dict(m._modules)), True),
+    "inner _modules entry replaced": (
+        lambda m: m[2]._modules.__setitem__("0", torch.nn.Linear(4, 2)), False),
+    "metadata behind an unchanged tree (.data)": (
+        lambda m: setattr(m[2][0].bias, "data", torch.zeros(5)), False),
+    "requires_grad behind an unchanged tree": (
+        lambda m: m[0].weight.requires_grad_(False), False),
+    "an unguarded attribute added (instance dict tag moves)": (
+        lambda m: setattr(m[0], "note", 1), True),
+}
+
+
+@pytest.mark.parametrize("change", list(PARAM_TREE_CHANGES))
+def test_module_params_verdicts_agree_after_a_warm_cache(change: str) -> None:
+    mutate, passes = PARAM_TREE_CHANGES[change]
+    model = _tree()
+    fast, slow = _params_guard(model)
+    _warm(fast, slow, {"m": model})
+    mutate(model)
+    for _ in range(2):
+        assert agree(fast, slow, {"m": model}) is passes
+
+
+def test_module_params_passes_again_once_a_change_is_undone() -> None:
+    model = _tree()
+    fast, slow = _params_guard(model)
+    _warm(fast, slow, {"m": model})
+    old = model[2][0].weight
+    model[2][0].weight = torch.nn.Parameter(old.detach().clone())
+    assert not agree(fast, slow, {"m": model})
+    model[2][0].weight = old
+    _warm(fast, slow, {"m": model})
+    assert not agree(fast, slow, {"m": _tree()})  # another tree entirely, after a warm cache
+
+
+class _Act(torch.nn.ReLU):
+    pass
+
+
+def _calls_guard(seq: torch.nn.Sequential) -> tuple[CompiledGuards, CompiledGuards]:
+    source = AttrSource(LocalSource("seq"), "_modules")
+    calls = [(k, type(m), type(m).forward) for k, m in seq._modules.items()]
+    return both(lambda gs: gs.MODULE_CALLS(source, calls))
+
+
+class _TruthyWhenFlagged(dict):  # type: ignore[type-arg]
+    flag = False
+
+    def __bool__(self) -> bool:
+        return self.flag
+
+
+def _hook_dict_with_own_truth(m: torch.nn.Module) -> None:
+    m._forward_hooks = _TruthyWhenFlagged()  # type: ignore[assignment]
+
+
+CALL_TREE_CHANGES: dict[str, tuple[Callable[[torch.nn.Sequential], object], bool]] = {
+    "hook put straight into the hook dict (instance dict untouched)": (
+        lambda s: s[1]._forward_hooks.__setitem__(99, print), False),
+    "pre-hook registered": (lambda s: s[0].register_forward_pre_hook(lambda *a: None), False),
+    "backward hook registered": (
+        lambda s: s[1].register_full_backward_hook(lambda *a: None), False),
+    "hook dict replaced by an empty OrderedDict": (
+        lambda s: setattr(s[0], "_forward_hooks", OrderedDict()), True),
+    "hook dict replaced by a non-empty one": (
+        lambda s: setattr(s[0], "_forward_hooks", OrderedDict({1: print})), False),
+    "forward shadowed on the instance": (lambda s: setattr(s[1], "forward", print), False),
+    "class changed (no dict touched)": (lambda s: setattr(s[0], "__class__", torch.nn.Tanh), False),
+    "module replaced by another of its class": (lambda s: s.__setitem__(1, _Act()), True),
+    "module deleted": (lambda s: s._modules.pop("1"), False),
+    "class forward patched": (lambda s: setattr(_Act, "forward", lambda self, x: x), False),
+}
+
+
+@pytest.mark.parametrize("change", list(CALL_TREE_CHANGES))
+def test_module_calls_verdicts_agree_after_a_warm_cache(change: str) -> None:
+    mutate, passes = CALL_TREE_CHANGES[change]
+    seq = torch.nn.Sequential(_Act(), _Act())
+    fast, slow = _calls_guard(seq)
+    _warm(fast, slow, {"seq": seq})
+    original = _Act.forward
+    try:
+        mutate(seq)
+        for _ in range(2):
+            assert agree(fast, slow, {"seq": seq}) is passes
+    finally:
+        _Act.forward = original  # type: ignore[method-assign]
+
+
+def test_hook_dict_with_its_own_truth_is_read_on_every_call() -> None:
+    seq = torch.nn.Sequential(_Act(), _Act())
+    _hook_dict_with_own_truth(seq[0])
+    fast, slow = _calls_guard(seq)
+    _warm(fast, slow, {"seq": seq})
+    _TruthyWhenFlagged.flag = True  # no dict changes at all: only __bool__ answers otherwise
+    try:
+        assert not agree(fast, slow, {"seq": seq})
+    finally:
+        _TruthyWhenFlagged.flag = False
+    assert agree(fast, slow, {"seq": seq})
+
+
+def test_module_calls_passes_again_once_hooks_are_removed() -> None:
+    seq = torch.nn.Sequential(_Act(), _Act())
+    fast, slow = _calls_guard(seq)
+    _warm(fast, slow, {"seq": seq})
+    handle = seq[1].register_forward_hook(lambda *a: None)
+    assert not agree(fast, slow, {"seq": seq})
+    handle.remove()
+    _warm(fast, slow, {"seq": seq})
+    other = torch.nn.Sequential(_Act(), _Act())
+    other[0].register_forward_hook(lambda *a: None)
+    assert not agree(fast, slow, {"seq": other})  # another _modules dict after a warm cache
