@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +86,83 @@ def check(config: InductorConfig) -> CheckFn:
         return _compile_and_check(fn, inputs, cfg, **kw)
 
     return run
+
+
+# ---------------------------------------------------------------- dynamic shapes
+
+SIZES = (2, 3, 17, 1000, 5)
+
+
+class Recorder:
+    """The backend under test plus every graph it compiled (forward and backward)."""
+
+    def __init__(self, config: InductorConfig) -> None:
+        self.config = config
+        self.graphs: list[Any] = []
+        self.captures = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        self.captures += 1
+        return compile_fx(gm, list(example_inputs), config=self.config)
+
+    def compiled(self) -> list[CompiledGraph]:
+        assert self.graphs, "nothing compiled"
+        for g in self.graphs:
+            assert isinstance(g, CompiledGraph), f"ran eagerly: {getattr(g, 'reason', g)}"
+        return self.graphs
+
+    def sweep(
+        self,
+        fn: Callable[..., Any],
+        make: Callable[[int], tuple[Any, ...]],
+        *,
+        dynamic: bool | None = True,
+        sizes: tuple[int, ...] = SIZES,
+        atol: float = 1e-5,
+    ) -> None:
+        """Compile ``fn`` through compile_api with this backend; compare with eager per size."""
+        import compile_api
+
+        compiled = compile_api.compile(fn, backend=self, dynamic=dynamic)
+        for n in sizes:
+            args = make(n)
+            torch.testing.assert_close(compiled(*args), fn(*args), atol=atol, rtol=1e-5)
+
+    def assert_generated_code_ran(self) -> None:
+        graphs = self.compiled()
+        assert sum(g.kernel_count for g in graphs) > 0
+        for g in graphs:
+            assert g.eager_calls == 0, g.wrapper_source
+            assert g.lowered.symbols, "compiled for static sizes only"
+
+
+def _recording(config: InductorConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    import compile_api
+    import inductor_lite.compile as compile_module
+
+    rec = Recorder(config)
+    original = compile_module.compile_aten_graph
+
+    def spy(gm: torch.fx.GraphModule, inputs: Any, *, config: Any = None) -> Any:
+        out = original(gm, inputs, config=config)
+        rec.graphs.append(out)
+        return out
+
+    monkeypatch.setattr(compile_module, "compile_aten_graph", spy)
+    saved = compile_api.config.suppress_errors
+    compile_api.config.suppress_errors = False
+    yield rec
+    compile_api.config.suppress_errors = saved
+
+
+@pytest.fixture
+def recorder(config: InductorConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    """A compile_api backend (compile_fx) that keeps every graph aot handed to us."""
+    yield from _recording(config, monkeypatch)
+
+
+@pytest.fixture
+def triton_recorder(config: InductorConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    """As ``recorder``, generating Triton (on CPU tensors: under TRITON_INTERPRET=1)."""
+    cfg = dataclasses.replace(config, codegen="triton", triton_autotune_cache={})
+    yield from _recording(cfg, monkeypatch)

@@ -8,77 +8,13 @@ the same inputs, and asserts that the generated code ran: the graphs aot handed 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import compile_api
-import inductor_lite.compile as compile_module
-from inductor_lite import CompiledGraph, InductorConfig, compile_fx
-
-SIZES = (2, 3, 17, 1000, 5)
-
-
-class Recorder:
-    """The backend under test plus every graph it compiled (forward and backward)."""
-
-    def __init__(self, config: InductorConfig) -> None:
-        self.config = config
-        self.graphs: list[Any] = []
-        self.captures = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
-        self.captures += 1
-        return compile_fx(gm, list(example_inputs), config=self.config)
-
-    def compiled(self) -> list[CompiledGraph]:
-        assert self.graphs, "nothing compiled"
-        for g in self.graphs:
-            assert isinstance(g, CompiledGraph), f"ran eagerly: {getattr(g, 'reason', g)}"
-        return self.graphs
-
-    def assert_generated_code_ran(self) -> None:
-        graphs = self.compiled()
-        assert sum(g.kernel_count for g in graphs) > 0
-        for g in graphs:
-            assert g.eager_calls == 0, g.wrapper_source
-            assert g.lowered.symbols, "compiled for static sizes only"
-
-
-@pytest.fixture
-def recorder(config: InductorConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
-    rec = Recorder(config)
-    original = compile_module.compile_aten_graph
-
-    def spy(gm: torch.fx.GraphModule, inputs: Any, *, config: Any = None) -> Any:
-        out = original(gm, inputs, config=config)
-        rec.graphs.append(out)
-        return out
-
-    monkeypatch.setattr(compile_module, "compile_aten_graph", spy)
-    saved = compile_api.config.suppress_errors
-    compile_api.config.suppress_errors = False
-    yield rec
-    compile_api.config.suppress_errors = saved
-
-
-def sweep(
-    rec: Recorder,
-    fn: Callable[..., Any],
-    make: Callable[[int], tuple[Any, ...]],
-    *,
-    dynamic: bool | None = True,
-    sizes: tuple[int, ...] = SIZES,
-    atol: float = 1e-5,
-) -> None:
-    compiled = compile_api.compile(fn, backend=rec, dynamic=dynamic)
-    for n in sizes:
-        args = make(n)
-        torch.testing.assert_close(compiled(*args), fn(*args), atol=atol, rtol=1e-5)
 
 
 def pointwise_chain(x: torch.Tensor) -> torch.Tensor:
@@ -93,34 +29,34 @@ def reductions(x: torch.Tensor) -> torch.Tensor:
     return x.sum(-1) + x.amax(0).mean() + x.var(-1) + x.mean(1)
 
 
-def test_pointwise_chain_one_compile_every_size(recorder: Recorder) -> None:
-    sweep(recorder, pointwise_chain, lambda n: (torch.randn(n, n + 3),))
+def test_pointwise_chain_one_compile_every_size(recorder: Any) -> None:
+    recorder.sweep(pointwise_chain, lambda n: (torch.randn(n, n + 3),))
     assert recorder.captures == 1
     recorder.assert_generated_code_ran()
     assert [g.kernel_count for g in recorder.graphs] == [1]
 
 
-def test_layer_norm_softmax_is_one_kernel_over_symbolic_rows(recorder: Recorder) -> None:
-    sweep(recorder, layer_norm_softmax, lambda n: (torch.randn(n, 2 * n + 1),))
+def test_layer_norm_softmax_is_one_kernel_over_symbolic_rows(recorder: Any) -> None:
+    recorder.sweep(layer_norm_softmax, lambda n: (torch.randn(n, 2 * n + 1),))
     assert recorder.captures == 1
     recorder.assert_generated_code_ran()
     assert [g.kernel_count for g in recorder.graphs] == [1]
 
 
-def test_reductions_over_rows_and_columns(recorder: Recorder) -> None:
-    sweep(recorder, reductions, lambda n: (torch.randn(n, 7),))
+def test_reductions_over_rows_and_columns(recorder: Any) -> None:
+    recorder.sweep(reductions, lambda n: (torch.randn(n, 7),))
     recorder.assert_generated_code_ran()
 
 
-def test_three_dims_and_a_static_dim(recorder: Recorder) -> None:
+def test_three_dims_and_a_static_dim(recorder: Any) -> None:
     def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return (x * y).sum(-1) + x.exp().amax(-1)
 
-    sweep(recorder, f, lambda n: (torch.randn(n, 4, n + 1), torch.randn(n + 1)), atol=1e-4)
+    recorder.sweep(f, lambda n: (torch.randn(n, 4, n + 1), torch.randn(n + 1)), atol=1e-4)
     recorder.assert_generated_code_ran()
 
 
-def test_permute_slice_and_expand_are_index_math(recorder: Recorder) -> None:
+def test_permute_slice_and_expand_are_index_math(recorder: Any) -> None:
     def f(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         t = x.t() + 1
         return t[:, 1:].sum(1) + b.unsqueeze(0).expand(x.shape[1], -1).mean(0).sum() + x[1:].max()
@@ -128,38 +64,38 @@ def test_permute_slice_and_expand_are_index_math(recorder: Recorder) -> None:
     # first size 3: at 2, x[1:] has a size-1 dim and aot's trace specialises the symbol to 2
     # (a guard compile_api does not install: see the README)
     sizes = (3, 2, 17, 1000, 5)
-    sweep(recorder, f, lambda n: (torch.randn(n, n + 2), torch.randn(n)), sizes=sizes)
+    recorder.sweep(f, lambda n: (torch.randn(n, n + 2), torch.randn(n)), sizes=sizes)
     recorder.assert_generated_code_ran()
     assert all(g.fallback_count == 0 for g in recorder.graphs)
 
 
-def test_transposed_and_sliced_inputs(recorder: Recorder) -> None:
+def test_transposed_and_sliced_inputs(recorder: Any) -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x * 3, -1)
 
-    sweep(recorder, f, lambda n: (torch.randn(n + 2, n).t(),))
+    recorder.sweep(f, lambda n: (torch.randn(n + 2, n).t(),))
     recorder.assert_generated_code_ran()
 
 
-def test_symint_scalar_in_kernel_and_view(recorder: Recorder) -> None:
+def test_symint_scalar_in_kernel_and_view(recorder: Any) -> None:
     def f(x: torch.Tensor, n: int) -> torch.Tensor:
         return (x * n).view(-1, n) + n
 
     # atol: eager rounds x * n before adding n, the kernel may fuse both into one FMA
-    sweep(recorder, f, lambda n: (torch.randn(6, n), n), atol=1e-3)
+    recorder.sweep(f, lambda n: (torch.randn(6, n), n), atol=1e-3)
     recorder.assert_generated_code_ran()
 
 
-def test_reshape_to_explicit_symbolic_sizes(recorder: Recorder) -> None:
+def test_reshape_to_explicit_symbolic_sizes(recorder: Any) -> None:
     def f(x: torch.Tensor) -> torch.Tensor:
         b, t = x.shape[0], x.shape[1]
         return torch.relu(x).reshape(b * t, 4).sum(-1).view(b, t) * 2
 
-    sweep(recorder, f, lambda n: (torch.randn(n, n + 1, 4),))
+    recorder.sweep(f, lambda n: (torch.randn(n, n + 1, 4),))
     recorder.assert_generated_code_ran()
 
 
-def test_a_mismatched_layout_runs_eagerly_and_right(recorder: Recorder) -> None:
+def test_a_mismatched_layout_runs_eagerly_and_right(recorder: Any) -> None:
     compiled = compile_api.compile(pointwise_chain, backend=recorder, dynamic=True)
     x = torch.randn(5, 7)
     torch.testing.assert_close(compiled(x), pointwise_chain(x))
@@ -172,8 +108,8 @@ def test_a_mismatched_layout_runs_eagerly_and_right(recorder: Recorder) -> None:
     assert graph.eager_calls == 1
 
 
-def test_automatic_dynamic_compiles_twice_then_reuses(recorder: Recorder) -> None:
-    sweep(recorder, layer_norm_softmax, lambda n: (torch.randn(n, 33),), dynamic=None)
+def test_automatic_dynamic_compiles_twice_then_reuses(recorder: Any) -> None:
+    recorder.sweep(layer_norm_softmax, lambda n: (torch.randn(n, 33),), dynamic=None)
     assert recorder.captures == 2
     static, dynamic = recorder.compiled()
     assert not static.lowered.symbols and dynamic.lowered.symbols
@@ -186,10 +122,10 @@ def mlp() -> nn.Module:
     )
 
 
-def test_mlp_inference_over_batch_sizes(recorder: Recorder) -> None:
+def test_mlp_inference_over_batch_sizes(recorder: Any) -> None:
     model = mlp().eval()
     with torch.no_grad():
-        sweep(recorder, model, lambda n: (torch.randn(n, 32),))
+        recorder.sweep(model, lambda n: (torch.randn(n, 32),))
     recorder.assert_generated_code_ran()
 
 
@@ -220,11 +156,10 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def test_transformer_block_symbolic_sequence_length(recorder: Recorder) -> None:
+def test_transformer_block_symbolic_sequence_length(recorder: Any) -> None:
     model = Block().eval()
     with torch.no_grad():
-        sweep(
-            recorder,
+        recorder.sweep(
             model,
             lambda t: (torch.randn(2, t, 32),),
             sizes=(2, 3, 17, 40, 5),
@@ -233,7 +168,7 @@ def test_transformer_block_symbolic_sequence_length(recorder: Recorder) -> None:
     recorder.assert_generated_code_ran()
 
 
-def test_training_step_forward_and_backward_symbolic_batch(recorder: Recorder) -> None:
+def test_training_step_forward_and_backward_symbolic_batch(recorder: Any) -> None:
     torch.manual_seed(0)
     model = mlp()
     reference = mlp()
@@ -243,7 +178,7 @@ def test_training_step_forward_and_backward_symbolic_batch(recorder: Recorder) -
         return F.cross_entropy(m(x), y)
 
     compiled = compile_api.compile(loss_of, backend=recorder, dynamic=True)
-    for n in SIZES:
+    for n in (2, 3, 17, 1000, 5):
         x, y = torch.randn(n, 32), torch.randint(0, 10, (n,))
         model.zero_grad()
         reference.zero_grad()

@@ -44,6 +44,7 @@ __all__ = [
     "size_max",
     "size_min",
     "to_size",
+    "tritonexpr",
 ]
 
 Size: TypeAlias = int | sympy.Expr
@@ -213,6 +214,8 @@ def _print(e: sympy.Expr, lang: str) -> str:
         a, b = (_print(x, lang) for x in e.args)
         return f"({a} % {b})" if py else f"strata_mod({a}, {b})"
     if type(e).__name__ in ("Max", "Min"):
+        if lang == "triton":
+            raise LoweringError(f"no Triton for size expression {e}")
         name = "max" if type(e).__name__ == "Max" else "min"
         args = [_print(x, lang) for x in e.args]
         if py:
@@ -238,6 +241,13 @@ def pyexpr(x: Size) -> str:
     if isinstance(x, int):
         return repr(x)
     return _print(x, "py")
+
+
+def tritonexpr(x: Size) -> str:
+    """``x`` as an expression inside a ``@triton.jit`` function (symbols are arguments)."""
+    if isinstance(x, int):
+        return repr(x)
+    return _print(x, "triton")
 
 
 def pysizes(xs: Sequence[Size]) -> str:

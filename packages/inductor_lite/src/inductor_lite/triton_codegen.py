@@ -24,6 +24,7 @@ from .ir import (
     IExpr,
     IMod,
     IMul,
+    ISym,
     IValue,
     IVar,
     PointwiseNode,
@@ -35,7 +36,8 @@ from .ir import (
     VLoad,
     VOp,
 )
-from .scheduler import Kernel, Step, iter_loads
+from .scheduler import Kernel, Step, iter_loads, kernel_symbols
+from .symbolic import Size, is_static, same, tritonexpr
 
 __all__ = ["TritonKernelSource", "block_candidates", "generate_triton"]
 
@@ -150,15 +152,17 @@ class _Body:
         if isinstance(x, IAdd):
             return "(" + " + ".join(self.index(t) for t in x.terms) + ")"
         if isinstance(x, IMul):
-            return f"({self.index(x.a)} * {x.c})"
+            return f"({self.index(x.a)} * {tritonexpr(x.c)})"
         if isinstance(x, IDiv):
-            return f"({self.index(x.a)} // {x.c})"
+            return f"({self.index(x.a)} // {tritonexpr(x.c)})"
         if isinstance(x, IMod):
-            return f"({self.index(x.a)} % {x.c})"
+            return f"({self.index(x.a)} % {tritonexpr(x.c)})"
+        if isinstance(x, ISym):
+            return tritonexpr(x.expr)
         if isinstance(x, IValue):
             # clamped so that no bad index reads outside the tensor (no error is raised here)
             v = self.value(x.v)
-            return f"tl.minimum(tl.maximum({v}.to(tl.int64), 0), {x.bound - 1})"
+            return f"tl.minimum(tl.maximum({v}.to(tl.int64), 0), {tritonexpr(x.bound - 1)})"
         raise LoweringError(f"unknown index expression {x!r}")
 
     def value(self, v: VExpr) -> str:
@@ -219,18 +223,18 @@ class _Body:
         raise LoweringError(f"no Triton lowering for op {name}")
 
 
-def _var_defs(names: Sequence[str], sizes: Sequence[int], flat: str, indent: str) -> list[str]:
+def _var_defs(names: Sequence[str], sizes: Sequence[Size], flat: str, indent: str) -> list[str]:
     out: list[str] = []
-    total = math.prod(sizes)
-    below = total
-    for name, size in zip(names, sizes, strict=True):
-        below //= max(size, 1)
+    for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
+        below: Size = 1
+        for s in sizes[k + 1 :]:
+            below *= s
         if size == 1:
             expr = f"{flat} * 0"
-        elif below == 1 and size == total:
+        elif same(below, 1) and all(s == 1 for s in sizes[:k]):
             expr = flat
         else:
-            expr = f"(({flat} // {below}) % {size})"
+            expr = f"(({flat} // {tritonexpr(below)}) % {tritonexpr(size)})"
         out.append(f"{indent}{name} = {expr}")
     return out
 
@@ -239,12 +243,14 @@ def _var_defs(names: Sequence[str], sizes: Sequence[int], flat: str, indent: str
 class TritonKernelSource:
     name: str
     params: tuple[str, ...]
-    rows: int
-    max_inner: int
+    rows: Size  # symbolic: the launcher evaluates it on the symbols' values per call
+    max_inner: int  # for a symbolic row length, a guess (only block sizes depend on it)
     persistent: bool
+    symbols: tuple[str, ...] = ()  # size symbols, plain int arguments after the tensors
 
 
 PERSISTENT_LIMIT = 4096
+SYMBOLIC_ROW_GUESS = 1024
 
 
 def block_candidates(rows: int, max_inner: int, persistent: bool) -> list[tuple[int, int]]:
@@ -294,25 +300,31 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
             if name not in used:
                 used.append(name)
     params = {name: f"p_{name}" for name in used}
-    max_inner = max((s.inner_numel for s in kernel.steps), default=1)
+    inners = [s.inner_numel for s in kernel.steps]
+    symbolic_inner = not all(is_static(n) for n in inners)
+    # a symbolic row length loops over RBLOCK chunks; 1024 only steers the block sizes tried
+    max_inner = max((n if is_static(n) else SYMBOLIC_ROW_GUESS for n in inners), default=1)  # type: ignore[type-var]
     # persistent: every row fits one block, so inner loops disappear (RBLOCK >= max_inner)
-    persistent = 1 < max_inner <= PERSISTENT_LIMIT
+    persistent = not symbolic_inner and 1 < max_inner <= PERSISTENT_LIMIT
+    symbols = kernel_symbols(kernel)
     regs: dict[str, str] = {}
     ind2 = "    " if persistent else "        "
 
-    def open_inner(inner: int) -> list[str]:
+    def open_inner(inner: Size) -> list[str]:
+        n = tritonexpr(inner)
         if persistent:
-            return ["    ri = tl.arange(0, RBLOCK)[None, :]", f"    m = omask & (ri < {inner})"]
+            return ["    ri = tl.arange(0, RBLOCK)[None, :]", f"    m = omask & (ri < {n})"]
         return [
-            f"    for rb in range(0, {inner}, RBLOCK):",
+            f"    for rb in range(0, {n}, RBLOCK):",
             "        ri = rb + tl.arange(0, RBLOCK)[None, :]",
-            f"        m = omask & (ri < {inner})",
+            f"        m = omask & (ri < {n})",
         ]
 
-    sig = ", ".join([*params.values(), "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+    # the symbols are plain (not constexpr) arguments: one compiled kernel for all sizes
+    sig = ", ".join([*params.values(), *symbols, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
     lines = ["@triton.jit", f"def {kernel.name}({sig}):"]
     lines.append("    o = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
-    lines.append(f"    omask = o < {kernel.outer_numel}")
+    lines.append(f"    omask = o < {tritonexpr(kernel.outer_numel)}")
     written: set[str] = set()
     for n, step in enumerate(kernel.steps):
         node = step.node
@@ -329,8 +341,12 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
         out_ty = _TL[buffers[node.buf].dtype]
         if isinstance(node, PointwiseNode):
             idx = " + ".join(
-                [str(node.offset)]
-                + [f"{v} * {s}" for v, s in zip(names, node.strides, strict=True) if s]
+                [tritonexpr(node.offset)]
+                + [
+                    f"{v} * {tritonexpr(s)}"
+                    for v, s in zip(names, node.strides, strict=True)
+                    if s != 0
+                ]
             )
             if has_inner:
                 lines += open_inner(inner)
@@ -364,7 +380,7 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
             lines.append(f"    tl.store({store_ptr} + o, res{n}.to({out_ty}), mask=omask)")
             regs[node.buf] = f"res{n}"
     return "\n".join(lines), TritonKernelSource(
-        kernel.name, tuple(used), kernel.outer_numel, max_inner, persistent
+        kernel.name, tuple(used), kernel.outer_numel, max_inner, persistent, symbols
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from .errors import CompilerError
+from .symbolic import is_static, pyexpr
 from .triton_codegen import TritonKernelSource, block_candidates
 
 __all__ = ["TritonLauncher", "load_triton_module", "triton_kernels"]
@@ -138,9 +139,10 @@ class TritonLauncher:
         # compiled kernels launched directly, by specialisation key (see _DirectLaunch)
         self._fast: dict[tuple[object, ...], _DirectLaunch] = {}
         self._direct = True
+        self._rows = _rows_of(src)
 
     def _grid(self, cfg: tuple[int, int], tensors: tuple[torch.Tensor, ...]) -> int:
-        return (self.src.rows + cfg[0] - 1) // cfg[0]
+        return (self._rows(tensors) + cfg[0] - 1) // cfg[0]
 
     def _launch(self, cfg: tuple[int, int], tensors: tuple[torch.Tensor, ...]) -> Any:
         """Launch through triton's JIT entry point; returns its compiled kernel (None when
@@ -163,8 +165,8 @@ class TritonLauncher:
         return time.perf_counter() - t0
 
     def _tune(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
-        cands = block_candidates(self.src.rows, self.src.max_inner, self.src.persistent)
-        cuda = any(t.is_cuda for t in tensors)
+        cands = block_candidates(self._rows(tensors), self.src.max_inner, self.src.persistent)
+        cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors)
         best: tuple[float, tuple[int, int]] | None = None
         failures: list[str] = []
         for cfg in cands:
@@ -201,6 +203,16 @@ class TritonLauncher:
                 self._direct = False  # interpreted: never look again
             else:
                 self._fast[key] = fast
+
+
+def _rows_of(src: TritonKernelSource) -> Callable[[tuple[Any, ...]], int]:
+    """The kernel's row count from its launch arguments (the symbols come last)."""
+    rows = src.rows
+    if is_static(rows):
+        return lambda args: rows  # type: ignore[return-value]
+    n = len(src.symbols)
+    fn = eval(f"lambda {', '.join(src.symbols)}: {pyexpr(rows)}")
+    return lambda args: int(fn(*args[len(args) - n :]))
 
 
 def triton_kernels(
