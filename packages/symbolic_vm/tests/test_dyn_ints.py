@@ -7,6 +7,7 @@ guards accept them and compares with eager; where the guards refuse, that is che
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Callable
 from typing import Any
@@ -239,3 +240,38 @@ def test_int_field_of_a_plain_object_is_symbolic_under_dynamic_true() -> None:
     for k in SWEEP:
         assert cap.accepts(x, Config(k))
         cap.same(x, Config(k))
+
+
+def _float_of(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * float(n) + math.sqrt(n * n)
+
+
+def _int_of_float(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x[: int(n * 1.5)] * 2
+
+
+def _tensor_of(x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
+    return (
+        x + torch.tensor(n),
+        torch.tensor([n, 2]) * 3,
+        torch.tensor(n * 0.5) + x,
+        torch.tensor(n, dtype=torch.float64),
+    )
+
+
+@pytest.mark.parametrize("fn", [_float_of, _int_of_float, _tensor_of], ids=lambda f: f.__name__)
+def test_numeric_builtins_and_torch_tensor_keep_a_symbolic_int_symbolic(
+    fn: Callable[..., Any],
+) -> None:
+    x = torch.randn(30)
+    cap = Captured(fn, (x, 4), CaptureConfig(dynamic_ints=frozenset({"L['n']"})))
+    assert sym_placeholders(cap) == ["n"]
+    assert "CONSTANT_MATCH" not in cap.text, cap.text
+    for n in (2, 3, 4, 7, 17):
+        assert cap.accepts(x, n)
+        eager = fn(x, n)
+        got = cap.fn(x, n)
+        for a, b in zip(got if isinstance(got, tuple) else (got,),
+                        eager if isinstance(eager, tuple) else (eager,), strict=True):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b)

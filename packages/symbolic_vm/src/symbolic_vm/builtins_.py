@@ -78,6 +78,20 @@ _SPECIALISING: frozenset[int] = frozenset(
     id(f) for f in (builtins.str, builtins.repr, builtins.format, builtins.hash, builtins.chr)
 )
 
+# Builtins and math functions whose call on a SymInt/SymFloat would specialise it (``float(s0)``
+# asks the shape environment for the value), and torch's symbolic spelling of the same function,
+# recorded in the graph instead so that the int stays symbolic (one compile for every value).
+_SYMBOLIC_EQUIVALENTS: dict[int, Any] = {
+    id(builtins.float): torch.sym_float,
+    id(builtins.int): torch.sym_int,
+    **{
+        id(getattr(math, name)): getattr(torch, f"_sym_{name}")
+        for name in ("sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos",
+                     "atan", "log2")
+        if hasattr(torch, f"_sym_{name}")
+    },
+}
+
 _OPERATOR_BINARY = {v: k for k, v in ops.BINARY_OPS.items()}
 _OPERATOR_COMPARE = {v: k for k, v in ops.COMPARE_OPS.items()}
 
@@ -94,6 +108,9 @@ def call_builtin(
         return ops.binary(vm.out, _OPERATOR_BINARY[value], args[0], args[1])
     if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
         return ops.compare(vm.out, _OPERATOR_COMPARE[value], args[0], args[1])
+    sym_equivalent = _SYMBOLIC_EQUIVALENTS.get(id(value))
+    if sym_equivalent is not None and not kwargs and any(isinstance(a, SymVar) for a in args):
+        return ops.graph_call(vm.out, sym_equivalent, args, kwargs)
     if id(value) in _PURE:
         specialise = id(value) in _SPECIALISING and not any(isinstance(a, TensorVar) for a in args)
         if not specialise and any(ops.is_graph_value(a) for a in args):

@@ -26,6 +26,7 @@ from symbolic_vm.values import (
     ListBox,
     ListVar,
     ObjectVar,
+    SymVar,
     TensorVar,
     TupleVar,
     Var,
@@ -150,7 +151,65 @@ def call_torch(
     out.depend(fn)
     if "out" in kwargs:
         return _call_with_out(out, value, args, kwargs)
+    if value is torch.tensor and len(args) == 1 and _holds_symbol(out, args[0]):
+        return _tensor_of_symbols(out, args[0], kwargs)
     return ops.graph_call(out, value, args, kwargs)
+
+
+def _holds_symbol(out: Output, data: Var) -> bool:
+    if isinstance(data, SymVar):
+        return True
+    if isinstance(data, TupleVar | ListVar):
+        return any(isinstance(v, SymVar) for v in ops.items(out, data))
+    return False
+
+
+def _tensor_of_symbols(out: Output, data: Var, kwargs: dict[str, Var]) -> Var:
+    """``torch.tensor(n)`` / ``torch.tensor([n, 2])`` with symbolic numbers in the data.
+
+    On fakes, ``torch.tensor`` reads each number's value, which would specialise the symbol
+    (a recompile per value); built from ``scalar_tensor`` nodes instead, the number stays an
+    input of the graph. The dtype is the one ``torch.tensor`` infers from the Python types
+    (any float: the default float dtype, which the global-state guard pins; else any int:
+    int64; else bool) unless ``dtype=`` says otherwise.
+    """
+    flat = list(ops.items(out, data)) if isinstance(data, TupleVar | ListVar) else [data]
+    if any(not isinstance(v, SymVar | ConstVar) for v in flat) or any(
+        isinstance(v, ConstVar) and type(v.value) not in (int, float, bool) for v in flat
+    ):
+        raise Unsupported("torch.tensor() of a nested or non-number sequence with symbolic sizes")
+    allowed = {"dtype", "device", "requires_grad"}
+    if set(kwargs) - allowed:
+        raise Unsupported(f"torch.tensor() with {sorted(set(kwargs) - allowed)} and symbolic data")
+    kinds = {_number_kind(v) for v in flat}
+    dtype: Var = kwargs.get("dtype", ConstVar(None))
+    if isinstance(dtype, ConstVar) and dtype.value is None:
+        inferred = (
+            torch.get_default_dtype()
+            if float in kinds
+            else torch.int64 if int in kinds else torch.bool
+        )
+        dtype = ConstVar(inferred)
+    options = {"dtype": dtype, "device": kwargs.get("device", ConstVar(None))}
+    scalars = [ops.graph_call(out, torch.scalar_tensor, [v], options) for v in flat]
+    result = (
+        ops.graph_call(out, torch.stack, [ListVar(ListBox(scalars))], {})
+        if isinstance(data, TupleVar | ListVar)
+        else scalars[0]
+    )
+    grad = kwargs.get("requires_grad")
+    if grad is not None and ops.const_value(out, grad):
+        result = ops.graph_method(out, "requires_grad_", [result], {})
+    return result
+
+
+def _number_kind(v: Var) -> type:
+    if isinstance(v, ConstVar):
+        return type(v.value)
+    example = v.example  # type: ignore[attr-defined]
+    if isinstance(example, torch.SymBool):
+        return bool
+    return float if isinstance(example, torch.SymFloat) else int
 
 
 def _call_with_out(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
