@@ -47,13 +47,14 @@ def load_triton_module(source: str) -> ModuleType:
 def _spec_key(args: tuple[object, ...]) -> tuple[object, ...] | None:
     """What triton's JIT specialises a kernel on, for the arguments we pass: a tensor's dtype
     and whether its data is 16-byte aligned; an int's value when it is 1, else whether it is a
-    multiple of 16. None when an argument is of another kind (no direct launch then)."""
+    multiple of 16, and which integer type holds it. None when an argument is of another kind
+    (no direct launch then)."""
     key: list[object] = []
     for arg in args:
         if isinstance(arg, torch.Tensor):
             key.append((arg.dtype, arg.data_ptr() % 16 == 0))
-        elif type(arg) is int:
-            key.append((arg == 1, arg % 16 == 0))
+        elif type(arg) is int:  # and its integer type: i32, i64 or u64 by range
+            key.append((arg == 1, arg % 16 == 0, -(2**31) <= arg < 2**31, arg < 2**63))
         else:
             return None
     return tuple(key)
