@@ -11,13 +11,16 @@ trace relied on (equal sizes, branches on a size) are guarded.
 
 from __future__ import annotations
 
+import logging
 import math
+import warnings
 from typing import Any
 
 import pytest
 import torch
 
 import compile_api
+import inductor_lite
 
 
 def same(compiled: Any, eager: Any, *args: Any) -> Any:
@@ -367,11 +370,17 @@ def test_parameters_and_buffers_keep_static_sizes_under_dynamic_true(counter: An
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     symbolic = [n.name for n in placeholders if _is_sym(n)]
     assert len(placeholders) == 6 and symbolic == [placeholders[0].name], symbolic
-    ref_count, ref_graphs = torch_compile_count(model, [(torch.randn(n, 6),) for n in (3, 4, 7)],
-                                                True)
+    ref_count, ref_graphs = torch_compile_count(
+        model, [(torch.randn(n, 6),) for n in (3, 4, 7)], True
+    )
     assert ref_count == 1
-    ref_symbolic = [n.name for n in ref_graphs[0].graph.nodes if n.op == "placeholder"
-                    and isinstance(n.meta.get("example_value"), torch.Tensor) and _is_sym(n)]
+    ref_symbolic = [
+        n.name
+        for n in ref_graphs[0].graph.nodes
+        if n.op == "placeholder"
+        and isinstance(n.meta.get("example_value"), torch.Tensor)
+        and _is_sym(n)
+    ]
     assert len(ref_symbolic) == 1  # the input only
 
 
@@ -611,3 +620,78 @@ def test_int_attribute_of_a_module_stays_a_constant_under_dynamic_true(counter: 
     model.k = 5  # guarded by value: recompile, right result
     torch.testing.assert_close(compiled(x), model(x))
     assert counter.count == 2
+
+
+# ---------------------------------------------------------------- backend="inductor"
+# The generated code must run for every size, not an eager fallback: inductor_lite logs
+# "compiled graph: ... size symbols" for a symbolic compile and "graph run eagerly" for a call
+# its compiled code could not take; an eager fallback of a whole graph is a RuntimeWarning.
+
+
+class InductorLog:
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self.caplog = caplog
+        caplog.set_level(logging.DEBUG, logger="strata.inductor_lite")
+
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self.caplog.records if r.name == "strata.inductor_lite"]
+
+    def assert_compiled_code_ran(self, symbolic_graphs: int) -> None:
+        msgs = self.messages()
+        compiled = [m for m in msgs if m.startswith("compiled graph:")]
+        assert sum("size symbols" in m for m in compiled) == symbolic_graphs, msgs
+        assert all(" 0 kernels" not in m for m in compiled), msgs
+        assert not [m for m in msgs if "run eagerly" in m or "eagerly" in m], msgs
+
+
+def mlp_step(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    h = torch.nn.functional.gelu(x @ w1)
+    return torch.softmax(torch.nn.functional.layer_norm(h @ w2, (w2.shape[1],)), dim=-1)
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_inductor_one_symbolic_compile_runs_every_size(
+    caplog: pytest.LogCaptureFixture, dynamic: Any
+) -> None:
+    log = InductorLog(caplog)
+    count = 0
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        nonlocal count
+        count += 1
+        return inductor_lite.compile_fx(gm, list(example_inputs))
+
+    compile_api.config.suppress_errors = False
+    fn = compile_api.compile(mlp_step, backend=backend, dynamic=dynamic)
+    w1, w2 = torch.randn(16, 32), torch.randn(32, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # an eager fallback fails the test
+        for n in (2, 3, 17, 1000, 5):
+            x = torch.randn(n, 16)
+            torch.testing.assert_close(fn(x, w1, w2), mlp_step(x, w1, w2), atol=1e-5, rtol=1e-5)
+    assert count == (1 if dynamic else 2)
+    log.assert_compiled_code_ran(symbolic_graphs=1)
+
+
+def test_inductor_string_backend_dynamic_true_training_step(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = InductorLog(caplog)
+    compile_api.config.suppress_errors = False
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    twin = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    twin.load_state_dict(model.state_dict())
+    fn = compile_api.compile(model, backend="inductor", dynamic=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for n in (2, 3, 17, 1000):
+            x = torch.randn(n, 8)
+            model.zero_grad()
+            twin.zero_grad()
+            got, expected = fn(x), twin(x)
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+            got.square().mean().backward()
+            expected.square().mean().backward()
+            for p, q in zip(model.parameters(), twin.parameters(), strict=True):
+                torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-5)
+    log.assert_compiled_code_ran(symbolic_graphs=2)  # forward and backward

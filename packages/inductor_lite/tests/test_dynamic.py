@@ -8,6 +8,7 @@ the same inputs, and asserts that the generated code ran: the graphs aot handed 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import torch
@@ -191,3 +192,29 @@ def test_training_step_forward_and_backward_symbolic_batch(recorder: Any) -> Non
             torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-5)
     recorder.assert_generated_code_ran()
     assert len(recorder.graphs) == 2  # one forward, one backward, for every size
+
+
+def test_arange_with_a_symbolic_end_is_index_math(recorder: Any) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        t = x.shape[-1]
+        return x * torch.arange(t) + torch.arange(1, t + 1).float().mean()
+
+    recorder.sweep(f, lambda n: (torch.randn(3, n),))
+    recorder.assert_generated_code_ran()
+    assert all(g.fallback_count == 0 for g in recorder.graphs)
+
+
+def test_symbolic_kernels_never_share_code_with_static_ones(recorder: Any) -> None:
+    # automatic dynamic: the first compile is static (sizes are literals in the C++), the
+    # second takes the symbols as int64_t arguments; different sources, different cache keys
+    recorder.sweep(layer_norm_softmax, lambda n: (torch.randn(n, 48),), dynamic=None)
+    static, dynamic = recorder.compiled()
+    assert not re.search(r"int64_t s\d+", static.kernel_source)
+    assert re.search(r"int64_t s\d+", dynamic.kernel_source)
+    assert static.kernel_source != dynamic.kernel_source
+    # the static dim stays a literal in the symbolic kernel
+    assert "48LL" in dynamic.kernel_source
+    # the static graph still refuses other sizes (it runs its graph eagerly, and right)
+    x = torch.randn(9, 48)
+    torch.testing.assert_close(static(x)[0], layer_norm_softmax(x))
+    assert static.eager_calls == 1

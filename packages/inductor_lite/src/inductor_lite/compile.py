@@ -87,6 +87,7 @@ class CompiledGraph:
         )
         if self.broken or needs_grad or not self._matches(args):
             self.eager_calls += 1
+            log.debug("graph run eagerly: inputs outside what it was compiled for")
             return self.gm(*args)
         try:
             flat = self.run(args)

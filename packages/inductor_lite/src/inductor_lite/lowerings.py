@@ -458,17 +458,19 @@ def _scalar_tensor(L: GraphLowering, node: torch.fx.Node, value: object, **kw: o
 
 @register(aten.arange.start_step, aten.arange.start, aten.arange.default)
 def _arange(L: GraphLowering, node: torch.fx.Node, *args: object, **kw: object) -> object:
-    if any(isinstance(a, sympy.Expr) for a in args):
-        return NotImplemented  # symbolic bounds: eager's arange from the wrapper
-    nums: list[int | float] = [a for a in args if isinstance(a, int | float)]
+    nums: list[object] = [a for a in args if isinstance(a, int | float | sympy.Expr)]
+    # a symbolic end only sets the size (from meta); a symbolic start or step is left to aten
+    bounds = {1: (), 2: (0,), 3: (0, 2)}.get(len(nums), tuple(range(len(nums))))
+    if any(isinstance(nums[k], sympy.Expr) for k in bounds):
+        return NotImplemented
     start: int | float
     step: int | float
     if len(nums) == 1:
         start, step = 0, 1
     elif len(nums) == 2:
-        start, step = nums[0], 1
+        start, step = nums[0], 1  # type: ignore[assignment]
     else:
-        start, step = nums[0], nums[2]
+        start, step = nums[0], nums[2]  # type: ignore[assignment]
     dt = out_dtype(node)
     sizes = out_sizes(node)
     if isinstance(start, int) and isinstance(step, int) and not dt.is_floating_point:
