@@ -23,10 +23,11 @@ else:
         CppExtension(
             "guards._tensor_guards",
             sources=[
-                "csrc/tensor_guards.cpp", "csrc/module_calls.cpp", "csrc/weak_tuple.cpp"
+                "csrc/tensor_guards.cpp", "csrc/module_calls.cpp", "csrc/weak_tuple.cpp",
+                "csrc/dict_keys.cpp",
             ],
             # -O2 and no debug info: tensor_guards.cpp over a handful of torch headers,
-            # module_calls.cpp plain CPython (DictGate, ModuleCallsCheck), weak_tuple.cpp too.
+            # the other three plain CPython (DictGate, ModuleCallsCheck, WeakTuple, DictKeysCheck).
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         )

@@ -1,6 +1,6 @@
-// Shared by tensor_guards.cpp, module_calls.cpp and weak_tuple.cpp: DictGate (instance-dict
-// reads behind a class gate, see module_calls.cpp), the ModuleCallsCheck and WeakTuple types.
-// Plain CPython API.
+// Shared by the extension's translation units: DictGate (instance-dict reads behind a class
+// gate, see module_calls.cpp), dict_tag, and the types defined outside tensor_guards.cpp
+// (ModuleCallsCheck, WeakTuple, DictKeysCheck).  Plain CPython API.
 #pragma once
 
 #include <Python.h>
@@ -54,5 +54,10 @@ extern PyTypeObject ModuleCallsCheckType;
 bool weak_tuple_ready();
 
 extern PyTypeObject WeakTupleType;
+
+// PyType_Ready of DictKeysCheckType (dict_keys.cpp); false with a Python error.
+bool dict_keys_ready();
+
+extern PyTypeObject DictKeysCheckType;
 
 }  // namespace strata_guards

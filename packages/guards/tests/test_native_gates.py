@@ -302,3 +302,65 @@ def test_module_calls_passes_again_once_hooks_are_removed() -> None:
     other = torch.nn.Sequential(_Act(), _Act())
     other[0].register_forward_hook(lambda *a: None)
     assert not agree(fast, slow, {"seq": other})  # another _modules dict after a warm cache
+
+
+def _keys_guard(d: dict[Any, Any]) -> tuple[CompiledGuards, CompiledGuards]:
+    return both(lambda gs: gs.DICT_KEYS(LocalSource("d"), d))
+
+
+DICT_CHANGES: dict[str, tuple[Callable[[dict[Any, Any]], object], bool]] = {
+    "value replaced (new tag, same keys)": (lambda d: d.__setitem__("b", 9), True),
+    "key added": (lambda d: d.__setitem__("z", 0), False),
+    "key deleted": (lambda d: d.pop("a"), False),
+    "key moved to the end": (lambda d: d.__setitem__("a", d.pop("a")), False),
+    "cleared and refilled in order": (
+        lambda d: (items := list(d.items()), d.clear(), d.update(items)), True),
+    "cleared": (lambda d: d.clear(), False),
+}
+
+
+@pytest.mark.parametrize("change", list(DICT_CHANGES))
+def test_dict_keys_verdicts_agree_after_a_warm_cache(change: str) -> None:
+    mutate, passes = DICT_CHANGES[change]
+    d = {"a": 1, "b": 2, 3: "c"}
+    fast, slow = _keys_guard(d)
+    assert "___dict_keys_check" in fast.source_code
+    _warm(fast, slow, {"d": d})
+    mutate(d)
+    for _ in range(2):
+        assert agree(fast, slow, {"d": d}) is passes
+    assert not agree(fast, slow, {"d": OrderedDict(d)})  # another type, after a warm cache
+    assert agree(fast, slow, {"d": {"a": 0, "b": 0, 3: 0}}) is True  # another dict, same keys
+
+
+def test_dict_keys_of_an_ordered_dict_stay_on_the_python_compare() -> None:
+    d = OrderedDict(a=1, b=2)
+    fast, slow = _keys_guard(d)
+    assert "___dict_keys_check" not in fast.source_code
+    _warm(fast, slow, {"d": d})
+    d.move_to_end("a")  # reorders without a version-tag change
+    assert not agree(fast, slow, {"d": d})
+
+
+class _Key:
+    """A key equal to the string "k", unequal once ``off`` is set."""
+
+    off = False
+
+    def __hash__(self) -> int:
+        return hash("k")
+
+    def __eq__(self, other: object) -> bool:
+        return not _Key.off and (other == "k" or isinstance(other, _Key))
+
+
+def test_dict_keys_compare_with_eq_like_tuple_equality() -> None:
+    fast, slow = _keys_guard({"k": 1})
+    d = {_Key(): 1}
+    _warm(fast, slow, {"d": d})
+    _Key.off = True  # the same dict, unchanged, but its key no longer equals "k"
+    try:
+        assert agree(fast, slow, {"d": d}) is False  # a user key's verdict is never cached
+    finally:
+        _Key.off = False
+    assert agree(fast, slow, {"d": d})
