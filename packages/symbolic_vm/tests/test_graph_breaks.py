@@ -7,7 +7,14 @@ import pytest
 import torch
 from vm_harness import assert_same, run_with_breaks
 
-from symbolic_vm import CaptureConfig, GraphBreakNeeded, capture, frame_from_call, graph_break
+from symbolic_vm import (
+    CaptureConfig,
+    GraphBreakNeeded,
+    Unsupported,
+    capture,
+    frame_from_call,
+    graph_break,
+)
 
 
 def readme_toy(a, b):
@@ -85,10 +92,44 @@ def break_in_a_loop(x):
     return x
 
 
-def test_a_break_inside_a_for_loop_asks_for_eager_like_torchdynamo():
-    with pytest.raises(GraphBreakNeeded) as info:
-        capture(frame_from_call(break_in_a_loop, (torch.randn(2),)), CaptureConfig())
-    assert info.value.breaks[0].source_line == "print(i)"
+def test_a_break_inside_a_for_loop_runs_the_loop_as_bytecode_between_two_graphs(capsys):
+    # TorchDynamo runs the whole frame eagerly here; the VM compiles the code before the loop
+    # (nothing here), runs the loop's own bytecode, and resumes after it.
+    x = torch.randn(2)
+    out, results = run_with_breaks(break_in_a_loop, x)
+    assert_same(out, break_in_a_loop(x))
+    assert capsys.readouterr().out == "0\n1\n2\n" * 2
+    first, after = results
+    assert not first.graphs  # the loop starts the frame
+    (brk,) = first.breaks
+    assert brk.source_line == "print(i)"
+    assert "inside a loop" in brk.reason and "runs eagerly" in brk.reason
+    assert after.graphs == [] and not after.breaks  # `return x`: no ops left
+
+
+def break_in_a_loop_between_ops(x):
+    y = x.cos()
+    for i in range(2):
+        y = y + i
+        print(i)
+    return y.sin()
+
+
+def test_the_ops_before_and_after_a_loop_region_are_in_graphs(capsys):
+    x = torch.randn(3)
+    out, results = run_with_breaks(break_in_a_loop_between_ops, x)
+    assert_same(out, break_in_a_loop_between_ops(x))
+    targets = [
+        [n.target for n in r.graphs[0].gm.graph.nodes if n.op.startswith("call_")]
+        for r in results
+    ]
+    assert targets == [["cos"], ["sin"]]
+
+
+def test_a_break_inside_a_loop_with_fullgraph_still_raises():
+    with pytest.raises(Unsupported) as info:
+        capture(frame_from_call(break_in_a_loop, (torch.randn(2),)), CaptureConfig(fullgraph=True))
+    assert not isinstance(info.value, GraphBreakNeeded)
 
 
 def keeps_locals(x, n=3):

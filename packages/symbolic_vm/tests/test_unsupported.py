@@ -100,15 +100,25 @@ def test_error_inside_an_inlined_function_points_at_the_innermost_line():
     assert info.value.source_line == "return x.sum().item()"
 
 
-def branch_in_loop(x):
-    for _ in range(2):
+class _UserManager:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def branch_in_user_with(x):
+    # A break inside a user context manager runs the frame eagerly (as torch.compile); one
+    # inside a loop runs only the loop eagerly now (symbolic_vm.region).
+    with _UserManager():
         if x.sum() > 0:
             x = x - 1
     return x
 
 
 def test_without_fullgraph_a_break_the_vm_cannot_make_asks_for_eager_with_a_record():
-    frame = frame_from_call(branch_in_loop, (torch.randn(3),))
+    frame = frame_from_call(branch_in_user_with, (torch.randn(3),))
     with pytest.raises(GraphBreakNeeded) as info:
         capture(frame, CaptureConfig(fullgraph=False))
     (record,) = info.value.breaks

@@ -13,12 +13,15 @@ import types
 
 import torch
 
+from symbolic_vm.bytecode import ResumeError
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.interpreter import BreakAt, Interpreter
+from symbolic_vm.interpreter import BreakAt, Interpreter, RegionRestart
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import GraphBreak
+from symbolic_vm.region import Region, find_region, inside_loop_or_try, region_residual
 from symbolic_vm.resume import (
+    BreakCode,
     BreakPlan,
     Const,
     Local,
@@ -27,6 +30,7 @@ from symbolic_vm.resume import (
     ResumeBuilder,
     Slot,
     Value,
+    in_loop_or_try,
     positional_helper,
     why_not_break_at,
     with_exit_slots,
@@ -70,9 +74,13 @@ def plan_break(
     return expression, and the plan's stack and local slots.
     """
     code = vm.code
-    why = why_not_break_at(code, brk.offset)
+    if brk.region is None and (
+        in_loop_or_try(code, brk.offset) or inside_loop_or_try(code, brk.offset)
+    ):
+        _restart_at_region(code, brk)  # the loop/try statement runs as bytecode
+    why = None if brk.region is not None else why_not_break_at(code, brk.offset)
     if why is not None:
-        raise _eagerly(brk, why)  # in a loop, or in a try block: TorchDynamo's policy
+        raise _eagerly(brk, why)
     if _has_pending_iterator(brk.stack):
         # An iterator on the stack: the VM's iterators hold values it computed when the
         # iterator was made (a generator expression runs to completion there), so resuming
@@ -138,6 +146,31 @@ def plan_break(
         values.append(rebuilder.expr(var))
     return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
     return rebuilder, writes, return_expr, stack, live
+
+
+def _restart_at_region(code: types.CodeType, brk: BreakAt) -> None:
+    """Raise RegionRestart for the loop/try statement around the break (TorchDynamo runs the
+    whole frame eagerly there), or the break's error when that region cannot run alone."""
+    if _in_other_with_block(code, brk):
+        raise _eagerly(brk, "inside a user context manager (the frame runs eagerly, as in "
+                            "torch.compile)")
+    try:
+        region = find_region(code, brk.offset)
+    except ResumeError as err:
+        raise _eagerly(brk, f"a graph break inside a loop or try block whose statement cannot "
+                            f"run on its own ({err}; the frame runs eagerly)") from err
+    first, last = region.lines
+    where = f"lines {first}-{last}" if last > first else f"line {first}"
+    error = brk.error
+    reason = (
+        f"{error.reason}; a graph break inside a {region.kind} at "
+        f"{error.filename}:{error.lineno}: the {region.kind} ({where}) runs eagerly as Python, "
+        "the code before and after it is compiled"
+    )
+    raise RegionRestart(region, Unsupported(
+        reason, filename=error.filename, lineno=error.lineno, source_line=error.source_line,
+        hint=error.hint,
+    ))
 
 
 def _eagerly(brk: BreakAt, why: str) -> Unsupported:
@@ -297,5 +330,16 @@ def residual_code(  # noqa: PLR0917 - the parts of one break
         code, brk.offset, tuple(stack), tuple(live), helper="", helper_args=names,
         helper_code=flat,
     )
-    built = RESUMES.residual(plan)
+    if brk.region is not None:
+        built = _region_code(plan, brk, brk.region)
+    else:
+        built = RESUMES.residual(plan)
     return built.code, built.globals_to_install(out.f_globals)
+
+
+def _region_code(plan: BreakPlan, brk: BreakAt, region: Region) -> BreakCode:
+    try:
+        return region_residual(RESUMES, plan, region)
+    except ResumeError as err:
+        raise _eagerly(brk, f"its region cannot run on its own ({err}; the frame runs "
+                            "eagerly)") from err

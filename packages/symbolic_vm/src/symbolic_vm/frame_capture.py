@@ -14,7 +14,13 @@ from symbolic_vm.breaks import break_record, plan_break, reset_resumes, residual
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, frame_names
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
 from symbolic_vm.guard_api import Source
-from symbolic_vm.interpreter import SUPPORTED_VERSIONS, BreakAt, Interpreter, RetraceAt
+from symbolic_vm.interpreter import (
+    SUPPORTED_VERSIONS,
+    BreakAt,
+    Interpreter,
+    RegionRestart,
+    RetraceAt,
+)
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import (
     CaptureConfig,
@@ -23,6 +29,7 @@ from symbolic_vm.records import (
     FrameLike,
     GraphBreak,
 )
+from symbolic_vm.region import Region
 from symbolic_vm.values import SymVar, TensorVar, Var
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -64,17 +71,26 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
         raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")
     number = next(_counter)
     stop_at: tuple[int, Unsupported] | None = None
-    while True:
+    region: tuple[Region, Unsupported] | None = None
+    while True:  # at most 4 traces: a retrace, a region restart, a retrace
         try:
-            return _capture_once(frame, config, number, stop_at)
+            return _capture_once(frame, config, number, stop_at, region)
         except RetraceAt as retry:
             if stop_at is not None:  # the second trace must stop before reaching this
                 raise _eager(retry.error, config) from retry
             stop_at = (retry.step, retry.error)
+        except RegionRestart as restart:
+            if region is not None:  # the restarted trace stops before any loop or try
+                raise _eager(restart.error, config) from restart
+            region, stop_at = (restart.region, restart.error), None
 
 
 def _capture_once(
-    frame: FrameLike, config: CaptureConfig, number: int, stop_at: tuple[int, Unsupported] | None
+    frame: FrameLike,
+    config: CaptureConfig,
+    number: int,
+    stop_at: tuple[int, Unsupported] | None,
+    region: tuple[Region, Unsupported] | None = None,
 ) -> CaptureResult:
     code = frame.f_code
     out = Output(frame.f_globals, config, prefix=f"__strata_{number}")
@@ -90,6 +106,7 @@ def _capture_once(
             )
             vm.may_break = not config.fullgraph
             vm.stop_at = stop_at
+            vm.stop_region = region
             try:
                 result = vm.run()
             except BreakAt as brk:

@@ -12,6 +12,7 @@ from typing import Any
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import LocalSource
 from symbolic_vm.output import Output
+from symbolic_vm.region import Region
 from symbolic_vm.values import NULL, Cell, Var
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -80,13 +81,20 @@ class BreakAt(Exception):
     """
 
     def __init__(
-        self, offset: int, stack: list[Var], local_vars: dict[str, Var], error: Unsupported
+        self,
+        offset: int,
+        stack: list[Var],
+        local_vars: dict[str, Var],
+        error: Unsupported,
+        *,
+        region: Region | None = None,
     ) -> None:
         super().__init__(error.reason)
         self.offset = offset
         self.stack = stack
         self.local_vars = local_vars
         self.error = error
+        self.region = region  # set when the whole region starting at ``offset`` runs eagerly
 
 
 class RetraceAt(Exception):
@@ -99,6 +107,17 @@ class RetraceAt(Exception):
     def __init__(self, step: int, error: Unsupported) -> None:
         super().__init__(error.reason)
         self.step = step
+        self.error = error
+
+
+class RegionRestart(Exception):
+    """A break inside a loop or try block: capture() traces the frame again and stops at the
+    start of ``region`` (the outermost loop/try statement around it), which then runs as
+    bytecode (see symbolic_vm.region). ``error`` is the break's reason, saying so."""
+
+    def __init__(self, region: Region, error: Unsupported) -> None:
+        super().__init__(error.reason)
+        self.region = region
         self.error = error
 
 
@@ -143,6 +162,7 @@ class Interpreter:
         self.may_break = False
         self.steps = 0  # root instructions started (identifies one dynamic instruction)
         self.stop_at: tuple[int, Unsupported] | None = None  # (step, why) from a RetraceAt
+        self.stop_region: tuple[Region, Unsupported] | None = None  # from a RegionRestart
 
     # -- running ----------------------------------------------------------------------------
 
@@ -157,6 +177,12 @@ class Interpreter:
             self.steps += 1
             if self.stop_at is not None and self.stop_at[0] == self.steps:
                 raise BreakAt(inst.offset, list(self.stack), dict(self.locals), self.stop_at[1])
+            if self.stop_region is not None and self.stop_region[0].start == inst.offset:
+                # The region's start is outside every loop: the first arrival is its entry.
+                region, why = self.stop_region
+                raise BreakAt(
+                    inst.offset, list(self.stack), dict(self.locals), why, region=region
+                )
             snapshot = self._snapshot(inst)
             try:
                 if fn is None:

@@ -54,10 +54,19 @@ __all__ = [
     "ResumeBuilder",
     "ResumeFunction",
     "Slot",
+    "UNBOUND",
     "Value",
     "WithExit",
+    "in_loop_or_try",
     "instructions_at",
+    "exit_with",
+    "inline_helper",
+    "load_slot",
+    "pop_null",
     "positional_helper",
+    "restore_stack",
+    "slot_tag",
+    "with_cleanups",
     "resume_name",
     "why_not_break_at",
     "with_exit_slot",
@@ -200,6 +209,18 @@ def resume_name(offset: int, index: int) -> str:
     return f"__resume_at_{offset}_{index}"
 
 
+class _Unbound:
+    """The type of :data:`UNBOUND`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<unbound local>"
+
+
+#: Passed for a local that was unbound where a region of the frame ended (see region.py).
+UNBOUND = _Unbound()
+
 # Stack shapes of a resume function's entry: one tag per slot.
 _NULL, _VALUE, _WITH = "null", "value", "with"
 _CO_UNSUPPORTED = (
@@ -213,7 +234,7 @@ def _discard() -> None:
     """Called with nothing to consume a NULL from the stack (POP_TOP cannot pop a NULL)."""
 
 
-def _tag(slot: Slot) -> Tag:
+def slot_tag(slot: Slot) -> Tag:
     if isinstance(slot, Null):
         return _NULL
     if isinstance(slot, WithExit):
@@ -393,7 +414,13 @@ class ResumeBuilder:
     # --- resume functions ------------------------------------------------------------------
 
     def resume_at(
-        self, code: types.CodeType, offset: int, stack: Sequence[Tag], local_names: Sequence[str]
+        self,
+        code: types.CodeType,
+        offset: int,
+        stack: Sequence[Tag],
+        local_names: Sequence[str],
+        *,
+        maybe_unbound: Sequence[str] = (),
     ) -> ResumeFunction:
         """The resume function of ``code`` at ``offset``.
 
@@ -401,15 +428,19 @@ class ResumeBuilder:
         context manager to enter, passed in), a :class:`Reenter` (a manager the function builds
         and enters itself) or a :class:`Local` (the value of one of ``local_names``); its
         arguments are the ``"value"`` and ``"with"`` slots' values, then ``local_names``.
+        A local of ``maybe_unbound`` passed as :data:`UNBOUND` is deleted before the jump (the
+        caller could not tell at build time whether it would be bound: see ``region.py``).
         """
         _check_code(code)
         code, offset = self.original_of(code, offset)
-        key = (code, offset, tuple(stack), tuple(local_names))
+        key = (code, offset, tuple(stack), tuple(local_names), tuple(maybe_unbound))
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         name = resume_name(offset, self._next_index())
-        resume_code, offsets = _resume_code(code, offset, stack, local_names, name)
+        resume_code, offsets = _resume_code(
+            code, offset, stack, local_names, name, maybe_unbound
+        )
         built = ResumeFunction(name, resume_code, offset)
         self._cache[key] = built
         self._origins[resume_code] = (code, offsets)
@@ -444,12 +475,12 @@ class ResumeBuilder:
 
         body: Items = []
         if plan.helper_code is not None:
-            body.extend(_inline_helper(code, plan.helper_code))
+            body.extend(inline_helper(code, plan.helper_code))
         else:
             helper_args = [[_load_var(code, n)] for n in plan.helper_args]
             body.extend(codegen.call_global(plan.helper, helper_args))
             body.append(codegen.store_fast(_VALS))
-        handler, cleanups = _restore_stack(body, plan.stack, local_slots)
+        handler, cleanups = restore_stack(body, plan.stack, local_slots)
         ran = [attrs.evolve(i, handler=handler) for i in group.instrs]
 
         successors: list[tuple[int, Label | None]] = [
@@ -475,21 +506,23 @@ class ResumeBuilder:
         for offset, label in successors:
             if label is not None:
                 body.append(label)
-            resume = self.resume_at(code, offset, [_tag(s) for s in after], [n for n, _ in live])
+            resume = self.resume_at(
+                code, offset, [slot_tag(s) for s in after], [n for n, _ in live]
+            )
             resumes.append(resume)
             body.extend(_call_resume(code, resume, after, live, local_slots))
-        body.extend(_with_cleanups(cleanups))
+        body.extend(with_cleanups(cleanups))
 
         head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
         residual = assemble([*head, *with_position(body, position)], template=code)
         return BreakCode(residual, tuple(resumes))
 
 
-def _load_slot(slot: Slot, locals_: dict[str, Slot] | None = None) -> Items:
+def load_slot(slot: Slot, locals_: dict[str, Slot] | None = None) -> Items:
     if isinstance(slot, Local):
         if locals_ is None:
             raise ResumeError(f"{slot!r} outside a plan's stack")
-        return _load_slot(locals_[slot.name])
+        return load_slot(locals_[slot.name])
     if isinstance(slot, Reenter):
         return _build_manager(slot)
     if isinstance(slot, Const):
@@ -509,7 +542,7 @@ class _WithCleanup:
     outer: ExceptHandler | None
 
 
-def _restore_stack(
+def restore_stack(
     body: Items, stack: Sequence[Slot], locals_: dict[str, Slot]
 ) -> tuple[ExceptHandler | None, list[_WithCleanup]]:
     """Push ``stack``; enter its with blocks, each with an exception handler.
@@ -520,7 +553,7 @@ def _restore_stack(
     handler: ExceptHandler | None = None
     cleanups: list[_WithCleanup] = []
     for depth, slot in enumerate(stack):
-        loads = _load_slot(slot, locals_)
+        loads = load_slot(slot, locals_)
         if isinstance(slot, WithExit | Reenter):
             # BEFORE_WITH pushes __exit__ and __enter__'s result; the result is dropped.
             enter = codegen.enter_with(loads)
@@ -536,7 +569,7 @@ def _restore_stack(
     return handler, cleanups
 
 
-def _with_cleanups(cleanups: Sequence[_WithCleanup]) -> Items:
+def with_cleanups(cleanups: Sequence[_WithCleanup]) -> Items:
     """Exception paths of the with blocks the residual code entered: call ``__exit__`` with the
     exception, then re-raise it (a manager that suppresses the exception is not honoured: the
     rest of its block is in the resume function, which is not reached)."""
@@ -555,7 +588,7 @@ def _with_cleanups(cleanups: Sequence[_WithCleanup]) -> Items:
     return out
 
 
-def _pop_null() -> list[Instr]:
+def pop_null() -> list[Instr]:
     # Call a no-op with the NULL as its "self" slot: the only way to drop a NULL.
     out = [codegen.load_const(_discard)]
     if PY_VERSION >= (3, 13):
@@ -563,7 +596,7 @@ def _pop_null() -> list[Instr]:
     return [*out, *codegen.call(0), Instr("POP_TOP")]
 
 
-def _exit_with() -> list[Instr]:
+def exit_with() -> list[Instr]:
     # __exit__(None, None, None): its slot acts as the callable of a method-style call.
     return [codegen.load_const(None), codegen.load_const(None), codegen.load_const(None),
             *codegen.call(2), Instr("POP_TOP")]
@@ -582,12 +615,12 @@ def _call_resume(
     for depth in reversed(range(len(after))):
         slot = after[depth]
         if isinstance(slot, Null):
-            out.extend(_pop_null())
+            out.extend(pop_null())
         elif isinstance(slot, WithExit):
-            out.extend(_exit_with())
-            args.append(_load_slot(slot))
+            out.extend(exit_with())
+            args.append(load_slot(slot))
         elif isinstance(slot, Reenter):
-            out.extend(_exit_with())  # the resume function builds and enters its own
+            out.extend(exit_with())  # the resume function builds and enters its own
         elif isinstance(slot, Local):
             out.append(Instr("POP_TOP"))  # the resume function reads the local instead
         else:
@@ -595,7 +628,7 @@ def _call_resume(
             out.append(codegen.store_fast(tmp))
             args.append([codegen.load_fast(tmp)])
     args.reverse()
-    args.extend(_load_slot(slot, locals_) for _, slot in live_locals)
+    args.extend(load_slot(slot, locals_) for _, slot in live_locals)
     if resume.has_closure:
         func = codegen.make_function(resume.code, closure=code.co_freevars)
         out.extend(codegen.call_function(func, args))
@@ -605,12 +638,13 @@ def _call_resume(
     return out
 
 
-def _resume_code(
+def _resume_code(  # noqa: PLR0917 - one resume function's parts
     code: types.CodeType,
     offset: int,
     stack: Sequence[Tag],
     local_names: Sequence[str],
     name: str,
+    maybe_unbound: Sequence[str] = (),
 ) -> tuple[types.CodeType, dict[int, int]]:
     items = decode(code)
     rest = _split_prologue(items)
@@ -626,6 +660,19 @@ def _resume_code(
     if len(set(argnames)) != len(argnames):
         raise ResumeError(f"duplicate live local names in {local_names}")
     entry: Items = []
+    for var in maybe_unbound:
+        if var not in local_names:
+            raise ResumeError(f"{var!r} may be unbound but is not a live local")
+        bound = Label(f"bound_{var}")
+        # isinstance, not ``is``: the VM answers it for tensors and objects alike.
+        entry.extend([
+            *codegen.call_function(
+                [codegen.load_const(isinstance)],
+                [[_load_var(code, var)], [codegen.load_const(_Unbound)]],
+            ),
+            *codegen.pop_jump_if(False, bound),
+            Instr("DELETE_DEREF" if var in code.co_cellvars else "DELETE_FAST", var), bound,
+        ])
     for d, tag in enumerate(stack):
         if isinstance(tag, Reenter):
             entry.extend(codegen.enter_with(_build_manager(tag)))
@@ -667,7 +714,7 @@ def _resume_code(
     return built, offsets
 
 
-def _inline_helper(code: types.CodeType, helper: types.CodeType) -> Items:
+def inline_helper(code: types.CodeType, helper: types.CodeType) -> Items:
     """The body of ``helper`` as residual code: each return stores the tuple and jumps on."""
     _check_code(helper)
     nargs = _total_args(helper)
@@ -736,6 +783,24 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
     manager, and it runs the frame eagerly on a break inside one.
     """
     items = decode(code)
+    why = _loop_or_try(code, offset)
+    if why is not None:
+        return why
+    after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
+    if after is not None and after.opname == "BEFORE_WITH":
+        return ("a graph break making a context manager (the frame runs eagerly, as in "
+                "torch.compile for generic context managers)")
+    return None
+
+
+def in_loop_or_try(code: types.CodeType, offset: int) -> bool:
+    """Whether the instruction at ``offset`` is inside a loop or a try block (by the rules of
+    :func:`why_not_break_at`): symbolic_vm.region then runs that statement as bytecode."""
+    return _loop_or_try(code, offset) is not None
+
+
+def _loop_or_try(code: types.CodeType, offset: int) -> str | None:
+    items = decode(code)
     instrs = instructions_only(items)
     where = next((k for k, i in enumerate(instrs) if i.offset == offset), None)
     if where is None:
@@ -748,10 +813,6 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
             return "a graph break inside a loop (the frame runs eagerly, as in torch.compile)"
     if _inside_try(instrs, where, label_at):
         return "a graph break inside a try block (the frame runs eagerly, as in torch.compile)"
-    after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
-    if after is not None and after.opname == "BEFORE_WITH":
-        return ("a graph break making a context manager (the frame runs eagerly, as in "
-                "torch.compile for generic context managers)")
     return None
 
 

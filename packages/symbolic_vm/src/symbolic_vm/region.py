@@ -1,0 +1,520 @@
+"""Region-level graph breaks: run a whole loop or try statement of a frame as its own bytecode.
+
+A graph break inside a ``for``/``while`` loop or a ``try`` block cannot resume right after the
+broken instruction: the rest of the loop body would have to be re-entered on every iteration.
+Instead the *region* -- the outermost loop/try statement around the break, from the start of
+its statement -- runs as the frame's original bytecode, in Python (the functions it calls are
+still fresh frames the hook captures), between a graph for the code before it and resume
+functions for the code after it:
+
+1. :func:`find_region` works out the region on the bytecode: its first instruction (the VM
+   traces the frame again and stops there), every instruction it runs (loop bodies, ``try``
+   bodies and their handlers, wherever the compiler placed them), and its exits (the
+   instructions after it, reached with the stack as it was at the start).
+2. :func:`region_residual` builds the broken frame's transformed code: the prologue helper
+   (graph + side effects), the stack and the locals at the region's start restored, the
+   region's instructions copied one to one (jumps, exception handlers and source positions
+   kept; a handler of a ``with`` block around the region becomes the re-entered block's), and
+   at each exit a call of ``__resume_at_<exit>_<n>`` with every local the region may have
+   bound -- one call per exit of the region, never per iteration.
+
+A local the region may or may not have bound (a loop variable of a loop that might not run)
+is passed as :data:`symbolic_vm.resume.UNBOUND` when unbound, and the resume function deletes
+it again (see ``ResumeBuilder.resume_at``). Imports no torch.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from collections.abc import Sequence
+
+import attrs
+
+from symbolic_vm.bytecode import (
+    PY_VERSION,
+    ExceptHandler,
+    Instr,
+    Label,
+    ResumeError,
+    Signature,
+    assemble,
+    codegen,
+    decode,
+    instructions_only,
+    label_indices,
+)
+from symbolic_vm.bytecode.codegen import with_position
+from symbolic_vm.bytecode.opcodes import NO_FALLTHROUGH
+from symbolic_vm.resume import (
+    UNBOUND,
+    BreakCode,
+    BreakPlan,
+    Null,
+    Reenter,
+    ResumeBuilder,
+    ResumeFunction,
+    exit_with,
+    inline_helper,
+    load_slot,
+    pop_null,
+    restore_stack,
+    slot_tag,
+    with_cleanups,
+)
+
+__all__ = ["Region", "find_region", "inside_loop_or_try", "region_residual"]
+
+Items = list[Instr | Label]
+
+_STORES = frozenset({"STORE_FAST", "STORE_DEREF"})
+_DELETES = frozenset({"DELETE_FAST", "DELETE_DEREF", "LOAD_FAST_AND_CLEAR"})
+# Instructions a region must not hold: the residual frame is a plain function.
+_REFUSED = frozenset({"YIELD_VALUE", "RETURN_GENERATOR", "SEND", "GET_AWAITABLE"})
+
+
+@attrs.frozen
+class Region:
+    """The instructions of one loop/try statement that run as bytecode (see the module doc).
+
+    ``start`` is the offset of its first instruction (where the VM stops), ``members`` the
+    offsets of every instruction it runs, ``exits`` the offsets it can continue at afterwards
+    (each reached with ``base`` values on the stack, as at ``start``), ``lines`` its first and
+    last source line, ``kind`` "loop", "try block" or "loop and try block".
+    """
+
+    start: int
+    members: frozenset[int]
+    exits: tuple[int, ...]
+    base: int
+    lines: tuple[int, int]
+    kind: str
+
+
+@attrs.frozen
+class _Flow:
+    """Control-flow facts of one code object, by instruction index."""
+
+    instrs: list[Instr]
+    items: list[Instr | Label]
+    label_at: dict[Label, int]
+    depth: dict[int, int]
+    main: frozenset[int]  # reachable from the entry without an exception
+
+    def successors(self, i: int) -> list[int]:
+        """Where control goes after instruction ``i`` without an exception."""
+        ins = self.instrs[i]
+        out: list[int] = []
+        if isinstance(ins.arg, Label):
+            out.append(self.label_at[ins.arg])
+        if ins.opname not in NO_FALLTHROUGH and i + 1 < len(self.instrs):
+            out.append(i + 1)
+        return out
+
+    def handler_index(self, handler: ExceptHandler) -> int:
+        return self.label_at[handler.target]
+
+
+def _oparg(ins: Instr) -> int | None:
+    if not dis.opmap.get(ins.opname, 0) >= dis.HAVE_ARGUMENT:
+        return None
+    if isinstance(ins.arg, int) and not isinstance(ins.arg, bool):
+        return ins.arg
+    return ins.flags or 0  # name-indexed ops keep their stack-changing bits in flags
+
+
+def _flow(code: types.CodeType) -> _Flow:
+    items = decode(code)
+    instrs = instructions_only(items)
+    label_at = label_indices(items)
+    depth: dict[int, int] = {}
+    main: set[int] = set()
+    work: list[tuple[int, int, bool]] = [(0, 0, True)]
+    while work:
+        i, d, normal = work.pop()
+        if i >= len(instrs):
+            continue
+        seen_main = i in main
+        if i in depth and (seen_main or not normal):
+            continue
+        depth.setdefault(i, d)
+        if normal:
+            main.add(i)
+        ins = instrs[i]
+        op = dis.opmap[ins.opname]
+        arg = _oparg(ins)
+        if ins.handler is not None:
+            h = ins.handler
+            work.append((label_at[h.target], h.depth + int(h.lasti) + 1, False))
+        if isinstance(ins.arg, Label):
+            work.append((label_at[ins.arg], d + dis.stack_effect(op, arg, jump=True), normal))
+            if ins.opname not in NO_FALLTHROUGH:
+                work.append((i + 1, d + dis.stack_effect(op, arg, jump=False), normal))
+        elif ins.opname not in NO_FALLTHROUGH:
+            work.append((i + 1, d + dis.stack_effect(op, arg), normal))
+    return _Flow(instrs, items, label_at, depth, frozenset(main))
+
+
+def _handler_kinds(flow: _Flow, i: int) -> list[tuple[ExceptHandler, str]]:
+    """Every exception handler around instruction ``i``, innermost first, with its kind:
+    "with" (a with block's cleanup), "try" (an except/finally clause) or "other" (3.12's
+    comprehension restore). A clause's own cleanup (the ``lasti`` block after PUSH_EXC_INFO)
+    leads to the handler around the whole statement."""
+    out: list[tuple[ExceptHandler, str]] = []
+    handler = flow.instrs[i].handler
+    seen: set[int] = set()
+    while handler is not None:
+        t = flow.handler_index(handler)
+        if t in seen:
+            break
+        seen.add(t)
+        first = flow.instrs[t]
+        kind = "other"
+        if first.opname == "PUSH_EXC_INFO":
+            then = flow.instrs[t + 1] if t + 1 < len(flow.instrs) else first
+            kind = "with" if then.opname == "WITH_EXCEPT_START" else "try"
+        out.append((handler, kind))
+        handler = first.handler
+        if first.opname == "PUSH_EXC_INFO" and handler is not None:
+            handler = flow.instrs[flow.handler_index(handler)].handler  # past the lasti cleanup
+    return out
+
+
+def _span(flow: _Flow, where: int) -> tuple[int, int, set[str], set[int]]:
+    """The outermost loop/try statement around instruction ``where``: its first and last
+    main-line instruction index, which kinds of statement it is, and the handlers (target
+    indices) of its try blocks."""
+    main = sorted(flow.main)
+    back_edges = [
+        (flow.label_at[ins.arg], i) for i in main
+        if isinstance((ins := flow.instrs[i]).arg, Label) and flow.label_at[ins.arg] <= i
+    ]
+    covered: dict[int, list[int]] = {}
+    for i in main:
+        for handler, kind in _handler_kinds(flow, i):
+            if kind == "try":
+                covered.setdefault(flow.handler_index(handler), []).append(i)
+    lo = hi = where
+    kinds: set[str] = set()
+    tries: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for target, source in back_edges:
+            if target <= hi and source >= lo and (target < lo or source > hi):
+                lo, hi, changed = min(lo, target), max(hi, source), True
+            if target <= hi and source >= lo:
+                kinds.add("loop")
+        for target, members in covered.items():
+            first, last = min(members), max(members)
+            if first <= hi and last >= lo:
+                kinds.add("try block")
+                tries.add(target)
+                if first < lo or last > hi:
+                    lo, hi, changed = min(lo, first), max(hi, last), True
+    return lo, hi, kinds, tries
+
+
+def inside_loop_or_try(code: types.CodeType, offset: int) -> bool:
+    """Whether the instruction at ``offset`` is inside a loop or a try block of ``code``."""
+    flow = _flow(code)
+    where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
+    return where is not None and where in flow.depth and bool(_span(flow, where)[2])
+
+
+def find_region(code: types.CodeType, offset: int) -> Region:
+    """The region around the instruction at ``offset``: the outermost loop or try statement
+    containing it. Raises ResumeError when there is none or it cannot run on its own."""
+    flow = _flow(code)
+    where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
+    if where is None or where not in flow.depth:
+        raise ResumeError(f"no traced instruction at offset {offset} of {code.co_name}")
+    lo, hi, kinds, tries = _span(flow, where)
+    if not kinds:
+        raise ResumeError("the break is not inside a loop or a try block")
+    # Start at the statement: a for loop's iterable is made before its FOR_ITER (the region
+    # starts where the stack is back to its depth outside the statement).
+    target = flow.depth[lo] - (1 if flow.instrs[lo].opname == "FOR_ITER" else 0)
+    start = lo
+    while start > 0 and flow.depth.get(start) != target:
+        start -= 1
+    if flow.depth.get(start) != target:
+        raise ResumeError("no statement start before the region")
+    base = target
+    outer_targets = _outer_handlers(flow, start)
+    members: set[int] = set()
+    exits: set[int] = set()
+    work = [start]
+    while work:
+        i = work.pop()
+        if i in members:
+            continue
+        members.add(i)
+        ins = flow.instrs[i]
+        if ins.opname in _REFUSED:
+            raise ResumeError(f"the region holds {ins.opname}")
+        if ins.handler is not None and flow.handler_index(ins.handler) not in outer_targets:
+            work.append(flow.handler_index(ins.handler))
+        for s in flow.successors(i):
+            # Outside the statement, back at its stack depth and under none of its try
+            # blocks: the statement is over (a handler's code runs above that depth, with the
+            # exception state pushed, or still under the statement's finally).
+            if (
+                not start <= s <= hi and flow.depth.get(s) == base
+                and not any(flow.handler_index(h) in tries for h, _ in _handler_kinds(flow, s))
+            ):
+                exits.add(s)
+            else:
+                work.append(s)
+    _check_single_entry(flow, start, members)
+    lines = [
+        line for i in members if (line := flow.instrs[i].position.lineno) is not None
+    ]
+    offsets = {flow.instrs[i].offset for i in members}
+    exit_offsets = sorted(o for o in (flow.instrs[i].offset for i in exits) if o is not None)
+    start_offset = flow.instrs[start].offset
+    assert start_offset is not None
+    return Region(
+        start=start_offset,
+        members=frozenset(o for o in offsets if o is not None),
+        exits=tuple(exit_offsets),
+        base=base,
+        lines=(min(lines, default=0), max(lines, default=0)),
+        kind=" and ".join(sorted(kinds)),
+    )
+
+
+def _outer_handlers(flow: _Flow, start: int) -> set[int]:
+    """The handlers (by target index) of the with blocks around a region starting at
+    ``start``: not part of it. A try block covering the start is the region's own (the region
+    holds every try block around the break, and starts at or before its first instruction)."""
+    return {flow.handler_index(h) for h, kind in _handler_kinds(flow, start) if kind != "try"}
+
+
+def _check_single_entry(flow: _Flow, start: int, members: set[int]) -> None:
+    """Control enters the region only at its start (else the copy would miss a path)."""
+    for i, ins in enumerate(flow.instrs):
+        if i in members:
+            continue
+        targets = flow.successors(i) if i in flow.depth else []
+        if ins.handler is not None:
+            targets.append(flow.handler_index(ins.handler))
+        for t in targets:
+            if t in members and t != start:
+                raise ResumeError(f"the region is entered from offset {ins.offset}, not only "
+                                  "at its start")
+
+
+# --- definedness of locals at the exits ------------------------------------------------------
+
+
+def _bound_at_exits(
+    flow: _Flow, region: Region, bound: frozenset[str], names: frozenset[str]
+) -> dict[int, tuple[frozenset[str], frozenset[str]]]:
+    """For each exit offset: the variables surely bound there, and those maybe bound."""
+    index = {ins.offset: k for k, ins in enumerate(flow.instrs)}
+    members = {index[o] for o in region.members}
+    def named(opnames: frozenset[str]) -> frozenset[str]:
+        return frozenset(
+            arg for i in members
+            if flow.instrs[i].opname in opnames and isinstance(arg := flow.instrs[i].arg, str)
+        )
+
+    cleared = named(frozenset({"LOAD_FAST_AND_CLEAR"}))
+    stored = named(_STORES)
+    maybe = (bound | stored) & names
+    must_in: dict[int, frozenset[str]] = {index[region.start]: bound}
+    work = [index[region.start]]
+    at_exit: dict[int, frozenset[str]] = {}
+
+    def meet(where: dict[int, frozenset[str]], i: int, state: frozenset[str]) -> bool:
+        old = where.get(i)
+        new = state if old is None else old & state
+        if new != old:
+            where[i] = new
+            return True
+        return False
+
+    while work:
+        i = work.pop()
+        state = must_in[i]
+        ins = flow.instrs[i]
+        if ins.handler is not None and flow.handler_index(ins.handler) in members:
+            t = flow.handler_index(ins.handler)
+            if meet(must_in, t, state):
+                work.append(t)
+        after = state
+        if ins.opname in _STORES and isinstance(ins.arg, str):
+            after = state | {ins.arg}
+        elif ins.opname in _DELETES and isinstance(ins.arg, str):
+            after = state - {ins.arg}
+        for s in flow.successors(i):
+            if s in members:
+                if meet(must_in, s, after):
+                    work.append(s)
+            else:
+                meet(at_exit, s, after)
+    out: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+    for i, must in at_exit.items():
+        offset = flow.instrs[i].offset
+        assert offset is not None
+        sure = (must & names) - cleared
+        out[offset] = (sure, maybe - sure)
+    return out
+
+
+# --- the residual code --------------------------------------------------------------------------
+
+
+def _load_maybe_unbound(code: types.CodeType, name: str, into: str) -> Items:
+    """``into = name``, or ``into = UNBOUND`` when ``name`` is unbound (caught, not tested)."""
+    caught, done = Label("unbound"), Label("bound")
+    if name in code.co_cellvars:
+        load = codegen.load_deref(name)
+    else:
+        load = Instr("LOAD_FAST_CHECK" if PY_VERSION >= (3, 12) else "LOAD_FAST", name)
+    # An exception handler at depth 0 (the stack is empty here): the UnboundLocalError is
+    # dropped without touching the thread's handled exception (no PUSH_EXC_INFO).
+    guard = ExceptHandler(caught, 0)
+    return [
+        attrs.evolve(load, handler=guard), codegen.store_fast(into), codegen.jump(done),
+        caught, Instr("POP_TOP"), codegen.load_const(UNBOUND), codegen.store_fast(into), done,
+    ]
+
+
+def _call_exit_resume(
+    code: types.CodeType,
+    resume: ResumeFunction,
+    plan: BreakPlan,
+    sure: Sequence[str],
+    maybe: Sequence[str],
+) -> Items:
+    """Leave the restored stack (exit the re-entered with blocks) and return the resume
+    function's result for the locals as the region left them."""
+    out: Items = []
+    for slot in reversed(plan.stack):
+        if isinstance(slot, Null):
+            out.extend(pop_null())
+        else:
+            out.extend(exit_with())
+    for name in maybe:
+        out.extend(_load_maybe_unbound(code, name, f"___strata_unbound_{name}"))
+    args: list[Items] = []
+    for name in resume_locals(sure, maybe):
+        if name in maybe:
+            args.append([codegen.load_fast(f"___strata_unbound_{name}")])
+        elif name in code.co_cellvars:
+            args.append([codegen.load_deref(name)])
+        else:
+            args.append([codegen.load_fast(name)])
+    if resume.has_closure:
+        func = codegen.make_function(resume.code, closure=code.co_freevars)
+        out.extend(codegen.call_function(func, args))
+    else:
+        out.extend(codegen.call_global(resume.name, args))
+    out.append(codegen.return_value())
+    return out
+
+
+def resume_locals(sure: Sequence[str], maybe: Sequence[str]) -> list[str]:
+    """The resume function's local parameters, in a fixed order."""
+    return sorted({*sure, *maybe})
+
+
+def region_residual(builder: ResumeBuilder, plan: BreakPlan, region: Region) -> BreakCode:
+    """The broken frame's transformed code: ``plan``'s helper, then ``region`` as bytecode,
+    then a resume function at each exit. ``plan.offset`` is the region's start."""
+    code = plan.code
+    if plan.offset != region.start:
+        raise ResumeError("the plan does not start at the region")
+    if not all(isinstance(s, Reenter | Null) for s in plan.stack):
+        raise ResumeError("values on the stack at the region's start")
+    if len(plan.stack) != region.base:
+        raise ResumeError(f"the stack at the region's start holds {len(plan.stack)} values, "
+                          f"the bytecode {region.base}")
+    flow = _flow(code)
+    local_slots = dict(plan.live_locals)
+    names = frozenset(code.co_varnames) | frozenset(code.co_cellvars)
+    bound_at = _bound_at_exits(flow, region, frozenset(local_slots) & names, names)
+
+    body: Items = []
+    if plan.helper_code is None:
+        raise ResumeError("a region needs an inlined helper")
+    body.extend(inline_helper(code, plan.helper_code))
+    handler, cleanups = restore_stack(body, plan.stack, local_slots)
+    setup: Items = []
+    for name, slot in plan.live_locals:
+        if name not in names:
+            continue
+        setup.extend(load_slot(slot))
+        setup.append(codegen.store_deref(name) if name in code.co_cellvars
+                     else codegen.store_fast(name))
+    nargs = code.co_argcount + code.co_kwonlyargcount
+    nargs += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    for name in code.co_varnames[:nargs]:
+        if name not in local_slots and name not in code.co_cellvars:
+            setup.append(Instr("DELETE_FAST", name))  # deleted before the region, as in eager
+    body.extend(attrs.evolve(i, handler=handler) if isinstance(i, Instr) else i for i in setup)
+
+    order = sorted(_index_of(flow, o) for o in region.members)
+    labels = {i: Label(f"r{i}") for i in order}
+    # A handler of a with block around the region becomes the re-entered block's (same depth).
+    outer = _outer_handlers(flow, _index_of(flow, region.start))
+    mine = {c.depth + 1: ExceptHandler(c.handler, c.depth + 1, lasti=True) for c in cleanups}
+
+    def remap(h: ExceptHandler | None) -> ExceptHandler | None:
+        if h is None:
+            return None
+        target = flow.handler_index(h)
+        if target in outer:
+            found = mine.get(h.depth)
+            if found is None or not h.lasti:
+                raise ResumeError(f"no re-entered with block at depth {h.depth}")
+            return found
+        return ExceptHandler(labels[target], h.depth, h.lasti)
+    exit_labels = {o: Label(f"exit_{o}") for o in region.exits}
+
+    def label_for(i: int) -> Label:
+        if i in labels:
+            return labels[i]
+        offset = flow.instrs[i].offset
+        assert offset is not None
+        return exit_labels[offset]
+
+    targeted = {flow.handler_index(ins.handler) for ins in map(flow.instrs.__getitem__, order)
+                if ins.handler is not None}
+    targeted |= {flow.label_at[ins.arg] for ins in map(flow.instrs.__getitem__, order)
+                 if isinstance(ins.arg, Label)}
+    targeted |= {i + 1 for k, i in enumerate(order) if k + 1 == len(order) or order[k + 1] != i + 1}
+    for k, i in enumerate(order):
+        ins = flow.instrs[i]
+        if i in targeted:  # a label only where needed: PRECALL must be followed by its CALL
+            body.append(labels[i])
+        arg = ins.arg
+        if isinstance(arg, Label):
+            arg = label_for(flow.label_at[arg])
+        body.append(attrs.evolve(ins, arg=arg, handler=remap(ins.handler), offset=None))
+        falls = ins.opname not in NO_FALLTHROUGH and i + 1 < len(flow.instrs)
+        if falls and (k + 1 == len(order) or order[k + 1] != i + 1):
+            body.append(codegen.jump(label_for(i + 1)))
+
+    resumes: list[ResumeFunction] = []
+    tags = [slot_tag(s) for s in plan.stack]
+    for offset in region.exits:
+        sure, maybe = bound_at.get(offset, (frozenset(), frozenset()))
+        resume = builder.resume_at(
+            code, offset, tags, resume_locals(sorted(sure), sorted(maybe)),
+            maybe_unbound=tuple(sorted(maybe)),
+        )
+        resumes.append(resume)
+        body.append(exit_labels[offset])
+        body.extend(_call_exit_resume(code, resume, plan, sorted(sure), sorted(maybe)))
+    body.extend(with_cleanups(cleanups))
+    position = flow.instrs[_index_of(flow, region.start)].position
+    head = codegen.prologue(Signature(freevars=code.co_freevars, cellvars=code.co_cellvars))
+    residual = assemble([*head, *with_position(body, position)], template=code)
+    return BreakCode(residual, tuple(resumes))
+
+
+def _index_of(flow: _Flow, offset: int) -> int:
+    return next(k for k, ins in enumerate(flow.instrs) if ins.offset == offset)

@@ -1,0 +1,230 @@
+"""Region-level breaks on plain Python values (no torch): a loop or try statement of a frame
+runs as its own bytecode between a prologue helper and resume functions (symbolic_vm.region).
+
+Each case builds the residual code for the region around a call of ``note`` the way the VM
+would (the helper returns the frame's locals at the region's start), runs it and the original
+on the same arguments, and compares results and the calls ``note`` saw. Runs on every CPython
+the bytecode toolkit supports:
+
+    PYTHONPATH=packages/symbolic_vm/src <python3.12> -m pytest --noconftest -p no:cacheprovider \
+        packages/symbolic_vm/tests/test_resume_regions.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from symbolic_vm.bytecode import ResumeError
+from symbolic_vm.region import find_region, inside_loop_or_try, region_residual
+from symbolic_vm.resume import (
+    UNBOUND,
+    BreakPlan,
+    ResumeBuilder,
+    Value,
+    instructions_at,
+    positional_helper,
+)
+
+SEEN: list[object] = []
+
+
+def note(value: object) -> None:
+    SEEN.append(value)
+
+
+def note_offset(fn: Callable[..., Any]) -> int:
+    for ins in instructions_at(fn.__code__):
+        if ins.opname == "LOAD_GLOBAL" and ins.arg == "note":
+            assert ins.offset is not None
+            return ins.offset
+    raise AssertionError("no call of note")
+
+
+def run_region(
+    fn: Callable[..., Any], helper: Callable[..., Any], names: tuple[str, ...], *args: Any
+) -> tuple[object, list[object], ResumeBuilder]:
+    """Run ``fn``'s residual code for the region around ``note``; the helper computes the
+    locals ``names`` at the region's start. Returns the result and what ``note`` saw."""
+    assert isinstance(fn, types.FunctionType)
+    region = find_region(fn.__code__, note_offset(fn))
+    counter = itertools.count(1)
+    builder = ResumeBuilder(lambda: next(counter))
+    flat, _ = positional_helper(helper.__code__)
+    plan = BreakPlan(
+        fn.__code__, region.start, (), tuple((n, Value(k)) for k, n in enumerate(names)),
+        helper="", helper_code=flat,
+    )
+    built = region_residual(builder, plan, region)
+    g = dict(fn.__globals__)
+    g.update(built.globals_to_install(g))
+    residual = types.FunctionType(built.code, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    SEEN.clear()
+    out = residual(*args)
+    return out, list(SEEN), builder
+
+
+def same_as_eager(
+    fn: Callable[..., Any], helper: Callable[..., Any], names: tuple[str, ...], *args: Any
+) -> ResumeBuilder:
+    SEEN.clear()
+    expected = fn(*args)
+    eager_seen = list(SEEN)
+    out, seen, builder = run_region(fn, helper, names, *args)
+    assert out == expected
+    assert seen == eager_seen
+    return builder
+
+
+def for_range(x: int, n: int) -> int:
+    y = x * 2
+    for i in range(n):
+        y = y + i
+        note(i)
+        t = y * i
+    return y + t
+
+
+def for_range_helper(x: int, n: int) -> tuple[int, int, int]:
+    return (x, n, x * 2)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_for_loop_region_runs_its_bytecode_and_resumes_after_it(n: int) -> None:
+    same_as_eager(for_range, for_range_helper, ("x", "n", "y"), 5, n)
+
+
+def loop_var_after(x: int, n: int) -> int:
+    y = x * 2
+    for i in range(n):
+        note(i)
+    if n > 0:
+        y = y + i
+    return y
+
+
+def test_a_loop_variable_left_unbound_is_deleted_again_in_the_resume_function() -> None:
+    builder = same_as_eager(loop_var_after, for_range_helper, ("x", "n", "y"), 5, 0)
+    same_as_eager(loop_var_after, for_range_helper, ("x", "n", "y"), 5, 2)
+    assert len(builder) == 1
+    assert repr(UNBOUND) == "<unbound local>"
+
+
+def while_break_continue(x: int, xs: list[int]) -> int:
+    y = x * 2
+    k = 0
+    while k < len(xs):
+        v = xs[k]
+        k += 1
+        if v < 0:
+            continue
+        if v > 10:
+            break
+        note(v)
+        y += v
+    return y
+
+
+def while_helper(x: int, xs: list[int]) -> tuple[int, list[int], int, int]:
+    return (x, xs, x * 2, 0)
+
+
+def test_a_while_loop_with_break_and_continue_runs_as_one_region() -> None:
+    same_as_eager(while_break_continue, while_helper, ("x", "xs", "y", "k"), 1,
+                  [1, -2, 3, 20, 4])
+
+
+def nested_with_return(x: int, xs: list[int]) -> int:
+    y = x * 2
+    for a in xs:
+        for b in xs:
+            note((a, b))
+            if a * b > 5:
+                return y + a * b
+        y += a
+    return -y
+
+
+def nested_helper(x: int, xs: list[int]) -> tuple[int, list[int], int]:
+    return (x, xs, x * 2)
+
+
+@pytest.mark.parametrize("xs", [[1, 2], [1, 2, 3]])
+def test_nested_loops_with_a_return_inside_the_region(xs: list[int]) -> None:
+    same_as_eager(nested_with_return, nested_helper, ("x", "xs", "y"), 1, xs)
+
+
+def try_except(x: int, raise_it: bool) -> int:
+    y = x * 2
+    try:
+        y += 1
+        note("try")
+        if raise_it:
+            raise ValueError("boom")
+    except ValueError as e:
+        note(str(e))
+        y *= 3
+    finally:
+        note("finally")
+    return y + 1
+
+
+def try_helper(x: int, raise_it: bool) -> tuple[int, bool, int]:
+    return (x, raise_it, x * 2)
+
+
+@pytest.mark.parametrize("raise_it", [False, True])
+def test_a_try_statement_region_with_and_without_an_exception(raise_it: bool) -> None:
+    same_as_eager(try_except, try_helper, ("x", "raise_it", "y"), 4, raise_it)
+
+
+def escapes(x: int) -> int:
+    y = x * 2
+    try:
+        note("try")
+        raise KeyError(y)
+    finally:
+        note("finally")
+
+
+def test_an_exception_escaping_the_region_escapes_the_residual_frame() -> None:
+    with pytest.raises(KeyError):
+        run_region(escapes, lambda x: (x, x * 2), ("x", "y"), 3)
+    assert SEEN == ["try", "finally"]
+
+
+def comprehension_and_generator_in_loop(x: int, xs: list[int]) -> int:
+    total = x
+    for i in range(2):
+        total += sum(v * i for v in xs) + len([v for v in xs if v > i])
+        note(total)
+    return total
+
+
+def test_comprehensions_and_generators_inside_a_region() -> None:
+    same_as_eager(comprehension_and_generator_in_loop, lambda x, xs: (x, xs, x),
+                  ("x", "xs", "total"), 1, [1, 2, 3])
+
+
+def not_in_a_loop(x: int) -> int:
+    note(x)
+    return x
+
+
+def test_a_break_outside_any_loop_or_try_has_no_region() -> None:
+    assert not inside_loop_or_try(not_in_a_loop.__code__, note_offset(not_in_a_loop))
+    with pytest.raises(ResumeError):
+        find_region(not_in_a_loop.__code__, note_offset(not_in_a_loop))
+
+
+def test_the_region_is_the_outermost_statement_and_starts_at_the_loop_statement() -> None:
+    region = find_region(nested_with_return.__code__, note_offset(nested_with_return))
+    first_line = nested_with_return.__code__.co_firstlineno
+    assert region.lines[0] == first_line + 2  # `for a in xs:`
+    assert region.kind == "loop"
+    starts = [i for i in instructions_at(nested_with_return.__code__) if i.offset == region.start]
+    assert starts[0].opname == "LOAD_FAST" and starts[0].arg == "xs"
