@@ -218,3 +218,28 @@ def test_symbolic_kernels_never_share_code_with_static_ones(recorder: Any) -> No
     x = torch.randn(9, 48)
     torch.testing.assert_close(static(x)[0], layer_norm_softmax(x))
     assert static.eager_calls == 1
+
+
+def test_mark_dynamic_makes_one_dim_symbolic_the_other_literal(recorder: Any) -> None:
+    compiled = compile_api.compile(layer_norm_softmax, backend=recorder)
+    for n in (3, 17, 200):
+        x = torch.randn(n, 40)
+        compile_api.mark_dynamic(x, 0)
+        torch.testing.assert_close(compiled(x), layer_norm_softmax(x), atol=1e-5, rtol=1e-5)
+    assert recorder.captures == 1
+    recorder.assert_generated_code_ran()
+    (graph,) = recorder.graphs
+    assert len(graph.lowered.symbols) == 1
+    assert "40LL" in graph.kernel_source  # the static width stays a literal
+
+
+def test_int_and_half_dtypes_over_symbolic_sizes(recorder: Any) -> None:
+    def f(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        return (x.float() * i).sum(-1).to(torch.bfloat16), (i * 3 + 1).amax(0)
+
+    recorder.sweep(
+        f,
+        lambda n: (torch.randn(n, 9).to(torch.float16), torch.randint(-5, 5, (n, 9))),
+        atol=1e-2,
+    )
+    recorder.assert_generated_code_ran()
