@@ -41,13 +41,24 @@ PyObject* weak_tuple_vectorcall(
     return nullptr;
   }
   for (Py_ssize_t i = 0; i < n; ++i) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* target = nullptr;  // 3.13 deprecates the borrowed read
+    if (PyWeakref_GetRef(PyTuple_GET_ITEM(self->refs, i), &target) != 1) {
+      target = nullptr;
+    }
+#else
     PyObject* target = PyWeakref_GET_OBJECT(PyTuple_GET_ITEM(self->refs, i));
     if (target == Py_None) {
+      target = nullptr;
+    } else {
+      Py_INCREF(target);
+    }
+#endif
+    if (target == nullptr) {
       Py_DECREF(out);
       PyErr_Format(PyExc_ReferenceError, "WeakTuple: referent %zd no longer exists", i);
       return nullptr;
     }
-    Py_INCREF(target);
     PyTuple_SET_ITEM(out, i, target);
   }
   return out;

@@ -18,6 +18,7 @@ that died raises ``ReferenceError`` (its guard fails first, so the code never ru
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,17 +35,25 @@ def params_reader(objects: Sequence[object]) -> Callable[[], tuple[Any, ...]]:
     ``STRATA_GUARDS_PURE_PYTHON`` is not "1"), else a Python closure.  The caller guarantees
     that the guard of the code calling it checks each object's identity (see module doc).
     """
-    refs = tuple(weakref.ref(obj) for obj in objects)
     mod = native_module()
     if mod is not None:
-        reader: Callable[[], tuple[Any, ...]] = mod.WeakTuple(refs)
+        reader: Callable[[], tuple[Any, ...]] = mod.WeakTuple(
+            tuple(weakref.ref(obj) for obj in objects)
+        )
         return reader
+    # Python: one C-level map over the references; a death is noted by the references'
+    # callbacks (one flag to test per call instead of one compare per item).
+    dead: list[bool] = []
+
+    def died(_: object) -> None:
+        dead.append(True)
+
+    refs = tuple(weakref.ref(obj, died) for obj in objects)
+    call = operator.call
 
     def read() -> tuple[Any, ...]:
-        out = tuple(ref() for ref in refs)
-        for obj in out:
-            if obj is None:
-                raise ReferenceError("params_reader: a referent no longer exists")
-        return out
+        if dead:
+            raise ReferenceError("params_reader: a referent no longer exists")
+        return tuple(map(call, refs))
 
     return read
