@@ -1612,3 +1612,116 @@ def test_a_break_inside_a_call_inlined_in_a_loop_runs_the_loop_and_compiles_the_
     assert "cos" in targets and "sin" in targets
     assert str(operator.mul) in targets and str(operator.add) in targets  # the callee's ops
     reference_ops_at_least(region_break_in_an_inlined_call, counter, (x, 2), (x + 1, 3))
+
+
+def region_in_autocast(x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    y = x @ x
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = y @ x
+        for i in range(2):
+            z = z @ x
+            print("autocast", i, torch.is_autocast_enabled("cpu"), z.dtype)
+        w = z @ x
+    return w.float() + y, torch.is_autocast_enabled("cpu")
+
+
+def region_nested_try_in_loop(x: torch.Tensor, xs: list[float]) -> torch.Tensor:
+    y = x * 2
+    try:
+        for v in xs:
+            try:
+                print("divide by", v)
+                y = y * (1 / v)  # 1 / 0.0 raises in Python
+            except ZeroDivisionError:
+                y = y + 100
+    finally:
+        y = y + 1
+    return y.sin()
+
+
+def region_varargs(x: torch.Tensor, *args: float, scale: float = 2.0, **kw: int) -> torch.Tensor:
+    y = x * scale
+    for a in args:
+        print("vararg", a)
+        y = y + a
+    return y + len(kw)
+
+
+def test_regions_in_autocast_nested_try_and_varargs_frames_match_eager(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3, 3)
+    run_both(region_in_autocast, counter, (x,))
+    assert counter.count == 2
+    capsys.readouterr()
+    run_both(region_in_autocast, counter, (x,))
+    assert capsys.readouterr().out.count("autocast 1 True torch.bfloat16") == 2
+    counter.graphs.clear()
+    run_both(region_nested_try_in_loop, counter, (torch.ones(2), [1.0, 0.0, 2.0]),
+             (torch.ones(2), [4.0]))
+    report = compile_api.explain(region_nested_try_in_loop)(torch.ones(2), [1.0, 0.0, 2.0])
+    assert report.graph_count == 2
+    assert "inside a loop and try block" in report.break_reasons[0].reason
+    counter.graphs.clear()
+    compiled = compile_api.compile(region_varargs, backend=counter)
+    torch.testing.assert_close(compiled(x, 1.0, 2.0, scale=3.0, k=1),
+                               region_varargs(x, 1.0, 2.0, scale=3.0, k=1))
+    assert counter.count == 2
+
+
+class LoopModule(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        for i in range(2):
+            y = self.lin(y)
+            print("module", i)
+        assert super().forward is not None  # zero-argument super() in the resume function
+        return y.relu()
+
+
+def test_a_region_in_a_module_forward_resumes_with_self_first(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = LoopModule()
+    x = torch.randn(2, 3)
+    compiled = compile_api.compile(model, backend=counter)
+    torch.testing.assert_close(compiled(x), model(x))
+    assert counter.count == 2
+
+
+def region_closure_outlives(x: torch.Tensor) -> torch.Tensor:
+    fs = []
+    y = x * 2
+    for i in range(3):
+        fs.append(lambda: i)
+        print("closure", i)
+    i = 10
+    return y + sum(f() for f in fs)
+
+
+def region_closure_inside(x: torch.Tensor, xs: list[float]) -> torch.Tensor:
+    y = x * 2
+    for i in range(2):
+        s = sum(v * i for v in xs)  # captures the cell of i, used only in the loop
+        print("closure inside", s)
+        y = y + s
+    return y.sin()
+
+
+def test_a_function_made_in_a_region_keeps_sharing_its_cells(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The lambdas made in the loop see i = 10 in eager: the resume function could not share the
+    # cell, so this frame runs eagerly; the generator expression's cell is not used after the
+    # loop, so that loop is a region.
+    x = torch.zeros(1)
+    run_both(region_closure_outlives, counter, (x,))
+    assert counter.count == 0
+    report = compile_api.explain(region_closure_outlives)(x)
+    assert any("captures 'i'" in b.reason for b in report.break_reasons)
+    run_both(region_closure_inside, counter, (x, [1.0, 2.0]))
+    assert counter.count == 2

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from symbolic_vm.bytecode import ResumeError
+from symbolic_vm.bytecode import PY_VERSION, ResumeError
 from symbolic_vm.region import find_region, inside_loop_or_try, region_residual
 from symbolic_vm.resume import (
     UNBOUND,
@@ -228,3 +228,19 @@ def test_the_region_is_the_outermost_statement_and_starts_at_the_loop_statement(
     assert region.kind == "loop"
     starts = [i for i in instructions_at(nested_with_return.__code__) if i.offset == region.start]
     assert starts[0].opname == "LOAD_FAST" and starts[0].arg == "xs"
+
+
+def comprehension_statement(x: int, xs: list[int]) -> int:
+    y = x * 2
+    total = sum([note(v) or v * y for v in xs]) + y
+    return total + 1
+
+
+@pytest.mark.skipif(PY_VERSION < (3, 12), reason="comprehensions are inlined from 3.12 (PEP 709)")
+def test_a_break_in_an_inlined_comprehension_runs_its_whole_statement() -> None:
+    region = find_region(comprehension_statement.__code__, note_offset(comprehension_statement))
+    starts = [i for i in instructions_at(comprehension_statement.__code__)
+              if i.offset == region.start]
+    assert starts[0].opname == "LOAD_GLOBAL" and starts[0].arg == "sum"  # the statement's start
+    same_as_eager(comprehension_statement, lambda x, xs: (x, xs, x * 2), ("x", "xs", "y"),
+                  3, [1, 2, 3])

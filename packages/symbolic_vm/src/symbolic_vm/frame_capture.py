@@ -63,9 +63,11 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     With ``config.fullgraph`` anything the VM cannot capture raises :class:`Unsupported`.
     Otherwise it breaks the graph before the frame's instruction that failed (or whose inlined
     call failed): the graph so far, the instruction run for real, a resume function for the
-    rest (``result.breaks``). Where no break is possible (a for loop, an autocast or
-    set_grad_enabled block, a function made in the frame still alive at the break) it raises
-    :class:`GraphBreakNeeded` and the caller runs the frame eagerly.
+    rest (``result.breaks``). A break inside a loop or try block stops the trace again at the
+    outermost loop/try statement around it, which then runs as bytecode (symbolic_vm.region).
+    Where no break is possible (a user context manager, a function made in the frame still
+    alive at the break) it raises :class:`GraphBreakNeeded` and the caller runs the frame
+    eagerly.
     """
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")

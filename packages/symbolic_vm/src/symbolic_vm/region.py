@@ -232,9 +232,12 @@ def find_region(code: types.CodeType, offset: int) -> Region:
     lo, hi, kinds, tries = _span(flow, where)
     if not kinds:
         raise ResumeError("the break is not inside a loop or a try block")
-    # Start at the statement: a for loop's iterable is made before its FOR_ITER (the region
-    # starts where the stack is back to its depth outside the statement).
-    target = flow.depth[lo] - (1 if flow.instrs[lo].opname == "FOR_ITER" else 0)
+    # Start at the statement: where the stack holds only the with blocks around it (a for
+    # loop's iterable is made before its FOR_ITER; a 3.12 inlined comprehension sits inside an
+    # expression, whose statement is then the region).
+    target = max(
+        (h.depth for h, kind in _handler_kinds(flow, lo) if kind == "with"), default=0
+    )
     start = lo
     while start > 0 and flow.depth.get(start) != target:
         start -= 1
@@ -267,6 +270,7 @@ def find_region(code: types.CodeType, offset: int) -> Region:
             else:
                 work.append(s)
     _check_single_entry(flow, start, members)
+    _check_cells(flow, members)
     lines = [
         line for i in members if (line := flow.instrs[i].position.lineno) is not None
     ]
@@ -289,6 +293,26 @@ def _outer_handlers(flow: _Flow, start: int) -> set[int]:
     ``start``: not part of it. A try block covering the start is the region's own (the region
     holds every try block around the break, and starts at or before its first instruction)."""
     return {flow.handler_index(h) for h, kind in _handler_kinds(flow, start) if kind != "try"}
+
+
+_CELL_OPS = frozenset({
+    "LOAD_DEREF", "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF",
+    "LOAD_FROM_DICT_OR_DEREF",
+})
+
+
+def _check_cells(flow: _Flow, members: set[int]) -> None:
+    """A cell captured by a function made inside the region must not be used outside it: the
+    resume function gets the cell's value in a cell of its own, which that function (alive
+    after the region) would not share."""
+    captured = {
+        ins.arg for i in members
+        if (ins := flow.instrs[i]).opname == "LOAD_CLOSURE"
+    }
+    for i, ins in enumerate(flow.instrs):
+        if i not in members and ins.opname in _CELL_OPS and ins.arg in captured:
+            raise ResumeError(f"a function made in the region captures {ins.arg!r}, which the "
+                              "code outside the region uses too")
 
 
 def _check_single_entry(flow: _Flow, start: int, members: set[int]) -> None:
@@ -400,7 +424,7 @@ def _call_exit_resume(
     for name in maybe:
         out.extend(_load_maybe_unbound(code, name, f"___strata_unbound_{name}"))
     args: list[Items] = []
-    for name in resume_locals(sure, maybe):
+    for name in resume_locals(code, sure, maybe):
         if name in maybe:
             args.append([codegen.load_fast(f"___strata_unbound_{name}")])
         elif name in code.co_cellvars:
@@ -416,9 +440,11 @@ def _call_exit_resume(
     return out
 
 
-def resume_locals(sure: Sequence[str], maybe: Sequence[str]) -> list[str]:
-    """The resume function's local parameters, in a fixed order."""
-    return sorted({*sure, *maybe})
+def resume_locals(code: types.CodeType, sure: Sequence[str], maybe: Sequence[str]) -> list[str]:
+    """The resume function's local parameters, in the original's variable order: its first
+    argument stays first (zero-argument ``super()`` reads it)."""
+    order = {name: k for k, name in enumerate((*code.co_varnames, *code.co_cellvars))}
+    return sorted({*sure, *maybe}, key=lambda name: (order.get(name, len(order)), name))
 
 
 def region_residual(builder: ResumeBuilder, plan: BreakPlan, region: Region) -> BreakCode:
@@ -503,7 +529,7 @@ def region_residual(builder: ResumeBuilder, plan: BreakPlan, region: Region) -> 
     for offset in region.exits:
         sure, maybe = bound_at.get(offset, (frozenset(), frozenset()))
         resume = builder.resume_at(
-            code, offset, tags, resume_locals(sorted(sure), sorted(maybe)),
+            code, offset, tags, resume_locals(code, sorted(sure), sorted(maybe)),
             maybe_unbound=tuple(sorted(maybe)),
         )
         resumes.append(resume)

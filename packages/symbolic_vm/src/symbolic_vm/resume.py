@@ -774,10 +774,10 @@ _RETURNS = ("RETURN_VALUE", "RETURN_CONST")
 def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
     """Why TorchDynamo would not graph-break at ``offset`` of ``code`` (None: it would).
 
-    Its policy, followed so that a frame never makes more graphs than torch.compile's: no break
-    followed by a loop back edge to an instruction before it, up to the next return (inside a
-    ``for``/``while`` loop: the frame runs eagerly), and none inside a ``try`` block (only
-    ``with`` blocks are re-entered). Nor at the call that makes a ``with`` block's manager
+    Its policy: no break followed by a loop back edge to an instruction before it, up to the
+    next return (inside a ``for``/``while`` loop), and none inside a ``try`` block (only
+    ``with`` blocks are re-entered). The VM turns those two into region-level breaks instead
+    (symbolic_vm.region: the loop/try statement runs as bytecode). Nor at the call that makes a ``with`` block's manager
     (its result goes straight to BEFORE_WITH): a manager the VM cannot build, such as a
     ``contextlib.contextmanager`` generator, is one TorchDynamo traces as a generic context
     manager, and it runs the frame eagerly on a break inside one.
