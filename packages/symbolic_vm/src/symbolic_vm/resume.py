@@ -778,9 +778,9 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
     next return (inside a ``for``/``while`` loop), and none inside a ``try`` block (only
     ``with`` blocks are re-entered). The VM turns those two into region-level breaks instead
     (symbolic_vm.region: the loop/try statement runs as bytecode). Nor at the call that makes
-    a ``with`` block's manager (its result goes straight to BEFORE_WITH): a manager the VM cannot build, such as a
-    ``contextlib.contextmanager`` generator, is one TorchDynamo traces as a generic context
-    manager, and it runs the frame eagerly on a break inside one.
+    a ``with`` block's manager (its result goes straight to BEFORE_WITH): a manager the VM
+    cannot build, such as a ``contextlib.contextmanager`` generator, is one TorchDynamo traces
+    as a generic context manager, and it runs the frame eagerly on a break inside one.
     """
     items = decode(code)
     why = _loop_or_try(code, offset)
