@@ -24,6 +24,7 @@ from symbolic_vm.region import find_region, inside_loop_or_try, region_residual
 from symbolic_vm.resume import (
     UNBOUND,
     BreakPlan,
+    Reenter,
     ResumeBuilder,
     Value,
     instructions_at,
@@ -244,3 +245,105 @@ def test_a_break_in_an_inlined_comprehension_runs_its_whole_statement() -> None:
     assert starts[0].opname == "LOAD_GLOBAL" and starts[0].arg == "sum"  # the statement's start
     same_as_eager(comprehension_statement, lambda x, xs: (x, xs, x * 2), ("x", "xs", "y"),
                   3, [1, 2, 3])
+
+
+def for_else_while_true(x: int, xs: list[int]) -> int:
+    y = x
+    for v in xs:
+        note(v)
+        if v < 0:
+            break
+        y += v
+    else:
+        y *= 10
+    k = 0
+    while True:
+        k += 1
+        if k > 2:
+            break
+    return y + k
+
+
+def for_else_helper(x: int, xs: list[int]) -> tuple[int, list[int], int]:
+    return (x, xs, x)
+
+
+@pytest.mark.parametrize("xs", [[1, 2], [1, -1, 2], []])
+def test_for_else_and_a_while_true_after_the_region(xs: list[int]) -> None:
+    same_as_eager(for_else_while_true, for_else_helper, ("x", "xs", "y"), 1, xs)
+
+
+class Recorder:
+    def __enter__(self) -> Recorder:
+        SEEN.append("enter")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        SEEN.append("exit")
+
+
+def with_inside_and_finally_return(x: int, xs: list[int]) -> int:
+    y = x
+    try:
+        for v in xs:
+            with Recorder():
+                note(v)
+                if v == 0:
+                    raise ValueError(v)
+                y += v
+    except ValueError:
+        y = -y
+    else:
+        y += 100
+    finally:
+        note("finally")
+    return y
+
+
+@pytest.mark.parametrize("xs", [[1, 2], [1, 0, 2]])
+def test_with_blocks_inside_a_region_and_try_except_else_finally(xs: list[int]) -> None:
+    same_as_eager(with_inside_and_finally_return, for_else_helper, ("x", "xs", "y"), 1, xs)
+
+
+def region_inside_with(x: int, xs: list[int]) -> int:
+    y = x
+    with Recorder():
+        for v in xs:
+            note(v)
+            if v > 5:
+                return y
+            y += v
+        y *= 2
+    return y
+
+
+@pytest.mark.parametrize("xs", [[1, 2], [1, 7, 2]])
+def test_a_region_inside_a_with_block_reenters_it_and_exits_it_once_per_side(
+    xs: list[int],
+) -> None:
+    region = find_region(region_inside_with.__code__, note_offset(region_inside_with))
+    assert region.base == 1  # the with block's __exit__ stays on the stack
+    counter = itertools.count(1)
+    builder = ResumeBuilder(lambda: next(counter))
+    flat, _ = positional_helper(for_else_helper.__code__)
+    plan = BreakPlan(
+        region_inside_with.__code__, region.start, (Reenter(Recorder),),
+        (("x", Value(0)), ("xs", Value(1)), ("y", Value(2))), helper="", helper_code=flat,
+    )
+    built = region_residual(builder, plan, region)
+    g = dict(region_inside_with.__globals__)
+    g.update(built.globals_to_install(g))
+    SEEN.clear()
+    expected = region_inside_with(1, xs)
+    eager_seen = list(SEEN)
+    SEEN.clear()
+    out = types.FunctionType(built.code, g)(1, xs)
+    assert out == expected
+    # The residual code enters a fresh manager for the region and exits it at the region's
+    # exit; the resume function enters another one for the rest of the block. A return inside
+    # the region exits the residual's manager itself.
+    assert [s for s in SEEN if s not in ("enter", "exit")] == [
+        s for s in eager_seen if s not in ("enter", "exit")
+    ]
+    assert SEEN[0] == "enter" and SEEN[-1] == "exit"
+    assert SEEN.count("enter") == SEEN.count("exit") == (1 if 7 in xs else 2)
