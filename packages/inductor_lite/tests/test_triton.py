@@ -181,3 +181,30 @@ def test_direct_launch_after_the_first_call_and_per_alignment(
         torch.testing.assert_close(c(x, y), fn(x, y))
     assert len(direct) > n  # later calls skip triton's JIT entry point
     assert c.eager_calls == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_persistent_row_kernel_keeps_the_normalised_row_in_registers(
+    dtype: torch.dtype, tcheck: Any
+) -> None:
+    w = torch.randn(300, device=DEV).to(dtype)
+    b = torch.randn(300, device=DEV).to(dtype)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(F.layer_norm(x, (300,), w, b), -1)
+
+    tol = {"atol": 2e-3, "rtol": 2e-3} if dtype == torch.float16 else {}
+    c = tcheck(fn, [torch.randn(2, 5, 300, device=DEV).to(dtype)], **tol)
+    assert c.kernel_count == 1
+    # the three later reads of the normalised row come from the step that computed it
+    assert "debug_barrier" not in c.kernel_source
+    assert c.kernel_source.count("= row") >= 2
+
+
+def test_a_transposed_read_of_a_stored_row_still_goes_through_memory(tcheck: Any) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.exp(x) * 3 - 1
+        return y, (y.t() + 1).sum(-1)
+
+    c = tcheck(fn, [torch.randn(64, 64, device=DEV)])
+    assert c.eager_calls == 0

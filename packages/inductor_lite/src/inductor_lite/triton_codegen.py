@@ -127,6 +127,8 @@ class _Body:
         mask: str,
         regs: dict[str, str] | None = None,
         prefix: str = "t",
+        rows: dict[str, _RowValue] | None = None,
+        tile: _Tile | None = None,
     ) -> None:
         self.lines: list[str] = []
         self.cache: dict[object, str] = {}
@@ -135,6 +137,10 @@ class _Body:
         self.mask = mask
         # reduction results of this program, still in registers: buffer -> variable
         self.regs = regs or {}
+        # tiles of earlier steps still in registers (persistent kernels), and this step's tile
+        self.rows = rows or {}
+        self.tile = tile
+        self.memory_reads: set[str] = set()  # buffers this body reads from memory
         self.prefix = prefix
         self.counter = 0
 
@@ -182,6 +188,12 @@ class _Body:
             if v.buf in self.regs:
                 # the scheduler only lets a kernel read its own reduction at the current row
                 return self.tmp(f"{self.regs[v.buf]}.to({ct})")
+            row = self.rows.get(v.buf)
+            if row is not None and self.tile is not None and row.tile == self.tile:
+                if _linear(v.index, self.tile.axes) == row.form:
+                    # the element this lane would load is the one it computed and stored
+                    return self.tmp(f"{row.var}.to({ct})")
+            self.memory_reads.add(v.buf)
             ptr = self.params[v.buf]
             other = "0" if not v.dtype.is_floating_point else "0.0"
             raw = f"tl.load({ptr} + {self.index(v.index)}, mask={self.mask}, other={other})"
@@ -221,6 +233,72 @@ class _Body:
             sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}[name]
             return f"(({a[0]} != 0) {sym} ({a[1]} != 0))"
         raise LoweringError(f"no Triton lowering for op {name}")
+
+
+@dataclass(frozen=True)
+class _Tile:
+    """The iteration space of one step of a persistent kernel: the sizes of its outer (program)
+    and inner (tile column) dimensions; ``axes`` maps its variable names to their position."""
+
+    outer: tuple[Size, ...]
+    inner: tuple[Size, ...]
+    axes: tuple[tuple[str, str], ...]
+
+    @staticmethod
+    def of(step: Step) -> _Tile:
+        names = step.var_names
+        axes = [(n, f"o{k}") for k, n in enumerate(names[: step.split])]
+        axes += [(n, f"r{k}") for k, n in enumerate(names[step.split :])]
+        return _Tile(tuple(step.outer_sizes), tuple(step.inner_sizes), tuple(axes))
+
+    def __eq__(self, other: object) -> bool:  # the names do not matter, the space does
+        return isinstance(other, _Tile) and (self.outer, self.inner) == (other.outer, other.inner)
+
+    def __hash__(self) -> int:
+        return hash((self.outer, self.inner))
+
+
+@dataclass(frozen=True)
+class _RowValue:
+    """A pointwise step's value kept in a register tile: its variable and where it was stored
+    (a linear form over tile positions)."""
+
+    var: str
+    tile: _Tile
+    form: tuple[tuple[str, int], ...]
+
+
+def _linear(x: IExpr, axes: tuple[tuple[str, str], ...]) -> tuple[tuple[str, int], ...] | None:
+    """``x`` as constant coefficients over tile positions (``o0``, ``r0``, ...; ``""`` for the
+    constant term), sorted; None when it is not an affine function of them with int terms."""
+    where = dict(axes)
+    acc: dict[str, int] = {}
+
+    def walk(e: IExpr, scale: int) -> bool:
+        if isinstance(e, IConst) and isinstance(e.value, int):
+            acc[""] = acc.get("", 0) + scale * e.value
+            return True
+        if isinstance(e, IVar) and e.name in where:
+            acc[where[e.name]] = acc.get(where[e.name], 0) + scale
+            return True
+        if isinstance(e, IAdd):
+            return all(walk(t, scale) for t in e.terms)
+        if isinstance(e, IMul) and isinstance(e.c, int):
+            return walk(e.a, scale * e.c)
+        return False
+
+    if not walk(x, 1):
+        return None
+    return tuple(sorted((k, c) for k, c in acc.items() if c != 0))
+
+
+def _store_form(node: PointwiseNode, tile: _Tile) -> tuple[tuple[str, int], ...] | None:
+    if not isinstance(node.offset, int) or not all(isinstance(s, int) for s in node.strides):
+        return None
+    acc: dict[str, int] = {"": node.offset}
+    for (_, pos), stride in zip(tile.axes, node.strides, strict=True):
+        acc[pos] = acc.get(pos, 0) + stride  # type: ignore[operator]
+    return tuple(sorted((k, c) for k, c in acc.items() if c != 0))
 
 
 def _var_defs(names: Sequence[str], sizes: Sequence[Size], flat: str, indent: str) -> list[str]:
@@ -326,11 +404,15 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
     lines.append("    o = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
     lines.append(f"    omask = o < {tritonexpr(kernel.outer_numel)}")
     written: set[str] = set()
+    # persistent kernels: each pointwise step's tile stays in registers, and a later step over
+    # the same tile that loads the element it stored takes the register (layer_norm then
+    # softmax reads the normalised row three times otherwise, through memory and barriers)
+    rows: dict[str, _RowValue] = {}
     for n, step in enumerate(kernel.steps):
         node = step.node
-        reads = {ld.buf for ld in iter_loads(node.body)}
-        if (reads & written) - set(regs):
-            lines.append("    tl.debug_barrier()")
+        tile = _Tile.of(step) if persistent and len(step.inner_sizes) > 0 else None
+        barrier_at = len(lines)
+        written_before = set(written)
         written.add(node.buf)
         names = step.var_names
         lines.append(f"    # step {n}: {type(node).__name__} -> {node.buf}")
@@ -351,7 +433,7 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
             if has_inner:
                 lines += open_inner(inner)
                 lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind2)
-                body = _Body(ind2, params, "m", regs)
+                body = _Body(ind2, params, "m", regs, rows=rows, tile=tile)
             else:
                 lines.append("    m = omask")
                 body = _Body("    ", params, "m", regs)
@@ -360,13 +442,18 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
             if not val.startswith("t"):  # a literal: give it the tile's shape
                 shape = "[XBLOCK, RBLOCK]" if has_inner else "[XBLOCK, 1]"
                 val = f"tl.full({shape}, {val}, {_compute(node.body.dtype)})"
+            form = _store_form(node, tile) if tile is not None else None
+            if tile is not None and form is not None:
+                lines.append(f"{body.indent}row{n} = ({val}).to({out_ty})")
+                rows[node.buf] = _RowValue(f"row{n}", tile, form)
+                val = f"row{n}"
             lines.append(
                 f"{body.indent}tl.store({store_ptr} + {idx}, ({val}).to({out_ty}), mask=m)"
             )
         else:
             acc = f"acc{n}"
             ct = _compute(node.dtype)
-            body = _Body(ind2, params, "m", regs)
+            body = _Body(ind2, params, "m", regs, rows=rows, tile=tile)
             init, combine, final = _reduction_lines(step, n, body, acc, ct)
             lines.append(f"    {acc} = {init}")
             lines += open_inner(inner)
@@ -379,6 +466,8 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
             lines.append(f"    res{n} = ({final})[:, None]")
             lines.append(f"    tl.store({store_ptr} + o, res{n}.to({out_ty}), mask=omask)")
             regs[node.buf] = f"res{n}"
+        if body.memory_reads & written_before:  # a read of this program's own stores
+            lines.insert(barrier_at, "    tl.debug_barrier()")
     return "\n".join(lines), TritonKernelSource(
         kernel.name, tuple(used), kernel.outer_numel, max_inner, persistent, symbols
     )
