@@ -1725,3 +1725,27 @@ def test_a_function_made_in_a_region_keeps_sharing_its_cells(
     assert any("captures 'i'" in b.reason for b in report.break_reasons)
     run_both(region_closure_inside, counter, (x, [1.0, 2.0]))
     assert counter.count == 2
+
+
+NOTED: list[object] = []
+
+
+def note_value(v: object) -> None:
+    NOTED.append(v if not isinstance(v, torch.Tensor) else float(v.sum()))
+
+
+def test_an_automatic_dynamic_int_no_graph_uses_is_still_guarded_as_an_int(
+    counter: GraphCounter,
+) -> None:
+    # Found by fuzzing region-level breaks (a callee called from a region with ints, then with
+    # a tensor): after two ints v becomes a SymInt input that no graph uses; the entry assumed
+    # an int (isinstance) and must not be reused for a tensor.
+    compiled = compile_api.compile(note_value, backend=counter)
+    for value in (0, 1, torch.ones(3), 2):
+        NOTED.clear()
+        note_value(value)
+        expected = list(NOTED)
+        NOTED.clear()
+        compiled(value)
+        assert not any(isinstance(v, torch.Tensor) for v in NOTED)
+        assert NOTED == expected

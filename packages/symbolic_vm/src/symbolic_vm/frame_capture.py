@@ -162,7 +162,11 @@ def _graph(
     for var in inputs:
         if not var.node.users:
             graph.erase_node(var.node)
-    guarded = [v for v in inputs if v in live or out.used_placeholder(v)]
+    # A SymInt input is always guarded (its TYPE_MATCH int at least): the trace assumed an int
+    # (isinstance, a side effect storing it) even where no graph uses it.
+    guarded = [
+        v for v in inputs if v in live or out.used_placeholder(v) or isinstance(v, SymVar)
+    ]
     has_ops = any(n.op not in ("placeholder", "output") for n in graph.nodes)
     if not (has_ops or rebuilder.outputs):
         return [], None, [], guarded
