@@ -499,3 +499,28 @@ def test_untying_a_shared_parameter_gives_the_eager_result() -> None:
     model.b.weight = nn.Parameter(torch.randn(8, 8))  # untied: b reads its own weight now
     same(opt, model, x)
     assert backend.count == 2
+
+
+def test_parameters_pin_their_identity_when_module_params_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The reader hands over the objects the trace saw: where MODULE_PARAMS cannot be built,
+    # each parameter it serves gets an ID_MATCH at its path instead (Output.guard_set).
+    from guards import GuardSet, UnsupportedGuardValue
+
+    def refuse(self: Any, *args: Any) -> None:
+        raise UnsupportedGuardValue("refused for this test")
+
+    monkeypatch.setattr(GuardSet, "MODULE_PARAMS", refuse)
+    model, backend = seq(2), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 8)
+    same(opt, model, x)
+    code = entry_for(nn.Sequential.forward.__code__).code
+    assert len(reader_calls(code)) == 1
+    text = guard_text(nn.Sequential.forward.__code__)
+    assert "MODULE_PARAMS" not in text
+    assert "ID_MATCH: L['self']._modules['1']._parameters['weight']" in text
+    model[1].weight = nn.Parameter(torch.randn(8, 8))  # same metadata, another object
+    same(opt, model, x)
+    assert backend.count == 2
