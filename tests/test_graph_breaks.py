@@ -12,6 +12,7 @@ import copy
 import dis
 import inspect
 import operator
+import random
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -1749,3 +1750,96 @@ def test_an_automatic_dynamic_int_no_graph_uses_is_still_guarded_as_an_int(
         compiled(value)
         assert not any(isinstance(v, torch.Tensor) for v in NOTED)
         assert NOTED == expected
+
+
+# --- random programs: loops, try blocks, with blocks and breaks, compiled vs eager ---------------
+
+FUZZ_LOG: list[object] = []
+
+
+def fuzz_note(v: object) -> None:
+    """Breaks when given a tensor (float() of it); records what it saw."""
+    FUZZ_LOG.append(v if not isinstance(v, torch.Tensor) else round(float(v.sum()), 4))
+
+
+def _fuzz_block(rng: random.Random, depth: int, names: list[str], in_loop: bool) -> list[str]:
+    lines: list[str] = []
+    for _ in range(rng.randint(1, 3)):
+        k = rng.random()
+        if k < 0.25:
+            lines.append(f"y = y {rng.choice('+*-')} {rng.choice([*names, '1', '0.5'])}")
+        elif k < 0.4:  # a break inside a block half the time (note(y) or id())
+            arg = "y" if depth > 0 and rng.random() < 0.5 else rng.choice([*names, "y"])
+            lines.append(f"note({arg})")
+        elif k < 0.5 and in_loop:
+            lines += [f"if {rng.choice(names)} > {rng.randint(0, 3)}:",
+                      f"    {rng.choice(['break', 'continue', 'return y * 3'])}"]
+        elif k < 0.55:
+            lines.append(rng.choice(["acc.append(len(acc))", "z = id(acc) * 0",
+                                     "compile_api.graph_break()", f"d[{rng.randint(0, 3)}] = 1"]))
+        elif k < 0.58 and depth < 3:
+            lines += ["if len(acc) % 3 == 1:", "    raise ValueError(len(acc))"]
+        elif depth < 3:
+            v = f"i{depth}"
+            kind = rng.choice(["for", "while", "try", "finally", "no_grad", "enumerate"])
+            if kind == "for":
+                head, body = [f"for {v} in range({rng.randint(0, 3)}):"], [v]
+            elif kind == "enumerate":
+                head, body = [f"for {v}, w{depth} in enumerate(xs):"], [v, f"w{depth}"]
+            elif kind == "while":
+                head, body = [f"{v} = 0", f"while {v} < {rng.randint(0, 3)}:"], [v]
+            elif kind == "no_grad":
+                head, body = ["with torch.no_grad():"], []
+            else:
+                head, body = ["try:"], []
+            lines += head
+            inner = _fuzz_block(rng, depth + 1, names + body, in_loop or kind not in
+                                ("try", "finally", "no_grad"))
+            if kind == "while":
+                inner = [f"{v} += 1", *inner]
+            lines += ["    " + line for line in inner]
+            if kind == "try":
+                lines += ["except ValueError as e:", "    note(str(e))", "    y = y + 100"]
+            elif kind == "finally":
+                lines += ["finally:", "    note('finally')", "    acc.append(-1)"]
+        else:
+            lines.append(f"y = y.sin() + {rng.choice([*names, '1'])}")
+    return lines
+
+
+def _fuzz_program(seed: int) -> Callable[..., Any]:
+    rng = random.Random(seed)
+    body = ["y = x * 2", "acc = []", "d = {}", *_fuzz_block(rng, 0, ["1"], False),
+            "note(y)", "return y + len(acc) + len(d)"]
+    source = f"def fuzz_{seed}(x, xs):\n" + "".join(f"    {line}\n" for line in body)
+    namespace: dict[str, Any] = {"torch": torch, "note": fuzz_note, "compile_api": compile_api}
+    exec(compile(source, f"<fuzz {seed}>", "exec"), namespace)
+    fn: Callable[..., Any] = namespace[f"fuzz_{seed}"]
+    return fn
+
+
+def _fuzz_run(fn: Callable[..., Any], x: torch.Tensor, xs: list[float]) -> tuple[Any, ...]:
+    FUZZ_LOG.clear()
+    try:
+        out: tuple[Any, ...] = ("returned", fn(x, xs))
+    except ValueError as e:
+        out = ("raised", str(e))
+    return (*out, list(FUZZ_LOG))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_programs_with_loops_try_blocks_and_breaks_match_eager(
+    seed: int, counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fn = _fuzz_program(seed)
+    compiled = compile_api.compile(fn, backend=counter)
+    for xs in ([1.0, 2.0], [0.5], [3.0, 1.0, 2.0]):
+        x = torch.randn(3, requires_grad=bool(seed % 2))
+        expected = _fuzz_run(fn, x, xs)
+        ours = _fuzz_run(compiled, x, xs)
+        assert ours[0] == expected[0] and ours[-1] == expected[-1]
+        if expected[0] == "returned":
+            torch.testing.assert_close(ours[1], expected[1], equal_nan=True)
+            assert ours[1].requires_grad == expected[1].requires_grad
+        else:
+            assert ours[1] == expected[1]
