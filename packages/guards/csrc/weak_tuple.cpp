@@ -7,7 +7,7 @@
 // ~3 Python subscripts per parameter).  It is sound only where the same entry's guard checks,
 // on every call, that each path still holds exactly the referenced object (MODULE_PARAMS's
 // identity steps, or an ID_MATCH per path): then reading the path and reading the weak
-// reference give the same object.  guards/params_reader.py says so to its callers.
+// reference give the same object.  guards/readers.py says so to its callers.
 
 #include "module_gate.h"
 

@@ -22,7 +22,7 @@ from guards.guard import (
 from guards.guard_set import GuardSet
 from guards.module_calls import ModuleCalls
 from guards.module_params import ModuleParams
-from guards.params_reader import params_reader
+from guards.readers import params_reader
 from guards.shape import shape_guards
 from guards.source import (
     AttrSource,
