@@ -243,3 +243,16 @@ def test_int_and_half_dtypes_over_symbolic_sizes(recorder: Any) -> None:
         atol=1e-2,
     )
     recorder.assert_generated_code_ran()
+
+
+def test_large_symbolic_column_sum_is_eagers_sum_by_the_example_sizes(recorder: Any) -> None:
+    # the bias gradient of a symbolic batch: a column sum, eager's vectorised aten sum when
+    # the example sizes are large (a strided row kernel otherwise: right, but slow)
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.relu(x).sum(0), x[:4].exp().sum(0)
+
+    recorder.sweep(f, lambda n: (torch.randn(n * 128, 512),), sizes=(4, 3, 17, 5))
+    recorder.assert_generated_code_ran()
+    (graph,) = recorder.graphs
+    targets = [str(i.target) for i in graph.items if not hasattr(i, "steps")]
+    assert targets == ["aten.sum.dim_IntList"], targets  # the small one stays a kernel

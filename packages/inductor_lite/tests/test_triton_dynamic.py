@@ -9,6 +9,7 @@ generated graph ran for all of them.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pytest
@@ -34,7 +35,9 @@ def test_pointwise_chain_one_kernel_every_size(triton_recorder: Any) -> None:
     assert triton_recorder.captures == 1
     triton_recorder.assert_generated_code_ran()
     (graph,) = triton_recorder.graphs
-    assert graph.kernel_count == 1 and "tl.constexpr" in graph.kernel_source
+    assert graph.kernel_count == 1
+    if DEV == "cuda":  # compiled Triton: the symbols are plain arguments, one kernel for all
+        assert not re.search(r"s\d+: tl.constexpr", graph.kernel_source)
 
 
 def test_layer_norm_softmax_symbolic_row_length(triton_recorder: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -231,7 +232,8 @@ def _compile(
         from .triton_codegen import generate_triton
         from .triton_runtime import triton_kernels
 
-        kernel_source, tsources = generate_triton(kernels, lowered.buffers)
+        interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        kernel_source, tsources = generate_triton(kernels, lowered.buffers, interpret=interpret)
         fns = (
             triton_kernels(kernel_source, tsources, config.triton_autotune_cache) if kernels else {}
         )

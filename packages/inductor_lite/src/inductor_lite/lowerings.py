@@ -31,7 +31,7 @@ from .ir import (
     imul,
 )
 from .lowering import GraphLowering, Lowering
-from .symbolic import Size, is_static, to_size
+from .symbolic import Size, hint, is_static, to_size
 from .tensorvalue import TensorValue, broadcast_loader, cast, index_vars, realized
 
 __all__ = ["LOWERINGS"]
@@ -509,7 +509,7 @@ def _acc_cast(x: TensorValue, dt: torch.dtype) -> Callable[[Sequence[Any]], VExp
     return lambda idx: cast(x.loader(idx), dt)
 
 
-def _column_like(x: TensorValue, dims: list[int]) -> bool:
+def _column_like(x: TensorValue, dims: list[int], hints: dict[Any, int] | None = None) -> bool:
     """Whether reducing ``dims`` walks memory across rows: the unit-stride dim is kept.
 
     A row kernel computes such a reduction one output at a time with a large stride between
@@ -519,7 +519,12 @@ def _column_like(x: TensorValue, dims: list[int]) -> bool:
     """
     nd = x.ndim
     if not all(is_static(s) for s in x.sizes):
-        return False  # the row kernel is right for any size; only its speed is at stake
+        # symbolic sizes: decided on the example sizes (``hints``); either choice is right
+        # for every size, only its speed is at stake
+        if hints is None:
+            return False
+        view = TensorValue(tuple(hint(s, hints) for s in x.sizes), x.dtype, x.loader, x.ref)
+        return _column_like(view, dims)
     if nd < 2 or math.prod(x.sizes) < 65536:  # type: ignore[operator]
         return False  # under 256 KB of float the strided reads stay in cache
     red = {d % nd for d in dims}
@@ -550,7 +555,7 @@ def _sum(
     output_dtype: object = None,
 ) -> object:
     dt = out_dtype(node)
-    if _column_like(x, _dims(x, dims)):
+    if _column_like(x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()}):
         return NotImplemented
     return L.reduce(x, _dims(x, dims), keepdim, "sum", dt, _acc_cast(x, dt))
 

@@ -183,6 +183,10 @@ class _Body:
         if isinstance(v, VConst):
             return _literal(v.value, v.dtype)
         if isinstance(v, VIndex):
+            if isinstance(v.index, ISym):
+                # a size as a value: a tensor whatever the symbols are (constexpr ints when
+                # interpreted, scalars when compiled)
+                return self.tmp(f"tl.full([1, 1], {self.index(v.index)}, tl.int64).to({ct})")
             return self.tmp(f"({self.index(v.index)}).to({ct})")
         if isinstance(v, VLoad):
             if v.buf in self.regs:
@@ -371,7 +375,9 @@ def _reduction_lines(step: Step, n: int, body: _Body, acc: str, ct: str) -> tupl
     return f"tl.full([XBLOCK, RBLOCK], {init}, {ct})", f"{fn}({acc}, {{v}}{nan})", final
 
 
-def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, TritonKernelSource]:
+def _kernel(
+    kernel: Kernel, buffers: dict[str, BufferSpec], interpret: bool = False
+) -> tuple[str, TritonKernelSource]:
     used: list[str] = []
     for step in kernel.steps:
         for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
@@ -398,8 +404,12 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
             f"        m = omask & (ri < {n})",
         ]
 
-    # the symbols are plain (not constexpr) arguments: one compiled kernel for all sizes
-    sig = ", ".join([*params.values(), *symbols, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+    # the symbols are plain (not constexpr) arguments: one compiled kernel for all sizes.
+    # Interpreted, they are constexpr: triton 3.6's interpreter turns an int argument into a
+    # 1-element array that `range` cannot take under numpy 2.4 (fixed in later tritons); the
+    # interpreter compiles nothing, so constexpr costs nothing there
+    sym_params = [f"{s}: tl.constexpr" if interpret else s for s in symbols]
+    sig = ", ".join([*params.values(), *sym_params, "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
     lines = ["@triton.jit", f"def {kernel.name}({sig}):"]
     lines.append("    o = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
     lines.append(f"    omask = o < {tritonexpr(kernel.outer_numel)}")
@@ -474,13 +484,17 @@ def _kernel(kernel: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, Triton
 
 
 def generate_triton(
-    kernels: Sequence[Kernel], buffers: dict[str, BufferSpec]
+    kernels: Sequence[Kernel], buffers: dict[str, BufferSpec], *, interpret: bool = False
 ) -> tuple[str, list[TritonKernelSource]]:
-    """A Python module with one ``@triton.jit`` function per kernel."""
+    """A Python module with one ``@triton.jit`` function per kernel.
+
+    ``interpret``: the module runs under ``TRITON_INTERPRET=1`` (size symbols then become
+    constexpr parameters, see ``_kernel``).
+    """
     parts = ["import triton", "import triton.language as tl", ""]
     sources = []
     for k in kernels:
-        text, src = _kernel(k, buffers)
+        text, src = _kernel(k, buffers, interpret)
         parts.append(text)
         parts.append("")
         sources.append(src)
