@@ -524,3 +524,26 @@ def test_parameters_pin_their_identity_when_module_params_is_refused(
     model[1].weight = nn.Parameter(torch.randn(8, 8))  # same metadata, another object
     same(opt, model, x)
     assert backend.count == 2
+
+
+class ListOfTensors(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(3, 3)
+        self.items = [torch.randn(3), torch.randn(3), torch.randn(3)]  # a plain list attribute
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * 2 + self.items[0] * self.items[1]
+
+
+def test_only_reader_tuples_are_spread_into_the_graph_call() -> None:
+    # self.items[0], self.items[1] are items of a bound prefix (self.items): passing the whole
+    # list (three tensors) would be wrong; the parameters' reader is spread.
+    model, backend = ListOfTensors(), Counting()
+    opt = compile_api.compile(model, backend=backend)
+    x = torch.randn(2, 3)
+    same(opt, model, x)
+    same(opt, model, x + 1)
+    assert backend.count == 1
+    assert len(reader_calls(entry_for(ListOfTensors.forward.__code__).code)) == 1

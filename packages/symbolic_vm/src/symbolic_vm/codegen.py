@@ -10,10 +10,11 @@ under a name the frame cannot shadow). A prefix shared by several reads (``self.
 ._parameters``) is read once into a temporary at the top of the function.
 
 Module parameters fed to the graph are not read through their paths: one
-``guards.params_reader`` per root module returns them all (``__strata_s<k> = reader()``, then
-``__strata_s<k>[j]``; a whole reader passed in order becomes ``*__strata_s<k>`` in the graph
-call). That is the object the path holds whenever the entry's guard passed: Output.guard_set
-guards each one's identity at its path (MODULE_PARAMS, else an ID_MATCH).
+``guards.params_reader`` per root module returns them all (``__strata_p<k> = reader()``, then
+``__strata_p<k>[j]``; a whole reader passed in order becomes ``*__strata_p<k>`` in the graph
+call; its own name stem, so no other temporary's items are ever mistaken for a reader's).
+That is the object the path holds whenever the entry's guard passed: Output.guard_set guards
+each one's identity at its path (MODULE_PARAMS, else an ID_MATCH).
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ _OUT = "__strata_out"
 # Lines binding a shared source prefix: reads of the frame's state at entry, hoisted by
 # build_code above the graph call (the graph never changes Python objects).
 _PREFIX = "__strata_s"
-_PREFIX_LINE = re.compile(rf"^{_PREFIX}\d+ = ")
-# One item of a parameter reader's tuple (Rebuilder._reader_item).
-_READER_ITEM = re.compile(rf"^({_PREFIX}\d+)\[(\d+)\]$")
+# A parameter reader's tuple (Rebuilder._reader_item), also bound at entry.
+_READER = "__strata_p"
+_PREFIX_LINE = re.compile(rf"^(?:{_PREFIX}|{_READER})\d+ = ")
+# One item of a parameter reader's tuple (only these are ever spread into the graph call).
+_READER_ITEM = re.compile(rf"^({_READER}\d+)\[(\d+)\]$")
 # The transformed function's own temporaries (a global by such a name would be shadowed);
 # helper globals are named __strata_<capture>_<stem>_<k> and never match.
-_TEMPORARY = re.compile(r"__strata_(?:out|result|[sv]\d+|transformed|outer)")
+_TEMPORARY = re.compile(r"__strata_(?:out|result|[svp]\d+|transformed|outer)")
 
 
 def frame_names(code: types.CodeType) -> frozenset[str]:
@@ -140,7 +143,7 @@ class Rebuilder:
         name = self._readers.get(root)
         if name is None:
             reader = params_reader([tensor for _, tensor in members])
-            name = f"{_PREFIX}{next(self._prefix_numbers)}"
+            name = f"{_READER}{len(self._readers)}"
             self.lines.append(f"{name} = {self.out.install(reader, 'params')}()")
             self._readers[root] = name
         index = next(j for j, (member, _) in enumerate(members) if member == source)
