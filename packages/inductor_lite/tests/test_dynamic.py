@@ -8,14 +8,17 @@ the same inputs, and asserts that the generated code ran: the graphs aot handed 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import compile_api
+from inductor_lite import compile_fx
 
 
 def pointwise_chain(x: torch.Tensor) -> torch.Tensor:
@@ -256,3 +259,41 @@ def test_large_symbolic_column_sum_is_eagers_sum_by_the_example_sizes(recorder: 
     (graph,) = recorder.graphs
     targets = [str(i.target) for i in graph.items if not hasattr(i, "steps")]
     assert targets == ["aten.sum.dim_IntList"], targets  # the small one stays a kernel
+
+
+def test_backward_of_var_computes_its_float_count_from_the_symbols(recorder: Any) -> None:
+    # the backward graph scales by 2 / (float(n) - 1): sym_float and float arithmetic on a
+    # size become a float64 value computed in the kernel
+    def f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return x.var(0) * w
+
+    compiled = compile_api.compile(f, backend=recorder, dynamic=True)
+    for n in (4, 6, 17, 33):
+        x = torch.randn(n, n + 3, requires_grad=True)
+        w = torch.randn(n + 3, requires_grad=True)
+        x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        got, expected = compiled(x, w), f(x2, w2)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        got.sum().backward()
+        expected.sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(w.grad, w2.grad, atol=1e-5, rtol=1e-5)
+    recorder.assert_generated_code_ran()
+    assert len(recorder.graphs) == 2
+
+
+def test_float_of_a_size_as_an_output_runs_eagerly_and_right(recorder: Any) -> None:
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        return x * 2, x.shape[0] / 2
+
+    config = dataclasses.replace(recorder.config, fallback="eager")
+    compiled = compile_api.compile(
+        f, backend=lambda gm, ex: compile_fx(gm, list(ex), config=config), dynamic=True
+    )
+    with pytest.warns(RuntimeWarning, match="running this graph eagerly"):
+        compiled(torch.randn(4, 2))
+    for n in (3, 5):
+        x = torch.randn(n, 2)
+        got, expected = compiled(x), f(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]

@@ -16,6 +16,7 @@ from .errors import LoweringError, UnsupportedGraph
 from .ir import (
     BufferSpec,
     FallbackNode,
+    ISym,
     LoweredGraph,
     Node,
     OutputSpec,
@@ -24,11 +25,22 @@ from .ir import (
     ReductionType,
     SymbolBinding,
     TensorRef,
+    VCast,
+    VConst,
     VExpr,
+    VIndex,
+    VOp,
     contiguous_strides,
 )
 from .symbolic import Size, is_static, same, to_size
-from .tensorvalue import TensorValue, buffers_read, expr_cost, index_vars, realized
+from .tensorvalue import (
+    SymScalar,
+    TensorValue,
+    buffers_read,
+    expr_cost,
+    index_vars,
+    realized,
+)
 
 __all__ = ["GraphLowering", "Lowering", "lower_graph"]
 
@@ -114,6 +126,41 @@ def _query_example(node: torch.fx.Node, target: torch._ops.OpOverload) -> object
         return target(*args, **node.kwargs)
     except Exception:  # not answerable here: the query stays an aten call
         return None
+
+
+_SCALAR_OPS = {
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.mul: "mul",
+    operator.truediv: "truediv",
+}
+
+
+def _as_float_value(x: object) -> VExpr | None:
+    if isinstance(x, SymScalar):
+        return x.value
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int | float):
+        return VConst(float(x), torch.float64)
+    if isinstance(x, sympy.Expr):
+        return VCast(VIndex(ISym(x), torch.int64), torch.float64)
+    return None
+
+
+def _sym_scalar(target: object, args: Sequence[object]) -> SymScalar | None:
+    """``sym_float`` of a size and float arithmetic on it, as a value computed in kernels."""
+    if target is torch.sym_float and len(args) == 1 and isinstance(args[0], sympy.Expr):
+        value = _as_float_value(args[0])
+        assert value is not None
+        return SymScalar(value)
+    name = _SCALAR_OPS.get(target)  # type: ignore[call-overload]
+    if name is None or len(args) != 2 or not any(isinstance(a, SymScalar) for a in args):
+        return None
+    a, b = (_as_float_value(x) for x in args)
+    if a is None or b is None:
+        return None
+    return SymScalar(VOp(name, (a, b), torch.float64))
 
 
 def _static_tensor(t: torch.Tensor) -> bool:
@@ -347,6 +394,9 @@ class GraphLowering:
             seq, i = args
             assert isinstance(seq, list | tuple) and isinstance(i, int)
             return seq[i]
+        scalar = _sym_scalar(target, args)
+        if scalar is not None:
+            return scalar
         if not isinstance(target, torch._ops.OpOverload):
             # arithmetic on sizes (operator.mul on SymInts, sym_size, ...): the value is the
             # expression fake propagation computed, evaluated by the wrapper at run time
@@ -399,6 +449,8 @@ class GraphLowering:
         def to_ref(a: object) -> object:
             if isinstance(a, TensorValue):
                 return self.ref_of(a)
+            if isinstance(a, SymScalar):
+                raise UnsupportedGraph(f"a float computed from sizes passed to {target}")
             if isinstance(a, list | tuple):
                 return type(a)(to_ref(x) for x in a)
             return a
@@ -440,6 +492,8 @@ class GraphLowering:
                 continue
             value = self.env[out]
             meta = out.meta.get("val")
+            if isinstance(value, SymScalar):
+                raise UnsupportedGraph("a float computed from sizes is a graph output")
             if not isinstance(value, TensorValue):
                 specs.append(OutputSpec(None, value))
                 continue

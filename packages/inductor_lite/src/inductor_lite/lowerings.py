@@ -32,7 +32,7 @@ from .ir import (
 )
 from .lowering import GraphLowering, Lowering
 from .symbolic import Size, hint, is_static, to_size
-from .tensorvalue import TensorValue, broadcast_loader, cast, index_vars, realized
+from .tensorvalue import SymScalar, TensorValue, broadcast_loader, cast, index_vars, realized
 
 __all__ = ["LOWERINGS"]
 
@@ -84,6 +84,8 @@ def _dummy(x: object) -> object:
         return torch.empty([1] * min(x.ndim, 1), dtype=x.dtype)
     if isinstance(x, sympy.Expr):
         return 1  # a symbolic int promotes as an int
+    if isinstance(x, SymScalar):
+        return 1.0
     return x
 
 
@@ -117,6 +119,9 @@ def to_tv(x: object, dtype: torch.dtype) -> TensorValue:
     if isinstance(x, sympy.Expr):
         v = size_value(x, dtype)
         return TensorValue((), dtype, lambda idx: v)
+    if isinstance(x, SymScalar):
+        sv = cast(x.value, dtype)
+        return TensorValue((), dtype, lambda idx: sv)
     raise TypeError(f"unexpected argument {x!r}")
 
 

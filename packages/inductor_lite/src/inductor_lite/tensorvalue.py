@@ -32,6 +32,7 @@ from .symbolic import Size, floordiv, is_static, same, size_max, size_min, to_si
 
 __all__ = [
     "Loader",
+    "SymScalar",
     "TensorValue",
     "broadcast_loader",
     "buffers_read",
@@ -43,6 +44,14 @@ __all__ = [
 ]
 
 Loader = Callable[[Sequence[IExpr]], VExpr]
+
+
+@dataclass(frozen=True)
+class SymScalar:
+    """A float computed from sizes at run time (``2.0 / (sym_float(n) - 1.0)`` in a backward
+    graph): a float64 value expression over the size symbols, computed inside the kernels."""
+
+    value: VExpr
 
 
 @dataclass(frozen=True)
