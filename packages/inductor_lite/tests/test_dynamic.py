@@ -297,3 +297,22 @@ def test_float_of_a_size_as_an_output_runs_eagerly_and_right(recorder: Any) -> N
         got, expected = compiled(x), f(x)
         torch.testing.assert_close(got[0], expected[0])
         assert got[1] == expected[1]
+
+
+def test_transformer_block_training_symbolic_sequence_length(recorder: Any) -> None:
+    torch.manual_seed(0)
+    model, reference = Block(), Block()
+    reference.load_state_dict(model.state_dict())
+    compiled = compile_api.compile(model, backend=recorder, dynamic=True)
+    for t in (3, 8, 17):
+        x = torch.randn(2, t, 32)
+        model.zero_grad()
+        reference.zero_grad()
+        got, expected = compiled(x), reference(x)
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+        got.square().sum().backward()
+        expected.square().sum().backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-3, rtol=1e-3)
+    recorder.assert_generated_code_ran()
+    assert len(recorder.graphs) == 2  # forward and backward, compiled once for every length
