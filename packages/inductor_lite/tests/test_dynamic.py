@@ -316,3 +316,20 @@ def test_transformer_block_training_symbolic_sequence_length(recorder: Any) -> N
             torch.testing.assert_close(p.grad, q.grad, atol=1e-3, rtol=1e-3)
     recorder.assert_generated_code_ran()
     assert len(recorder.graphs) == 2  # forward and backward, compiled once for every length
+
+
+def test_as_backend_of_torch_compile_with_mark_dynamic(recorder: Any) -> None:
+    import torch._dynamo
+
+    compiled = torch.compile(layer_norm_softmax, backend=recorder)
+    try:
+        for n in (3, 5, 9, 200):
+            x = torch.randn(n, 40)
+            torch._dynamo.mark_dynamic(x, 0)
+            torch.testing.assert_close(compiled(x), layer_norm_softmax(x), atol=1e-5, rtol=1e-5)
+    finally:
+        torch._dynamo.reset()
+    recorder.assert_generated_code_ran()
+    (graph,) = recorder.graphs
+    assert graph.kernel_count == 1 and len(graph.lowered.symbols) == 1
+    assert "scratch0[" in graph.kernel_source  # the static row keeps its row scratch

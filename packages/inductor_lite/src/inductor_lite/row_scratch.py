@@ -194,7 +194,7 @@ def plan_scratch(units: Sequence[Sequence[tuple[Step, list[str]]]]) -> ScratchPl
             if any(set(users) <= c_users and _contains(c, e) for c, c_users in chosen):
                 continue
             chosen.append((e, set(users)))
-            name = f"s{len(arrays)}"
+            name = f"scratch{len(arrays)}"  # not s<k>: size symbols are named so
             step0 = units[users[0]][0][0]
             arrays.append((name, e, step0.inner_numel))
             writes[users[0]][e] = name
