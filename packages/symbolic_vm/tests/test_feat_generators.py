@@ -200,3 +200,58 @@ def test_yield_from_a_generator_and_a_list_with_its_return_value():
 
     compiled_run = check(fn, torch.randn(3), [])
     assert compiled_run.graph_count == 1
+
+
+def accumulate(x):
+    total = x * 0
+    while True:
+        step = yield total
+        if step is None:
+            return total
+        total = total + step
+
+
+def test_send_resumes_the_paused_yield_with_the_value():
+    def fn(x):
+        g = accumulate(x)
+        first = next(g)
+        a = g.send(x + 1)
+        b = g.send(x * 3)
+        return first, a, b
+
+    compiled_run = check(fn, torch.randn(3))
+    assert compiled_run.graph_count == 1
+
+
+def test_send_through_yield_from_reaches_the_inner_generator():
+    def outer(x):
+        result = yield from accumulate(x)
+        yield result * 10
+
+    def fn(x):
+        g = outer(x)
+        next(g)
+        g.send(x + 2)
+        g.send(x)
+        return g.send(None)  # the inner generator returns; outer yields result * 10
+
+    check(fn, torch.randn(3))
+
+
+def test_send_of_a_value_to_a_just_started_generator_is_left_to_python():
+    def fn(x):
+        g = accumulate(x)
+        return g.send(x)  # TypeError in eager
+
+    with pytest.raises(Unsupported, match="just-started"):
+        run_vm(fn, torch.randn(2))
+
+
+def test_send_into_a_generator_that_returns_is_unsupported_not_guessed():
+    def fn(x):
+        g = accumulate(x)
+        next(g)
+        return g.send(None)  # StopIteration in eager
+
+    with pytest.raises(Unsupported, match="StopIteration"):
+        run_vm(fn, torch.randn(2))

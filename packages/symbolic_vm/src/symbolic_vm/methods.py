@@ -89,6 +89,11 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         return value
     if isinstance(target, GeneratorVar) and name == "__iter__":
         return target
+    if isinstance(target, GeneratorVar) and name == "send" and len(args) == 1:
+        value = ops.generator_next(out, target, args[0])
+        if value is None:
+            raise Unsupported("StopIteration raised by send() on a generator that returned")
+        return value
     if isinstance(target, GeneratorContextVar):
         return _generator_context_method(vm, target, name, args)
     raise Unsupported(f"method {name}() of {ops.describe(target)}")

@@ -467,13 +467,24 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     raise Unsupported(f"iterating over module {type(module).__name__}")
 
 
-def generator_next(out: Output, gen: GeneratorVar) -> Var | None:
-    """Resume ``gen`` up to its next yield: the value, or None once it has returned."""
+def generator_next(out: Output, gen: GeneratorVar, sent: Var | None = None) -> Var | None:
+    """Resume ``gen`` up to its next yield: the value, or None once it has returned.
+
+    ``sent``: the value of the paused ``yield`` expression (``gen.send(sent)``); None or
+    ``ConstVar(None)`` is what ``next()`` sends.
+    """
     box = gen.box
+    sends_value = sent is not None and not (isinstance(sent, ConstVar) and sent.value is None)
+    if sends_value and not box.started:
+        # eager raises TypeError here: let the frame run eagerly and raise it
+        raise Unsupported("send() of a value into a just-started generator")
     if box.done:
         return None
     out.inlined_calls += 1  # user code ran: a graph break cannot undo it
     frame = box.frame
+    if sends_value:
+        frame.stack[-1] = sent  # YIELD_VALUE left None there for the resumption
+    box.started = True
     value: Var = frame.run()
     if frame.returned:
         box.done = True

@@ -153,6 +153,7 @@ class GeneratorBox:
     """A suspended generator: the interpreter of its frame, resumed by each ``next()``."""
 
     frame: Any  # symbolic_vm.interpreter.Interpreter (Any: values.py must not import it)
+    started: bool = False  # resumed at least once (send() of a value needs a paused yield)
     done: bool = False
     result: Var | None = None  # what its frame returned (the value of ``yield from`` on it)
 

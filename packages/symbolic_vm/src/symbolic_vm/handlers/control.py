@@ -169,8 +169,8 @@ def RETURN_GENERATOR(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("YIELD_VALUE")
 def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
-    """Suspend the generator's interpreter; on resumption the sent value (always None:
-    ``send()`` is not supported) is on the stack, as CPython leaves it."""
+    """Suspend the generator's interpreter; on resumption the sent value is on the stack, as
+    CPython leaves it (None here; ``send(v)`` replaces it, see ``ops.generator_next``)."""
     value = vm.pop()
     vm.push(ConstVar(None))
     raise YieldSignal(value)
@@ -184,11 +184,11 @@ def GET_YIELD_FROM_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
 def _delegate(vm: Interpreter, receiver: Var, sent: Var) -> tuple[Var | None, Var]:
     """One step of ``yield from receiver``: (the value it yields, or None when it has ended,
     and then its return value)."""
-    if not (isinstance(sent, ConstVar) and sent.value is None):
-        raise Unsupported("send() of a value into a generator")
     if isinstance(receiver, GeneratorVar):
-        value = ops.generator_next(vm.out, receiver)
+        value = ops.generator_next(vm.out, receiver, sent)
         return value, receiver.box.result or ConstVar(None)
+    if not (isinstance(sent, ConstVar) and sent.value is None):
+        raise Unsupported(f"send() of a value through yield from {ops.describe(receiver)}")
     if isinstance(receiver, IteratorVar):
         box = receiver.box
         if box.index < len(box.items):
