@@ -47,6 +47,14 @@ def test_layer_norm_softmax_is_one_kernel_over_symbolic_rows(recorder: Any) -> N
     assert [g.kernel_count for g in recorder.graphs] == [1]
 
 
+def test_symbolic_row_keeps_its_scratch_on_the_stack_or_the_heap(recorder: Any) -> None:
+    # rows over 16384 elements take the heap row, shorter ones the stack array
+    recorder.sweep(layer_norm_softmax, lambda n: (torch.randn(3, n),), sizes=(5, 20000, 100))
+    recorder.assert_generated_code_ran()
+    (graph,) = recorder.graphs
+    assert "scratch0_heap" in graph.kernel_source and "scratch0[ri]" in graph.kernel_source
+
+
 def test_reductions_over_rows_and_columns(recorder: Any) -> None:
     recorder.sweep(reductions, lambda n: (torch.randn(n, 7),))
     recorder.assert_generated_code_ran()

@@ -29,7 +29,7 @@ from .ir import (
     VLoad,
     VOp,
 )
-from .row_scratch import canonical_step, plan_scratch
+from .row_scratch import MAX_ROW, canonical_step, plan_scratch
 from .scheduler import Kernel, Step, iter_loads, kernel_symbols
 from .symbolic import Size, cexpr, is_static, same
 
@@ -93,6 +93,7 @@ _PRELUDE = r"""
 #include <cstring>
 #include <limits>
 #include <algorithm>
+#include <memory>
 #include <omp.h>
 
 static inline float bf16_load(uint16_t v) {
@@ -593,7 +594,22 @@ def _kernel(
     canon = [[(n, *canonical_step(st)) for n, st in unit] for unit in units]
     plan = plan_scratch([[(st, names) for _, st, names in unit] for unit in canon])
     for name, value, length in plan.arrays:
-        lines.append(f"        {compute_type(value.dtype)} {name}[{length}];  // one row")
+        ct = compute_type(value.dtype)
+        if is_static(length):
+            lines.append(f"        {ct} {name}[{length}];  // one row")
+            continue
+        # a symbolic row: on the stack up to MAX_ROW elements, else one heap row per row
+        # (its work then dwarfs the allocation)
+        row = cexpr(length)
+        lines += [
+            f"        {ct} {name}_stack[{MAX_ROW}];",
+            f"        std::unique_ptr<{ct}[]> {name}_heap;",
+            f"        {ct}* {name} = {name}_stack;  // one row",
+            f"        if ({row} > {MAX_ROW}LL) {{",
+            f"            {name}_heap.reset(new {ct}[{row}]);",
+            f"            {name} = {name}_heap.get();",
+            "        }",
+        ]
     for u, unit in enumerate(canon):
         w, r = plan.writes[u], plan.reads[u]
         if len(unit) == 1:

@@ -29,7 +29,7 @@ from .ir import (
     VOp,
 )
 from .scheduler import Step
-from .symbolic import is_static
+from .symbolic import Size, is_static
 
 __all__ = ["ScratchPlan", "canonical_step", "plan_scratch"]
 
@@ -159,21 +159,23 @@ class ScratchPlan:
 
     writes: list[dict[VExpr, str]]
     reads: list[dict[VExpr, str]]
-    arrays: list[tuple[str, VExpr, int]]  # name, value (for its type), row length
+    arrays: list[tuple[str, VExpr, Size]]  # name, value (for its type), row length
 
 
 def plan_scratch(units: Sequence[Sequence[tuple[Step, list[str]]]]) -> ScratchPlan:
     """Choose values to keep in scratch rows; ``units`` are the loops in emission order."""
     writes: list[dict[VExpr, str]] = [{} for _ in units]
     reads: list[dict[VExpr, str]] = [{} for _ in units]
-    arrays: list[tuple[str, VExpr, int]] = []
+    arrays: list[tuple[str, VExpr, Size]] = []
     seen: dict[tuple[object, ...], dict[VExpr, list[int]]] = {}
     costs: dict[VExpr, int] = {}
     shape_of: dict[VExpr, tuple[object, ...]] = {}
     for u, unit in enumerate(units):
         step, names = unit[0]
-        # a symbolic row length has no stack array bound: no scratch (recomputed instead)
-        if not step.inner_sizes or not is_static(step.inner_numel) or step.inner_numel > MAX_ROW:
+        # a symbolic row length is checked against MAX_ROW at run time (cpp.py)
+        if not step.inner_sizes or (
+            is_static(step.inner_numel) and step.inner_numel > MAX_ROW  # type: ignore[operator]
+        ):
             continue
         shape = (step.outer_sizes, step.inner_sizes)
         inner = frozenset(names[step.split :])
