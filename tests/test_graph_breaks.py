@@ -987,16 +987,22 @@ def generator_on_the_stack(x: torch.Tensor, values: list[float]) -> torch.Tensor
 
 
 @pytest.mark.parametrize("fn", [iterator_on_the_stack, generator_on_the_stack])
-def test_a_break_with_an_iterator_on_the_stack_runs_the_frame_eagerly(
+def test_a_break_with_an_iterator_on_the_stack_runs_its_statement_as_bytecode(
     fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The VM's iterators hold values computed when they were made: resuming would compute a
-    # generator's items before the call at the break. torch.compile runs the generator case
-    # eagerly too, and resumes the list-iterator case (2 graphs): never more than it.
+    # The VM's iterators hold values computed when they were made: resuming right after the
+    # call would compute a generator's items before it. The statement holding the break runs
+    # as bytecode instead (a statement region): y = x + 1 before it, y * <item> after it (the
+    # real iterator is a local of the resume function, whose next() breaks again).
+    # torch.compile resumes the list-iterator case (2 graphs) and runs the generator's frame
+    # eagerly (0 graphs).
     args = (torch.randn(3), [1.0, 2.0])
     run_both(fn, counter, args)
-    assert counter.count == 0
-    reference_limit(fn, counter.count, args)
+    assert counter.count == 2
+    report = compile_api.explain(fn)(*args)
+    assert "in a statement at" in report.break_reasons[0].reason
+    assert report.break_reasons[0].source_line.startswith(("it = ", "gen = "))
+    reference_ops_at_least(fn, counter, args)
 
 
 def deep3(t: torch.Tensor) -> torch.Tensor:
@@ -1116,8 +1122,7 @@ def test_an_exhausted_iterator_in_a_local_does_not_stop_the_break(
 
 @pytest.mark.parametrize(
     ("fn", "why"),
-    [(break_in_user_with_calls_callee, "user context manager"),
-     (iterator_on_the_stack, "iterator with items left")],
+    [(break_in_user_with_calls_callee, "user context manager")],
 )
 def test_explain_says_why_a_frame_runs_eagerly_instead_of_breaking(
     fn: Callable[..., Any], why: str, capsys: pytest.CaptureFixture[str]
@@ -1843,3 +1848,55 @@ def test_random_programs_with_loops_try_blocks_and_breaks_match_eager(
             assert ours[1].requires_grad == expected[1].requires_grad
         else:
             assert ours[1] == expected[1]
+
+
+# --- statement regions: an instruction a plain break cannot run alone ----------------------------
+
+
+class Attrs:
+    pass
+
+
+def statement_deletes_an_attribute(x: torch.Tensor, obj: Attrs) -> torch.Tensor:
+    y = x * 2
+    del obj.a  # DELETE_ATTR: not traced, not an instruction a plain break runs alone
+    return y + 1
+
+
+def statement_defines_a_class(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+
+    class Local:  # LOAD_BUILD_CLASS; the class body itself is a frame that runs eagerly
+        k = 3
+
+    return y + Local.k
+
+
+def statement_raises(x: torch.Tensor, flag: bool) -> torch.Tensor:
+    y = x * 2
+    if flag:
+        raise ValueError("raised after a graph")
+    return y + 1
+
+
+def test_an_untraceable_instruction_runs_its_statement_as_bytecode(
+    counter: GraphCounter,
+) -> None:
+    x = torch.randn(3)
+    obj = Attrs()
+    obj.a = 1  # type: ignore[attr-defined]
+    compiled = compile_api.compile(statement_deletes_an_attribute, backend=counter)
+    torch.testing.assert_close(compiled(x, obj), x * 2 + 1)
+    assert not hasattr(obj, "a")
+    assert counter.count == 2  # x * 2 | y + 1
+    counter.graphs.clear()
+    run_both(statement_defines_a_class, counter, (x,))
+    assert counter.count == 2
+    report = compile_api.explain(statement_defines_a_class)(x)
+    assert "in a statement at" in report.break_reasons[0].reason
+    assert "LOAD_BUILD_CLASS" in report.break_reasons[0].reason
+    counter.graphs.clear()
+    compiled = compile_api.compile(statement_raises, backend=counter)
+    with pytest.raises(ValueError, match="raised after a graph"):
+        compiled(x, True)
+    torch.testing.assert_close(compiled(x, False), x * 2 + 1)

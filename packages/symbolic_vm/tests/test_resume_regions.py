@@ -49,10 +49,11 @@ def note_offset(fn: Callable[..., Any]) -> int:
 def run_region(
     fn: Callable[..., Any], helper: Callable[..., Any], names: tuple[str, ...], *args: Any
 ) -> tuple[object, list[object], ResumeBuilder]:
-    """Run ``fn``'s residual code for the region around ``note``; the helper computes the
-    locals ``names`` at the region's start. Returns the result and what ``note`` saw."""
+    """Run ``fn``'s residual code for the region around ``note`` (its statement when it is in
+    no loop or try); the helper computes the locals ``names`` at the region's start. Returns
+    the result and what ``note`` saw."""
     assert isinstance(fn, types.FunctionType)
-    region = find_region(fn.__code__, note_offset(fn))
+    region = find_region(fn.__code__, note_offset(fn), statement=True)
     counter = itertools.count(1)
     builder = ResumeBuilder(lambda: next(counter))
     flat, _ = positional_helper(helper.__code__)
@@ -347,3 +348,26 @@ def test_a_region_inside_a_with_block_reenters_it_and_exits_it_once_per_side(
     ]
     assert SEEN[0] == "enter" and SEEN[-1] == "exit"
     assert SEEN.count("enter") == SEEN.count("exit") == (1 if 7 in xs else 2)
+
+
+class Box:
+    pass
+
+
+def statement_with_a_conditional(x: int, box: Box) -> int:
+    y = x * 2
+    box.seen = [note(v) or v for v in (y, y + 1)] if y > 0 else note("no")  # type: ignore[attr-defined]
+    del box.seen  # type: ignore[attr-defined]
+    return y + 1
+
+
+def test_a_statement_region_runs_one_statement_and_resumes_after_it() -> None:
+    fn = statement_with_a_conditional
+    region = find_region(fn.__code__, note_offset(fn), statement=True)
+    # 3.12+ inlines the comprehension: a loop inside the statement, which is then the region.
+    assert region.kind == ("statement" if PY_VERSION < (3, 12) else "loop")
+    line = fn.__code__.co_firstlineno + 2
+    assert region.lines == (line, line)
+    assert len(region.exits) == 1  # the next statement (`del box.seen`)
+    for x in (3, -3):
+        same_as_eager(fn, lambda x, box: (x, box, x * 2), ("x", "box", "y"), x, Box())

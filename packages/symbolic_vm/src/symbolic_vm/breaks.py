@@ -32,6 +32,7 @@ from symbolic_vm.resume import (
     Value,
     in_loop_or_try,
     positional_helper,
+    runs_alone,
     why_not_break_at,
     with_exit_slots,
 )
@@ -65,14 +66,28 @@ def break_record(error: Unsupported) -> GraphBreak:
     return GraphBreak(error.reason, error.filename, error.lineno, error.source_line)
 
 
-def plan_break(
-    out: Output, vm: Interpreter, brk: BreakAt
-) -> tuple[Rebuilder, list[str], str, list[Slot], list[tuple[str, Slot]]]:
+Plan = tuple[Rebuilder, list[str], str, list[Slot], list[tuple[str, Slot]]]
+
+
+def plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
     """Rebuild expressions for the stack and live locals at the break.
 
     Returns the rebuilder (graph outputs, temporaries), the side-effect writes, the helper's
-    return expression, and the plan's stack and local slots.
+    return expression, and the plan's stack and local slots. A stack value that cannot cross
+    the break (a generator made in the frame, ...) makes its statement run as bytecode.
     """
+    try:
+        return _plan_break(out, vm, brk)
+    except Unsupported:
+        if brk.region is not None or not any(
+            not isinstance(v, NullVar | ContextExitVar | AutocastExitVar) for v in brk.stack
+        ):
+            raise
+        _restart_at_region(vm.code, brk, statement=True)
+        raise
+
+
+def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
     code = vm.code
     if brk.region is None and (
         in_loop_or_try(code, brk.offset) or inside_loop_or_try(code, brk.offset)
@@ -81,13 +96,15 @@ def plan_break(
     why = None if brk.region is not None else why_not_break_at(code, brk.offset)
     if why is not None:
         raise _eagerly(brk, why)
-    if _has_pending_iterator(brk.stack):
-        # An iterator on the stack: the VM's iterators hold values it computed when the
-        # iterator was made (a generator expression runs to completion there), so resuming
-        # would run them before the instruction at the break instead of after it. The frame
-        # runs eagerly (torch.compile does the same for a generator; it resumes with a list
-        # iterator, so it can make more graphs there).
-        raise _eagerly(brk, "an iterator with items left is on the stack (the frame runs eagerly)")
+    if brk.region is None and (
+        _has_pending_iterator(brk.stack) or not runs_alone(code, brk.offset)
+    ):
+        # An iterator on the stack (the VM's iterators hold values computed when they were
+        # made: resuming would compute a generator's items before the instruction at the break,
+        # not after it), or an instruction the residual code cannot run alone: the statement
+        # holding it runs as bytecode instead (torch.compile runs a generator's frame eagerly
+        # and resumes with a list iterator).
+        _restart_at_region(code, brk, statement=True)
     if _in_other_with_block(code, brk):
         # A user context manager (any but grad mode, autocast, inference mode) is active:
         # TorchDynamo runs such a frame eagerly; re-entering an arbitrary manager could change
@@ -148,24 +165,27 @@ def plan_break(
     return rebuilder, writes, return_expr, stack, live
 
 
-def _restart_at_region(code: types.CodeType, brk: BreakAt) -> None:
+def _restart_at_region(code: types.CodeType, brk: BreakAt, *, statement: bool = False) -> None:
     """Raise RegionRestart for the loop/try statement around the break (TorchDynamo runs the
-    whole frame eagerly there), or the break's error when that region cannot run alone."""
+    whole frame eagerly there) or, with ``statement``, for the statement holding it; or the
+    break's error when that region cannot run alone."""
     if _in_other_with_block(code, brk):
         raise _eagerly(brk, "inside a user context manager (the frame runs eagerly, as in "
                             "torch.compile)")
     try:
-        region = find_region(code, brk.offset)
+        region = find_region(code, brk.offset, statement=statement)
     except ResumeError as err:
-        raise _eagerly(brk, f"a graph break inside a loop or try block whose statement cannot "
-                            f"run on its own ({err}; the frame runs eagerly)") from err
+        what = "statement" if statement else "loop or try statement"
+        raise _eagerly(brk, f"a graph break whose {what} cannot run on its own ({err}; the "
+                            "frame runs eagerly)") from err
     first, last = region.lines
     where = f"lines {first}-{last}" if last > first else f"line {first}"
     error = brk.error
+    inside = "in a statement" if region.kind == "statement" else f"inside a {region.kind}"
     reason = (
-        f"{error.reason}; a graph break inside a {region.kind} at "
-        f"{error.filename}:{error.lineno}: the {region.kind} ({where}) runs eagerly as Python, "
-        "the code before and after it is compiled"
+        f"{error.reason}; a graph break {inside} at {error.filename}:{error.lineno}: the "
+        f"{region.kind} ({where}) runs eagerly as Python, the code before and after it is "
+        "compiled"
     )
     raise RegionRestart(region, Unsupported(
         reason, filename=error.filename, lineno=error.lineno, source_line=error.source_line,

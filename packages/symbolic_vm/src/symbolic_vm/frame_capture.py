@@ -106,7 +106,9 @@ def _capture_once(
                 out, code, frame.f_globals, dict(frame.f_builtins), local_vars={},
                 frame_locals=dict(frame.f_locals),
             )
-            vm.may_break = not config.fullgraph
+            # Only a function's frame breaks: a class body or module (no CO_OPTIMIZED: locals in
+            # a dict) has no resume functions and runs eagerly on anything unsupported.
+            vm.may_break = not config.fullgraph and bool(code.co_flags & 0x1)
             vm.stop_at = stop_at
             vm.stop_region = region
             try:

@@ -197,7 +197,9 @@ class Interpreter:
                 located = exc.located(self.code.co_filename, self.lineno)
                 if snapshot is not None and snapshot[2] == self.out.change_marks():
                     raise BreakAt(inst.offset, snapshot[0], snapshot[1], located) from exc
-                if snapshot is not None:
+                if snapshot is not None or self.may_break:
+                    # Traced again to stop right before it; an instruction a plain break
+                    # cannot run alone then has its statement run as bytecode (region.py).
                     raise RetraceAt(self.steps, located) from exc
                 raise located from exc.__cause__
 

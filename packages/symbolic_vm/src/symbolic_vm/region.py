@@ -71,6 +71,7 @@ _STORES = frozenset({"STORE_FAST", "STORE_DEREF"})
 _DELETES = frozenset({"DELETE_FAST", "DELETE_DEREF", "LOAD_FAST_AND_CLEAR"})
 # Instructions a region must not hold: the residual frame is a plain function.
 _REFUSED = frozenset({"YIELD_VALUE", "RETURN_GENERATOR", "SEND", "GET_AWAITABLE"})
+_MAX_STARTS = 8  # statement starts tried per region
 
 
 @attrs.frozen
@@ -222,14 +223,18 @@ def inside_loop_or_try(code: types.CodeType, offset: int) -> bool:
     return where is not None and where in flow.depth and bool(_span(flow, where)[2])
 
 
-def find_region(code: types.CodeType, offset: int) -> Region:
+def find_region(code: types.CodeType, offset: int, *, statement: bool = False) -> Region:
     """The region around the instruction at ``offset``: the outermost loop or try statement
-    containing it. Raises ResumeError when there is none or it cannot run on its own."""
+    containing it; with ``statement``, outside any, the statement holding it (kind
+    "statement": for an instruction a plain break cannot run on its own). Raises ResumeError
+    when there is none or it cannot run on its own."""
     flow = _flow(code)
     where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
     if where is None or where not in flow.depth:
         raise ResumeError(f"no traced instruction at offset {offset} of {code.co_name}")
     lo, hi, kinds, tries = _span(flow, where)
+    if not kinds and statement:
+        kinds = {"statement"}
     if not kinds:
         raise ResumeError("the break is not inside a loop or a try block")
     # Start at the statement: where the stack holds only the with blocks around it (a for
@@ -238,12 +243,97 @@ def find_region(code: types.CodeType, offset: int) -> Region:
     target = max(
         (h.depth for h, kind in _handler_kinds(flow, lo) if kind == "with"), default=0
     )
-    start = lo
-    while start > 0 and flow.depth.get(start) != target:
-        start -= 1
-    if flow.depth.get(start) != target:
-        raise ResumeError("no statement start before the region")
+    first_resume = next(
+        (k for k, i in enumerate(flow.instrs) if i.opname == "RESUME"), len(flow.instrs)
+    )
+    # The nearest instruction at that depth usually starts the statement; a branch inside
+    # the statement (a conditional expression) can sit at that depth too, and then the copy
+    # would be entered in its middle: the next candidate further up is tried (a few at most).
+    candidates = [k for k in range(lo, first_resume, -1) if flow.depth.get(k) == target]
+    if not candidates:
+        raise ResumeError("no statement start before the region, after the frame's prologue")
+    failure = ResumeError("no statement start before the region")
+    for start in candidates[:_MAX_STARTS]:
+        try:
+            members, exits = _grown_members(flow, start, hi, target, tries)
+            break
+        except ResumeError as err:
+            failure = err
+    else:
+        raise failure
     base = target
+    _check_cells(flow, members)
+    lines = [
+        line for i in members if (line := flow.instrs[i].position.lineno) is not None
+    ]
+    offsets = {flow.instrs[i].offset for i in members}
+    exit_offsets = sorted(o for o in (flow.instrs[i].offset for i in exits) if o is not None)
+    start_offset = flow.instrs[start].offset
+    assert start_offset is not None
+    return Region(
+        start=start_offset,
+        members=frozenset(o for o in offsets if o is not None),
+        exits=tuple(exit_offsets),
+        base=base,
+        lines=(min(lines, default=0), max(lines, default=0)),
+        kind=" and ".join(sorted(kinds)),
+    )
+
+
+def _grown_members(
+    flow: _Flow, start: int, hi: int, base: int, tries: set[int]
+) -> tuple[set[int], set[int]]:
+    """:func:`_members`, with every exit from which control comes back into the region made a
+    member (a branch of a conditional expression sits at the statement's depth too), until the
+    region is entered only at ``start``; ResumeError when that cannot be reached."""
+    forced: set[int] = set()
+    for _ in range(len(flow.instrs)):
+        members, exits = _members(flow, start, hi, base, tries, forced)
+        entries = _entries(flow, start, members)
+        if not entries:
+            return members, exits
+        grow = {x for x in exits if _reaches(flow, x, entries, members)}
+        if not grow:
+            raise ResumeError(f"the region is entered from offset "
+                              f"{flow.instrs[min(entries)].offset}, not only at its start")
+        forced |= grow
+    raise ResumeError("the region does not settle")
+
+
+def _entries(flow: _Flow, start: int, members: set[int]) -> set[int]:
+    """The non-members with an edge into the region other than into its start."""
+    out: set[int] = set()
+    for i, ins in enumerate(flow.instrs):
+        if i in members or i not in flow.depth:
+            continue
+        targets = flow.successors(i)
+        if ins.handler is not None:
+            targets.append(flow.handler_index(ins.handler))
+        if any(t in members and t != start for t in targets):
+            out.add(i)
+    return out
+
+
+def _reaches(flow: _Flow, source: int, goals: set[int], members: set[int]) -> bool:
+    """Whether control from ``source`` reaches one of ``goals`` outside ``members``."""
+    seen: set[int] = set()
+    work = [source]
+    while work:
+        i = work.pop()
+        if i in goals:
+            return True
+        if i in seen or i in members:
+            continue
+        seen.add(i)
+        work.extend(flow.successors(i))
+    return False
+
+
+def _members(  # noqa: PLR0917 - the parts of one region
+    flow: _Flow, start: int, hi: int, base: int, tries: set[int], forced: set[int]
+) -> tuple[set[int], set[int]]:
+    """The instructions a region starting at ``start`` runs, and its exits (see find_region);
+    ``forced`` are exits kept as members."""
     outer_targets = _outer_handlers(flow, start)
     members: set[int] = set()
     exits: set[int] = set()
@@ -263,29 +353,13 @@ def find_region(code: types.CodeType, offset: int) -> Region:
             # blocks: the statement is over (a handler's code runs above that depth, with the
             # exception state pushed, or still under the statement's finally).
             if (
-                not start <= s <= hi and flow.depth.get(s) == base
+                not start <= s <= hi and flow.depth.get(s) == base and s not in forced
                 and not any(flow.handler_index(h) in tries for h, _ in _handler_kinds(flow, s))
             ):
                 exits.add(s)
             else:
                 work.append(s)
-    _check_single_entry(flow, start, members)
-    _check_cells(flow, members)
-    lines = [
-        line for i in members if (line := flow.instrs[i].position.lineno) is not None
-    ]
-    offsets = {flow.instrs[i].offset for i in members}
-    exit_offsets = sorted(o for o in (flow.instrs[i].offset for i in exits) if o is not None)
-    start_offset = flow.instrs[start].offset
-    assert start_offset is not None
-    return Region(
-        start=start_offset,
-        members=frozenset(o for o in offsets if o is not None),
-        exits=tuple(exit_offsets),
-        base=base,
-        lines=(min(lines, default=0), max(lines, default=0)),
-        kind=" and ".join(sorted(kinds)),
-    )
+    return members, exits
 
 
 def _outer_handlers(flow: _Flow, start: int) -> set[int]:
@@ -313,20 +387,6 @@ def _check_cells(flow: _Flow, members: set[int]) -> None:
         if i not in members and ins.opname in _CELL_OPS and ins.arg in captured:
             raise ResumeError(f"a function made in the region captures {ins.arg!r}, which the "
                               "code outside the region uses too")
-
-
-def _check_single_entry(flow: _Flow, start: int, members: set[int]) -> None:
-    """Control enters the region only at its start (else the copy would miss a path)."""
-    for i, ins in enumerate(flow.instrs):
-        if i in members:
-            continue
-        targets = flow.successors(i) if i in flow.depth else []
-        if ins.handler is not None:
-            targets.append(flow.handler_index(ins.handler))
-        for t in targets:
-            if t in members and t != start:
-                raise ResumeError(f"the region is entered from offset {ins.offset}, not only "
-                                  "at its start")
 
 
 # --- definedness of locals at the exits ------------------------------------------------------

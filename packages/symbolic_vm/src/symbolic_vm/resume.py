@@ -65,6 +65,7 @@ __all__ = [
     "pop_null",
     "positional_helper",
     "restore_stack",
+    "runs_alone",
     "slot_tag",
     "with_cleanups",
     "resume_name",
@@ -791,6 +792,16 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
         return ("a graph break making a context manager (the frame runs eagerly, as in "
                 "torch.compile for generic context managers)")
     return None
+
+
+def runs_alone(code: types.CodeType, offset: int) -> bool:
+    """Whether the residual code of a plain break can run the instruction at ``offset`` (and
+    its call prefix) on its own (see :class:`BreakPlan`)."""
+    try:
+        _group_at(decode(code), offset)
+    except ResumeError:
+        return False
+    return True
 
 
 def in_loop_or_try(code: types.CodeType, offset: int) -> bool:
