@@ -120,7 +120,7 @@ _INFIX = {
 
 
 class _Body:
-    def __init__(
+    def __init__(  # noqa: PLR0917
         self,
         indent: str,
         params: dict[str, str],
@@ -193,10 +193,14 @@ class _Body:
                 # the scheduler only lets a kernel read its own reduction at the current row
                 return self.tmp(f"{self.regs[v.buf]}.to({ct})")
             row = self.rows.get(v.buf)
-            if row is not None and self.tile is not None and row.tile == self.tile:
-                if _linear(v.index, self.tile.axes) == row.form:
-                    # the element this lane would load is the one it computed and stored
-                    return self.tmp(f"{row.var}.to({ct})")
+            if (
+                row is not None
+                and self.tile is not None
+                and row.tile == self.tile
+                and _linear(v.index, self.tile.axes) == row.form
+            ):
+                # the element this lane would load is the one it computed and stored
+                return self.tmp(f"{row.var}.to({ct})")
             self.memory_reads.add(v.buf)
             ptr = self.params[v.buf]
             other = "0" if not v.dtype.is_floating_point else "0.0"
