@@ -751,3 +751,92 @@ def test_module_tree_changed_and_changed_back_reuses_the_first_entry(counter: An
         old.add_(1)  # and their current values, not a copy
     same(opt, model, x)
     assert counter.count == 2
+
+
+def _random_tree_step(model: torch.nn.Sequential, rng: Any, spare: list[Any]) -> None:
+    """One random change of ``model`` that keeps it runnable on a (3, 4) input."""
+    lin = [3, 4] if rng.random() < 0.5 else [0]
+    i = lin[rng.randrange(len(lin))]
+    what = rng.randrange(9)
+    with torch.no_grad():
+        if what == 0:  # a new parameter, or one seen before (a guard entry may hold it)
+            if spare and rng.random() < 0.5:
+                model[i].weight = spare[rng.randrange(len(spare))]
+            else:
+                spare.append(model[i].weight)
+                model[i].weight = torch.nn.Parameter(torch.randn(4, 4))
+        elif what == 1:
+            new = torch.randn(4, 4)
+            model[i].weight.data = new if rng.random() < 0.5 else new.t().contiguous().t()
+        elif what == 2:
+            model[i].bias.requires_grad_(not model[i].bias.requires_grad)
+        elif what == 3:
+            hooks = model[i]._forward_hooks
+            if hooks:
+                hooks.clear()
+            else:
+                model[i].register_forward_hook(lambda mod, args, out: out + 1)
+        elif what == 4:
+            model[3], model[4] = model[4], model[3]
+        elif what == 5:
+            model.train(not model.training)
+        elif what == 6:
+            plain = type(model[i]) is torch.nn.Linear
+            model[i].__class__ = ScaledLinear if plain else torch.nn.Linear
+        elif what == 7:
+            model[i].weight.mul_(2)  # data only
+        else:
+            w = model[i].weight
+            del model[i].weight
+            model[i].weight = w
+
+
+def _metadata(value: object) -> object:
+    if isinstance(value, torch.Tensor):
+        return (type(value), value.dtype, value.device, value.requires_grad, value.shape,
+                value.stride())
+    return type(value)
+
+
+class MetadataStrict:
+    """A backend whose compiled function first asserts that every call's inputs have the
+    example inputs' metadata (what a specialising compiler relies on), then runs the graph:
+    a guard that lets other metadata through fails here even where eager ops would cope."""
+
+    def __init__(self) -> None:
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+        self.graphs.append(gm)
+        want = [_metadata(v) for v in example_inputs]
+
+        def run(*args: Any) -> Any:
+            assert [_metadata(v) for v in args] == want, "inputs the guard should have refused"
+            return gm.forward(*args)
+
+        return run
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_random_module_tree_changes_give_the_eager_result(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    model = _tree()
+    counter = MetadataStrict()
+    opt = compile_api.compile(model, backend=counter)
+    spare: list[Any] = []
+    limit = compile_api.config.cache_size_limit
+    compile_api.config.cache_size_limit = 1000  # never fall back to eager: every run is checked
+    try:
+        for step in range(30):
+            x = torch.randn(3, 4)
+            # In training mode BatchNorm's output uses the batch's statistics (each run also
+            # updates the running ones, read only in eval mode, where neither run updates them).
+            got, want = opt(x), model(x)
+            torch.testing.assert_close(got, want, msg=lambda m, s=step: f"step {s}: {m}")
+            assert got.requires_grad == want.requires_grad
+            _random_tree_step(model, rng, spare)
+        assert len(counter.graphs) > 5  # the changes did reach the guards
+    finally:
+        compile_api.config.cache_size_limit = limit
