@@ -137,7 +137,9 @@ class Recorder:
 
 
 def _recording(config: InductorConfig, monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
-    import compile_api
+    # compile_api is the capture layer above us (skipped where it is not installed, as on a
+    # device machine given only this package and aot)
+    compile_api = pytest.importorskip("compile_api")
     import inductor_lite.compile as compile_module
 
     rec = Recorder(config)
