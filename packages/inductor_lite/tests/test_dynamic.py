@@ -342,3 +342,11 @@ def test_as_backend_of_torch_compile_with_mark_dynamic(recorder: Any) -> None:
     (graph,) = recorder.graphs
     assert graph.kernel_count == 1 and len(graph.lowered.symbols) == 1
     assert "scratch0[" in graph.kernel_source  # the static row keeps its row scratch
+
+
+def test_view_by_a_symint_scalar_and_minus_one(recorder: Any) -> None:
+    def f(x: torch.Tensor, n: int) -> torch.Tensor:
+        return torch.relu(x * n).view(n, -1).sum(-1) - n
+
+    recorder.sweep(f, lambda n: (torch.randn(6, n), n), atol=1e-3)
+    recorder.assert_generated_code_ran()

@@ -135,6 +135,10 @@ def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[
     ref = x.ref
     assert ref is not None
     strides = view_strides(ref.sizes, ref.strides, sizes)
+    if strides is None and list(ref.strides) == _contig_strides(ref.sizes):
+        # already contiguous: only symbolic sizes sympy cannot match get here (a -1 solved
+        # by a division); storing the value again would not help
+        return NotImplemented
     if strides is None:
         ref = L.realize(x, strides=_contig_strides(x.sizes)).ref
         assert ref is not None
