@@ -66,3 +66,13 @@ def test_transposed_input_static_and_symbolic_dims(triton_recorder: Any) -> None
 
     triton_recorder.sweep(f, make, sizes=SMALL)
     triton_recorder.assert_generated_code_ran()
+
+
+def test_strided_slice_size_and_constant_gather_index(triton_recorder: Any) -> None:
+    # x[:, ::2] has the size (n + 1) // 2: a floor division printed as Triton, not C++
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.zeros(x.shape[0], 1, dtype=torch.long, device=x.device)
+        return x[:, ::2] + 1, torch.gather(x, 1, index)
+
+    triton_recorder.sweep(f, lambda n: (torch.randn(n + 2, n, device=DEV).t(),), sizes=SMALL)
+    triton_recorder.assert_generated_code_ran()

@@ -185,7 +185,7 @@ def expr_symbols(xs: Iterable[object]) -> set[sympy.Symbol]:
 
 
 def _print(e: sympy.Expr, lang: str) -> str:
-    py = lang == "py"
+    py = lang in ("py", "triton")
     if isinstance(e, sympy.Integer):
         return f"{int(e)}" if py else f"{int(e)}LL"
     if isinstance(e, sympy.Symbol):

@@ -168,6 +168,8 @@ class _Body:
         if isinstance(x, IValue):
             # clamped so that no bad index reads outside the tensor (no error is raised here)
             v = self.value(x.v)
+            if not v.startswith("t"):  # a literal index (gather by zeros): give it a tile
+                v = f"tl.full([1, 1], {v}, tl.int64)"
             return f"tl.minimum(tl.maximum({v}.to(tl.int64), 0), {tritonexpr(x.bound - 1)})"
         raise LoweringError(f"unknown index expression {x!r}")
 
