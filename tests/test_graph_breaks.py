@@ -14,6 +14,7 @@ import inspect
 import operator
 import random
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -1900,3 +1901,22 @@ def test_an_untraceable_instruction_runs_its_statement_as_bytecode(
     with pytest.raises(ValueError, match="raised after a graph"):
         compiled(x, True)
     torch.testing.assert_close(compiled(x, False), x * 2 + 1)
+
+
+def region_with_a_list_comprehension(x: torch.Tensor, d: dict[int, int]) -> torch.Tensor:
+    y = x * 2
+    for _ in range(2):
+        y = y + len([print("comprehension", v) for v in d])
+    return y.sin()
+
+
+def test_a_comprehension_frame_run_from_a_region_runs_eagerly_without_an_internal_error(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # On 3.11 the comprehension is a function of its own (parameter `.0`), captured as a
+    # frame when the region calls it: it never breaks (no resume code can name `.0`).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_both(region_with_a_list_comprehension, counter, (torch.randn(3), {1: 2, 3: 4}))
+    assert not [w for w in caught if "could not compile" in str(w.message)]
+    assert counter.count == 2

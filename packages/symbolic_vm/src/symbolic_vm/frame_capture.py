@@ -107,8 +107,13 @@ def _capture_once(
                 frame_locals=dict(frame.f_locals),
             )
             # Only a function's frame breaks: a class body or module (no CO_OPTIMIZED: locals in
-            # a dict) has no resume functions and runs eagerly on anything unsupported.
-            vm.may_break = not config.fullgraph and bool(code.co_flags & 0x1)
+            # a dict) has no resume functions, and a 3.11 comprehension's parameter `.0` is no
+            # name the generated code can use: those run eagerly on anything unsupported.
+            nargs = code.co_argcount + code.co_kwonlyargcount
+            vm.may_break = (
+                not config.fullgraph and bool(code.co_flags & 0x1)
+                and all(name.isidentifier() for name in code.co_varnames[:nargs])
+            )
             vm.stop_at = stop_at
             vm.stop_region = region
             try:
