@@ -350,3 +350,18 @@ def test_view_by_a_symint_scalar_and_minus_one(recorder: Any) -> None:
 
     recorder.sweep(f, lambda n: (torch.randn(6, n), n), atol=1e-3)
     recorder.assert_generated_code_ran()
+
+
+def test_a_symbol_no_input_provides_is_refused_when_the_wrapper_is_built() -> None:
+    # an unbacked symbol (from .item() or nonzero) has no input size to be read from: the
+    # graph must be refused (and run eagerly), not fail with a NameError at its first call
+    import sympy
+
+    from inductor_lite.errors import UnsupportedGraph
+    from inductor_lite.ir import LoweredGraph, OutputSpec
+    from inductor_lite.wrapper import build_wrapper
+
+    u0 = sympy.Symbol("u0", integer=True, positive=True)
+    graph = LoweredGraph([], {}, {}, [], [OutputSpec(None, u0 + 1)], torch.device("cpu"))
+    with pytest.raises(UnsupportedGraph, match="u0"):
+        build_wrapper(graph, [], {}, pass_pointers=True)

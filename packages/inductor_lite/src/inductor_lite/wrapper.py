@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
 import ctypes
+import dis
 import os
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -193,12 +194,12 @@ def build_wrapper(
     for i, c in enumerate(consts):
         ns[f"_c{i}"] = c
     source = "\n".join(lines) + "\n"
-    _check_bound(graph, source)
     # named as a file of this package so that frame hooks treat it as library code (a
     # torch.compile-like frontend must not try to compile the wrapper it is calling)
     exec(compile(source, _WRAPPER_FILENAME, "exec"), ns)
     call = ns["call"]
     assert callable(call)
+    _check_bound(call, ns)
     return call, source
 
 
@@ -238,11 +239,18 @@ def _bind_symbols(graph: LoweredGraph) -> list[str]:
     return lines
 
 
-def _check_bound(graph: LoweredGraph, source: str) -> None:
-    """Every symbol the generated code uses must be read from an input."""
-    bound = {b.symbol.name for b in graph.symbols}
-    for name in set(re.findall(r"\b(?:s|u)\d+\b", source)) - bound:
-        raise UnsupportedGraph(f"size symbol {name} is not the size of an input")
+def _check_bound(fn: Callable[..., object], ns: dict[str, object]) -> None:
+    """Every name the generated code reads must be defined: a size symbol it uses but
+    cannot read from an input (an unbacked one) would fail at the call, not here."""
+    for ins in dis.get_instructions(fn):
+        name = ins.argval
+        if (
+            ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+            and isinstance(name, str)
+            and name not in ns
+            and not hasattr(builtins, name)
+        ):
+            raise UnsupportedGraph(f"size symbol {name} is not the size of an input")
 
 
 def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
@@ -294,4 +302,5 @@ def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
     exec(compile(source, _WRAPPER_FILENAME, "exec"), ns)
     check = ns["check"]
     assert callable(check)
+    _check_bound(check, ns)
     return check  # type: ignore[no-any-return]
