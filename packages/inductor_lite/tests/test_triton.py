@@ -208,3 +208,20 @@ def test_a_transposed_read_of_a_stored_row_still_goes_through_memory(tcheck: Any
 
     c = tcheck(fn, [torch.randn(64, 64, device=DEV)])
     assert c.eager_calls == 0
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.mean() + x.amax(),
+        lambda x: x.std(),
+        lambda x: (x.sum(), x * 2),
+        lambda x: x * x[3, 4] + x[0].sum(),
+    ],
+    ids=["mean_plus_amax", "std", "sum_and_pointwise", "constant_index_loads"],
+)
+def test_zero_dim_results_and_constant_index_loads_compile(fn: Any, tcheck: Any) -> None:
+    # a 0-dim store or a load of one fixed element used scalar pointers with block masks,
+    # which Triton refuses at the first launch (the graph then ran eagerly with a warning)
+    c = tcheck(fn, [torch.randn(33, 70, device=DEV)], atol=1e-5, rtol=1e-5)
+    assert c.eager_calls == 0 and c.kernel_count >= 1

@@ -206,6 +206,10 @@ class _Body:
             self.memory_reads.add(v.buf)
             ptr = self.params[v.buf]
             other = "0" if not v.dtype.is_floating_point else "0.0"
+            if not _has_var(v.index):
+                # one element for every lane (x[0, 0]): a scalar load, in bounds by construction;
+                # a block mask on a scalar pointer is an error in Triton
+                return self.tmp(f"tl.load({ptr} + {self.index(v.index)}).to({ct})")
             raw = f"tl.load({ptr} + {self.index(v.index)}, mask={self.mask}, other={other})"
             return self.tmp(f"{raw}.to({ct})")
         if isinstance(v, VCast):
@@ -309,6 +313,17 @@ def _store_form(node: PointwiseNode, tile: _Tile) -> tuple[tuple[str, int], ...]
     for (_, pos), stride in zip(tile.axes, node.strides, strict=True):
         acc[pos] = acc.get(pos, 0) + stride  # type: ignore[operator]
     return tuple(sorted((k, c) for k, c in acc.items() if c != 0))
+
+
+def _has_var(x: IExpr) -> bool:
+    """Whether ``x`` varies over the tile (a loop variable or a loaded index in it)."""
+    if isinstance(x, IVar | IValue):
+        return True
+    if isinstance(x, IAdd):
+        return any(_has_var(t) for t in x.terms)
+    if isinstance(x, IMul | IDiv | IMod):
+        return _has_var(x.a)
+    return False
 
 
 def _var_defs(names: Sequence[str], sizes: Sequence[Size], flat: str, indent: str) -> list[str]:
@@ -446,6 +461,12 @@ def _kernel(
                     if s != 0
                 ]
             )
+            # the pointer must be a block of the tile's shape even where no dim moves it (a
+            # 0-dim result such as a full reduction's mean): the tile's lanes are masked anyway
+            if not any(s != 0 for s in node.strides[: step.split]):
+                idx += " + o * 0"
+            if has_inner and not any(s != 0 for s in node.strides[step.split :]):
+                idx += " + ri * 0"
             if has_inner:
                 lines += open_inner(inner)
                 lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind2)
