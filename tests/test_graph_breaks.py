@@ -1455,7 +1455,12 @@ def test_a_break_inside_a_loop_or_try_runs_only_that_statement_eagerly(
     assert f"{__file__}:{brk.lineno}" in brk.reason and "runs eagerly" in brk.reason
     assert "print(" in brk.source_line
     # The code before the region (if it has ops) and after it (if any) is compiled.
-    ends_early = (region_at_the_start, region_at_the_end, region_return_inside)
+    ends_early = [region_at_the_start, region_at_the_end, region_return_inside]
+    if sys.version_info >= (3, 12):
+        # CPython 3.12 copies the small `return y.sin()` block after the loop onto the `break`
+        # path, inside the loop statement: taken here (20.0 > 10), it runs in the region,
+        # eagerly, and the resume function after the loop is not reached.
+        ends_early.append(region_break_continue)
     assert report.graph_count == (1 if fn in ends_early else 2)
     theirs = reference_ops_at_least(fn, counter, *calls)
     ours = sum(counter.op_count(i) for i in range(counter.count))
