@@ -242,3 +242,37 @@ def test_config_debug_prints_graph_bytecode_and_guards(
     assert "def forward" in out
     assert "ORIGINAL BYTECODE" in out and "MODIFIED BYTECODE" in out
     assert "GUARDS:" in out and "TENSOR_MATCH" in out
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_training_step_with_an_sgd_update_under_no_grad(backend: str) -> None:
+    # forward, backward (a graph break), then the in-place update of the leaf parameters under
+    # no_grad, compiled in the resume function: aot copies the new values back with grad off
+    def make(model: torch.nn.Module) -> Any:
+        params = list(model.parameters())
+
+        def step(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+            for p in params:
+                p.grad = None
+            loss = ((model(x) - t) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                for p in params:
+                    p.sub_(0.1 * p.grad)
+            return loss
+
+        return step
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    ref.load_state_dict(model.state_dict())
+    compiled, eager = compile_api.compile(make(model), backend=backend), make(ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback to eager with a warning
+        for _ in range(3):
+            x, t = torch.randn(5, 8), torch.randn(5, 4)
+            torch.testing.assert_close(compiled(x, t), eager(x, t))
+            for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+                torch.testing.assert_close(p, q)
+                assert p.is_leaf

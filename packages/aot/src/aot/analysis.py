@@ -126,6 +126,10 @@ class FunctionMeta:
     # (sympy symbol, input index, dim or None for an int input): where each size symbol used in
     # a recorded view chain comes from, so the runtime can bind it to this call's sizes.
     size_symbols: tuple[tuple[Any, int, int | None], ...] = ()
+    # mutated inputs written only under no_grad / inference mode: the runtime copies their new
+    # values back with grad off too (a leaf parameter updated by an optimizer step would
+    # otherwise refuse the in-place copy, and must not gain autograd history)
+    mutated_without_grad: tuple[int, ...] = ()
 
     @property
     def grad_inputs(self) -> tuple[int, ...]:
@@ -179,6 +183,9 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         super().__init__()  # type: ignore[no-untyped-call]
         self.records: dict[int, _ViewRecord] = {}
         self.written_storages: set[int] = set()
+        # storages written at least once with grad mode on (the others only under no_grad /
+        # inference mode: an optimizer step's in-place update of its parameters)
+        self.written_with_grad: set[int] = set()
 
     def __torch_dispatch__(
         self,
@@ -188,8 +195,11 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        grad = torch.is_grad_enabled()
         for t in _written_tensors(func, args, kwargs):
             self.written_storages.add(storage_id(t))
+            if grad:
+                self.written_with_grad.add(storage_id(t))
         out = func(*args, **kwargs)
         if _is_view_op(func) and args and isinstance(args[0], torch.Tensor):
             rest = tuple(args[1:])
@@ -391,4 +401,9 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         mutated_inputs=mutated,
         outputs=tuple(infos),
         traced=tuple(traced),
+        mutated_without_grad=tuple(
+            i
+            for i in mutated
+            if storage_id(fake_inputs[i]) not in recorder.written_with_grad  # type: ignore[arg-type]
+        ),
     )

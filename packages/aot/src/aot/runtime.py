@@ -86,7 +86,11 @@ def _finish(
         if t.kind is TracedKind.MUTATION:
             target = flat_args[t.index]
             assert isinstance(target, torch.Tensor)
-            target.copy_(traced[k])
+            if t.index in meta.mutated_without_grad:
+                with torch.no_grad():  # as the program wrote it
+                    target.copy_(traced[k])
+            else:
+                target.copy_(traced[k])
     outs: list[object] = []
     resolve = _symbol_resolver(meta, flat_args)
     for info in meta.outputs:
