@@ -164,3 +164,38 @@ def test_per_channel_batch_norm_scale_is_computed_once(check: Any) -> None:
     big = c.kernel_source[c.kernel_source.rindex('extern "C" void kernel') :]
     assert "sqrt" not in big
     assert c.kernel_count == 2
+
+
+def test_transposed_key_is_copied_along_rows_and_handed_to_bmm_as_a_view(check: Any) -> None:
+    torch.manual_seed(0)
+    b, t, h, d = 2, 16, 4, 8
+
+    def attn_scores(qkv: torch.Tensor) -> torch.Tensor:
+        q, k, _ = qkv.split(h * d, dim=-1)
+        q = q.view(b, t, h, d).transpose(1, 2)
+        k = k.view(b, t, h, d).transpose(1, 2)
+        return torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+
+    c = check(attn_scores, [torch.randn(b, t, 3 * h * d)], atol=1e-5, rtol=1e-5)
+    bmms = [n for n in c.lowered.nodes if isinstance(n, FallbackNode) and "bmm" in str(n.target)]
+    assert len(bmms) == 1
+    kt = bmms[0].args[1]
+    assert isinstance(kt, TensorRef)
+    # k^T (b * h, d, t) is a transposed view of k stored as (b, h, t, d): unit stride on d
+    assert kt.sizes == (b * h, d, t)
+    assert kt.strides == (t * d, 1, d)
+    # the copy that stores k loops with d innermost, reading qkv's rows
+    writer = next(n for n in c.lowered.nodes if isinstance(n, PointwiseNode) and n.buf == kt.buf)
+    assert writer.sizes == (b, h, t, d)
+
+
+def test_reshape_that_merges_the_unit_stride_dim_keeps_logical_order(check: Any) -> None:
+    def merge_heads(y: torch.Tensor) -> torch.Tensor:
+        # (b, h, t, d) -> (b, t, h * d): the copy is plain row-major, no transposed layout
+        return (y.transpose(1, 2).reshape(2, 16, 32) @ torch.ones(32, 4)).relu()
+
+    c = check(merge_heads, [torch.randn(2, 4, 16, 8)])
+    mms = [n for n in c.lowered.nodes if isinstance(n, FallbackNode)]
+    arg = mms[0].args[0]
+    assert isinstance(arg, TensorRef)
+    assert arg.strides[-1] == 1
