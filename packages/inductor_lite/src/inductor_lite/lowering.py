@@ -478,9 +478,9 @@ class GraphLowering:
             return False
         for user in node.users:
             val = user.meta.get("val")
-            if isinstance(val, torch.Tensor) and is_static(to_size(val.numel())):
-                if int(to_size(val.numel())) >= 16 * int(numel):
-                    return True
+            big = to_size(val.numel()) if isinstance(val, torch.Tensor) else 0
+            if is_static(big) and int(big) >= 16 * int(numel):
+                return True
         return False
 
     def fallback(
