@@ -199,3 +199,20 @@ def test_reshape_that_merges_the_unit_stride_dim_keeps_logical_order(check: Any)
     arg = mms[0].args[0]
     assert isinstance(arg, TensorRef)
     assert arg.strides[-1] == 1
+
+
+def test_output_stored_early_in_another_layout_is_returned_in_eagers_layout(
+    check: Any,
+) -> None:
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x
+        for _ in range(13):  # too costly to inline into two consumers: stored (contiguous)
+            y = y * 1.5 + 0.5
+        return y, torch.cumsum(y, 1)  # eager's y is channels-last, like x
+
+    c = check(fn, [x])
+    with torch.no_grad():
+        got, want = c(x), fn(x)
+    assert got[0].stride() == want[0].stride() == _nhwc((2, 3, 4, 5))
