@@ -206,3 +206,19 @@ def test_matmul_result_takes_a_dead_buffer_of_another_shape_and_equal_size(check
 
     c = check(fn, [torch.randn(8, 32)], atol=1e-4, rtol=1e-4)
     assert "out=_as_view(buf0, (16, 16), (16, 1), 0)" in c.wrapper_source
+
+
+def test_layer_norm_output_feeding_softmax_is_not_stored(check: Any) -> None:
+    # the normalised row reads x, two per-row statistics and two per-column weights: only x
+    # is as large as the row block, so it stays inlined (kept in the kernel's row scratch)
+    w, b = torch.randn(256), torch.randn(256)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(F.layer_norm(x, (256,), w, b), -1)
+
+    c = check(fn, [torch.randn(64, 256)], atol=1e-5, rtol=1e-5)
+    assert c.kernel_count == 1
+    full = [s for s in c.lowered.buffers.values() if s.sizes == (64, 256)]
+    out = c.lowered.outputs[0].ref
+    assert out is not None
+    assert [s.name for s in full if not s.name.startswith("arg")] == [out.buf]

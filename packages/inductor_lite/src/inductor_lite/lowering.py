@@ -457,10 +457,27 @@ class GraphLowering:
             # is cheap in operations, but inlined it re-reads every earlier layer's output
             if (
                 expr_cost(value) > self.config.inline_cost_limit
-                or len(buffers_read(value)) > self.config.inline_load_limit
+                or len(self._full_size_reads(value, result)) > self.config.inline_load_limit
             ):
                 return self.realize(result)
         return result
+
+    def _full_size_reads(self, value: VExpr, result: TensorValue) -> list[str]:
+        """The buffers ``value`` reads that are not much smaller than ``result`` itself.
+
+        Per-row statistics and per-column weights (layer norm's mean, rstd, weight, bias)
+        stay in cache and cost no memory traffic to re-read; counting them stored layer
+        norm's output (16 MB for 4096x1024) in front of a softmax that keeps it in a row
+        scratch otherwise. A symbolic size counts as full size.
+        """
+        numel = result.numel
+        out = []
+        for name in buffers_read(value):
+            size = self.buffers[name].numel if name in self.buffers else numel
+            if is_static(size) and is_static(numel) and 8 * int(size) <= int(numel):
+                continue
+            out.append(name)
+        return out
 
     def _small_and_broadcast(self, node: torch.fx.Node, result: TensorValue) -> bool:
         """A small computed value that a much larger consumer broadcasts: store it.
