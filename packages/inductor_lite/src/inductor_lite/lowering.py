@@ -448,7 +448,7 @@ class GraphLowering:
         """Store a lazy value read by several consumers when recomputing it is not cheap."""
         if not isinstance(result, TensorValue) or result.ref is not None:
             return result
-        if self._small_and_broadcast(node, result):
+        if self._for_cpp() and self._small_and_broadcast(node, result):
             return self.realize(result)
         if len(node.users) > 1:
             value = result.loader(index_vars(result.ndim))
@@ -457,10 +457,26 @@ class GraphLowering:
             # is cheap in operations, but inlined it re-reads every earlier layer's output
             if (
                 expr_cost(value) > self.config.inline_cost_limit
-                or len(self._full_size_reads(value, result)) > self.config.inline_load_limit
+                or len(
+                    self._full_size_reads(value, result) if self._for_cpp() else buffers_read(value)
+                )
+                > self.config.inline_load_limit
             ):
                 return self.realize(result)
         return result
+
+    def _for_cpp(self) -> bool:
+        """True when the C++ generator gets this graph.
+
+        The two rules below are tuned for it: its row scratch keeps an inlined row in a
+        stack array, and a small value stored in the kernel before its readers needs no
+        barrier. Triton's persistent kernels keep stored steps in registers instead, and a
+        value stored by one step and read by another lane costs a barrier there.
+        """
+        codegen = self.config.codegen
+        return codegen == "cpp" or (
+            codegen == "auto" and (self.device is None or self.device.type == "cpu")
+        )
 
     def _full_size_reads(self, value: VExpr, result: TensorValue) -> list[str]:
         """The buffers ``value`` reads that are not much smaller than ``result`` itself.
