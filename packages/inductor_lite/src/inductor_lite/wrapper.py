@@ -166,7 +166,9 @@ def build_wrapper(
     for k, item in enumerate(items):
         if isinstance(item, Kernel):
             fn, params = kernels[item.name]
-            pair = _in_place(item, buffers)
+            # C++ kernels only: Triton's autotuner launches a kernel several times on the
+            # same buffers, which an in-place kernel would apply to its own result
+            pair = _in_place(item, buffers) if pass_pointers else None
             if pair is not None and pair[0] not in allocated and reusable(pair[1]):
                 out, src = pair
                 if last_use.get(src) == k:
