@@ -99,7 +99,26 @@ def test_wrapper_reuses_a_dead_buffer_of_the_same_layout(check: Any) -> None:
         return torch.cos(a) @ w
 
     c = check(fn, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
-    assert "# reuse" in c.wrapper_source
+    src = c.wrapper_source
+    # cos(a) is written over a (its only reader), and the second matmul's result goes into
+    # the dead buffer of sin(x): one buffer allocated for four values
+    assert "# in place" in src
+    assert "out=buf0" in src
+    assert src.count("_empty(") == 1
+
+
+def test_in_place_only_when_the_input_dies_with_the_kernel(check: Any) -> None:
+    w = torch.randn(16, 16)
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = x @ w
+        b = torch.relu(a) * 2  # a is read again below: b needs its own buffer
+        return b, (b @ w) + a
+
+    c = check(fn, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
+    lines = c.wrapper_source.splitlines()
+    relu_kernel = next(ln for ln in lines if "_kernel0(" in ln)
+    assert "# in place" not in "\n".join(lines[: lines.index(relu_kernel)])
 
 
 def test_value_recomputed_by_later_steps_is_kept_in_a_row_scratch(check: Any) -> None:
@@ -176,3 +195,52 @@ def test_transposed_matmul_operand_is_a_view_of_the_stored_value(check: Any) -> 
     assert len(written) == 1  # g, stored once
     spec = c.lowered.buffers[written[0]]
     assert spec.sizes == (64, 48) and spec.strides == (48, 1)
+
+
+def test_matmul_result_takes_a_dead_buffer_of_another_shape_and_equal_size(check: Any) -> None:
+    w = torch.randn(16, 16)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        z = torch.sin(x).reshape(16, 16) @ w  # sin(x) is an (8, 32) buffer, dead after this
+        return torch.cos(z) @ w
+
+    c = check(fn, [torch.randn(8, 32)], atol=1e-4, rtol=1e-4)
+    assert "out=_as_view(buf0, (16, 16), (16, 1), 0)" in c.wrapper_source
+
+
+def test_layer_norm_output_feeding_softmax_is_not_stored(check: Any) -> None:
+    # the normalised row reads x, two per-row statistics and two per-column weights: only x
+    # is as large as the row block, so it stays inlined (kept in the kernel's row scratch)
+    w, b = torch.randn(256), torch.randn(256)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(F.layer_norm(x, (256,), w, b), -1)
+
+    c = check(fn, [torch.randn(64, 256)], atol=1e-5, rtol=1e-5)
+    assert c.kernel_count == 1
+    full = [s for s in c.lowered.buffers.values() if s.sizes == (64, 256)]
+    out = c.lowered.outputs[0].ref
+    assert out is not None
+    assert [s.name for s in full if not s.name.startswith("arg")] == [out.buf]
+
+
+def test_triton_wrappers_never_run_a_kernel_in_place(check: Any) -> None:
+    # Triton's autotuner launches a kernel several times on the same buffers: in place, the
+    # kernel would be applied to its own result
+    from inductor_lite.scheduler import Kernel, iter_loads
+    from inductor_lite.wrapper import build_wrapper
+
+    w = torch.randn(16, 16)
+    c = check(lambda x: torch.relu(x @ w) * 2, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
+    assert "# in place" in c.wrapper_source
+
+    def params(k: Kernel) -> tuple[str, ...]:
+        names = {s.node.buf for s in k.steps}
+        names |= {ld.buf for s in k.steps for ld in iter_loads(s.node.body)}
+        return tuple(sorted(names))
+
+    kernels: dict[str, Any] = {
+        k.name: (lambda *a: None, params(k)) for k in c.items if isinstance(k, Kernel)
+    }
+    _, triton_source = build_wrapper(c.lowered, c.items, kernels, pass_pointers=False)
+    assert "# in place" not in triton_source

@@ -76,6 +76,12 @@ class InductorConfig:
     # Let float and double sin/cos/tan/log/exp2/expm1/log1p/atan/pow/... vectorise through
     # glibc's libmvec when a probe shows it links and runs (else they stay scalar libm).
     vector_libm: bool = True
+    # Hand 2-d float32 convolutions on CPU a channels-last input (conv_lowerings.py): oneDNN
+    # uses it as is instead of reordering an NCHW input on every call.
+    conv_channels_last: bool = True
+    # A computed value of at most this many elements that a consumer 16x its size
+    # broadcasts is stored (computed once), not recomputed per element of the consumer.
+    small_broadcast_numel: int = 16384
 
     def __post_init__(self) -> None:
         self.cache_dir = Path(self.cache_dir)

@@ -74,6 +74,13 @@ def _is_dense(sizes: Sequence[Size], strides: Sequence[Size]) -> bool:
     return True
 
 
+def _same_layout(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
+    """True when strides ``a`` and ``b`` agree on every dim that has more than one element."""
+    return all(
+        (is_static(s) and int(s) <= 1) or same(x, y) for s, x, y in zip(sizes, a, b, strict=True)
+    )
+
+
 def _is_view_op(node: torch.fx.Node) -> bool:
     """True when eager's result of ``node`` aliases an input (a view op, by its schema)."""
     target = node.target
@@ -209,6 +216,18 @@ class GraphLowering:
             return self._realized[id(tv)][1]
         if strides is not None and not _is_dense(tv.sizes, strides):
             strides = None
+        if (
+            strides is not None
+            and all(is_static(x) for x in (*tv.sizes, *strides))
+            and tuple(strides) != contiguous_strides(tv.sizes)
+        ):
+            # another dense layout (channels-last): loop in that layout's memory order, so the
+            # stores are contiguous rather than a scatter, and view the result back
+            order = sorted(range(tv.ndim), key=lambda d: (-int(strides[d]), d))
+            inverse = [order.index(d) for d in range(tv.ndim)]
+            permuted = tv.permute(order)
+            stored = self.realize(permuted, contiguous_strides(permuted.sizes))
+            return stored.permute(inverse)
         spec = self.new_buffer(tv.sizes, tv.dtype, strides)
         body = tv.loader(index_vars(tv.ndim))
         self.nodes.append(
@@ -271,7 +290,7 @@ class GraphLowering:
     # ------------------------------------------------------------ the walk
 
     def run(self, example_inputs: Sequence[object]) -> LoweredGraph:
-        from . import view_lowerings  # noqa: F401  (registers the view ops)
+        from . import conv_lowerings, view_lowerings  # noqa: F401  (register their ops)
         from .lowerings import LOWERINGS
 
         graph = self.gm.graph
@@ -429,6 +448,8 @@ class GraphLowering:
         """Store a lazy value read by several consumers when recomputing it is not cheap."""
         if not isinstance(result, TensorValue) or result.ref is not None:
             return result
+        if self._for_cpp() and self._small_and_broadcast(node, result):
+            return self.realize(result)
         if len(node.users) > 1:
             value = result.loader(index_vars(result.ndim))
             # recomputing costs work (operations) and memory traffic (buffers read): a
@@ -436,15 +457,78 @@ class GraphLowering:
             # is cheap in operations, but inlined it re-reads every earlier layer's output
             if (
                 expr_cost(value) > self.config.inline_cost_limit
-                or len(buffers_read(value)) > self.config.inline_load_limit
+                or len(
+                    self._full_size_reads(value, result) if self._for_cpp() else buffers_read(value)
+                )
+                > self.config.inline_load_limit
             ):
                 return self.realize(result)
         return result
 
+    def _for_cpp(self) -> bool:
+        """True when the C++ generator gets this graph.
+
+        The two rules below are tuned for it: its row scratch keeps an inlined row in a
+        stack array, and a small value stored in the kernel before its readers needs no
+        barrier. Triton's persistent kernels keep stored steps in registers instead, and a
+        value stored by one step and read by another lane costs a barrier there.
+        """
+        codegen = self.config.codegen
+        return codegen == "cpp" or (
+            codegen == "auto" and (self.device is None or self.device.type == "cpu")
+        )
+
+    def _full_size_reads(self, value: VExpr, result: TensorValue) -> list[str]:
+        """The buffers ``value`` reads that are not much smaller than ``result`` itself.
+
+        Per-row statistics and per-column weights (layer norm's mean, rstd, weight, bias)
+        stay in cache and cost no memory traffic to re-read; counting them stored layer
+        norm's output (16 MB for 4096x1024) in front of a softmax that keeps it in a row
+        scratch otherwise. A symbolic size counts as full size.
+        """
+        numel = result.numel
+        out = []
+        for name in buffers_read(value):
+            size = self.buffers[name].numel if name in self.buffers else numel
+            if is_static(size) and is_static(numel) and 8 * int(size) <= int(numel):
+                continue
+            out.append(name)
+        return out
+
+    def _small_and_broadcast(self, node: torch.fx.Node, result: TensorValue) -> bool:
+        """A small computed value that a much larger consumer broadcasts: store it.
+
+        Eval-mode batch norm's ``1 / sqrt(var + eps)`` is per channel; inlined, it is
+        recomputed for every element of the activation, and in a channels-last loop
+        (channel innermost) it cannot be hoisted out of the inner loop either.
+        """
+        limit = self.config.small_broadcast_numel
+        numel = result.numel
+        if not is_static(numel) or not 0 < int(numel) <= limit:
+            return False
+        value = result.loader(index_vars(result.ndim))
+        if expr_cost(value) < 3:  # a load and an op or two: cheap to redo
+            return False
+        for user in node.users:
+            val = user.meta.get("val")
+            big = to_size(val.numel()) if isinstance(val, torch.Tensor) else 0
+            if is_static(big) and int(big) >= 16 * int(numel):
+                return True
+        return False
+
     def fallback(
-        self, node: torch.fx.Node, target: Any, args: Sequence[object], kwargs: dict[str, object]
+        self,
+        node: torch.fx.Node,
+        target: Any,
+        args: Sequence[object],
+        kwargs: dict[str, object],
+        out_strides: Sequence[tuple[int, ...]] | None = None,
     ) -> object:
-        """Run ``target`` as an aten call from the wrapper."""
+        """Run ``target`` as an aten call from the wrapper.
+
+        ``out_strides`` (one per tensor result) overrides the strides of the node's example
+        value, for a caller that hands aten arguments in another layout than the graph's.
+        """
 
         def to_ref(a: object) -> object:
             if isinstance(a, TensorValue):
@@ -462,13 +546,14 @@ class GraphLowering:
         vals = list(val) if multi else [val]  # type: ignore[arg-type]
         specs: list[BufferSpec | None] = []
         results: list[object] = []
-        for v in vals:
+        for k, v in enumerate(vals):
             if isinstance(v, torch.Tensor):
                 self._check_static(v)
                 self._note_device(v)
-                spec = self.new_buffer(
-                    tuple(v.shape), v.dtype, tuple(to_size(s) for s in v.stride())
+                strides = (
+                    tuple(to_size(s) for s in v.stride()) if out_strides is None else out_strides[k]
                 )
+                spec = self.new_buffer(tuple(v.shape), v.dtype, strides)
                 specs.append(spec)
                 results.append(
                     realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
@@ -512,6 +597,8 @@ class GraphLowering:
                     ref.buf.startswith(("arg", "const"))
                     or not self._owns(ref)
                     or ref.buf in returned  # eager returns two tensors, not one twice
+                    # stored in another layout than eager's (a channels-last convolution)
+                    or (strides is not None and not _same_layout(ref.sizes, ref.strides, strides))
                 )
             ):
                 value = self.realize(value, strides)

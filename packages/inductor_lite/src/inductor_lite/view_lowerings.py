@@ -140,7 +140,8 @@ def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[
         # by a division); storing the value again would not help
         return NotImplemented
     if strides is None:
-        ref = L.realize(x, strides=_contig_strides(x.sizes)).ref
+        layout = _copy_layout(ref.sizes, ref.strides, sizes) or _contig_strides(x.sizes)
+        ref = L.realize(x, strides=layout).ref
         assert ref is not None
         strides = view_strides(ref.sizes, ref.strides, sizes)
         if strides is None:
@@ -148,6 +149,58 @@ def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[
             return NotImplemented
         assert strides is not None
     return realized(TensorRef(ref.buf, sizes, strides, ref.offset, ref.dtype))
+
+
+def _copy_layout(
+    sizes: Sequence[Size], strides: Sequence[Size], new_sizes: Sequence[Size]
+) -> list[Size] | None:
+    """A dense layout for copying a strided value so that reshaping it is a view.
+
+    Only dims that the reshape merges must be adjacent, in order; the rest may lie in any
+    order. Here they keep their logical order except that the group holding the source's
+    unit-stride dim goes innermost, so the copy reads the source along rows. For
+    attention's ``k.transpose(-2, -1)`` reshaped to (batch * heads, d, t) this stores k as
+    (b, h, t, d), a plain row copy, and the matmul gets a transposed view (which BLAS takes
+    as is), where a copy in logical order gathered a column at a time. None when the sizes
+    do not chunk, or when the logical order is already the right one.
+    """
+    if not all(is_static(x) for x in (*sizes, *strides, *new_sizes)):
+        return None  # symbolic sizes: the contiguous copy
+    old = [d for d in range(len(sizes)) if sizes[d] != 1]
+    new = [int(s) for s in new_sizes if s != 1]
+    groups: list[list[int]] = []
+    i = j = 0
+    try:
+        while i < len(old):
+            group = [old[i]]
+            po, pn = int(sizes[old[i]]), new[j]
+            i, j = i + 1, j + 1
+            while po != pn:
+                if po < pn:
+                    group.append(old[i])
+                    po *= int(sizes[old[i]])
+                    i += 1
+                else:
+                    pn *= new[j]
+                    j += 1
+            groups.append(group)
+    except IndexError:
+        return None
+    if j != len(new):
+        return None
+    unit = [k for k, g in enumerate(groups) if any(strides[d] == 1 for d in g)]
+    if not unit or unit[0] == len(groups) - 1:
+        return None  # the logical order already ends on the unit-stride dim (or there is none)
+    groups.append(groups.pop(unit[0]))
+    layout: list[Size] = [1] * len(sizes)
+    acc = 1
+    for group in reversed(groups):
+        for d in reversed(group):
+            layout[d] = acc
+            acc *= int(sizes[d])
+    if view_strides(sizes, layout, new_sizes) is None:
+        return None
+    return layout
 
 
 def _contig_strides(sizes: Sequence[Size]) -> list[Size]:

@@ -14,7 +14,15 @@ import torch
 
 from .cpp import KernelSource
 from .errors import UnsupportedGraph
-from .ir import BufferSpec, FallbackNode, LoweredGraph, TensorRef
+from .ir import (
+    BufferSpec,
+    FallbackNode,
+    LoweredGraph,
+    PointwiseNode,
+    TensorRef,
+    affine,
+    contiguous_strides,
+)
 from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads, kernel_symbols
 from .symbolic import Size, pyexpr, pysizes
 
@@ -144,18 +152,33 @@ def build_wrapper(
             return
         allocated.add(spec.name)
         owned.add(spec.name)
-        key = (spec.sizes, spec.strides, spec.dtype)
-        free = pool.get(key)
+        free = pool.get(_pool_key(spec))
         if free:
-            lines.append(f"    {spec.name} = {free.pop()}  # reuse")
+            lines.append(f"    {spec.name} = {_reuse(buffers[free.pop()], spec)}  # reuse")
         else:
             dtype = str(spec.dtype).split(".")[-1]
             shape = f"{pysizes(spec.sizes)}, {pysizes(spec.strides)}"
             lines.append(f"    {spec.name} = _empty({shape}, dtype=torch.{dtype}, device=_dev)")
 
+    def reusable(name: str) -> bool:
+        return name in owned and name not in pinned and name not in output_bufs
+
     for k, item in enumerate(items):
         if isinstance(item, Kernel):
             fn, params = kernels[item.name]
+            # C++ kernels only: Triton's autotuner launches a kernel several times on the
+            # same buffers, which an in-place kernel would apply to its own result
+            pair = _in_place(item, buffers) if pass_pointers else None
+            if pair is not None and pair[0] not in allocated and reusable(pair[1]):
+                out, src = pair
+                if last_use.get(src) == k:
+                    # the kernel reads each element of src just before writing it, at the same
+                    # address: write into src's memory instead of a fresh buffer (a new buffer
+                    # per call page-faulted ~900 times per CNN call); src is never pooled now
+                    lines.append(f"    {out} = {_reuse(buffers[src], buffers[out])}  # in place")
+                    allocated.add(out)
+                    owned.add(out)
+                    owned.discard(src)
             for name in params:
                 allocate(buffers[name])
             ns[f"_{item.name}"] = fn
@@ -174,13 +197,23 @@ def build_wrapper(
                     "index_select')"
                 )
         else:
-            lines.extend(_fallback_lines(k, item, buffers, consts, ns))
-            allocated.update(s.name for s in item.outputs if s is not None)
+            out_buf = None
+            spec0 = item.outputs[0]
+            if item.target in _OUT_VARIANTS and spec0 is not None:
+                free = pool.get(_pool_key(spec0))
+                if free and spec0.strides == contiguous_strides(spec0.sizes):
+                    # a dead buffer of the result's layout takes the GEMM's result: a fresh
+                    # 4 MB result page-faulted ~1000 times per call at the end of a GPT
+                    out_buf = _reuse(buffers[free.pop()], spec0)
+            lines.extend(_fallback_lines(k, item, buffers, consts, ns, out_buf))
+            fresh = [s.name for s in item.outputs if s is not None]
+            allocated.update(fresh)
+            if not any(r.alias_info is not None for r in item.target._schema.returns):
+                owned.update(fresh)  # a new tensor from aten: ours to reuse once it is dead
         for name in _reads(item):
-            reusable = name in owned and name not in pinned and name not in output_bufs
-            if last_use.get(name) == k and reusable:
+            if last_use.get(name) == k and reusable(name):
                 spec = buffers[name]
-                pool.setdefault((spec.sizes, spec.strides, spec.dtype), []).append(name)
+                pool.setdefault(_pool_key(spec), []).append(name)
     outs = []
     for o in graph.outputs:
         if o.ref is None and isinstance(o.constant, sympy.Expr):
@@ -203,16 +236,79 @@ def build_wrapper(
     return call, source
 
 
-def _fallback_lines(
+def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, str] | None:
+    """(output, input) when ``item`` may write its output over its input's memory.
+
+    That is a one-step pointwise kernel whose every load of the input is at the very address
+    it stores to (an elementwise epilogue such as batch norm + ReLU after a convolution), the
+    input having the output's dtype and static sizes. The kernel then reads an element and
+    writes it back in one iteration, so no iteration sees another's result (the generated
+    code's restrict qualifiers are not relied on across iterations).
+    """
+    if len(item.steps) != 1 or not isinstance(item.steps[0].node, PointwiseNode):
+        return None
+    node = item.steps[0].node
+    out = buffers[node.buf]
+    if not all(isinstance(x, int) for x in (*node.sizes, *node.strides, node.offset)):
+        return None
+    dims = {f"i{k}": k for k in range(len(node.sizes))}
+    store = {v: node.strides[k] for v, k in dims.items() if node.sizes[k] != 1}
+    store = {v: st for v, st in store.items() if st != 0}
+    loads = list(iter_loads(node.body))
+    for src in sorted({ld.buf for ld in loads}):
+        spec = buffers[src]
+        if src == node.buf or spec.dtype != out.dtype or spec.numel != out.numel:
+            continue
+        ok = True
+        for ld in (x for x in loads if x.buf == src):
+            form = affine(ld.index)
+            if form is None or not set(form[0]) <= set(dims):
+                ok = False
+                break
+            coefs = {v: c for v, c in form[0].items() if c != 0 and node.sizes[dims[v]] != 1}
+            if coefs != store or form[1] != node.offset:
+                ok = False
+                break
+        if ok:
+            return node.buf, src
+    return None
+
+
+def _pool_key(spec: BufferSpec) -> tuple[object, ...]:
+    """Dead buffers that ``spec`` may take over: any contiguous one of its size and dtype."""
+    if spec.strides == contiguous_strides(spec.sizes):
+        return ("contiguous", spec.numel, spec.dtype)
+    return (spec.sizes, spec.strides, spec.dtype)
+
+
+def _reuse(old: BufferSpec, new: BufferSpec) -> str:
+    """The wrapper expression giving ``new`` the memory of the dead buffer ``old``."""
+    if old.sizes == new.sizes and old.strides == new.strides:
+        return old.name
+    return f"_as_view({old.name}, {pysizes(new.sizes)}, {pysizes(new.strides)}, 0)"
+
+
+# matmuls whose result may be written into a dead buffer of the same layout (``out=``)
+_OUT_VARIANTS: dict[object, object] = {
+    torch.ops.aten.mm.default: torch.ops.aten.mm.out,
+    torch.ops.aten.addmm.default: torch.ops.aten.addmm.out,
+    torch.ops.aten.bmm.default: torch.ops.aten.bmm.out,
+}
+
+
+def _fallback_lines(  # noqa: PLR0917
     k: int,
     node: FallbackNode,
     buffers: dict[str, BufferSpec],
     consts: list[object],
     ns: dict[str, object],
+    out_buf: str | None = None,
 ) -> list[str]:
-    ns[f"_fb{k}"] = node.target
+    ns[f"_fb{k}"] = node.target if out_buf is None else _OUT_VARIANTS[node.target]
     args = ", ".join(_arg_expr(a, buffers, consts) for a in node.args)
     kwargs = ", ".join(f"{n}={_arg_expr(v, buffers, consts)}" for n, v in node.kwargs)
+    if out_buf is not None:
+        kwargs = ", ".join(x for x in (kwargs, f"out={out_buf}") if x)
     call = f"_fb{k}({args}{', ' if args and kwargs else ''}{kwargs})"
     lines: list[str] = []
     if node.multi_output:
