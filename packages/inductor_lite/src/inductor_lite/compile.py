@@ -137,6 +137,15 @@ def compile_fx(
             UnsupportedGraph(f"symbolic shapes need the aot route ({symbolic})"),
             config,
         )
+    if _updates_input_needing_grad(gm, example_inputs):
+        # an optimizer step (``p.sub_(lr * p.grad)`` under no_grad): aot's runtime writes
+        # the new value back into the parameter outside no_grad, which autograd refuses for
+        # a leaf that requires grad; run such a graph as it is
+        return _give_up(
+            gm,
+            UnsupportedGraph("in-place update of an input that requires grad"),
+            config,
+        )
     if config.use_aot:
         try:
             return _compile_with_aot(gm, example_inputs, config)
@@ -151,6 +160,29 @@ def compile_fx(
         return _compile(gm, aten_gm, out_spec, example_inputs, config)
     except Exception as exc:
         return _give_up(gm, exc, config)
+
+
+def _updates_input_needing_grad(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> bool:
+    """True when the graph mutates in place an input that requires grad."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    needing = {
+        n
+        for n, x in zip(placeholders, example_inputs, strict=False)
+        if isinstance(x, torch.Tensor) and x.requires_grad
+    }
+    for node in gm.graph.nodes:
+        if not node.args or node.args[0] not in needing:
+            continue
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            if target._schema.is_mutable:
+                return True
+            continue
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        in_place = name.endswith("_") and not name.endswith("__")
+        if node.op in ("call_method", "call_function") and in_place:
+            return True
+    return False
 
 
 def _symbolic_input(example_inputs: Sequence[object]) -> str | None:
