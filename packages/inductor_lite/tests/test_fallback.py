@@ -198,8 +198,9 @@ def test_size_query_without_a_meta_val_is_answered_from_its_input(tmp_path: Path
 
 
 def test_optimizer_step_on_parameters_runs_as_is_through_the_aot_route(tmp_path: Path) -> None:
-    # p.sub_(lr * g) under no_grad on a leaf that requires grad: aot's runtime would write the
-    # update back outside no_grad and autograd raises; the graph runs as it came instead
+    # p.sub_(lr * g) under no_grad on a leaf that requires grad: compiled, the update would be
+    # a new buffer plus a copy back into p (slower than eager's in-place op on the GPU), so the
+    # graph runs as it came; the result and p must be eager's
     # the graph a capture layer records for `with torch.no_grad(): p.sub_(0.5 * g)`
     graph = torch.fx.Graph()
     p_in, g_in = graph.placeholder("p"), graph.placeholder("g")
