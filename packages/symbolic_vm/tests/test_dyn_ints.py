@@ -256,6 +256,8 @@ def _tensor_of(x: torch.Tensor, n: int) -> tuple[torch.Tensor, ...]:
         torch.tensor([n, 2]) * 3,
         torch.tensor(n * 0.5) + x,
         torch.tensor(n, dtype=torch.float64),
+        x.new_tensor([n, 3]),
+        x.new_tensor(n, dtype=torch.int32),
     )
 
 

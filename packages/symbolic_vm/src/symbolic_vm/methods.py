@@ -143,6 +143,17 @@ def tensor_method(
         return _input_requires_grad(vm, tensor, args, kwargs)
     if name in ("__enter__", "__exit__", "backward", "register_hook", "retain_grad"):
         raise Unsupported(f"Tensor.{name}() inside a compiled function")
+    if name == "new_tensor" and len(args) == 1:
+        from symbolic_vm import torch_calls
+
+        if torch_calls.holds_symbol(out, args[0]):
+            # as torch.tensor(n), but with this tensor's dtype and device unless given
+            options = {
+                "dtype": ConstVar(tensor.example.dtype),
+                "device": ConstVar(tensor.example.device),
+                **kwargs,
+            }
+            return torch_calls.tensor_of_symbols(out, args[0], options)
     return ops.graph_method(out, name, [tensor, *args], kwargs)
 
 

@@ -151,12 +151,12 @@ def call_torch(
     out.depend(fn)
     if "out" in kwargs:
         return _call_with_out(out, value, args, kwargs)
-    if value is torch.tensor and len(args) == 1 and _holds_symbol(out, args[0]):
-        return _tensor_of_symbols(out, args[0], kwargs)
+    if value is torch.tensor and len(args) == 1 and holds_symbol(out, args[0]):
+        return tensor_of_symbols(out, args[0], kwargs)
     return ops.graph_call(out, value, args, kwargs)
 
 
-def _holds_symbol(out: Output, data: Var) -> bool:
+def holds_symbol(out: Output, data: Var) -> bool:
     if isinstance(data, SymVar):
         return True
     if isinstance(data, TupleVar | ListVar):
@@ -164,7 +164,7 @@ def _holds_symbol(out: Output, data: Var) -> bool:
     return False
 
 
-def _tensor_of_symbols(out: Output, data: Var, kwargs: dict[str, Var]) -> Var:
+def tensor_of_symbols(out: Output, data: Var, kwargs: dict[str, Var]) -> Var:
     """``torch.tensor(n)`` / ``torch.tensor([n, 2])`` with symbolic numbers in the data.
 
     On fakes, ``torch.tensor`` reads each number's value, which would specialise the symbol
