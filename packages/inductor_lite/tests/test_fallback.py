@@ -151,12 +151,11 @@ def test_out_of_range_index_raises_index_error_like_eager(check: Any) -> None:
     torch.testing.assert_close(c(torch.tensor([9, 0, 4])), fn(torch.tensor([9, 0, 4])))
 
 
-def test_size_queries_on_static_shapes_compile_as_constants(tmp_path: Path) -> None:
-    # torch.compile's graphs can carry aten.sym_size calls; on static shapes they are constants
+def _size_query_graph() -> tuple[torch.fx.GraphModule, torch.fx.Node, torch.Tensor]:
+    """``x.view(aten.sym_size(x, 0), -1) * 2`` as an aten graph with fake values, its
+    ``sym_size`` node and an input."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-    from inductor_lite import compile_aten_graph
 
     aten = torch.ops.aten
     g = torch.fx.Graph()
@@ -167,6 +166,14 @@ def test_size_queries_on_static_shapes_compile_as_constants(tmp_path: Path) -> N
     gm = torch.fx.GraphModule(torch.nn.Module(), g)
     inp = torch.randn(3, 4, 5)
     FakeTensorProp(gm, FakeTensorMode()).propagate(inp)
+    return gm, rows, inp
+
+
+def test_size_queries_on_static_shapes_compile_as_constants(tmp_path: Path) -> None:
+    # torch.compile's graphs can carry aten.sym_size calls; on static shapes they are constants
+    from inductor_lite import compile_aten_graph
+
+    gm, _, inp = _size_query_graph()
     config = InductorConfig(cache_dir=tmp_path, fallback="raise")
     c = compile_aten_graph(gm, [inp], config=config)
     assert isinstance(c, CompiledGraph)
@@ -176,20 +183,9 @@ def test_size_queries_on_static_shapes_compile_as_constants(tmp_path: Path) -> N
 
 def test_size_query_without_a_meta_val_is_answered_from_its_input(tmp_path: Path) -> None:
     # torch 2.11's fake propagation leaves meta['val'] unset on an int-valued node.
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
     from inductor_lite import compile_aten_graph
 
-    aten = torch.ops.aten
-    g = torch.fx.Graph()
-    x = g.placeholder("x")
-    rows = g.call_function(aten.sym_size.int, (x, 0))
-    flat = g.call_function(aten.view.default, (x, [rows, -1]))
-    g.output((g.call_function(aten.mul.Tensor, (flat, 2.0)),))
-    gm = torch.fx.GraphModule(torch.nn.Module(), g)
-    inp = torch.randn(3, 4, 5)
-    FakeTensorProp(gm, FakeTensorMode()).propagate(inp)
+    gm, rows, inp = _size_query_graph()
     rows.meta.pop("val", None)
     c = compile_aten_graph(gm, [inp], config=InductorConfig(cache_dir=tmp_path, fallback="raise"))
     assert isinstance(c, CompiledGraph)

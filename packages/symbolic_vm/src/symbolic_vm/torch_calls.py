@@ -93,6 +93,10 @@ def is_torch_function(value: object) -> bool:
         return getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
     if isinstance(value, types.FunctionType):
         module = value.__module__ or ""
+        # Python functions of torch that are not ops: module code (traced), utilities, grad-mode
+        # helpers, and torch's own compiler package, whose functions a user may call inside a
+        # compiled function but which must never become graph nodes (the prefix is compared as
+        # a string; Strata neither imports nor calls that package)
         return module.startswith("torch.") and not module.startswith(
             ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode", "torch._dynamo")
         )
