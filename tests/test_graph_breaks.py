@@ -686,17 +686,225 @@ def print_in_generator_manager(x: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("fn", [print_in_user_manager, print_in_generator_manager])
-def test_break_inside_a_user_context_manager_runs_the_frame_eagerly_like_torch_compile(
+def test_break_inside_a_user_context_manager_runs_its_with_statement_as_a_region(
     fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # torch.compile runs the whole frame eagerly (0 graphs); here the code before the with
+    # statement is one graph, the statement runs as the frame's bytecode (the real __enter__
+    # and __exit__ once each), the code after it is a resume function's graph.
     x = torch.randn(3)
     MANAGER.log.clear()
     run_both(fn, counter, (x,))
-    assert counter.count == 0  # torch.compile, too, falls back to eager for the whole frame
+    assert counter.count == 2
+    assert [counter.op_count(i) for i in range(2)] == [1, 1]  # add | sub
     assert MANAGER.depth == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == out[1]  # same depth inside, eager and compiled
-    reference_count(fn, counter.count, (x,))
+    if fn is print_in_user_manager:
+        assert MANAGER.log == [1, 1]  # one exit per run, eager and compiled
+    reference_ops_at_least(fn, counter, (x,))
+
+
+class Recorder:
+    """A user context manager that logs its calls, the exception its ``__exit__`` saw and the
+    grad mode at each; it suppresses exceptions when asked (``__exit__`` returns True)."""
+
+    def __init__(self, log: list[object], suppress: bool = False) -> None:
+        self.log = log
+        self.suppress = suppress
+
+    def __enter__(self) -> Recorder:
+        self.log.append(("enter", torch.is_grad_enabled()))
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> bool:
+        self.log.append(("exit", kind.__name__ if kind else None, torch.is_grad_enabled()))
+        return self.suppress
+
+
+class GradOff:
+    """A user context manager switching grad mode itself (not torch.no_grad)."""
+
+    def __init__(self, log: list[object]) -> None:
+        self.log = log
+        self.before = True
+
+    def __enter__(self) -> None:
+        self.before = torch.is_grad_enabled()
+        torch.set_grad_enabled(False)
+        self.log.append("enter")
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_grad_enabled(self.before)
+        self.log.append("exit")
+
+
+def raise_in_user_manager(x: torch.Tensor, log: list[object], mode: str) -> torch.Tensor:
+    y = x * 2
+    with Recorder(log, suppress=mode == "suppress") as rec:
+        z = y.sin()
+        print("inside", rec.suppress)
+        if mode != "none":
+            raise ValueError("raised inside the block")
+        y = z + 1
+    return y.cos() - 1
+
+
+def outcome(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """``("value", result)`` or ``("raised", exception type and message)``."""
+    try:
+        return ("value", fn(*args))
+    except Exception as exc:  # noqa: BLE001 - compared as an outcome
+        return ("raised", (type(exc), str(exc)))
+
+
+@pytest.mark.parametrize("mode", ["none", "raise", "suppress"])
+def test_an_exception_inside_a_user_manager_reaches_its_exit_like_eager(
+    mode: str, counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The with statement runs as bytecode: __exit__ sees the exception and either lets it
+    # propagate (returns False) or suppresses it (returns True), exactly as in eager.
+    x = torch.randn(3)
+    compiled = compile_api.compile(raise_in_user_manager, backend=counter)
+    eager_log: list[object] = []
+    our_log: list[object] = []
+    expected = outcome(raise_in_user_manager, x, eager_log, mode)
+    got = outcome(compiled, x, our_log, mode)
+    assert got[0] == expected[0]
+    if expected[0] == "value":
+        torch.testing.assert_close(got[1], expected[1])
+    else:
+        assert got[1] == expected[1]
+    assert our_log == eager_log
+    assert [entry[0] for entry in our_log] == ["enter", "exit"]  # entered once, exited once
+    # The graph before the statement (mul); after it (cos, sub) unless the exception escaped.
+    assert [counter.op_count(i) for i in range(counter.count)] == (
+        [1] if mode == "raise" else [1, 2]
+    )
+    if mode != "raise":
+        reference_ops_at_least(raise_in_user_manager, counter, (x, [], mode))
+
+
+def grad_off_in_user_manager(x: torch.Tensor, log: list[object]) -> tuple[torch.Tensor, bool]:
+    y = x * 2
+    with GradOff(log):
+        z = y * 3
+        log.append(torch.is_grad_enabled())
+        print("grad off by a user manager")
+        w = z + y
+    return w * x, torch.is_grad_enabled()
+
+
+def test_a_user_manager_switching_grad_mode_leaves_eagers_grad_mode(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3, requires_grad=True)
+    compiled = compile_api.compile(grad_off_in_user_manager, backend=counter)
+    eager_log: list[object] = []
+    our_log: list[object] = []
+    expected = grad_off_in_user_manager(x, eager_log)
+    got = compiled(x, our_log)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[0].requires_grad == expected[0].requires_grad
+    assert got[1] == expected[1] is True
+    assert torch.is_grad_enabled()
+    assert our_log == eager_log == ["enter", False, "exit"]
+    got[0].sum().backward()
+    assert x.grad is not None
+    # mul | the manager's own __enter__ and __exit__ frames (one grad switch each) | mul
+    assert [counter.op_count(i) for i in range(counter.count)] == [1, 1, 1, 1]
+    reference_ops_at_least(grad_off_in_user_manager, counter, (x.detach(), []))
+
+
+def user_manager_in_no_grad_in_loop(
+    x: torch.Tensor, log: list[object], n: int
+) -> torch.Tensor:
+    y = x + 1
+    with torch.no_grad():
+        for k in range(n):
+            with Recorder(log):
+                y = y * 2
+                print("loop", k)
+    with Recorder(log):
+        with Recorder(log):
+            y = y - x
+            print("nested user managers")
+    return y + x
+
+
+def test_user_managers_in_loops_and_nested_ones_enter_and_exit_like_eager(
+    counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    x = torch.randn(3, requires_grad=True)
+    compiled = compile_api.compile(user_manager_in_no_grad_in_loop, backend=counter)
+    eager_log: list[object] = []
+    our_log: list[object] = []
+    expected = user_manager_in_no_grad_in_loop(x, eager_log, 3)
+    got = compiled(x, our_log, 3)
+    torch.testing.assert_close(got, expected)
+    assert got.requires_grad == expected.requires_grad
+    assert our_log == eager_log  # grad mode at each enter/exit included
+    assert len(our_log) == 10
+    assert torch.is_grad_enabled()
+    # add | (the loop region, in no_grad) the resume function's re-entered no_grad, left
+    # before the nested statement: two grad switches | add
+    assert [counter.op_count(i) for i in range(counter.count)] == [3, 2, 1]
+    reference_ops_at_least(user_manager_in_no_grad_in_loop, counter, (x, [], 3))
+
+
+class Noisy:
+    """A manager whose construction the VM cannot trace (it prints)."""
+
+    def __init__(self, log: list[object]) -> None:
+        print("making a manager")
+        self.log = log
+
+    def __enter__(self) -> None:
+        self.log.append("enter")
+
+    def __exit__(self, *exc: object) -> None:
+        self.log.append("exit")
+
+
+class NoisyEnter(Noisy):
+    """A manager whose ``__enter__`` the VM cannot trace."""
+
+    def __init__(self, log: list[object]) -> None:
+        self.log = log
+
+    def __enter__(self) -> None:
+        print("entering")
+        self.log.append("enter")
+
+
+def with_noisy_manager(x: torch.Tensor, log: list[object]) -> torch.Tensor:
+    y = x * 2
+    with Noisy(log):
+        y = y + 1
+    return y.sin()
+
+
+def with_noisy_enter(x: torch.Tensor, log: list[object]) -> torch.Tensor:
+    y = x * 2
+    with NoisyEnter(log):
+        y = y + 1
+    return y.sin()
+
+
+@pytest.mark.parametrize("fn", [with_noisy_manager, with_noisy_enter])
+def test_a_manager_the_vm_cannot_make_or_enter_runs_its_with_statement_as_bytecode(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # torch.compile runs these frames eagerly; here the with statement alone does.
+    x = torch.randn(3)
+    compiled = compile_api.compile(fn, backend=counter)
+    eager_log: list[object] = []
+    our_log: list[object] = []
+    torch.testing.assert_close(compiled(x, our_log), fn(x, eager_log))
+    assert our_log == eager_log == ["enter", "exit"]
+    assert [counter.op_count(i) for i in range(counter.count)] == [1, 1]  # mul | sin
+    reference_ops_at_least(fn, counter, (x, []))
+
 
 
 # --- names of resume graphs' inputs --------------------------------------------------------------
@@ -925,19 +1133,24 @@ def break_in_user_with_calls_callee(x: torch.Tensor) -> torch.Tensor:
     return y - 1
 
 
-def test_a_frame_run_eagerly_for_its_break_still_compiles_its_callees(
+def test_a_with_statement_run_as_bytecode_still_compiles_its_callees(
     counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A break inside a user context manager runs the frame eagerly (as torch.compile).
+    # A break inside a user context manager: its with statement runs as bytecode, and the
+    # callee it calls is captured as its own frame.
     fn = break_in_user_with_calls_callee
     x = torch.randn(3)
     run_both(fn, counter, (x,), (x + 1,))
-    # One graph: the callee's own frame (sin, mul), compiled once and reused; the frame's own
-    # ops (add, sub) are in no graph.
-    assert counter.count == 1
-    targets = [n.target for n in counter.graphs[0].graph.nodes if n.op != "placeholder"]
-    assert "sin" in targets
-    reference_count(fn, counter.count, (x,), (x + 1,))
+    # Three graphs, each compiled once and reused: the code before the with statement (add),
+    # the callee's own frame (sin, mul) and the code after the statement (sub).
+    assert counter.count == 3
+    targets = [
+        [n.target for n in gm.graph.nodes if n.op == "call_method" or n.op == "call_function"]
+        for gm in counter.graphs
+    ]
+    assert targets[1][0] == "sin"
+    assert len(targets[0]) == len(targets[2]) == 1
+    reference_ops_at_least(fn, counter, (x,), (x + 1,))
 
 
 def break_before_a_loop(x: torch.Tensor) -> torch.Tensor:
@@ -1121,17 +1334,18 @@ def test_an_exhausted_iterator_in_a_local_does_not_stop_the_break(
     # of eager's 0 (x * 3 + 2 instead of x * 3).
 
 
-@pytest.mark.parametrize(
-    ("fn", "why"),
-    [(break_in_user_with_calls_callee, "user context manager")],
-)
-def test_explain_says_why_a_frame_runs_eagerly_instead_of_breaking(
-    fn: Callable[..., Any], why: str, capsys: pytest.CaptureFixture[str]
+def test_explain_says_the_with_statement_around_a_break_runs_as_python(
+    capsys: pytest.CaptureFixture[str]
 ) -> None:
-    args = (torch.randn(3), [1.0, 2.0])[: fn.__code__.co_argcount]
-    report = compile_api.explain(fn)(*args)
-    reasons = [b.reason for b in report.break_reasons]
-    assert any(why in r and "runs eagerly" in r for r in reasons), reasons
+    fn = break_in_user_with_calls_callee
+    report = compile_api.explain(fn)(torch.randn(3))
+    (reason,) = [b.reason for b in report.break_reasons]
+    lines = inspect.getsourcelines(fn)[1]
+    assert reason.startswith("call to a builtin with effects outside the program")
+    assert (
+        f"a graph break inside a with block at {__file__}:{lines + 4}: the with block "
+        f"(lines {lines + 2}-{lines + 4}) runs eagerly as Python" in reason
+    ), reason
 
 
 def two_breaks_in_nested_blocks(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1168,13 +1382,15 @@ def no_grad_inside_a_user_manager(x: torch.Tensor) -> torch.Tensor:
     return z - 1
 
 
-def test_a_grad_block_inside_a_user_manager_still_runs_the_frame_eagerly(
+def test_a_grad_block_inside_a_user_manager_runs_in_the_with_statements_region(
     counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    x = torch.randn(3)
-    run_both(no_grad_inside_a_user_manager, counter, (x,))
-    assert counter.count == 1  # the callee's frame only
-    reference_count(no_grad_inside_a_user_manager, counter.count, (x,))
+    x = torch.randn(3, requires_grad=True)
+    outs = run_both(no_grad_inside_a_user_manager, counter, (x,))
+    assert not outs[0].requires_grad  # the callee ran under no_grad, as in eager
+    assert torch.is_grad_enabled()
+    assert counter.count == 3  # before the statement, the callee's frame, after it
+    reference_ops_at_least(no_grad_inside_a_user_manager, counter, (x,))
 
 
 def nonstrict_pytree_body(x: torch.Tensor) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from symbolic_vm.bytecode import PY_VERSION, ResumeError
-from symbolic_vm.region import find_region, inside_loop_or_try, region_residual
+from symbolic_vm.region import find_region, inside_loop_or_try, region_residual, with_slots
 from symbolic_vm.resume import (
     UNBOUND,
     BreakPlan,
@@ -371,3 +371,140 @@ def test_a_statement_region_runs_one_statement_and_resumes_after_it() -> None:
     assert len(region.exits) == 1  # the next statement (`del box.seen`)
     for x in (3, -3):
         same_as_eager(fn, lambda x, box: (x, box, x * 2), ("x", "box", "y"), x, Box())
+
+
+# --- user with statements as regions ------------------------------------------------------------
+
+
+class Suppressing:
+    """A user context manager noting its calls and the exception ``__exit__`` saw; it suppresses
+    the exception when ``suppress``."""
+
+    def __init__(self, suppress: bool) -> None:
+        self.suppress = suppress
+
+    def __enter__(self) -> Suppressing:
+        note("enter")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> bool:
+        note(("exit", kind.__name__ if kind else None))
+        return self.suppress
+
+
+def user_with(x: int, mode: str) -> int:
+    y = x * 2
+    with Suppressing(mode == "suppress") as m:
+        note(m.suppress)
+        if mode != "none":
+            raise ValueError(y)
+        y += 1
+    return y + 1
+
+
+def user_with_helper(x: int, mode: str) -> tuple[int, str, int]:
+    return (x, mode, x * 2)
+
+
+def with_region(fn: Callable[..., Any]) -> Any:
+    """The region of the with statements around ``fn``'s first call of ``note`` (every one a
+    user manager)."""
+    offset = note_offset(fn)
+    return find_region(fn.__code__, offset, withs=frozenset(with_slots(fn.__code__, offset)))
+
+
+def run_with_region(
+    fn: Callable[..., Any], helper: Callable[..., Any], names: tuple[str, ...], *args: Any
+) -> tuple[tuple[str, object], list[object], tuple[str, object], list[object]]:
+    """Eager's and the residual code's outcome (a value or the exception raised) and notes."""
+    assert isinstance(fn, types.FunctionType)
+    region = with_region(fn)
+    counter = itertools.count(1)
+    flat, _ = positional_helper(helper.__code__)
+    plan = BreakPlan(
+        fn.__code__, region.start, (), tuple((n, Value(k)) for k, n in enumerate(names)),
+        helper="", helper_code=flat,
+    )
+    built = region_residual(ResumeBuilder(lambda: next(counter)), plan, region)
+    g = dict(fn.__globals__)
+    g.update(built.globals_to_install(g))
+    residual = types.FunctionType(built.code, g, fn.__name__)
+
+    def outcome(f: Callable[..., Any]) -> tuple[tuple[str, object], list[object]]:
+        SEEN.clear()
+        try:
+            result: tuple[str, object] = ("value", f(*args))
+        except ValueError as exc:
+            result = ("raised", exc.args)
+        return result, list(SEEN)
+
+    return (*outcome(fn), *outcome(residual))
+
+
+@pytest.mark.parametrize("mode", ["none", "raise", "suppress"])
+def test_a_user_with_statement_region_enters_and_exits_its_manager_once(mode: str) -> None:
+    region = with_region(user_with)
+    assert region.kind == "with block"
+    assert region.base == 0
+    # 3.11: the normal and the suppressed path meet after the block (one exit); 3.12+ copies
+    # the small return block onto the suppressed path (two exits).
+    assert len(region.exits) == (1 if PY_VERSION < (3, 12) else 2)
+    first = user_with.__code__.co_firstlineno
+    assert region.lines == (first + 2, first + 6)
+    expected, eager_seen, got, seen = run_with_region(
+        user_with, user_with_helper, ("x", "mode", "y"), 3, mode
+    )
+    assert got == expected
+    assert seen == eager_seen
+    assert [s for s in seen if isinstance(s, tuple)] == [
+        ("exit", None if mode == "none" else "ValueError")
+    ]
+
+
+def user_with_in_loop_around_loop(x: int, xs: list[int]) -> int:
+    y = x
+    for v in xs:
+        with Suppressing(v == 2):
+            with Suppressing(False):
+                note(v)
+                for w in range(v):
+                    y += w
+                if v == 2:
+                    raise ValueError(v)
+    return y
+
+
+def test_nested_user_withs_around_a_loop_inside_a_loop_run_as_one_region() -> None:
+    region = with_region(user_with_in_loop_around_loop)
+    assert region.kind == "loop and with block"
+    expected, eager_seen, got, seen = run_with_region(
+        user_with_in_loop_around_loop, for_else_helper, ("x", "xs", "y"), 1, [1, 2, 3]
+    )
+    assert got == expected
+    assert seen == eager_seen
+    assert seen.count("enter") == 6
+
+
+def user_with_around_try(x: int, fail: bool) -> int:
+    y = x
+    with Suppressing(False):
+        try:
+            note(y)
+            if fail:
+                raise ValueError(y)
+        finally:
+            y += 10
+        y += 1
+    return y
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_try_inside_a_user_with_makes_the_with_statement_the_region(fail: bool) -> None:
+    fn = user_with_around_try
+    region = with_region(fn)
+    assert region.kind == "try block and with block"
+    expected, eager_seen, got, seen = run_with_region(
+        fn, lambda x, fail: (x, fail, x), ("x", "fail", "y"), 1, fail
+    )
+    assert got == expected
+    assert seen == eager_seen

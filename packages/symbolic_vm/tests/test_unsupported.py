@@ -100,25 +100,18 @@ def test_error_inside_an_inlined_function_points_at_the_innermost_line():
     assert info.value.source_line == "return x.sum().item()"
 
 
-class _UserManager:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-
-def branch_in_user_with(x):
-    # A break inside a user context manager runs the frame eagerly (as torch.compile); one
-    # inside a loop runs only the loop eagerly now (symbolic_vm.region).
-    with _UserManager():
-        if x.sum() > 0:
-            x = x - 1
+def branch_in_inference_mode_in_no_grad(x):
+    # Inference mode mixed with grad-mode blocks: which grad mode to restore at the break is
+    # not tracked, so the frame runs eagerly.
+    with torch.no_grad():
+        with torch.inference_mode():
+            if x.sum() > 0:
+                x = x - 1
     return x
 
 
 def test_without_fullgraph_a_break_the_vm_cannot_make_asks_for_eager_with_a_record():
-    frame = frame_from_call(branch_in_user_with, (torch.randn(3),))
+    frame = frame_from_call(branch_in_inference_mode_in_no_grad, (torch.randn(3),))
     with pytest.raises(GraphBreakNeeded) as info:
         capture(frame, CaptureConfig(fullgraph=False))
     (record,) = info.value.breaks

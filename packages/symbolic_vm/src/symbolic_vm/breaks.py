@@ -19,7 +19,13 @@ from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import BreakAt, Interpreter, RegionRestart
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import GraphBreak
-from symbolic_vm.region import Region, find_region, inside_loop_or_try, region_residual
+from symbolic_vm.region import (
+    Region,
+    find_region,
+    inside_loop_or_try,
+    region_residual,
+    with_slots,
+)
 from symbolic_vm.resume import (
     BreakCode,
     BreakPlan,
@@ -31,6 +37,7 @@ from symbolic_vm.resume import (
     Slot,
     Value,
     in_loop_or_try,
+    makes_with_manager,
     positional_helper,
     runs_alone,
     why_not_break_at,
@@ -90,9 +97,14 @@ def plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
 def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
     code = vm.code
     if brk.region is None and (
-        in_loop_or_try(code, brk.offset) or inside_loop_or_try(code, brk.offset)
+        _user_with_slots(code, brk)
+        or in_loop_or_try(code, brk.offset) or inside_loop_or_try(code, brk.offset)
     ):
-        _restart_at_region(code, brk)  # the loop/try statement runs as bytecode
+        _restart_at_region(code, brk)  # the loop/try/user-with statement runs as bytecode
+    if brk.region is None and makes_with_manager(code, brk.offset):
+        # The manager of a with statement cannot be made in the trace: the whole statement
+        # runs as bytecode (its real __enter__/__exit__ once each).
+        _restart_at_region(code, brk, statement=True)
     why = None if brk.region is not None else why_not_break_at(code, brk.offset)
     if why is not None:
         raise _eagerly(brk, why)
@@ -106,11 +118,10 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
         # and resumes with a list iterator).
         _restart_at_region(code, brk, statement=True)
     if _in_other_with_block(code, brk):
-        # A user context manager (any but grad mode, autocast, inference mode) is active:
-        # TorchDynamo runs such a frame eagerly; re-entering an arbitrary manager could change
-        # what it does.
-        raise _eagerly(brk, "inside a user context manager (the frame runs eagerly, as in "
-                            "torch.compile)")
+        # A user context manager (any but grad mode, autocast, inference mode) still active
+        # here (its with statement should have been the region): re-entering an arbitrary
+        # manager could change what it does.
+        raise _eagerly(brk, "inside a user context manager (the frame runs eagerly)")
     managers = _reentered_managers(out, brk)
     live: list[tuple[str, Slot]] = []
     bound: dict[str, Var] = dict(brk.local_vars)
@@ -168,14 +179,14 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
 def _restart_at_region(code: types.CodeType, brk: BreakAt, *, statement: bool = False) -> None:
     """Raise RegionRestart for the loop/try statement around the break (TorchDynamo runs the
     whole frame eagerly there) or, with ``statement``, for the statement holding it; or the
-    break's error when that region cannot run alone."""
-    if _in_other_with_block(code, brk):
-        raise _eagerly(brk, "inside a user context manager (the frame runs eagerly, as in "
-                            "torch.compile)")
+    break's error when that region cannot run alone. The region holds the with statement of
+    every user context manager active at the break (its real ``__enter__``/``__exit__`` run
+    once each, as the frame's own bytecode)."""
+    withs = _user_with_slots(code, brk)
     try:
-        region = find_region(code, brk.offset, statement=statement)
+        region = find_region(code, brk.offset, statement=statement, withs=withs)
     except ResumeError as err:
-        what = "statement" if statement else "loop or try statement"
+        what = "statement" if statement else "loop, try or with statement"
         raise _eagerly(brk, f"a graph break whose {what} cannot run on its own ({err}; the "
                             "frame runs eagerly)") from err
     first, last = region.lines
@@ -223,19 +234,41 @@ def _tensor_method_descriptor(out: Output, stack: list[Var], depth: int) -> obje
     return None
 
 
+def _user_with_slots(code: types.CodeType, brk: BreakAt) -> frozenset[int]:
+    """The stack slots of the ``__exit__`` of the user context managers (any but grad mode,
+    autocast, inference mode) active at the break, through try blocks too. Raises the break's
+    error (the frame runs eagerly) where the stack does not have the layout expected."""
+    slots = with_slots(code, brk.offset)
+    user: set[int] = set()
+    for slot in slots:
+        if slot >= len(brk.stack):
+            raise _eagerly(brk, "inside a with block whose stack layout is unknown (the frame "
+                                "runs eagerly)")
+        if not isinstance(brk.stack[slot], (ContextExitVar, AutocastExitVar)):
+            user.add(slot)
+    for k, var in enumerate(brk.stack):
+        if k not in slots and _is_bound_exit(var):
+            raise _eagerly(brk, "an __exit__ method on the stack outside a with block (the "
+                                "frame runs eagerly)")
+    return frozenset(user)
+
+
+def _is_bound_exit(var: Var) -> bool:
+    return (
+        isinstance(var, BoundMethodVar)
+        and isinstance(var.func, FunctionVar)
+        and var.func.fn.__name__ == "__exit__"
+    )
+
+
 def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:
     """True when a with block other than grad mode / autocast is active at the break.
 
     Its ``__exit__`` is on the stack: at the slot of an active with block (found through the
     exception table's handler chain) or, as a bound ``__exit__`` method, anywhere.
     """
-    for var in brk.stack:
-        if (
-            isinstance(var, BoundMethodVar)
-            and isinstance(var.func, FunctionVar)
-            and var.func.fn.__name__ == "__exit__"
-        ):
-            return True
+    if any(_is_bound_exit(var) for var in brk.stack):
+        return True
     for slot in with_exit_slots(code, brk.offset):
         if slot >= len(brk.stack):
             return True  # not the stack layout we know: be safe

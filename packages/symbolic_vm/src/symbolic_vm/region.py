@@ -63,7 +63,7 @@ from symbolic_vm.resume import (
     with_cleanups,
 )
 
-__all__ = ["Region", "find_region", "inside_loop_or_try", "region_residual"]
+__all__ = ["Region", "find_region", "inside_loop_or_try", "region_residual", "with_slots"]
 
 Items = list[Instr | Label]
 
@@ -181,19 +181,26 @@ def _handler_kinds(flow: _Flow, i: int) -> list[tuple[ExceptHandler, str]]:
     return out
 
 
-def _span(flow: _Flow, where: int) -> tuple[int, int, set[str], set[int]]:
-    """The outermost loop/try statement around instruction ``where``: its first and last
-    main-line instruction index, which kinds of statement it is, and the handlers (target
-    indices) of its try blocks."""
+def _span(
+    flow: _Flow, where: int, withs: frozenset[int] = frozenset()
+) -> tuple[int, int, set[str], set[int]]:
+    """The outermost loop/try statement around instruction ``where`` (or ``with`` statement
+    whose ``__exit__`` sits at a stack slot in ``withs``): its first and last main-line
+    instruction index, which kinds of statement it is, and the handlers (target indices) of
+    its try blocks and of those with blocks."""
     main = sorted(flow.main)
     back_edges = [
         (flow.label_at[ins.arg], i) for i in main
         if isinstance((ins := flow.instrs[i]).arg, Label) and flow.label_at[ins.arg] <= i
     ]
+    held = {
+        flow.handler_index(h) for h, kind in _handler_kinds(flow, where)
+        if kind == "with" and h.depth - 1 in withs
+    }
     covered: dict[int, list[int]] = {}
     for i in main:
         for handler, kind in _handler_kinds(flow, i):
-            if kind == "try":
+            if kind == "try" or flow.handler_index(handler) in held:
                 covered.setdefault(flow.handler_index(handler), []).append(i)
     lo = hi = where
     kinds: set[str] = set()
@@ -209,7 +216,7 @@ def _span(flow: _Flow, where: int) -> tuple[int, int, set[str], set[int]]:
         for target, members in covered.items():
             first, last = min(members), max(members)
             if first <= hi and last >= lo:
-                kinds.add("try block")
+                kinds.add("with block" if target in held else "try block")
                 tries.add(target)
                 if first < lo or last > hi:
                     lo, hi, changed = min(lo, first), max(hi, last), True
@@ -223,16 +230,31 @@ def inside_loop_or_try(code: types.CodeType, offset: int) -> bool:
     return where is not None and where in flow.depth and bool(_span(flow, where)[2])
 
 
-def find_region(code: types.CodeType, offset: int, *, statement: bool = False) -> Region:
+def with_slots(code: types.CodeType, offset: int) -> list[int]:
+    """The stack slots of the ``__exit__`` of every ``with`` block around the instruction at
+    ``offset``, innermost first, through try blocks too."""
+    flow = _flow(code)
+    where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
+    if where is None:
+        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
+    return [h.depth - 1 for h, kind in _handler_kinds(flow, where) if kind == "with"]
+
+
+def find_region(
+    code: types.CodeType, offset: int, *, statement: bool = False,
+    withs: frozenset[int] = frozenset(),
+) -> Region:
     """The region around the instruction at ``offset``: the outermost loop or try statement
-    containing it; with ``statement``, outside any, the statement holding it (kind
-    "statement": for an instruction a plain break cannot run on its own). Raises ResumeError
-    when there is none or it cannot run on its own."""
+    containing it, or ``with`` statement whose ``__exit__`` is at a stack slot in ``withs``
+    (a user context manager: its real ``__enter__``/``__exit__`` then run once, as bytecode);
+    with ``statement``, outside any, the statement holding it (kind "statement": for an
+    instruction a plain break cannot run on its own). Raises ResumeError when there is none or
+    it cannot run on its own."""
     flow = _flow(code)
     where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
     if where is None or where not in flow.depth:
         raise ResumeError(f"no traced instruction at offset {offset} of {code.co_name}")
-    lo, hi, kinds, tries = _span(flow, where)
+    lo, hi, kinds, tries = _span(flow, where, withs)
     if not kinds and statement:
         kinds = {"statement"}
     if not kinds:
@@ -241,7 +263,9 @@ def find_region(code: types.CodeType, offset: int, *, statement: bool = False) -
     # loop's iterable is made before its FOR_ITER; a 3.12 inlined comprehension sits inside an
     # expression, whose statement is then the region).
     target = max(
-        (h.depth for h, kind in _handler_kinds(flow, lo) if kind == "with"), default=0
+        (h.depth for h, kind in _handler_kinds(flow, lo)
+         if kind == "with" and flow.handler_index(h) not in tries),
+        default=0,
     )
     first_resume = next(
         (k for k, i in enumerate(flow.instrs) if i.opname == "RESUME"), len(flow.instrs)
@@ -355,11 +379,22 @@ def _members(  # noqa: PLR0917 - the parts of one region
             if (
                 not start <= s <= hi and flow.depth.get(s) == base and s not in forced
                 and not any(flow.handler_index(h) in tries for h, _ in _handler_kinds(flow, s))
+                and not _plain_jump(flow, s)
             ):
                 exits.add(s)
             else:
                 work.append(s)
     return members, exits
+
+
+_JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"})
+
+
+def _plain_jump(flow: _Flow, i: int) -> bool:
+    """Whether instruction ``i`` only jumps forward (a with/try statement's paths meeting after
+    it): the region takes it, so both paths leave at its target, through one resume function."""
+    ins = flow.instrs[i]
+    return ins.opname in _JUMPS and isinstance(ins.arg, Label) and flow.label_at[ins.arg] > i
 
 
 def _outer_handlers(flow: _Flow, start: int) -> set[int]:

@@ -62,6 +62,7 @@ __all__ = [
     "exit_with",
     "inline_helper",
     "load_slot",
+    "makes_with_manager",
     "pop_null",
     "positional_helper",
     "restore_stack",
@@ -783,15 +784,21 @@ def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
     cannot build, such as a ``contextlib.contextmanager`` generator, is one TorchDynamo traces
     as a generic context manager, and it runs the frame eagerly on a break inside one.
     """
-    items = decode(code)
     why = _loop_or_try(code, offset)
     if why is not None:
         return why
-    after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
-    if after is not None and after.opname == "BEFORE_WITH":
+    if makes_with_manager(code, offset):
         return ("a graph break making a context manager (the frame runs eagerly, as in "
                 "torch.compile for generic context managers)")
     return None
+
+
+def makes_with_manager(code: types.CodeType, offset: int) -> bool:
+    """Whether the instruction at ``offset`` makes the manager of a ``with`` statement (its
+    result goes straight to BEFORE_WITH)."""
+    items = decode(code)
+    after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
+    return after is not None and after.opname == "BEFORE_WITH"
 
 
 def runs_alone(code: types.CodeType, offset: int) -> bool:
