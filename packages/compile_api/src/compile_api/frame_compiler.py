@@ -381,6 +381,27 @@ def _finish(record: FrameRecord, ctx: CompileContext) -> None:
 FrameAnswer: TypeAlias = "evalframe.Entry | Literal[evalframe.Skip.SKIP] | None"
 
 
+def _unguardable(
+    record: FrameRecord, ctx: CompileContext, code: types.CodeType, err: Exception
+) -> Literal[evalframe.Skip.SKIP]:
+    """The guards of a compiled frame could not be built: run the frame eagerly from now on.
+
+    Its graphs are compiled, but without guards for every fact they were compiled under (a
+    ShapeEnv fact guards cannot express) they may not run. Raises under suppress_errors=False.
+    """
+    if not config.suppress_errors:
+        raise InternalError(_where(code), err) from err
+    _warn_once(
+        ("guards", code),
+        f"Strata could not build the guards of {_where(code)} and runs it eagerly: "
+        f"{type(err).__name__}: {err}\n"
+        "Set compile_api.config.suppress_errors = False to raise instead.",
+    )
+    record.ran_eagerly = f"guards: {type(err).__name__}: {err}"
+    _finish(record, ctx)
+    return evalframe.SKIP
+
+
 def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> FrameAnswer:
     """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
     code = frame.f_code
@@ -459,18 +480,22 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         for name, value in [*compiled.items(), *result.globals_to_install.items()]:
             namespace[name] = value
             state.installed.append((namespace, name))
-    guard_set = result.guards
-    guard_set.SHAPE(
-        f"getattr(G[{_CALLBACK_NAME!r}](), '_strata_token', 0) in ({ctx.token}, 0)",
-        f"compiled by compile(backend={ctx.backend_name!r}, fullgraph={ctx.fullgraph}, "
-        f"dynamic={ctx.dynamic}); another compile() of this code is running",
-    )
-    with state.lock:
         if namespace.get(_CALLBACK_NAME) is not evalframe.get_callback:
             namespace[_CALLBACK_NAME] = evalframe.get_callback
             state.installed.append((namespace, _CALLBACK_NAME))
-    with _timed(record, "guard_building"):
-        check = guards.compile_guards(guard_set, namespace)
+    try:
+        with _timed(record, "guard_building"):
+            # Built now, not at capture: the backends may have added facts to the capture's
+            # ShapeEnv (aot's trace specialising a size), and their code is valid only under them.
+            guard_set = result.rebuild_guards()
+            guard_set.SHAPE(
+                f"getattr(G[{_CALLBACK_NAME!r}](), '_strata_token', 0) in ({ctx.token}, 0)",
+                f"compiled by compile(backend={ctx.backend_name!r}, fullgraph={ctx.fullgraph}, "
+                f"dynamic={ctx.dynamic}); another compile() of this code is running",
+            )
+            check = guards.compile_guards(guard_set, namespace)
+    except Exception as err:
+        return _unguardable(record, ctx, code, err)
     record.guards_text = check.text
     with state.lock:
         state.tensor_sizes.setdefault((code, ctx.token), []).extend(

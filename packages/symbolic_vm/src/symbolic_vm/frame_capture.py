@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import sys
@@ -203,6 +204,7 @@ def _finish(
         code=new_code,
         graphs=graphs,
         guards=out.guard_set(guarded),
+        rebuild_guards=functools.partial(out.guard_set, guarded),
         breaks=[],
         globals_to_install=out.installs,
     )
@@ -221,6 +223,7 @@ def _finish_with_break(
         code=code,
         graphs=graphs,
         guards=out.guard_set(guarded),
+        rebuild_guards=functools.partial(out.guard_set, guarded),
         breaks=[break_record(brk.error)],
         globals_to_install={**out.installs, **resume_globals},
     )

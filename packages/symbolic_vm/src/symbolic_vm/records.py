@@ -98,12 +98,26 @@ class GraphBreak:
     source_line: str
 
 
+def _the_guards_as_captured(result: CaptureResult) -> Callable[[], GuardSet]:
+    return lambda: result.guards
+
+
 @attrs.frozen
 class CaptureResult:
-    """capture()'s answer: code to run in place of the frame, its graphs, guards and breaks."""
+    """capture()'s answer: code to run in place of the frame, its graphs, guards and breaks.
+
+    ``guards`` are the guards as the capture left them. ``rebuild_guards()`` builds them again
+    from the same records and the capture's ShapeEnv as it is at the time of the call: a
+    backend that traces a graph on its symbolic example inputs can add facts to that ShapeEnv
+    (specialise a size, relate two), and its compiled code is valid only where they hold, so
+    the caller builds the guards it installs after the backends ran (as TorchDynamo does).
+    """
 
     code: types.CodeType
     graphs: list[CapturedGraph]
     guards: GuardSet
     breaks: list[GraphBreak]
     globals_to_install: dict[str, object]
+    rebuild_guards: Callable[[], GuardSet] = attrs.field(
+        default=attrs.Factory(_the_guards_as_captured, takes_self=True), eq=False, repr=False
+    )
