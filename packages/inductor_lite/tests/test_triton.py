@@ -225,3 +225,46 @@ def test_zero_dim_results_and_constant_index_loads_compile(fn: Any, tcheck: Any)
     # which Triton refuses at the first launch (the graph then ran eagerly with a warning)
     c = tcheck(fn, [torch.randn(33, 70, device=DEV)], atol=1e-5, rtol=1e-5)
     assert c.eager_calls == 0 and c.kernel_count >= 1
+
+
+def _rebound_inside_loops(source: str) -> set[str]:
+    """Names a kernel binds at its top level and binds again inside a later ``for`` loop.
+
+    Compiled triton treats such a name as loop-carried and requires one type for it before and
+    inside the loop; a [XBLOCK, 1] tile rebound as [XBLOCK, RBLOCK] fails to compile ("Loop-carried
+    variable ... type stays consistent"). The interpreter runs Python and never notices, so the
+    source is checked here. Accumulators (``acc*``) are loop-carried on purpose, with one type.
+    """
+    import ast
+
+    clashes: set[str] = set()
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        bound: set[str] = set()
+        for stmt in fn.body:
+            names = {
+                t.id for node in ast.walk(stmt) if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)
+            }
+            if isinstance(stmt, ast.For):
+                clashes |= {n for n in names & bound if not n.startswith("acc")}
+            else:  # a name bound in one loop and again in the next keeps its tile type
+                bound |= names
+    return clashes
+
+
+def test_looped_kernel_binds_no_tile_before_a_loop_that_rebinds_it(tcheck: Any) -> None:
+    # a full reduction over more than a persistent row, a step on its scalar result outside
+    # the loops, then a looped step over the same single row (mse_loss's backward in the
+    # training workloads has this shape); compiled triton refused it at every block size on
+    # the H100
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        d = x - y
+        return (d * d).mean(), d * 2 + x
+
+    n = 8 * 4196  # 1-D and past PERSISTENT_LIMIT: one row, looped
+    c = tcheck(fn, [torch.randn(n, device=DEV), torch.randn(n, device=DEV)], atol=1e-4, rtol=1e-4)
+    assert c.kernel_count == 1
+    assert "for rb in range" in c.kernel_source
+    assert _rebound_inside_loops(c.kernel_source) == set()

@@ -129,6 +129,7 @@ class _Body:
         prefix: str = "t",
         rows: dict[str, _RowValue] | None = None,
         tile: _Tile | None = None,
+        var_names: dict[str, str] | None = None,
     ) -> None:
         self.lines: list[str] = []
         self.cache: dict[object, str] = {}
@@ -143,6 +144,9 @@ class _Body:
         self.memory_reads: set[str] = set()  # buffers this body reads from memory
         self.prefix = prefix
         self.counter = 0
+        # index variables as this step's code names them (see _kernel: unique per step in
+        # looped kernels)
+        self.var_names = var_names or {}
 
     def tmp(self, expr: str) -> str:
         name = f"{self.prefix}{self.counter}"
@@ -154,7 +158,7 @@ class _Body:
         if isinstance(x, IConst):
             return str(x.value)
         if isinstance(x, IVar):
-            return x.name
+            return self.var_names.get(x.name, x.name)
         if isinstance(x, IAdd):
             return "(" + " + ".join(self.index(t) for t in x.terms) + ")"
         if isinstance(x, IMul):
@@ -445,7 +449,13 @@ def _kernel(
         barrier_at = len(lines)
         written_before = set(written)
         written.add(node.buf)
-        names = step.var_names
+        # Looped kernels: a name bound before an ``rb`` loop and bound again inside it is a
+        # loop-carried variable to triton, which must keep one type -- a step outside the
+        # loops binds [XBLOCK, 1] tiles, one inside binds [XBLOCK, RBLOCK]. So in those kernels
+        # each step's index variables and temporaries have names of their own.
+        rename = {} if persistent else {v: f"{v}_{n}" for v in step.var_names}
+        prefix = "t" if persistent else f"t{n}_"
+        names = [rename.get(v, v) for v in step.var_names]
         lines.append(f"    # step {n}: {type(node).__name__} -> {node.buf}")
         lines += _var_defs(names[: step.split], step.outer_sizes, "o", "    ")
         has_inner = len(step.inner_sizes) > 0
@@ -470,10 +480,12 @@ def _kernel(
             if has_inner:
                 lines += open_inner(inner)
                 lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind2)
-                body = _Body(ind2, params, "m", regs, rows=rows, tile=tile)
+                body = _Body(
+                    ind2, params, "m", regs, prefix, rows=rows, tile=tile, var_names=rename
+                )
             else:
-                lines.append("    m = omask")
-                body = _Body("    ", params, "m", regs)
+                # omask itself, not a copy in ``m``: ``m`` is bound in the loops (see above)
+                body = _Body("    ", params, "omask", regs, prefix, var_names=rename)
             val = body.value(node.body)
             lines += body.lines
             if not val.startswith("t"):  # a literal: give it the tile's shape
@@ -485,12 +497,13 @@ def _kernel(
                 rows[node.buf] = _RowValue(f"row{n}", tile, form)
                 val = f"row{n}"
             lines.append(
-                f"{body.indent}tl.store({store_ptr} + {idx}, ({val}).to({out_ty}), mask=m)"
+                f"{body.indent}tl.store({store_ptr} + {idx}, ({val}).to({out_ty}), "
+                f"mask={body.mask})"
             )
         else:
             acc = f"acc{n}"
             ct = _compute(node.dtype)
-            body = _Body(ind2, params, "m", regs, rows=rows, tile=tile)
+            body = _Body(ind2, params, "m", regs, prefix, rows=rows, tile=tile, var_names=rename)
             init, combine, final = _reduction_lines(step, n, body, acc, ct)
             lines.append(f"    {acc} = {init}")
             lines += open_inner(inner)
