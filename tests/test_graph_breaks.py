@@ -907,6 +907,121 @@ def test_a_manager_the_vm_cannot_make_or_enter_runs_its_with_statement_as_byteco
 
 
 
+# --- .grad assignments: side effects after the graph, no break -----------------------------------
+
+
+def sgd_step(
+    params: list[torch.nn.Parameter], model: torch.nn.Module, x: torch.Tensor, t: torch.Tensor
+) -> torch.Tensor:
+    for p in params:
+        p.grad = None
+    loss = torch.nn.functional.mse_loss(model(x), t)
+    loss.backward()  # type: ignore[no-untyped-call]
+    with torch.no_grad():
+        for p in params:
+            p.sub_(0.1 * p.grad)  # type: ignore[operator]
+    return loss.detach()
+
+
+def test_setting_grads_to_none_in_a_training_step_does_not_break_the_graph(
+    counter: GraphCounter,
+) -> None:
+    # The benchmark's training step: `p.grad = None` for each parameter is recorded and
+    # replayed before backward() runs; the only break is backward() (torch.compile: the same).
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+    ours = copy.deepcopy(model)
+    x, t = torch.randn(5, 4), torch.randn(5, 4)
+    compiled = compile_api.compile(sgd_step, backend=counter)
+    eager_params, our_params = list(model.parameters()), list(ours.parameters())
+    for _ in range(3):
+        torch.testing.assert_close(
+            compiled(our_params, ours, x, t), sgd_step(eager_params, model, x, t)
+        )
+        for mine, theirs in zip(our_params, eager_params, strict=True):
+            torch.testing.assert_close(mine, theirs)
+            torch.testing.assert_close(mine.grad, theirs.grad)
+    assert counter.count == 2  # forward + loss | the update
+    report = compile_api.explain(sgd_step)(our_params, ours, x, t)
+    assert report.graph_break_count == 1
+    assert "backward" in report.break_reasons[0].reason
+    reference_count(sgd_step, counter.count, (eager_params, model, x, t))
+
+
+def assign_and_read_grads(
+    w: torch.Tensor, v: torch.Tensor, g: torch.Tensor, x: torch.Tensor, log: list[object]
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    log.append(w.grad is None)
+    w.grad = None
+    log.append(w.grad is None)
+    y = x * 2
+    w.grad = y  # a tensor the graph makes
+    v.grad = g  # a graph input
+    log.append(len(log))
+    return w.grad * 3 + v.grad, y, w.grad is None
+
+
+def test_grad_assignments_are_replayed_in_order_and_seen_by_later_reads(
+    counter: GraphCounter,
+) -> None:
+    def make() -> tuple[torch.Tensor, ...]:
+        w = torch.randn(3, requires_grad=True)
+        w.grad = torch.ones(3)  # an old gradient, replaced
+        return w, torch.randn(3, requires_grad=True), torch.randn(3), torch.randn(3)
+
+    torch.manual_seed(1)
+    eager_args, our_args = make(), make()
+    our_args = tuple(a.detach().clone().requires_grad_(a.requires_grad) for a in eager_args)
+    our_args[0].grad = torch.ones(3)
+    eager_log: list[object] = []
+    our_log: list[object] = []
+    expected = assign_and_read_grads(*eager_args, eager_log)
+    got = compile_api.compile(assign_and_read_grads, backend=counter)(*our_args, our_log)
+    torch.testing.assert_close(got, expected)
+    assert our_log == eager_log == [False, True, 2]
+    w, v, g, _ = our_args
+    assert w.grad is got[1]  # the very tensor the function assigned and returned
+    assert v.grad is g
+    assert counter.count == 1  # no break
+    reference_count(assign_and_read_grads, counter.count, (*make(), []))
+
+
+def grad_none_then_print(w: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    y = w * x
+    w.grad = None
+    print("grad is", w.grad)  # the assignment is replayed before the break runs
+    return y + 1, w.grad is None
+
+
+def wrong_grad_shape(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    y = x.sum()
+    w.grad = y  # eager raises: a gradient of another shape
+    return y
+
+
+@pytest.mark.parametrize("fn", [grad_none_then_print, wrong_grad_shape])
+def test_grad_assignments_around_breaks_and_refused_ones_match_eager(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def make() -> tuple[torch.Tensor, torch.Tensor]:
+        w = torch.ones(3, requires_grad=True)
+        w.grad = torch.full((3,), 2.0)
+        return w, torch.arange(3.0)
+
+    eager_args, our_args = make(), make()
+    expected = outcome(fn, *eager_args)
+    got = outcome(compile_api.compile(fn, backend=counter), *our_args)
+    assert got[0] == expected[0]
+    if expected[0] == "value":
+        torch.testing.assert_close(got[1], expected[1])
+    else:
+        assert got[1][0] is expected[1][0]
+    torch.testing.assert_close(our_args[0].grad, eager_args[0].grad)
+    out = capsys.readouterr().out.splitlines()
+    assert out[:1] == out[1:]
+
+
+
 # --- names of resume graphs' inputs --------------------------------------------------------------
 
 

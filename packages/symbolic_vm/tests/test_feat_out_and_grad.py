@@ -209,3 +209,37 @@ def test_resizing_out_works_with_a_functionalizing_backend(backend):
         torch.testing.assert_close(got[0], expected[0])
         assert got[1:] == expected[1:]
         torch.testing.assert_close(c_compiled, c_eager)
+
+
+def clear_and_set_grads(w, v, x):
+    w.grad = None
+    v.grad = x * 2
+    return v.grad + 1, w.grad is None
+
+
+def test_grad_assignments_are_side_effects_replayed_after_the_graph():
+    def make():
+        w = torch.ones(3, requires_grad=True)
+        w.grad = torch.ones(3)
+        return w, torch.zeros(3, requires_grad=True), torch.arange(3.0)
+
+    eager_args, vm_args = make(), make()
+    expected = clear_and_set_grads(*eager_args)
+    compiled_run = run_vm(clear_and_set_grads, *vm_args)  # fullgraph: no break
+    torch.testing.assert_close(compiled_run.output, expected)
+    assert vm_args[0].grad is None
+    torch.testing.assert_close(vm_args[1].grad, eager_args[1].grad)
+    assert compiled_run.op_count() == 2  # mul, add
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [(lambda w: w.sum(), "another shape"), (lambda w: w, "its own"), (lambda w: 3, "assigning")],
+)
+def test_grad_assignments_eager_would_refuse_are_refused(value, why):
+    def fn(w):
+        w.grad = value(w)
+        return w * 2
+
+    with pytest.raises(Unsupported, match=why):
+        run_vm(fn, torch.ones(3, requires_grad=True))

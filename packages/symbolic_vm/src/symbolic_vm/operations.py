@@ -642,8 +642,36 @@ def _tensor_grad(out: Output, obj: TensorVar) -> Var:
     """
     if obj.node.op != "placeholder" or obj.source is None:
         return ConstVar(None)
+    written = out.attr_overlay.get((id(out.real_input(obj)), "grad"))
+    if written is not None:
+        return written  # assigned earlier in the trace (set_tensor_grad)
     grad = out.real_input(obj).grad
     return out.wrap(grad, AttrSource(obj.source, "grad"))
+
+
+def set_tensor_grad(out: Output, obj: TensorVar, value: Var) -> None:
+    """``x.grad = None`` / ``x.grad = t`` on a graph input or parameter: replayed on the real
+    tensor after the graph, in order with the other side effects (as torch.compile does); later
+    reads of ``x.grad`` in the trace see ``value``. A tensor made in the graph, or a gradient
+    eager would refuse (another shape, dtype or device, the tensor itself), is refused here too
+    (a graph break: the assignment then runs for real)."""
+    if obj.node.op != "placeholder" or obj.source is None:
+        raise Unsupported("assigning .grad of a tensor made inside the compiled function")
+    if isinstance(value, TensorVar):
+        if value is obj:
+            raise Unsupported("assigning a tensor as its own .grad")
+        out.depend(obj)
+        out.depend(value)
+        mine, given = obj.example, value.example
+        if (
+            given.shape != mine.shape or given.dtype != mine.dtype
+            or given.device != mine.device
+        ):
+            raise Unsupported("assigning a .grad of another shape, dtype or device")
+    elif not (isinstance(value, ConstVar) and value.value is None):
+        raise Unsupported(f"assigning {describe(value)} to a tensor's .grad")
+    out.attr_overlay[(id(out.real_input(obj)), "grad")] = value
+    out.side_effects.append(AttrWrite(obj, "grad", value))
 
 
 def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:
@@ -820,6 +848,9 @@ def setattr_var(vm: Interpreter, obj: Var, name: str, value: Var) -> None:
         out.depend(obj)
         out.attr_overlay[(id(real), name)] = value
         out.side_effects.append(AttrWrite(obj, name, value))
+        return
+    if isinstance(obj, TensorVar) and name == "grad":
+        set_tensor_grad(out, obj, value)
         return
     raise Unsupported(f"attribute assignment on {describe(obj)}")
 
