@@ -18,6 +18,8 @@ import pytest
 import torch
 
 import compile_api
+import guards
+import symbolic_vm
 
 
 class Counting:
@@ -122,6 +124,25 @@ def test_inductor_readme_example_compiles_the_second_size_instead_of_running_eag
     assert counting.count == 2
 
 
+def sliced_after_a_break(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    compile_api.graph_break()
+    return y[1:].sum(0) * y.shape[0]  # specialised in the resume function's graph
+
+
+@pytest.mark.parametrize(("dynamic", "sizes", "compiles"), [
+    (True, DYNAMIC_SIZES, 3),  # the frame's graph once, the resume function's twice
+    (None, AUTO_SIZES, 5),  # frame: static, dynamic; resume: static, dynamic at 2, dynamic
+])
+def test_a_specialisation_in_a_resume_functions_graph_is_guarded(
+    dynamic: bool | None, sizes: Sequence[int], compiles: int
+) -> None:
+    # the counts torch.compile gives for the same function (with print() as the break)
+    counting = Counting("aot_eager")
+    sweep(sliced_after_a_break, counting, sizes, dynamic=dynamic)
+    assert counting.count == compiles
+
+
 # -- backends that add facts themselves (no aot): the mechanism, independent of aot's trace ----
 
 
@@ -191,3 +212,15 @@ def test_the_eager_backend_adds_no_guard_and_compiles_once(
     assert counting.count == 1
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "strata.guards")
     assert "L['x'].size(0) == 2" not in text
+
+
+def test_rebuilt_guards_hold_a_fact_added_after_the_capture_and_the_first_set_does_not() -> None:
+    frame = symbolic_vm.frame_from_call(times_rows, (torch.ones(3, 2),))
+    result = symbolic_vm.capture(frame, symbolic_vm.CaptureConfig(dynamic=True))
+    as_captured = guards.compile_guards(result.guards, frame.f_globals)
+    int(_first_fake(result.graphs[0].gm).shape[0])  # what a backend may do: fixes the size
+    rebuilt = guards.compile_guards(result.rebuild_guards(), frame.f_globals)
+    three, five = {"x": torch.ones(3, 2)}, {"x": torch.ones(5, 2)}
+    assert as_captured(three) and as_captured(five)
+    assert rebuilt(three) and not rebuilt(five)
+    assert any("L['x'].size(0) == 3" in reason for reason in rebuilt.failures(five))
