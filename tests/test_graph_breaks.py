@@ -685,23 +685,60 @@ def print_in_generator_manager(x: torch.Tensor) -> torch.Tensor:
     return z - 1
 
 
-@pytest.mark.parametrize("fn", [print_in_user_manager, print_in_generator_manager])
+def print_in_maybe_suppressing_manager(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    with MaySuppress():
+        z = y * 2
+        print("inside a manager that may suppress")
+    return z - 1
+
+
+@pytest.mark.parametrize("fn", [print_in_maybe_suppressing_manager, print_in_generator_manager])
 def test_break_inside_a_user_context_manager_runs_its_with_statement_as_a_region(
     fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # torch.compile runs the whole frame eagerly (0 graphs); here the code before the with
+    # torch.compile runs the whole frame eagerly (0 graphs). A manager that is not handed on
+    # (a @contextmanager generator; an __exit__ that may suppress): the code before the with
     # statement is one graph, the statement runs as the frame's bytecode (the real __enter__
     # and __exit__ once each), the code after it is a resume function's graph.
     x = torch.randn(3)
-    MANAGER.log.clear()
     run_both(fn, counter, (x,))
-    assert counter.count == 2
-    assert [counter.op_count(i) for i in range(2)] == [1, 1]  # add | sub
-    assert MANAGER.depth == 0
+    assert [counter.op_count(i) for i in range(counter.count)] == [1, 1]  # add | sub
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == out[1]  # same depth inside, eager and compiled
+    assert out[0] == out[1]
+    reference_ops_at_least(fn, counter, (x,))
+
+
+def two_prints_in_user_manager(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    with MANAGER:
+        z = y * 2
+        print("inside a user manager", MANAGER.depth)
+        w = z * x
+        print("again", MANAGER.depth)
+        w = w + 1
+    return w - 1
+
+
+@pytest.mark.parametrize("fn", [print_in_user_manager, two_prints_in_user_manager])
+def test_break_inside_a_traced_user_manager_keeps_compiling_inside_the_block(
+    fn: Callable[..., Any], counter: GraphCounter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The manager's __enter__/__exit__ are traced (attribute writes on it): the graph runs up
+    # to the break inside the block, the resume function finishes the block and its exit
+    # calls the real manager's __exit__ -- entered once, exited once per call.
+    x = torch.randn(3)
+    MANAGER.log.clear()
+    run_both(fn, counter, (x,), (x,))
+    assert MANAGER.depth == 0
+    assert MANAGER.log == [1] * 4  # one exit per call, eager and compiled, two calls each
+    out = capsys.readouterr().out.splitlines()
+    assert out[: len(out) // 2] == out[len(out) // 2 :]  # the same depth seen inside
+    ops = [counter.op_count(i) for i in range(counter.count)]
     if fn is print_in_user_manager:
-        assert MANAGER.log == [1, 1]  # one exit per run, eager and compiled
+        assert ops[:2] == [2, 2]  # add, mul | mul, sub: the block's ops compiled
+    else:
+        assert ops[:3] == [2, 1, 2]  # add, mul | mul | add, sub
     reference_ops_at_least(fn, counter, (x,))
 
 
@@ -811,8 +848,9 @@ def test_a_user_manager_switching_grad_mode_leaves_eagers_grad_mode(
     assert our_log == eager_log == ["enter", False, "exit"]
     got[0].sum().backward()
     assert x.grad is not None
-    # mul | the manager's own __enter__ and __exit__ frames (one grad switch each) | mul
-    assert [counter.op_count(i) for i in range(counter.count)] == [1, 1, 1, 1]
+    # Handed on: mul, the traced __enter__'s grad switch, mul | add, the traced __exit__'s
+    # grad switch, mul.
+    assert [counter.op_count(i) for i in range(counter.count)] == [3, 3]
     reference_ops_at_least(grad_off_in_user_manager, counter, (x.detach(), []))
 
 
@@ -850,6 +888,83 @@ def test_user_managers_in_loops_and_nested_ones_enter_and_exit_like_eager(
     # before the nested statement: two grad switches | add
     assert [counter.op_count(i) for i in range(counter.count)] == [3, 2, 1]
     reference_ops_at_least(user_manager_in_no_grad_in_loop, counter, (x, [], 3))
+
+
+class Logs:
+    """A traced user manager that never suppresses: logs its calls, the exception its
+    ``__exit__`` saw, and an attribute its ``__enter__`` set."""
+
+    def __init__(self, log: list[object]) -> None:
+        self.log = log
+        self.entered = 0
+
+    def __enter__(self) -> Logs:
+        self.entered += 1
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.log.append(("exit", kind.__name__ if kind else None, self.entered))
+
+
+def untraceable_raise(x: torch.Tensor) -> None:
+    print("about to raise")
+    raise ValueError("raised by the broken call")
+
+
+def raise_at_the_break(x: torch.Tensor, log: list[object]) -> torch.Tensor:
+    y = x + 1
+    with Logs(log):
+        y = y * 2
+        untraceable_raise(y)
+        y = y - 1
+    return y
+
+
+def raise_after_the_break(
+    x: torch.Tensor, log: list[object], n: int
+) -> tuple[torch.Tensor, int]:
+    y = x + 1
+    with Logs(log) as m:
+        y = y * 2
+        print("handed on")
+        for k in range(n):  # a loop in the resume function's part of the block: a region
+            y = y + k
+            print("in the loop", k)
+        if n > 2:
+            raise KeyError(n)
+        y = y * m.entered
+    return y, m.entered
+
+
+@pytest.mark.parametrize(
+    ("fn", "extra"),
+    [(raise_at_the_break, ()), (raise_after_the_break, (2,)), (raise_after_the_break, (3,))],
+)
+def test_exceptions_inside_a_handed_on_user_manager_reach_its_exit_like_eager(
+    fn: Callable[..., Any], extra: tuple[Any, ...], counter: GraphCounter,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Raised by the broken call itself (in the residual code: HandOn passes it to the real
+    # __exit__, which does not suppress, and it propagates), or later in the block (in the
+    # resume function, whose with block is the real bytecode's).
+    x = torch.randn(3)
+    compiled = compile_api.compile(fn, backend=counter)
+    eager_log: list[object] = []
+    our_log: list[object] = []
+    expected = outcome(fn, x, eager_log, *extra)
+    got = outcome(compiled, x, our_log, *extra)
+    assert got[0] == expected[0]
+    if expected[0] == "value":
+        torch.testing.assert_close(got[1], expected[1])
+    else:
+        assert got[1] == expected[1]
+    assert our_log == eager_log
+    assert our_log[0] == "enter"
+    assert len(our_log) == 2  # entered once, exited once
+    assert counter.op_count(0) == 2  # add, mul: the block's first op is compiled
+    if expected[0] == "value":
+        reference_ops_at_least(fn, counter, (x, [], *extra))
 
 
 class Noisy:
@@ -1240,9 +1355,23 @@ class Plain:
         return None
 
 
+class MaySuppress:
+    """A manager whose ``__exit__`` could suppress an exception (it returns an attribute): it
+    is not handed on to a resume function, its with statement runs as a region."""
+
+    def __init__(self) -> None:
+        self.suppress = False
+
+    def __enter__(self) -> MaySuppress:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return self.suppress
+
+
 def break_in_user_with_calls_callee(x: torch.Tensor) -> torch.Tensor:
     y = x + 1
-    with Plain():
+    with MaySuppress():
         y = callee(y)
         print("user with")
     return y - 1
@@ -1497,14 +1626,16 @@ def no_grad_inside_a_user_manager(x: torch.Tensor) -> torch.Tensor:
     return z - 1
 
 
-def test_a_grad_block_inside_a_user_manager_runs_in_the_with_statements_region(
+def test_a_grad_block_inside_a_handed_on_user_manager_is_reentered(
     counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
     x = torch.randn(3, requires_grad=True)
     outs = run_both(no_grad_inside_a_user_manager, counter, (x,))
     assert not outs[0].requires_grad  # the callee ran under no_grad, as in eager
     assert torch.is_grad_enabled()
-    assert counter.count == 3  # before the statement, the callee's frame, after it
+    # add, no_grad in, the callee inlined (sin, mul), no_grad out | no_grad re-entered and
+    # left, sub
+    assert [counter.op_count(i) for i in range(counter.count)] == [5, 3]
     reference_ops_at_least(no_grad_inside_a_user_manager, counter, (x,))
 
 

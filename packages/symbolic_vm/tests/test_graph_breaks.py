@@ -356,10 +356,35 @@ def break_in_user_manager(x):
     return y
 
 
-def test_a_break_inside_a_user_manager_runs_its_with_statement_as_a_region(capsys):
+def test_a_break_inside_a_traced_user_manager_hands_it_on_to_the_resume_function(capsys):
     x = torch.randn(2)
     out, results = run_with_breaks(break_in_user_manager, x)
     assert_same(out, break_in_user_manager(x))
+    (brk,) = results[0].breaks
+    assert "with block" not in brk.reason  # a plain break, not a region
+    assert [len(r.graphs) for r in results] == [1, 0]  # mul, inside the block | nothing
+    assert [len(r.breaks) for r in results] == [1, 0]
+
+
+class _MaySuppress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return exc[0] is KeyError
+
+
+def break_in_maybe_suppressing_manager(x):
+    with _MaySuppress():
+        y = x * 2
+        print("inside")
+    return y
+
+
+def test_a_break_inside_a_manager_that_may_suppress_runs_its_with_statement_as_a_region(capsys):
+    x = torch.randn(2)
+    out, results = run_with_breaks(break_in_maybe_suppressing_manager, x)
+    assert_same(out, break_in_maybe_suppressing_manager(x))
     (brk,) = results[0].breaks
     assert "a graph break inside a with block" in brk.reason
     assert [len(r.graphs) for r in results] == [0, 0]  # no op before the statement nor after

@@ -23,6 +23,7 @@ from symbolic_vm.resume import (
     BreakCode,
     BreakPlan,
     Const,
+    Handoff,
     Null,
     ResumeBuilder,
     Slot,
@@ -385,6 +386,71 @@ def test_exception_from_the_broken_call_exits_the_with_block(builder: ResumeBuil
         lines.append(tb.tb_lineno)
         tb = tb.tb_next
     assert raising_in_no_grad.__code__.co_firstlineno + 3 in lines
+
+
+
+class Once:
+    """A user context manager logging its calls and the exception its ``__exit__`` saw."""
+
+    def __init__(self, log: list[object]) -> None:
+        self.log = log
+
+    def __enter__(self) -> Once:
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.log.append(("exit", kind.__name__ if kind else None))
+
+
+def maybe_fail(kind: type[Exception] | None) -> None:
+    if kind is not None:
+        raise kind("boom")
+
+
+def call_in_user_with(x: int, log: list[object], kind: type[Exception] | None) -> int:
+    with Once(log):
+        y = x * 2
+        maybe_fail(kind)
+        y = y + 1
+    return y
+
+
+def entered_prologue(x: int, log: list[object], kind: type[Exception] | None) -> tuple[object, ...]:
+    manager = Once(log)  # stands for the graph's helper: made and entered (effects replayed)
+    manager.__enter__()
+    return (manager, x * 2, x, log, kind)
+
+
+@pytest.mark.parametrize("kind", [None, ValueError])
+def test_a_handed_on_manager_is_entered_once_and_exited_once_by_the_resume_function(
+    builder: ResumeBuilder, kind: type[Exception] | None
+) -> None:
+    fn = call_in_user_with
+    new, built = break_at(
+        builder,
+        fn,
+        entered_prologue,
+        offset=call_offset(fn, "maybe_fail"),
+        stack=(Handoff(0), *call_slots(Const(maybe_fail), Value(4))),
+        live=(("x", Value(2)), ("log", Value(3)), ("kind", Value(4)), ("y", Value(1))),
+        helper_args=("x", "log", "kind"),
+    )
+    log: list[object] = []
+    eager_log: list[object] = []
+    if kind is None:
+        assert new(3, log, kind) == fn(3, eager_log, kind) == 7
+    else:
+        # Raised by the broken call: HandOn passes it to the manager's __exit__, then it
+        # propagates, as in eager.
+        with pytest.raises(kind):
+            new(3, log, kind)
+        with pytest.raises(kind):
+            fn(3, eager_log, kind)
+    assert log == eager_log
+    assert len(log) == 2
+    # The resume function is entered with a Finish around the manager, as a "with" slot.
+    assert built.resumes[0].code.co_varnames[0] == "___stack0"
 
 
 # --- loops ---------------------------------------------------------------------------------------

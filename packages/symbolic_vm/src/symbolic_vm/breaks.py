@@ -8,14 +8,18 @@ effects and returns the values of the stack and of the live locals at the break.
 
 from __future__ import annotations
 
+import dis
+import inspect
 import itertools
 import types
 
 import torch
 
+from symbolic_vm import operations as ops
 from symbolic_vm.bytecode import ResumeError
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.interpreter import BreakAt, Interpreter, RegionRestart
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import GraphBreak
@@ -30,6 +34,8 @@ from symbolic_vm.resume import (
     BreakCode,
     BreakPlan,
     Const,
+    Finish,
+    Handoff,
     Local,
     Null,
     Reenter,
@@ -51,7 +57,9 @@ from symbolic_vm.values import (
     FunctionVar,
     IteratorVar,
     MethodVar,
+    NewObjectVar,
     NullVar,
+    ObjectVar,
     SymVar,
     TensorVar,
     Var,
@@ -96,11 +104,14 @@ def plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
 
 def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
     code = vm.code
+    user_withs = _user_with_slots(code, brk) if brk.region is None else frozenset()
+    handoffs = _handoff_managers(vm, brk, user_withs)
     if brk.region is None and (
-        _user_with_slots(code, brk)
+        handoffs is None
         or in_loop_or_try(code, brk.offset) or inside_loop_or_try(code, brk.offset)
     ):
         _restart_at_region(code, brk)  # the loop/try/user-with statement runs as bytecode
+    assert handoffs is not None
     if brk.region is None and makes_with_manager(code, brk.offset):
         # The manager of a with statement cannot be made in the trace: the whole statement
         # runs as bytecode (its real __enter__/__exit__ once each).
@@ -117,10 +128,10 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
         # holding it runs as bytecode instead (torch.compile runs a generator's frame eagerly
         # and resumes with a list iterator).
         _restart_at_region(code, brk, statement=True)
-    if _in_other_with_block(code, brk):
+    if _in_other_with_block(code, brk, frozenset(handoffs)):
         # A user context manager (any but grad mode, autocast, inference mode) still active
-        # here (its with statement should have been the region): re-entering an arbitrary
-        # manager could change what it does.
+        # here (its with statement should have been the region or handed on): re-entering an
+        # arbitrary manager could change what it does.
         raise _eagerly(brk, "inside a user context manager (the frame runs eagerly)")
     managers = _reentered_managers(out, brk)
     live: list[tuple[str, Slot]] = []
@@ -161,6 +172,9 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
             var = slot_var.self_var
         if isinstance(var, NullVar):
             stack.append(Null())
+        elif depth in handoffs:
+            stack.append(Handoff(len(values)))
+            values.append(rebuilder.expr(handoffs[depth]))
         elif id(var) in managers:
             stack.append(managers[id(var)])
         elif id(var) in named and not isinstance(var, ConstVar):
@@ -261,20 +275,87 @@ def _is_bound_exit(var: Var) -> bool:
     )
 
 
-def _in_other_with_block(code: types.CodeType, brk: BreakAt) -> bool:
-    """True when a with block other than grad mode / autocast is active at the break.
+def _in_other_with_block(
+    code: types.CodeType, brk: BreakAt, handed: frozenset[int] = frozenset()
+) -> bool:
+    """True when a with block other than grad mode / autocast is active at the break, other
+    than those at the stack slots ``handed`` (user managers handed on to the resume function).
 
     Its ``__exit__`` is on the stack: at the slot of an active with block (found through the
     exception table's handler chain) or, as a bound ``__exit__`` method, anywhere.
     """
-    if any(_is_bound_exit(var) for var in brk.stack):
+    if any(_is_bound_exit(var) for k, var in enumerate(brk.stack) if k not in handed):
         return True
     for slot in with_exit_slots(code, brk.offset):
         if slot >= len(brk.stack):
             return True  # not the stack layout we know: be safe
-        if not isinstance(brk.stack[slot], (ContextExitVar, AutocastExitVar)):
+        if slot not in handed and not isinstance(
+            brk.stack[slot], (ContextExitVar, AutocastExitVar)
+        ):
             return True
     return False
+
+
+def _handoff_managers(
+    vm: Interpreter, brk: BreakAt, slots: frozenset[int]
+) -> dict[int, Var] | None:
+    """The manager of each user with block at ``slots`` to hand on to the resume function (see
+    resume.Handoff), or None when one cannot be: the with statement then runs as a region.
+
+    Its ``__enter__`` ran in the trace (so its effects are replayed by the graph's helper); it
+    must be an object the helper can pass on (made in the frame, or read from a source), and
+    its class's ``__exit__`` a plain function that never suppresses an exception (the residual
+    code re-raises an exception of the broken instruction after calling it). A resume
+    function's own :class:`Finish` hands on the manager inside it.
+    """
+    found: dict[int, Var] = {}
+    for slot in sorted(slots):
+        var = brk.stack[slot]
+        if not isinstance(var, BoundMethodVar):
+            return None
+        manager = var.self_var
+        if isinstance(manager, ObjectVar) and isinstance(manager.value, Finish):
+            if manager.source is None:
+                return None
+            manager = vm.out.wrap(manager.value.manager, AttrSource(manager.source, "manager"))
+            try:
+                exit_var = ops.getattr_var(vm, manager, "__exit__")  # guards its resolution
+            except Unsupported:
+                return None
+        elif isinstance(manager, NewObjectVar) or (
+            isinstance(manager, ObjectVar) and manager.source is not None
+        ):
+            exit_var = var
+        else:
+            return None
+        if not (
+            isinstance(exit_var, BoundMethodVar) and isinstance(exit_var.func, FunctionVar)
+            and _never_suppresses(exit_var.func.fn.__code__)
+        ):
+            return None
+        vm.out.depend(manager)
+        found[slot] = manager
+    return found
+
+
+def _never_suppresses(code: types.CodeType) -> bool:
+    """Whether every return of ``code`` (an ``__exit__``) returns None or False, read on its
+    bytecode: a plain function whose returns all load one of those constants right before."""
+    if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE
+                        | inspect.CO_ASYNC_GENERATOR):
+        return False
+    instructions = list(dis.get_instructions(code))
+    for k, ins in enumerate(instructions):
+        if ins.opname == "RETURN_CONST" and not (ins.argval is None or ins.argval is False):
+            return False
+        if ins.opname == "RETURN_VALUE":
+            before = instructions[k - 1] if k else None
+            if (
+                ins.is_jump_target or before is None or before.opname != "LOAD_CONST"
+                or not (before.argval is None or before.argval is False)
+            ):
+                return False
+    return True
 
 
 def _reentered_managers(out: Output, brk: BreakAt) -> dict[int, Reenter]:

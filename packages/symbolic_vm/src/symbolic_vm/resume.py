@@ -25,6 +25,7 @@ import inspect
 import logging
 import types
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import attrs
 
@@ -48,6 +49,9 @@ __all__ = [
     "BreakCode",
     "BreakPlan",
     "Const",
+    "Finish",
+    "HandOn",
+    "Handoff",
     "Local",
     "Null",
     "Reenter",
@@ -128,6 +132,64 @@ class Reenter:
 
 
 @attrs.frozen
+class Handoff:
+    """An active ``with`` block of a user context manager entered in the graph's trace: the
+    manager is element ``index`` of the helper's tuple, its ``__enter__`` already ran (its
+    effects replayed by the helper) and its ``__exit__`` must run once, at the block's end.
+
+    The residual code enters :class:`HandOn` around the broken instruction (its ``__exit__``
+    passes an exception on to the manager's and does nothing otherwise) and passes a
+    :class:`Finish` to the resume function, which enters it like a ``"with"`` slot: the rest
+    of the block runs there and its exit calls the manager's ``__exit__``. Only for managers
+    whose ``__exit__`` never suppresses an exception: the residual code re-raises one.
+    """
+
+    index: int
+
+
+class _Exits(Protocol):
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> bool | None: ...
+
+
+class HandOn:
+    """The residual code's stand-in for a user manager entered in the graph (see Handoff)."""
+
+    def __init__(self, manager: _Exits) -> None:
+        self.manager = manager
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> bool | None:
+        if kind is None:
+            return None  # the block goes on in the resume function, which exits the manager
+        return self.manager.__exit__(kind, value, tb)
+
+
+class Finish:
+    """The resume function's stand-in for a user manager entered before the graph break: its
+    ``__exit__`` is the manager's (see Handoff). The VM traces it like any user class."""
+
+    def __init__(self, manager: _Exits) -> None:
+        self.manager = manager
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> bool | None:
+        return self.manager.__exit__(kind, value, tb)
+
+
+@attrs.frozen
 class Local:
     """A stack value that is also the value of the live local ``name`` (passed once, by name).
 
@@ -138,7 +200,7 @@ class Local:
     name: str
 
 
-Slot = Null | Value | Const | WithExit | Reenter | Local
+Slot = Null | Value | Const | WithExit | Reenter | Handoff | Local
 # One tag per stack slot of a resume function's entry (see ResumeBuilder.resume_at).
 Tag = str | Reenter | Local
 
@@ -239,7 +301,7 @@ def _discard() -> None:
 def slot_tag(slot: Slot) -> Tag:
     if isinstance(slot, Null):
         return _NULL
-    if isinstance(slot, WithExit):
+    if isinstance(slot, WithExit | Handoff):
         return _WITH
     if isinstance(slot, Reenter | Local):
         return slot
@@ -470,7 +532,7 @@ class ResumeBuilder:
                 f"the plan's stack has {len(plan.stack)}"
             )
         consumed = plan.stack[len(plan.stack) - group.pops :]
-        if any(isinstance(s, WithExit | Reenter) for s in consumed):
+        if any(isinstance(s, WithExit | Reenter | Handoff) for s in consumed):
             raise ResumeError("the broken instruction would consume a with block's exit")
         after = [*plan.stack[: len(plan.stack) - group.pops], *([Value(-1)] * group.pushes)]
         position = group.instrs[-1].position
@@ -527,6 +589,8 @@ def load_slot(slot: Slot, locals_: dict[str, Slot] | None = None) -> Items:
         return load_slot(locals_[slot.name])
     if isinstance(slot, Reenter):
         return _build_manager(slot)
+    if isinstance(slot, Handoff):
+        return codegen.call_function([codegen.load_const(HandOn)], [load_slot(Value(slot.index))])
     if isinstance(slot, Const):
         return [codegen.load_const(slot.value)]
     if isinstance(slot, Value | WithExit):
@@ -556,7 +620,7 @@ def restore_stack(
     cleanups: list[_WithCleanup] = []
     for depth, slot in enumerate(stack):
         loads = load_slot(slot, locals_)
-        if isinstance(slot, WithExit | Reenter):
+        if isinstance(slot, WithExit | Reenter | Handoff):
             # BEFORE_WITH pushes __exit__ and __enter__'s result; the result is dropped.
             enter = codegen.enter_with(loads)
             body.extend(
@@ -623,6 +687,11 @@ def _call_resume(
             args.append(load_slot(slot))
         elif isinstance(slot, Reenter):
             out.extend(exit_with())  # the resume function builds and enters its own
+        elif isinstance(slot, Handoff):
+            out.extend(exit_with())  # HandOn: nothing; the resume function exits the manager
+            args.append(codegen.call_function(
+                [codegen.load_const(Finish)], [load_slot(Value(slot.index))]
+            ))
         elif isinstance(slot, Local):
             out.append(Instr("POP_TOP"))  # the resume function reads the local instead
         else:
