@@ -79,6 +79,14 @@ def test_a_relation_the_backend_relied_on_is_guarded() -> None:
         assert backend.calls == calls, n
 
 
+def test_a_bitwise_fact_the_backend_relied_on_is_guarded() -> None:
+    backend = Backend(lambda rows: bool(rows & 1))
+    fn = compile_api.compile(times_rows, backend=backend, dynamic=True)
+    for n, calls in ((3, 1), (5, 1), (4, 2), (6, 2), (7, 2)):
+        torch.testing.assert_close(fn(torch.ones(n, 2)), times_rows(torch.ones(n, 2)))
+        assert backend.calls == calls, n
+
+
 def _unrenderable(rows: Any) -> None:
     # a fact over sqrt(size) (math.sqrt would specialise the size): no guard predicate
     # renders it

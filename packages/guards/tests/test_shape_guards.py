@@ -133,3 +133,40 @@ def test_render_sympy_covers_float_conversions_of_symbolic_ints() -> None:
         text = render_sympy(expr, names.__getitem__)
         for n in range(-5, 9):
             assert eval(text, {"A": n}) == expected(n), (text, n)
+
+
+def test_render_sympy_covers_bitwise_ops_of_symbolic_ints() -> None:
+    # What `n & 1`, `n | 4`, `n ^ m` on SymInts leave in ShapeEnv's guards.
+    from torch.utils._sympy.functions import (
+        BitwiseFn_bitwise_and,
+        BitwiseFn_bitwise_or,
+        BitwiseFn_bitwise_xor,
+    )
+
+    a, b = sympy.symbols("a b", integer=True)
+    names = {a: "A", b: "B"}
+    cases = [
+        (sympy.Eq(BitwiseFn_bitwise_and(a, 1), 1), lambda n, m: n & 1 == 1),
+        (sympy.Gt(BitwiseFn_bitwise_or(a, 4) + b, 6), lambda n, m: (n | 4) + m > 6),
+        (sympy.Ne(BitwiseFn_bitwise_xor(a, b), 0), lambda n, m: n ^ m != 0),
+    ]
+    for expr, expected in cases:
+        text = render_sympy(expr, names.__getitem__)
+        for n, m in itertools.product(range(-4, 9), range(-2, 6)):
+            assert eval(text, {"A": n, "B": m}) == expected(n, m), (text, n, m)
+
+
+def test_a_branch_on_a_bitwise_and_of_a_size_is_guarded() -> None:
+    reals = {"x": torch.randn(5, 3)}
+
+    def body(f):  # type: ignore[no-untyped-def]
+        if f["x"].shape[0] & 1:
+            pass
+
+    shape_env, _, sources = trace_dynamic(reals, body)
+    gs = GuardSet()
+    gs.TENSOR_MATCH(LocalSource("x"), reals["x"], dynamic_dims=(0, 1))
+    for pred, desc in shape_guards(shape_env, sources):
+        gs.SHAPE(pred, desc)
+    cg = compile_guards(gs, {})
+    assert [n for n in range(2, 10) if cg({"x": torch.randn(n, 3)})] == [3, 5, 7, 9]

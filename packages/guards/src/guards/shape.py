@@ -9,7 +9,8 @@ Symbols are rendered as the expression of their source (usually a ``SizeSource``
 3. every guard in ``shape_env.guards``, in the order recorded.
 
 Only integer arithmetic and comparisons are rendered (``+ - * ** // % max min abs``,
-``== != < <= > >=``, ``and or not``); anything else raises ShapeGuardError.
+``& | ^``, ``== != < <= > >=``, ``and or not``, int/float conversions and true division);
+anything else (``sqrt``, ``cos``, ...) raises ShapeGuardError.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ _REL_OPS: dict[Any, str] = {
     sympy.Le: "<=",
     sympy.Gt: ">",
     sympy.Ge: ">=",
+}
+
+# Integer bitwise ops of sizes (``x.size(0) & 1``). (Shifts reach the ShapeEnv already rewritten
+# as products and floor divisions by powers of 2.)
+_BITWISE_OPS: dict[Any, str] = {
+    symfn.BitwiseFn_bitwise_and: "&",
+    symfn.BitwiseFn_bitwise_or: "|",
+    symfn.BitwiseFn_bitwise_xor: "^",
 }
 
 
@@ -82,6 +91,10 @@ def render_sympy(expr: Any, name_of: Callable[[Any], str]) -> str:
         if isinstance(e, symfn.ModularIndexing):
             base, div, mod = e.args
             return f"(({r(base)} // {r(div)}) % {r(mod)})"
+        for fn, op in _BITWISE_OPS.items():
+            if isinstance(e, fn):
+                lhs, rhs = e.args
+                return f"({r(lhs)} {op} {r(rhs)})"
         if isinstance(e, symfn.Max | sympy.Max):
             return "max(" + ", ".join(r(a) for a in e.args) + ")"
         if isinstance(e, symfn.Min | sympy.Min):
