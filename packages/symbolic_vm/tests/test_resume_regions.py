@@ -24,6 +24,9 @@ from symbolic_vm.region import find_region, inside_loop_or_try, region_residual,
 from symbolic_vm.resume import (
     UNBOUND,
     BreakPlan,
+    Const,
+    Handoff,
+    Null,
     Reenter,
     ResumeBuilder,
     Value,
@@ -508,3 +511,81 @@ def test_a_try_inside_a_user_with_makes_the_with_statement_the_region(fail: bool
     )
     assert got == expected
     assert seen == eager_seen
+
+
+# --- a user manager handed on to the resume function (resume.Handoff) ---------------------------
+
+
+class Once:
+    """A user context manager noting its calls and the exception its ``__exit__`` saw."""
+
+    def __enter__(self) -> Once:
+        note("enter")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        note(("exit", kind.__name__ if kind else None))
+
+
+def fail_if(kind: type[Exception] | None) -> None:
+    if kind is not None:
+        raise kind("boom")
+
+
+def handed_on(x: int, kind: type[Exception] | None, later: bool) -> int:
+    with Once():
+        y = x * 2
+        fail_if(None if later else kind)
+        y = y + 1
+        fail_if(kind if later else None)
+    return y
+
+
+@pytest.mark.parametrize(("kind", "later"), [(None, False), (KeyError, False), (KeyError, True)])
+def test_a_handed_on_manager_is_entered_once_and_exited_once(
+    kind: type[Exception] | None, later: bool
+) -> None:
+    # The helper stands for the graph: it made the manager and replayed its __enter__.
+    def prologue(x: int, kind: type[Exception] | None, later: bool) -> tuple[object, ...]:
+        manager = Once()
+        manager.__enter__()
+        return (manager, x * 2, x, kind, later, None if later else kind)
+
+    fn = handed_on
+    call = next(
+        i.offset for i in instructions_at(fn.__code__) if i.opname in ("PRECALL", "CALL")
+        and i.offset is not None and i.offset > note_offset_of(fn, "fail_if")
+    )
+    null_first = PY_VERSION < (3, 13)
+    callee = (Const(fail_if),)
+    stack = (Handoff(0), *((Null(), *callee) if null_first else (*callee, Null())), Value(5))
+    counter = itertools.count(1)
+    plan = BreakPlan(
+        fn.__code__, call, stack,
+        (("x", Value(2)), ("kind", Value(3)), ("later", Value(4)), ("y", Value(1))),
+        helper="__prologue", helper_args=("x", "kind", "later"),
+    )
+    built = ResumeBuilder(lambda: next(counter)).residual(plan)
+    g = {**fn.__globals__, "__prologue": prologue}
+    g.update(built.globals_to_install(g))
+    residual = types.FunctionType(built.code, g)
+
+    def outcome(f: Callable[..., Any]) -> tuple[object, list[object]]:
+        SEEN.clear()
+        try:
+            result: object = f(3, kind, later)
+        except KeyError as exc:
+            result = exc.args
+        return result, list(SEEN)
+
+    (expected, eager_seen), (got, seen) = outcome(fn), outcome(residual)
+    assert got == expected
+    assert seen == eager_seen
+    assert seen[0] == "enter" and len(seen) == 2
+
+
+def note_offset_of(fn: Callable[..., Any], name: str) -> int:
+    for ins in instructions_at(fn.__code__):
+        if ins.opname == "LOAD_GLOBAL" and ins.arg == name and ins.offset is not None:
+            return ins.offset
+    raise AssertionError(f"no load of {name}")
