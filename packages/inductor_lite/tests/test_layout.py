@@ -22,12 +22,12 @@ def _nhwc(sizes: tuple[int, ...]) -> tuple[int, ...]:
     return (h * w * c, 1, w * c, c)
 
 
+_CONV_TARGETS = (aten.convolution.default, torch.ops.mkldnn._convolution_pointwise.default)
+
+
 def _convs(c: CompiledGraph) -> list[FallbackNode]:
-    return [
-        n
-        for n in c.lowered.nodes
-        if isinstance(n, FallbackNode) and n.target == aten.convolution.default
-    ]
+    """The convolutions, plain or with a folded epilogue (both take the input first)."""
+    return [n for n in c.lowered.nodes if isinstance(n, FallbackNode) and n.target in _CONV_TARGETS]
 
 
 class ConvBnRelu(nn.Module):
@@ -51,11 +51,13 @@ class ConvBnRelu(nn.Module):
         return out
 
 
-def test_conv_bn_relu_runs_channels_last_and_matches_eager(check: Any) -> None:
+def test_conv_bn_relu_runs_channels_last_and_matches_eager(check: Any, config: Any) -> None:
     torch.manual_seed(0)
     model = ConvBnRelu()
     x = torch.randn(2, 3, 16, 16)
-    c = check(model, [x], atol=1e-5, rtol=1e-4)
+    # unfolded (test_conv_fold.py has the folded form): batch norm + ReLU is a kernel
+    cfg = dataclasses.replace(config, conv_fold_epilogue=False)
+    c = check(model, [x], config=cfg, atol=1e-5, rtol=1e-4)
     convs = _convs(c)
     assert len(convs) == 2
     for conv in convs:
@@ -121,7 +123,9 @@ def test_channels_last_input_is_not_copied_and_output_stays_channels_last(check:
         return F.conv2d(x, w, padding=1)
 
     c = check(fn, [x])
-    assert c.kernel_count == 0  # no layout copy of an input that is already NHWC
+    # no layout copy of an input that is already NHWC (the weight's is the one kernel)
+    written = [n for n in c.lowered.nodes if isinstance(n, PointwiseNode)]
+    assert [tuple(n.sizes) for n in written] == [(6, 3, 3, 4)]
     with torch.no_grad():
         assert c(x).stride() == fn(x).stride() == _nhwc((2, 6, 8, 8))
 

@@ -79,6 +79,9 @@ class InductorConfig:
     # Hand 2-d float32 convolutions on CPU a channels-last input (conv_lowerings.py): oneDNN
     # uses it as is instead of reordering an NCHW input on every call.
     conv_channels_last: bool = True
+    # Fold a float32 CPU convolution's per-channel affine epilogue (eval-mode batch norm)
+    # into its weight and bias, and a ReLU after it into oneDNN's post-op (conv_fold.py).
+    conv_fold_epilogue: bool = True
     # A computed value of at most this many elements that a consumer 16x its size
     # broadcasts is stored (computed once), not recomputed per element of the consumer.
     small_broadcast_numel: int = 16384

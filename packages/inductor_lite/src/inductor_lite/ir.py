@@ -8,7 +8,7 @@ Everything here is a frozen record so that nodes can be hashed, compared and pri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -399,3 +399,7 @@ class LoweredGraph:
     symbols: list[SymbolBinding] = field(default_factory=list)
     # SymInt inputs by position: their value as an expression of the symbols
     scalar_inputs: dict[int, Size] = field(default_factory=dict)
+    # 0-dim bool buffers that must all hold True after the call, else its results are
+    # discarded and ``unguarded`` (the graph as it came, flat outputs) runs instead
+    guards: list[TensorRef] = field(default_factory=list)
+    unguarded: Callable[[Sequence[Any]], tuple[object, ...]] | None = None

@@ -12,6 +12,7 @@ import torch
 import torch.fx
 
 from .config import InductorConfig
+from .conv_fold import GUARD_KEY, fold_conv_epilogues
 from .errors import LoweringError, UnsupportedGraph
 from .ir import (
     BufferSpec,
@@ -79,6 +80,20 @@ def _same_layout(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bo
     return all(
         (is_static(s) and int(s) <= 1) or same(x, y) for s, x, y in zip(sizes, a, b, strict=True)
     )
+
+
+def _broadcasts(small: TensorValue, big: object) -> bool:
+    """True when ``small``'s shape broadcasts to ``big``'s (a convolution's weight does not
+    broadcast to its output: it is not re-read per element, nothing is saved by storing it)."""
+    if not isinstance(big, torch.Tensor) or not all(is_static(s) for s in small.sizes):
+        return False
+    try:
+        shape = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
+            tuple(int(s) for s in small.sizes), tuple(big.shape)
+        )
+    except RuntimeError:
+        return False
+    return tuple(shape) == tuple(big.shape)
 
 
 def _is_view_op(node: torch.fx.Node) -> bool:
@@ -193,6 +208,7 @@ class GraphLowering:
         # size symbols, each bound to the input size (or SymInt input) it is read from
         self.symbols: dict[Any, SymbolBinding] = {}
         self.scalar_inputs: dict[int, Size] = {}
+        self.guards: list[TensorRef] = []
 
     # ------------------------------------------------------------ buffers
 
@@ -310,9 +326,12 @@ class GraphLowering:
             elif node.op == "call_function":
                 target = node.target
                 mutates = isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
-                if not node.users and not mutates:
+                guard = bool(node.meta.get(GUARD_KEY))
+                if not node.users and not mutates and not guard:
                     continue  # dead code; a dead mutation still raises below
                 self.env[node] = self._call(node, LOWERINGS)
+                if guard:
+                    self.guards.append(self._guard_ref(self.env[node]))
             elif node.op == "output":
                 outputs = self._outputs(node)
             else:
@@ -326,7 +345,15 @@ class GraphLowering:
             self.device or torch.device("cpu"),
             list(self.symbols.values()),
             self.scalar_inputs,
+            self.guards,
         )
+
+    def _guard_ref(self, value: object) -> TensorRef:
+        if not isinstance(value, TensorValue) or value.ndim or value.dtype != torch.bool:
+            raise LoweringError("a guard must be a 0-dim bool tensor")
+        ref = self.realize(value).ref
+        assert ref is not None
+        return ref
 
     def _note_device(self, t: torch.Tensor) -> None:
         if t.device.type not in ("cpu", "cuda"):
@@ -512,7 +539,7 @@ class GraphLowering:
         for user in node.users:
             val = user.meta.get("val")
             big = to_size(val.numel()) if isinstance(val, torch.Tensor) else 0
-            if is_static(big) and int(big) >= 16 * int(numel):
+            if is_static(big) and int(big) >= 16 * int(numel) and _broadcasts(result, val):
                 return True
         return False
 
@@ -621,4 +648,20 @@ def lower_graph(
     gm: torch.fx.GraphModule, example_inputs: Sequence[object], config: InductorConfig
 ) -> LoweredGraph:
     """Lower an aten-level graph (as produced by make_fx or aot) to the loop IR."""
+    if config.conv_fold_epilogue and config.conv_channels_last:
+        folded = fold_conv_epilogues(gm)
+        if folded is not gm:
+            lowered = GraphLowering(folded, config).run(example_inputs)
+            lowered.unguarded = _flat_runner(gm)
+            return lowered
     return GraphLowering(gm, config).run(example_inputs)
+
+
+def _flat_runner(gm: torch.fx.GraphModule) -> Callable[[Sequence[Any]], tuple[object, ...]]:
+    """``gm`` called on a list of inputs, its outputs flattened as the wrapper returns them."""
+
+    def run(args: Sequence[Any]) -> tuple[object, ...]:
+        log.debug("a guard of the compiled code failed: running the graph as it came")
+        return tuple(torch.utils._pytree.tree_leaves(gm(*args)))
+
+    return run

@@ -240,9 +240,23 @@ class _OpenKernel:
     produced: dict[str, Step]
 
 
+# A node of more elements than this does not join a kernel whose single row would make it
+# one flat inner loop (each index recovered by division and remainder, no vectorisation).
+_FLAT_JOIN_LIMIT = 4096
+
+
 def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
     step = _step_for_rows(node, group.rows)
     if step is None:
+        return None
+    if (
+        step.split == 0
+        and _default_step(node).split > 0
+        and is_static(step.inner_numel)
+        and int(step.inner_numel) > _FLAT_JOIN_LIMIT
+    ):
+        # a per-channel vector (one row) followed by a whole activation: fused, the
+        # activation's channels-last copy took 3x as long as alone
         return None
     for load in iter_loads(node.body):
         producer = group.produced.get(load.buf)

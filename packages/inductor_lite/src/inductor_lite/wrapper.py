@@ -126,7 +126,10 @@ def build_wrapper(
     ns.update(graph.constants)
     consts: list[object] = []
     external = {s.name for s in graph.inputs} | set(graph.constants)
-    output_bufs = {o.ref.buf for o in graph.outputs if o.ref is not None}
+    # a guard's buffer is read at the end, like an output: never reused before that
+    output_bufs = {o.ref.buf for o in graph.outputs if o.ref is not None} | {
+        g.buf for g in graph.guards
+    }
     last_use: dict[str, int] = {}
     for k, item in enumerate(items):
         for name in _reads(item):
@@ -223,6 +226,13 @@ def build_wrapper(
             outs.append(f"_c{len(consts) - 1}")
         else:
             outs.append(_ref_expr(o.ref, buffers))
+    if graph.guards:
+        # folded convolutions (conv_fold.py) whose results are not provably eager's
+        assert graph.unguarded is not None
+        ns["_unguarded"] = graph.unguarded
+        checks = " and ".join(f"{_ref_expr(g, buffers)}.item()" for g in graph.guards)
+        lines.append(f"    if not ({checks}):")
+        lines.append("        return _unguarded(args)")
     lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     for i, c in enumerate(consts):
         ns[f"_c{i}"] = c
