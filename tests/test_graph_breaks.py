@@ -1558,13 +1558,54 @@ def exhausted_iterator_in_a_local(x: torch.Tensor, values: list[float]) -> torch
 LOG: list[float] = []
 
 
-def test_a_break_with_a_live_generator_in_a_local_runs_the_frame_eagerly(
+def test_a_break_with_a_live_generator_in_a_local_runs_the_statements_using_it_as_python(
     counter: GraphCounter, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = (torch.randn(3), [1.0, 2.0])
     run_both(generator_in_a_local_across_a_break, counter, args)
     assert LOG == [1.0, 2.0, 100.0]  # the compiled run's generator ran after the call, too
+    # From the generator's statement to its last use (the return) the code runs as Python;
+    # before it there is no tensor op: no graph.
     assert counter.count == 0
+
+
+def iterator_in_a_local(x: torch.Tensor, xs: list[float]) -> torch.Tensor:
+    y = x * 2
+    it = iter(xs)
+    a = next(it)
+    print("between the two next() calls")
+    b = next(it)
+    return y * a + b
+
+
+def generator_in_a_local_then_more(x: torch.Tensor, values: list[float]) -> torch.Tensor:
+    y = x.sin()
+    gen = (LOG.append(v) or v * 2 for v in values)
+    first = next(gen)
+    print("between", first)
+    rest = sum(gen)
+    return (y * rest + first).cos()
+
+
+@pytest.mark.parametrize(
+    ("fn", "ops"), [(iterator_in_a_local, [1, 2]), (generator_in_a_local_then_more, [1, 3])]
+)
+def test_a_break_with_a_live_iterator_in_a_local_compiles_the_code_around_its_uses(
+    fn: Callable[..., Any], ops: list[int], counter: GraphCounter,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The statements from the iterator's creation to its last use run as Python (the real
+    # iterator advances exactly as in eager); the code before and after them is compiled.
+    args = (torch.randn(3), [1.0, 2.0, 3.0])
+    LOG.clear()
+    run_both(fn, counter, args)
+    assert LOG == ([1.0, 2.0, 3.0] * 2 if fn is generator_in_a_local_then_more else [])
+    assert [counter.op_count(i) for i in range(counter.count)] == ops
+    report = compile_api.explain(fn)(*args)
+    (reason,) = [b.reason for b in report.break_reasons]
+    assert "holds an iterator or generator with items left" in reason
+    assert "the statements using it (lines" in reason
+    reference_ops_at_least(fn, counter, args)
 
 
 def test_an_exhausted_iterator_in_a_local_does_not_stop_the_break(

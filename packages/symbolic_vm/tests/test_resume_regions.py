@@ -589,3 +589,43 @@ def note_offset_of(fn: Callable[..., Any], name: str) -> int:
         if ins.opname == "LOAD_GLOBAL" and ins.arg == name and ins.offset is not None:
             return ins.offset
     raise AssertionError(f"no load of {name}")
+
+
+# --- an iterator held in a local: every statement using it is the region ------------------------
+
+
+def iterator_local(x: int, xs: list[int]) -> int:
+    y = x * 2
+    it = iter(xs)
+    a = next(it)
+    note(a)
+    b = next(it, -1)
+    z = y + a + b
+    return z * 3
+
+
+def test_a_region_covering_an_iterators_uses_resumes_after_the_last_one() -> None:
+    fn = iterator_local
+    offset = note_offset(fn)
+    region = find_region(fn.__code__, offset, cover=frozenset({"it"}))
+    assert region.kind == "statements"
+    first = fn.__code__.co_firstlineno
+    assert region.lines == (first + 2, first + 5)  # `it = iter(xs)` .. `b = next(it, -1)`
+    assert len(region.exits) == 1
+    counter = itertools.count(1)
+    flat, _ = positional_helper((lambda x, xs: (x, xs, x * 2)).__code__)
+    plan = BreakPlan(
+        fn.__code__, region.start, (), (("x", Value(0)), ("xs", Value(1)), ("y", Value(2))),
+        helper="", helper_code=flat,
+    )
+    built = region_residual(ResumeBuilder(lambda: next(counter)), plan, region)
+    g = dict(fn.__globals__)
+    g.update(built.globals_to_install(g))
+    residual = types.FunctionType(built.code, g)
+    for xs in ([5, 6, 7], [5]):
+        SEEN.clear()
+        expected = fn(1, xs)
+        eager_seen = list(SEEN)
+        SEEN.clear()
+        assert residual(1, xs) == expected
+        assert SEEN == eager_seen == [5]

@@ -55,6 +55,7 @@ from symbolic_vm.values import (
     ConstVar,
     ContextExitVar,
     FunctionVar,
+    GeneratorVar,
     IteratorVar,
     MethodVar,
     NewObjectVar,
@@ -106,6 +107,11 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
     code = vm.code
     user_withs = _user_with_slots(code, brk) if brk.region is None else frozenset()
     handoffs = _handoff_managers(vm, brk, user_withs)
+    if brk.region is None and _live_iterator_locals(brk):
+        # An iterator or generator held in a local (the VM's iterators hold values computed
+        # when they were made: resuming would compute a generator's items before the broken
+        # instruction): every statement using it runs as bytecode, with the break.
+        _restart_at_region(code, brk, statement=True)
     if brk.region is None and (
         handoffs is None
         or in_loop_or_try(code, brk.offset) or inside_loop_or_try(code, brk.offset)
@@ -195,10 +201,12 @@ def _restart_at_region(code: types.CodeType, brk: BreakAt, *, statement: bool = 
     whole frame eagerly there) or, with ``statement``, for the statement holding it; or the
     break's error when that region cannot run alone. The region holds the with statement of
     every user context manager active at the break (its real ``__enter__``/``__exit__`` run
-    once each, as the frame's own bytecode)."""
+    once each, as the frame's own bytecode), and every use of a local holding an iterator or
+    generator with items left."""
     withs = _user_with_slots(code, brk)
+    cover = _live_iterator_locals(brk)
     try:
-        region = find_region(code, brk.offset, statement=statement, withs=withs)
+        region = find_region(code, brk.offset, statement=statement, withs=withs, cover=cover)
     except ResumeError as err:
         what = "statement" if statement else "loop, try or with statement"
         raise _eagerly(brk, f"a graph break whose {what} cannot run on its own ({err}; the "
@@ -207,10 +215,14 @@ def _restart_at_region(code: types.CodeType, brk: BreakAt, *, statement: bool = 
     where = f"lines {first}-{last}" if last > first else f"line {first}"
     error = brk.error
     inside = "in a statement" if region.kind == "statement" else f"inside a {region.kind}"
+    what = f"the {region.kind} ({where}) runs"
+    if region.kind == "statements":
+        names = ", ".join(sorted(cover))
+        inside = f"while {names} holds an iterator or generator with items left"
+        what = f"the statements using it ({where}) run"
     reason = (
-        f"{error.reason}; a graph break {inside} at {error.filename}:{error.lineno}: the "
-        f"{region.kind} ({where}) runs eagerly as Python, the code before and after it is "
-        "compiled"
+        f"{error.reason}; a graph break {inside} at {error.filename}:{error.lineno}: {what} "
+        "eagerly as Python, the code before and after it is compiled"
     )
     raise RegionRestart(region, Unsupported(
         reason, filename=error.filename, lineno=error.lineno, source_line=error.source_line,
@@ -224,6 +236,16 @@ def _eagerly(brk: BreakAt, why: str) -> Unsupported:
     return Unsupported(
         f"{error.reason}; {why}", filename=error.filename, lineno=error.lineno,
         source_line=error.source_line, hint=error.hint,
+    )
+
+
+def _live_iterator_locals(brk: BreakAt) -> frozenset[str]:
+    """The locals at the break holding an iterator with items left or an unfinished generator
+    made in the trace."""
+    return frozenset(
+        name for name, var in brk.local_vars.items()
+        if _has_pending_iterator([var])
+        or (isinstance(var, GeneratorVar) and not var.box.done)
     )
 
 

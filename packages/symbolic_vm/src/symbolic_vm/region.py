@@ -181,8 +181,27 @@ def _handler_kinds(flow: _Flow, i: int) -> list[tuple[ExceptHandler, str]]:
     return out
 
 
+def _uses(flow: _Flow, names: frozenset[str]) -> list[int]:
+    """The main-line instructions reading, writing or deleting one of the variables ``names``."""
+    out = []
+    for i in sorted(flow.main):
+        arg = flow.instrs[i].arg
+        args = arg if isinstance(arg, tuple) else (arg,)  # 3.13's LOAD_FAST_LOAD_FAST
+        if flow.instrs[i].opname in _VARIABLE_OPS and any(a in names for a in args):
+            out.append(i)
+    return out
+
+
+_VARIABLE_OPS = frozenset({
+    "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "STORE_FAST", "DELETE_FAST",
+    "LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "LOAD_DEREF",
+    "STORE_DEREF", "DELETE_DEREF", "LOAD_CLOSURE",
+})
+
+
 def _span(
-    flow: _Flow, where: int, withs: frozenset[int] = frozenset()
+    flow: _Flow, where: int, withs: frozenset[int] = frozenset(),
+    cover: frozenset[str] = frozenset(),
 ) -> tuple[int, int, set[str], set[int]]:
     """The outermost loop/try statement around instruction ``where`` (or ``with`` statement
     whose ``__exit__`` sits at a stack slot in ``withs``): its first and last main-line
@@ -203,6 +222,9 @@ def _span(
             if kind == "try" or flow.handler_index(handler) in held:
                 covered.setdefault(flow.handler_index(handler), []).append(i)
     lo = hi = where
+    uses = _uses(flow, cover)
+    if uses:
+        lo, hi = min(lo, uses[0]), max(hi, uses[-1])
     kinds: set[str] = set()
     tries: set[int] = set()
     changed = True
@@ -242,19 +264,23 @@ def with_slots(code: types.CodeType, offset: int) -> list[int]:
 
 def find_region(
     code: types.CodeType, offset: int, *, statement: bool = False,
-    withs: frozenset[int] = frozenset(),
+    withs: frozenset[int] = frozenset(), cover: frozenset[str] = frozenset(),
 ) -> Region:
     """The region around the instruction at ``offset``: the outermost loop or try statement
     containing it, or ``with`` statement whose ``__exit__`` is at a stack slot in ``withs``
     (a user context manager: its real ``__enter__``/``__exit__`` then run once, as bytecode);
     with ``statement``, outside any, the statement holding it (kind "statement": for an
-    instruction a plain break cannot run on its own). Raises ResumeError when there is none or
+    instruction a plain break cannot run on its own). The region also spans every use of the
+    variables ``cover`` (an iterator or generator held in a local: it then lives and dies in
+    the region; kind "statements" when that is all). Raises ResumeError when there is none or
     it cannot run on its own."""
     flow = _flow(code)
     where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
     if where is None or where not in flow.depth:
         raise ResumeError(f"no traced instruction at offset {offset} of {code.co_name}")
-    lo, hi, kinds, tries = _span(flow, where, withs)
+    lo, hi, kinds, tries = _span(flow, where, withs, cover)
+    if not kinds and _uses(flow, cover):
+        kinds = {"statements"}
     if not kinds and statement:
         kinds = {"statement"}
     if not kinds:
