@@ -224,3 +224,18 @@ def test_rebuilt_guards_hold_a_fact_added_after_the_capture_and_the_first_set_do
     assert as_captured(three) and as_captured(five)
     assert rebuilt(three) and not rebuilt(five)
     assert any("L['x'].size(0) == 3" in reason for reason in rebuilt.failures(five))
+
+
+def test_rebuilt_guards_keep_the_global_state_and_tensor_metadata_of_frame_entry() -> None:
+    # Only shape facts are new: what else the guards check was read when the frame started,
+    # whatever a backend did meanwhile.
+    x = torch.ones(3, 2)
+    frame = symbolic_vm.frame_from_call(times_rows, (x,))
+    result = symbolic_vm.capture(frame, symbolic_vm.CaptureConfig(dynamic=True))
+    with torch.no_grad():
+        x.requires_grad_(True)
+        rebuilt = guards.compile_guards(result.rebuild_guards(), frame.f_globals)
+        x.requires_grad_(False)
+    assert torch.is_grad_enabled()
+    assert rebuilt({"x": torch.ones(4, 2)}), rebuilt.failures({"x": torch.ones(4, 2)})
+    assert not rebuilt({"x": torch.ones(4, 2, requires_grad=True)})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 import sys
@@ -200,11 +199,12 @@ def _finish(
     new_code = build_code(
         code, graph_call, graph_args, rebuilder.lines, writes, return_expr, nonlocals
     )
+    guards, rebuild_guards = out.capture_guards(guarded)
     return CaptureResult(
         code=new_code,
         graphs=graphs,
-        guards=out.guard_set(guarded),
-        rebuild_guards=functools.partial(out.guard_set, guarded),
+        guards=guards,
+        rebuild_guards=rebuild_guards,
         breaks=[],
         globals_to_install=out.installs,
     )
@@ -219,11 +219,12 @@ def _finish_with_break(
         out, vm.code, brk, (graph_call, graph_args, rebuilder, writes, return_expr), stack, live
     )
     log.debug("graph break in %s: %s", vm.code.co_name, brk.error.reason)
+    guards, rebuild_guards = out.capture_guards(guarded)
     return CaptureResult(
         code=code,
         graphs=graphs,
-        guards=out.guard_set(guarded),
-        rebuild_guards=functools.partial(out.guard_set, guarded),
+        guards=guards,
+        rebuild_guards=rebuild_guards,
         breaks=[break_record(brk.error)],
         globals_to_install={**out.installs, **resume_globals},
     )

@@ -8,6 +8,7 @@ import logging
 import math
 import re
 import types
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -395,6 +396,35 @@ class Output:
         Inputs whose symbols a ShapeEnv fact mentions are guarded too, live or not (a fake op
         that failed, or a branch on a size, may involve an input the graph no longer uses).
         """
+        return self._guard_set(live_inputs)[0]
+
+    def capture_guards(
+        self, live_inputs: list[TensorVar | SymVar]
+    ) -> tuple[GuardSet, Callable[[], GuardSet]]:
+        """guard_set's guards, and a function giving them plus the ShapeEnv's facts at its call.
+
+        A backend that traces the graph on its symbolic example inputs (aot) can add facts to
+        this ShapeEnv after the capture (a size specialised, a relation) that its code relies
+        on; the caller calls the function after the backends ran. It returns a new set: the
+        captured guards as they are (global state and tensor metadata as at frame entry) and a
+        SHAPE guard per fact over the symbols those guards cover -- a fact about any other
+        symbol raises ShapeGuardError.
+        """
+        captured, symbol_sources = self._guard_set(live_inputs)
+
+        def with_facts_now() -> GuardSet:
+            guard_set = GuardSet()
+            guard_set.update(captured)
+            for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
+                guard_set.SHAPE(predicate, description)
+            return guard_set
+
+        return captured, with_facts_now
+
+    def _guard_set(
+        self, live_inputs: list[TensorVar | SymVar]
+    ) -> tuple[GuardSet, dict[Any, Source]]:
+        """guard_set, and each symbol of the guarded inputs -> its source."""
         guard_set = GuardSet()
         guard_set.GLOBAL_STATE()
         mentioned = self._mentioned_symbols()
@@ -404,12 +434,7 @@ class Output:
                 guarded.append(var)
         int_inputs = [v for v in guarded if isinstance(v, SymVar)]
         live_tensors = [v for v in guarded if isinstance(v, TensorVar)]
-        symbol_sources: dict[Any, Source] = {
-            symbol: source
-            for var in guarded
-            for symbol in self._symbols_of(var)
-            if (source := self._symbol_sources.get(symbol)) is not None
-        }
+        symbol_sources = self._sources_of_symbols(guarded)
         for var in int_inputs:
             assert var.source is not None  # int inputs always have one (see _wrap_int)
             guard_set.TYPE_MATCH(var.source, self._int_inputs[id(var.node)])
@@ -476,7 +501,7 @@ class Output:
             except UnsupportedGuardValue:
                 # A constant the guards cannot compare by value: pin the object itself.
                 guard_set.ID_MATCH(request.source, request.value)
-        return guard_set
+        return guard_set, symbol_sources
 
     def reader_group(self, source: Source) -> tuple[Source, list[tuple[Source, torch.Tensor]]]:
         """For a graph input read as ``root._modules[..]...._parameters[w]`` that guard_set will
@@ -507,6 +532,15 @@ class Output:
             return None
         path = self._module_parameter(source, self._real_inputs[id(var.node)])
         return None if path is None else path[0]
+
+    def _sources_of_symbols(self, guarded: list[TensorVar | SymVar]) -> dict[Any, Source]:
+        """Each symbol of the ``guarded`` inputs -> where its value lives."""
+        return {
+            symbol: source
+            for var in guarded
+            for symbol in self._symbols_of(var)
+            if (source := self._symbol_sources.get(symbol)) is not None
+        }
 
     def _symbols_of(self, var: TensorVar | SymVar) -> set[Any]:
         if isinstance(var, SymVar):

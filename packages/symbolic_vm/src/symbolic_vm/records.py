@@ -106,11 +106,12 @@ def _the_guards_as_captured(result: CaptureResult) -> Callable[[], GuardSet]:
 class CaptureResult:
     """capture()'s answer: code to run in place of the frame, its graphs, guards and breaks.
 
-    ``guards`` are the guards as the capture left them. ``rebuild_guards()`` builds them again
-    from the same records and the capture's ShapeEnv as it is at the time of the call: a
-    backend that traces a graph on its symbolic example inputs can add facts to that ShapeEnv
-    (specialise a size, relate two), and its compiled code is valid only where they hold, so
-    the caller builds the guards it installs after the backends ran (as TorchDynamo does).
+    ``guards`` are the guards as the capture left them. ``rebuild_guards()`` returns a new set:
+    those guards plus a SHAPE guard per fact the capture's ShapeEnv holds at the time of the
+    call. A backend that traces a graph on its symbolic example inputs can add facts to that
+    ShapeEnv (specialise a size, relate two), and its compiled code is valid only where they
+    hold, so the caller builds the guards it installs after the backends ran (as TorchDynamo
+    does). It raises guards.ShapeGuardError for a fact the guards cannot express.
     """
 
     code: types.CodeType
