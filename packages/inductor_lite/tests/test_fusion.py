@@ -244,3 +244,30 @@ def test_triton_wrappers_never_run_a_kernel_in_place(check: Any) -> None:
     }
     _, triton_source = build_wrapper(c.lowered, c.items, kernels, pass_pointers=False)
     assert "# in place" not in triton_source
+
+
+def test_small_node_runs_before_the_aten_calls_it_does_not_read(check: Any) -> None:
+    w = torch.randn(64, 64)
+
+    def fn(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x @ w)  # mm (aten), then a kernel reading its result
+        s = torch.sqrt(v.abs() + 1)  # reads an input only: no need to wait for the mm
+        return y * s
+
+    c = check(fn, [torch.randn(32, 64), torch.randn(64)])
+    from inductor_lite.ir import FallbackNode
+
+    kinds = [type(i).__name__ for i in c.items]
+    assert isinstance(c.items[1], FallbackNode) and kinds[0] == "Kernel", kinds
+    assert c.items[0].steps[0].node.sizes == (64,)
+
+
+def test_big_node_does_not_join_a_one_row_kernel_as_a_flat_loop(check: Any) -> None:
+    def fn(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # (16,): one row; the activation after it keeps its own rows (an inner loop of the
+        # last dim), not one 65536-long loop recovering every index by division
+        return torch.sqrt(v + 1), x * 2 + 1
+
+    c = check(fn, [torch.rand(16), torch.randn(4, 16, 32, 32)])
+    big = [s for i in c.items for s in getattr(i, "steps", ()) if s.node.sizes == (4, 16, 32, 32)]
+    assert len(big) == 1 and big[0].split == 3

@@ -245,6 +245,16 @@ class _OpenKernel:
 _FLAT_JOIN_LIMIT = 4096
 
 
+# At most this many elements (written, or read by a reduction) for a node to count as small.
+_SMALL_NODE = 65536
+
+
+def _is_small(node: PointwiseNode | ReductionNode) -> bool:
+    sizes = node.sizes if isinstance(node, PointwiseNode) else node.out_sizes + node.red_sizes
+    n = _prod(sizes)
+    return is_static(n) and int(n) <= _SMALL_NODE
+
+
 def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
     step = _step_for_rows(node, group.rows)
     if step is None:
@@ -269,8 +279,9 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
     """Group the graph's nodes into kernels and fallback calls.
 
     A node joins the earliest kernel that comes after everything it reads and whose row
-    loop it fits; otherwise it starts a new kernel at the end. Moving a node earlier is
-    safe because its readers all come later in program order.
+    loop it fits; otherwise it starts a new kernel at the end, or, for a small node, right
+    after the last item it reads. Moving a node earlier is safe because its readers all
+    come later in program order.
     """
     items: list[_OpenKernel | FallbackNode] = []
     writer: dict[str, int] = {}  # buffer -> index of the item producing it
@@ -299,8 +310,15 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
                     break
         if step is None:
             step = _default_step(node)
-            items.append(_OpenKernel(_prod(step.outer_sizes), [step], {}))
-            placed = len(items) - 1
+            placed = len(items)
+            if _is_small(node) and node.buf not in writer:
+                # a small node (weights, per-channel vectors) goes right after what it reads,
+                # not after the aten calls between: in front of a graph's convolutions its
+                # kernels run together, where other small nodes can join them
+                placed = first + 1 if deps else 0
+                if placed < len(items):
+                    writer = {b: (k + 1 if k >= placed else k) for b, k in writer.items()}
+            items.insert(placed, _OpenKernel(_prod(step.outer_sizes), [step], {}))
         group = items[placed]
         assert isinstance(group, _OpenKernel)
         if node.buf in group.produced or node.buf in writer:
