@@ -83,6 +83,35 @@ def test_a_size_the_backend_specialised_recompiles_under_automatic_dynamic(
     assert counting.count == EXPECTED[backend][1]
 
 
+def rolled_times_rows(x: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x[1:], x[:1]]) * x.shape[0]
+
+
+def sliced_mean_times_rows(x: torch.Tensor) -> torch.Tensor:
+    return x[1:].mean() * x.shape[0]
+
+
+def sliced_from_two_times_rows(x: torch.Tensor) -> torch.Tensor:
+    return x[2:].sum(0) * x.shape[0]  # specialised at size 3
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_decomp_partition"])
+@pytest.mark.parametrize(("fn", "sizes"), [
+    (rolled_times_rows, (2, 3, 4, 2, 5)),
+    (sliced_mean_times_rows, (2, 3, 4, 2, 5)),
+    (sliced_from_two_times_rows, (3, 4, 5, 3, 2)),
+])
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_graphs_traced_under_a_specialisation_never_run_at_other_sizes(
+    backend: str, fn: Callable[..., Any], sizes: Sequence[int], dynamic: bool | None
+) -> None:
+    # each of these gave wrong results at some call before the guards were built after the
+    # backend (the first size under dynamic=True, or the second under automatic dynamic,
+    # specialises)
+    auto_sizes = (sizes[1], *sizes)  # automatic dynamic: static first, then the sweep
+    sweep(fn, Counting(backend), sizes if dynamic else auto_sizes, dynamic=dynamic)
+
+
 def test_aot_eager_compile_counts_equal_torch_compile() -> None:
     from torch._dynamo.utils import counters
 
