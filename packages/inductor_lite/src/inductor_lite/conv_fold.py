@@ -9,13 +9,23 @@ The chain is affine in the convolution's output ``y`` per output channel, ``s * 
 
 The rewrite computes ``w * s`` and ``s * b + t`` in the graph -- on every call, from the
 weights as they are then, so a parameter changed between calls is seen -- and runs oneDNN's
-convolution with the ReLU as a fused post-op (``mkldnn._convolution_pointwise``, an ATen op).
-The batch-norm + ReLU pass over the activation (a read and a write of the whole tensor per
-stage) disappears. The results differ from eager's by rounding only: the products are
-formed in another order (``(w * s) . x`` against ``s * (w . x)``).
+convolution with the ReLU as a fused post-op (``mkldnn._convolution_pointwise``, an ATen op;
+without a ReLU, a plain ``convolution`` with the folded weight and bias). The batch-norm +
+ReLU pass over the activation (a read and a write of the whole tensor per stage) is gone.
+
+The results differ from eager's by rounding only, with one exception that a guard covers:
+oneDNN's ReLU turns NaN into 0 where eager keeps NaN, and folded weights may overflow where
+eager's order of operations does not. So the graph also computes, per call, a bound on every
+folded convolution's result (``max|x| * max_c sum|w[c] * s[c]| + max|bias|``, chained from
+one folded convolution to the next) and one 0-dim bool: the bound is finite and under
+``FINITE_LIMIT``. The wrapper checks it after the call; when it fails (a NaN or infinity in
+an input or a weight, or values so large that a sum could overflow), that call's results
+are discarded and the graph as it came runs instead. Finite, moderate inputs -- every real
+call -- take the folded path.
 
 Only a chain whose every intermediate value has one user (nothing else reads the unfolded
-values) and keeps the convolution's float32 shape is folded; anything else stays as it was.
+values) and keeps the convolution's float32 shape is folded; a graph that mutates an input
+is left alone (its guard could not rerun it).
 """
 
 from __future__ import annotations

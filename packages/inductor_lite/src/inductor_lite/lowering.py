@@ -238,12 +238,24 @@ class GraphLowering:
             and tuple(strides) != contiguous_strides(tv.sizes)
         ):
             # another dense layout (channels-last): loop in that layout's memory order, so the
-            # stores are contiguous rather than a scatter, and view the result back
+            # stores are contiguous rather than a scatter; the buffer itself is declared with
+            # ``tv``'s sizes and these strides, so that aten gets it as it is (no view made
+            # per call)
             order = sorted(range(tv.ndim), key=lambda d: (-int(strides[d]), d))
-            inverse = [order.index(d) for d in range(tv.ndim)]
             permuted = tv.permute(order)
-            stored = self.realize(permuted, contiguous_strides(permuted.sizes))
-            return stored.permute(inverse)
+            spec = self.new_buffer(tv.sizes, tv.dtype, strides)
+            sizes = permuted.sizes
+            self.nodes.append(
+                PointwiseNode(
+                    spec.name,
+                    sizes,
+                    permuted.loader(index_vars(len(sizes))),
+                    contiguous_strides(sizes),
+                    0,
+                    True,
+                )
+            )
+            return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
         spec = self.new_buffer(tv.sizes, tv.dtype, strides)
         body = tv.loader(index_vars(tv.ndim))
         self.nodes.append(
