@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from symbolic_vm.break_policy import why_not_break_at, with_exit_slot, with_exit_slots
 from symbolic_vm.bytecode import PY_VERSION
 from symbolic_vm.resume import (
     BreakPlan,
@@ -30,9 +31,6 @@ from symbolic_vm.resume import (
     WithExit,
     instructions_at,
     positional_helper,
-    why_not_break_at,
-    with_exit_slot,
-    with_exit_slots,
 )
 
 

@@ -16,6 +16,13 @@ import types
 import torch
 
 from symbolic_vm import operations as ops
+from symbolic_vm.break_policy import (
+    in_loop_or_try,
+    makes_with_manager,
+    runs_alone,
+    why_not_break_at,
+    with_exit_slots,
+)
 from symbolic_vm.bytecode import ResumeError
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines
 from symbolic_vm.errors import Unsupported
@@ -42,12 +49,7 @@ from symbolic_vm.resume import (
     ResumeBuilder,
     Slot,
     Value,
-    in_loop_or_try,
-    makes_with_manager,
     positional_helper,
-    runs_alone,
-    why_not_break_at,
-    with_exit_slots,
 )
 from symbolic_vm.values import (
     AutocastExitVar,

@@ -41,7 +41,6 @@ from symbolic_vm.bytecode import (
     codegen,
     decode,
     instructions_only,
-    label_indices,
 )
 from symbolic_vm.bytecode.codegen import with_position
 
@@ -61,22 +60,17 @@ __all__ = [
     "UNBOUND",
     "Value",
     "WithExit",
-    "in_loop_or_try",
     "instructions_at",
     "exit_with",
     "inline_helper",
     "load_slot",
-    "makes_with_manager",
     "pop_null",
+    "group_at",
     "positional_helper",
     "restore_stack",
-    "runs_alone",
     "slot_tag",
     "with_cleanups",
     "resume_name",
-    "why_not_break_at",
-    "with_exit_slot",
-    "with_exit_slots",
 ]
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -363,7 +357,7 @@ def _pops_pushes(ins: Instr) -> tuple[int, int]:
                       "residual code knows how to run on its own")
 
 
-def _group_at(items: Sequence[Instr | Label], offset: int) -> _Group:
+def group_at(items: Sequence[Instr | Label], offset: int) -> _Group:
     k = next(
         (i for i, it in enumerate(items) if isinstance(it, Instr) and it.offset == offset), None
     )
@@ -525,7 +519,7 @@ class ResumeBuilder:
             if isinstance(slot, Local) and slot.name not in local_slots:
                 raise ResumeError(f"stack slot {slot!r} names no live local")
         items = decode(code)
-        group = _group_at(items, plan.offset)
+        group = group_at(items, plan.offset)
         if group.pops > len(plan.stack):
             raise ResumeError(
                 f"the instruction at offset {plan.offset} pops {group.pops} values; "
@@ -837,135 +831,6 @@ def positional_helper(helper: types.CodeType) -> tuple[types.CodeType, tuple[str
         co_flags=helper.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS),
     )
     return flat, helper.co_varnames[:total]
-
-
-_RETURNS = ("RETURN_VALUE", "RETURN_CONST")
-
-
-def why_not_break_at(code: types.CodeType, offset: int) -> str | None:
-    """Why TorchDynamo would not graph-break at ``offset`` of ``code`` (None: it would).
-
-    Its policy: no break followed by a loop back edge to an instruction before it, up to the
-    next return (inside a ``for``/``while`` loop), and none inside a ``try`` block (only
-    ``with`` blocks are re-entered). The VM turns those two into region-level breaks instead
-    (symbolic_vm.region: the loop/try statement runs as bytecode). Nor at the call that makes
-    a ``with`` block's manager (its result goes straight to BEFORE_WITH): a manager the VM
-    cannot build, such as a ``contextlib.contextmanager`` generator, is one TorchDynamo traces
-    as a generic context manager, and it runs the frame eagerly on a break inside one.
-    """
-    why = _loop_or_try(code, offset)
-    if why is not None:
-        return why
-    if makes_with_manager(code, offset):
-        return ("a graph break making a context manager (the frame runs eagerly, as in "
-                "torch.compile for generic context managers)")
-    return None
-
-
-def makes_with_manager(code: types.CodeType, offset: int) -> bool:
-    """Whether the instruction at ``offset`` makes the manager of a ``with`` statement (its
-    result goes straight to BEFORE_WITH)."""
-    items = decode(code)
-    after = next((i for i in items[_group_end(items, offset) :] if isinstance(i, Instr)), None)
-    return after is not None and after.opname == "BEFORE_WITH"
-
-
-def runs_alone(code: types.CodeType, offset: int) -> bool:
-    """Whether the residual code of a plain break can run the instruction at ``offset`` (and
-    its call prefix) on its own (see :class:`BreakPlan`)."""
-    try:
-        _group_at(decode(code), offset)
-    except ResumeError:
-        return False
-    return True
-
-
-def in_loop_or_try(code: types.CodeType, offset: int) -> bool:
-    """Whether the instruction at ``offset`` is inside a loop or a try block (by the rules of
-    :func:`why_not_break_at`): symbolic_vm.region then runs that statement as bytecode."""
-    return _loop_or_try(code, offset) is not None
-
-
-def _loop_or_try(code: types.CodeType, offset: int) -> str | None:
-    items = decode(code)
-    instrs = instructions_only(items)
-    where = next((k for k, i in enumerate(instrs) if i.offset == offset), None)
-    if where is None:
-        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
-    label_at = label_indices(items)
-    for ins in instrs[where:]:
-        if ins.opname in _RETURNS:
-            break
-        if isinstance(ins.arg, Label) and label_at[ins.arg] <= where:
-            return "a graph break inside a loop (the frame runs eagerly, as in torch.compile)"
-    if _inside_try(instrs, where, label_at):
-        return "a graph break inside a try block (the frame runs eagerly, as in torch.compile)"
-    return None
-
-
-def _handler_chain(
-    instrs: Sequence[Instr], where: int, label_at: dict[Label, int]
-) -> list[tuple[ExceptHandler, bool]]:
-    """The exception handlers around instruction ``where``, innermost first, each with whether
-    it is a ``with`` block's cleanup. The exception table gives each instruction its innermost
-    handler only; the chain leads outwards: a ``with`` block's cleanup starts with
-    PUSH_EXC_INFO, whose own handler (the ``lasti`` cleanup: COPY 3, POP_EXCEPT, RERAISE 1) is
-    covered by the handler of the block around the ``with``. It stops at the first handler
-    that is not a ``with`` block's (a ``try``)."""
-    chain: list[tuple[ExceptHandler, bool]] = []
-    handler = instrs[where].handler
-    seen: set[Label] = set()
-    while handler is not None and handler.target not in seen:
-        seen.add(handler.target)
-        first = instrs[label_at[handler.target]]
-        then = instrs[label_at[handler.target] + 1]
-        is_with = first.opname == "PUSH_EXC_INFO" and then.opname == "WITH_EXCEPT_START"
-        chain.append((handler, is_with))
-        if not is_with or first.handler is None:
-            break
-        handler = instrs[label_at[first.handler.target]].handler
-    return chain
-
-
-def _inside_try(instrs: Sequence[Instr], where: int, label_at: dict[Label, int]) -> bool:
-    """Whether instruction ``where`` is inside a ``try`` block, however deeply nested in
-    ``with`` blocks (see :func:`_handler_chain`)."""
-    return any(not is_with for _, is_with in _handler_chain(instrs, where, label_at))
-
-
-def _group_end(items: Sequence[Instr | Label], offset: int) -> int:
-    try:
-        return _group_at(items, offset).next_index
-    except ResumeError:  # not an instruction a break can run: the next one is what follows it
-        k = next(i for i, it in enumerate(items) if isinstance(it, Instr) and it.offset == offset)
-        return k + 1
-
-
-def with_exit_slots(code: types.CodeType, offset: int) -> list[int]:
-    """The stack indices of the ``__exit__`` of every ``with`` block active at ``offset``,
-    innermost first (up to an enclosing ``try`` block, if any)."""
-    items = decode(code)
-    instrs = instructions_only(items)
-    where = next((k for k, i in enumerate(instrs) if i.offset == offset), None)
-    if where is None:
-        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
-    chain = _handler_chain(instrs, where, label_indices(items))
-    slots: list[int] = []
-    for handler, is_with in chain:
-        if not is_with:
-            break
-        slots.append(handler.depth - 1)
-    return slots
-
-
-def with_exit_slot(code: types.CodeType, offset: int) -> int | None:
-    """The stack index of the innermost active ``with`` block's ``__exit__`` at ``offset``.
-
-    None when the instruction there is not directly inside a ``with`` block (its exception
-    handler, if any, is not a with block's cleanup).
-    """
-    slots = with_exit_slots(code, offset)
-    return slots[0] if slots else None
 
 
 def instructions_at(code: types.CodeType) -> list[Instr]:
