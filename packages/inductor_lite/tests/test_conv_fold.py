@@ -262,3 +262,22 @@ def test_few_channel_input_goes_channels_last_through_aten(check: Any) -> None:
     assert len(clones) == 1
     out = clones[0].outputs[0]
     assert out is not None and out.strides == _nhwc((2, 3, 64, 64))
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_a_computed_input_is_bounded_where_it_is_computed(
+    nan: bool, check: Any, caplog: Any
+) -> None:
+    torch.manual_seed(2)
+    w = torch.randn(6, 4, 3, 3)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.relu(F.conv2d(torch.tanh(x) * 3, w, padding=1) * _SCALE + _SHIFT)
+
+    x = torch.randn(2, 4, 8, 8)
+    if nan:
+        x[1, 0, 4, 4] = float("nan")
+    with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
+        c = check(fn, [x], atol=1e-5, rtol=1e-4)
+    assert pointwise_conv in _targets(c)
+    assert (_GUARD_FAILED in caplog.text) == nan

@@ -338,11 +338,12 @@ def _bound(
 
 
 def _flat(b: _Builder, x: torch.fx.Node) -> torch.fx.Node:
-    """``x`` as one dimension in its memory order (a view of a stored dense tensor), so the
+    """A graph input ``x`` as one dimension in its memory order (a view), so that the
     reduction over it is one plain loop rather than one recovering each index by division."""
     v = _val(x)
     assert v is not None
-    if v.ndim <= 1:
+    if v.ndim <= 1 or x.op not in ("placeholder", "get_attr"):
+        # a computed input may be a lazy value: reshaped, it would be stored an extra time
         return x
     order = sorted(range(v.ndim), key=lambda d: (-int(v.stride()[d]), d))
     if order != list(range(v.ndim)):
