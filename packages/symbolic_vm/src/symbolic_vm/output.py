@@ -63,6 +63,31 @@ def is_constant_value(value: object) -> bool:
     return isinstance(value, CONSTANT_TYPES)
 
 
+def _nested_size_source(fake_source: Any, source: Source) -> Source | None:
+    """Where a size symbol the fake-tensor converter made for an input (``<input>.size(0)``) or
+    for a tensor hanging off it (``<input>.grad.size(0)``) lives in the frame, given the
+    input's ``source``; None when ``fake_source`` is not such a size.
+
+    The converter names them with torch's own source records (``.base``/``.member`` attribute
+    chains ending at fxbuild's placeholder source, a size property ``.prop``/``.idx``); they
+    are read by attribute, not imported.
+    """
+    prop, idx = getattr(fake_source, "prop", None), getattr(fake_source, "idx", None)
+    if getattr(prop, "name", None) != "SIZE" or not isinstance(idx, int):
+        return None
+    members: list[str] = []
+    base: Any = getattr(fake_source, "base", None)
+    while isinstance(getattr(base, "member", None), str) and hasattr(base, "base"):
+        members.append(base.member)
+        base = base.base
+    if not hasattr(base, "input_name"):
+        return None
+    out = source
+    for member in reversed(members):
+        out = AttrSource(out, member)
+    return SizeSource(out, idx)
+
+
 @attrs.frozen
 class GuardRequest:
     """A guard the trace depends on; emitted into the GuardSet when the capture ends."""
@@ -120,6 +145,8 @@ class Output:
         self._tensor_inputs: dict[int, TensorVar] = {}
         self._real_inputs: dict[int, torch.Tensor] = {}
         self._input_symbols: dict[int, dict[int, Any]] = {}
+        # id(placeholder node) -> symbols made faking it, its .grad, ._base (see _wrap_tensor)
+        self._faked_symbols: dict[int, set[Any]] = {}
         # Every graph input in creation order: tensors and SymInt ints (dynamic_ints).
         self._inputs: list[TensorVar | SymVar] = []
         self._int_inputs: dict[int, int] = {}  # id(placeholder node) -> the real int
@@ -250,6 +277,8 @@ class Output:
         # Module parameters and buffers keep static sizes under dynamic=True, as torch.compile's
         # force_parameter_static_shapes does (they are guarded together by MODULE_PARAMS).
         static = isinstance(value, torch.nn.Parameter) or "._buffers[" in source.name()
+        shape_env = self.builder.shape_env
+        symbols_before = set(shape_env.var_to_sources)
         node = self.builder.placeholder(name, value, dynamic_dims=dims, static=static)
         node.meta["source"] = source
         self._real_inputs[id(node)] = value
@@ -261,6 +290,21 @@ class Output:
         }
         for d, symbol in self._input_symbols[id(node)].items():
             self._symbol_sources.setdefault(symbol, SizeSource(source, d))
+        # Faking a tensor fakes what hangs off it too (its .grad, a view's ._base), with
+        # symbols of their own where the tensor's dims are dynamic, and ShapeEnv facts tie
+        # them to the tensor's (a grad has its tensor's shape). Those facts are guarded like
+        # any other, so their symbols need sources: the real tensor's .grad sizes, ...
+        # (The input's own symbols are among them: a fact made while faking may already have
+        # replaced one by the grad's, so the sizes read above can show the grad's symbol.)
+        made: set[Any] = set()
+        for symbol in set(shape_env.var_to_sources) - symbols_before:
+            for fake_source in shape_env.var_to_sources.get(symbol, ()):
+                size_source = _nested_size_source(fake_source, source)
+                if size_source is not None:
+                    self._symbol_sources.setdefault(symbol, size_source)
+                    made.add(symbol)
+                    break
+        self._faked_symbols[id(node)] = made
         var = TensorVar(node, node.meta["example_value"], source=source)
         self._tensor_inputs[id(value)] = var
         self._inputs.append(var)
@@ -545,7 +589,9 @@ class Output:
     def _symbols_of(self, var: TensorVar | SymVar) -> set[Any]:
         if isinstance(var, SymVar):
             return {self._int_symbols[id(var.node)]}
-        return set(self._input_symbols.get(id(var.node), {}).values())
+        return set(self._input_symbols.get(id(var.node), {}).values()) | self._faked_symbols.get(
+            id(var.node), set()
+        )
 
     def _mentioned_symbols(self) -> set[Any]:
         """Placeholder symbols that a ShapeEnv guard or specialisation refers to."""
