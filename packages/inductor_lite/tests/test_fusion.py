@@ -271,3 +271,15 @@ def test_big_node_does_not_join_a_one_row_kernel_as_a_flat_loop(check: Any) -> N
     c = check(fn, [torch.rand(16), torch.randn(4, 16, 32, 32)])
     big = [s for i in c.items for s in getattr(i, "steps", ()) if s.node.sizes == (4, 16, 32, 32)]
     assert len(big) == 1 and big[0].split == 3
+
+
+def test_small_step_beside_a_big_one_stays_on_one_thread(check: Any) -> None:
+    def fn(v: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.sqrt(v + 1), x.abs().amax()  # one kernel of one row, two steps
+
+    c = check(fn, [torch.rand(16), torch.randn(65536)])
+    assert c.kernel_count == 1
+    kernel = c.kernel_source[c.kernel_source.index('extern "C" void kernel0') :]
+    # forking threads for 16 elements costs more than it saves; the 64K reduction forks
+    assert kernel.count("#pragma omp parallel") == 1
+    assert kernel.count("#pragma omp simd") == 1

@@ -612,6 +612,12 @@ def _kernel(
         ]
     for u, unit in enumerate(canon):
         w, r = plan.writes[u], plan.reads[u]
+        # a small step in a kernel parallel over its inner loops stays on one thread: a
+        # one-row kernel holds per-channel vectors beside an image-sized reduction
+        inner = [st.inner_numel for _, st, _ in unit]
+        unit_parallel = parallel_inner and not (
+            not when and all(is_static(x) for x in inner) and rows * max(inner) < threshold  # type: ignore[operator]
+        )
         if len(unit) == 1:
             n, st, names = unit[0]
             lines.extend(
@@ -621,16 +627,16 @@ def _kernel(
                     names,
                     params,
                     dtypes,
-                    parallel_inner,
+                    unit_parallel,
                     w,
                     r,
-                    when if parallel_inner else "",
+                    when if unit_parallel else "",
                 )
             )
         else:
             lines.extend(
                 _reduction_group(
-                    unit, params, dtypes, parallel_inner, w, r, when if parallel_inner else ""
+                    unit, params, dtypes, unit_parallel, w, r, when if unit_parallel else ""
                 )
             )
     lines.append("    }")
