@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -70,3 +71,49 @@ def test_after_its_first_call_a_graph_runs_through_evalframes_c_wrapper() -> Non
     c_wrapper = type(evalframe.without_hook(len))
     assert all(isinstance(value, c_wrapper) for value in installed)
     torch.testing.assert_close(compiled(x), x + 1)
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        return _scaled(grad, x)
+
+
+def _scaled(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return grad * 2 * x  # a user frame the autograd engine reaches
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_frames_run_by_the_autograd_engine_are_not_compiled(backend: str) -> None:
+    # loss.backward() inside a compiled function runs backward functions on this thread with
+    # the hook on; they are compiled code (aot's) or run eagerly (a custom Function's), as
+    # under TorchDynamo: the engine's entry into Python is answered SKIP_RECURSIVE
+    seen: list[Any] = []
+
+    def spy(frame: Any, cache_size: int) -> Any:
+        seen.append(frame.f_code)
+        return callback(frame, cache_size)
+
+    def step(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = (_Square.apply(x * w) + torch.sin(w)).sum()
+        y.backward()
+        return y.detach()
+
+    w1 = torch.randn(5, requires_grad=True)
+    w2 = w1.detach().clone().requires_grad_()
+    x = torch.randn(5)
+    compiled = compile_api.compile(step, backend=backend)
+    callback = compiled.callback  # type: ignore[attr-defined]
+    compiled = evalframe.with_callback(spy, step)
+    torch.testing.assert_close(compiled(w1, x), step(w2, x))
+    torch.testing.assert_close(w1.grad, w2.grad)
+    entry = torch.autograd.function.BackwardCFunction.apply.__code__
+    assert entry in seen  # the engine's entry was asked ...
+    assert _scaled.__code__ not in seen  # ... and nothing under it
+    assert _Square.backward.__code__ not in seen

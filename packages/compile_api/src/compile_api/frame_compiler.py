@@ -378,7 +378,7 @@ def _finish(record: FrameRecord, ctx: CompileContext) -> None:
     _log_record(record)
 
 
-FrameAnswer: TypeAlias = "evalframe.Entry | Literal[evalframe.Skip.SKIP] | None"
+FrameAnswer: TypeAlias = "evalframe.Entry | evalframe.Skip | None"
 
 
 def _unguardable(
@@ -402,9 +402,33 @@ def _unguardable(
     return evalframe.SKIP
 
 
+def _backward_entry_codes() -> frozenset[types.CodeType]:
+    """The methods through which the autograd engine runs a Python backward.
+
+    ``loss.backward()`` in a compiled function runs the compiled backwards of aot's
+    autograd.Functions (and any custom Function's backward) on this thread, with the hook on.
+    A backend's backward is compiled code, as its forward is (which runs under
+    ``without_hook``): the frames under these methods are not compiled, as TorchDynamo
+    disables itself around aot's compiled backward. A custom Function's backward run by the
+    engine therefore runs eagerly.
+    """
+    codes: set[types.CodeType] = set()
+    engine_node = torch.autograd.function.BackwardCFunction
+    for name in ("apply", "apply_boxed"):
+        code = getattr(getattr(engine_node, name, None), "__code__", None)
+        if isinstance(code, types.CodeType):
+            codes.add(code)
+    return frozenset(codes)
+
+
+_BACKWARD_ENTRIES = _backward_entry_codes()
+
+
 def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> FrameAnswer:
     """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
     code = frame.f_code
+    if code in _BACKWARD_ENTRIES:
+        return evalframe.SKIP_RECURSIVE
     if code not in ctx.force_codes and skip_reason(code) is not None:
         return evalframe.SKIP
     if config.debug_function and code.co_name != config.debug_function:
