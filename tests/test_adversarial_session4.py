@@ -1053,6 +1053,116 @@ def test_sizes_a_backend_specialises_are_guarded_over_changing_sizes(
     assert_like_eager(fn, calls, backend=backend, dynamic=dynamic)
 
 
+def read_grad_and_its_strides(x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+    return x.grad * 2 + x, x.grad.stride()
+
+
+def sgd_update_from_grad(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        x -= 0.1 * x.grad
+    return x.sum()
+
+
+def with_grad_laid_out(n: int, layout: str) -> Callable[[], tuple[torch.Tensor]]:
+    """A leaf of n x 3 whose ``.grad`` is contiguous, transposed, offset in its storage or
+    expanded (eager accepts any layout of the right size)."""
+
+    def make() -> tuple[torch.Tensor]:
+        torch.manual_seed(n)
+        x = torch.randn(n, 3, requires_grad=True)
+        x.grad = {
+            "contiguous": lambda: torch.randn(n, 3),
+            "transposed": lambda: torch.randn(3, n).t(),
+            "offset": lambda: torch.randn(n + 1, 3)[1:],
+            "expanded": lambda: torch.randn(1, 3).expand(n, 3),
+        }[layout]()
+        return (x,)
+
+    return make
+
+
+GRAD_LAYOUTS: list[Args] = [
+    with_grad_laid_out(n, layout) for n, layout in [
+        (2, "contiguous"), (3, "contiguous"), (3, "transposed"), (4, "transposed"),
+        (4, "offset"), (5, "expanded"), (2, "transposed"), (6, "contiguous"),
+    ]
+]
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [read_grad_and_its_strides, sgd_update_from_grad])
+def test_an_inputs_grad_changing_size_and_layout_between_calls_matches_eager(
+    fn: Callable[..., Any], backend: str, dynamic: bool | None
+) -> None:
+    # The symbols of the fake .grad have sources (6feb794): guards must catch every change.
+    assert_like_eager(fn, GRAD_LAYOUTS, backend=backend, dynamic=dynamic)
+
+
+GLOBAL_MANAGER = Tracked("first")
+
+
+def rebind_the_global_manager() -> None:
+    global GLOBAL_MANAGER
+    print("rebinding")
+    GLOBAL_MANAGER = Tracked("second")
+
+
+def global_manager_rebound_at_the_break(x: torch.Tensor) -> torch.Tensor:
+    with GLOBAL_MANAGER:
+        y = x * 2
+        rebind_the_global_manager()
+        y = y + GLOBAL_MANAGER.depth
+    return y
+
+
+class HoldsAManager:
+    def __init__(self) -> None:
+        self.cm = Tracked("attribute first")
+
+
+def swap_the_attribute(h: HoldsAManager) -> None:
+    print("swapping")
+    h.cm = Tracked("attribute second")
+
+
+def attribute_manager_rebound_at_the_break(x: torch.Tensor, h: HoldsAManager) -> torch.Tensor:
+    with h.cm:
+        y = x * 2
+        swap_the_attribute(h)
+        y = y + h.cm.depth
+    return y
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_the_exit_goes_to_the_manager_entered_even_when_its_source_is_rebound(
+    backend: str,
+) -> None:
+    # A handed-on manager read from a global or an attribute that the broken call rebinds:
+    # Python calls __exit__ on the object it entered, not on what the name holds afterwards.
+    global GLOBAL_MANAGER
+    compiled_global = compile_api.compile(global_manager_rebound_at_the_break, backend=backend)
+    compiled_attribute = compile_api.compile(
+        attribute_manager_rebound_at_the_break, backend=backend
+    )
+    for _ in range(2):
+        seen = []
+        for fn in (global_manager_rebound_at_the_break, compiled_global):
+            GLOBAL_MANAGER = Tracked("first")
+            seen.append(_observe(fn, (X,)))
+        assert seen[1]["log"] == seen[0]["log"] == [
+            ("enter", "first", 1, True), ("exit", "first", None, 1)
+        ]
+        _assert_same(seen[1]["result"][1], seen[0]["result"][1], "global")
+        seen = [
+            _observe(fn, (X, HoldsAManager()))
+            for fn in (attribute_manager_rebound_at_the_break, compiled_attribute)
+        ]
+        assert seen[1]["log"] == seen[0]["log"]
+        assert seen[1]["log"][-1] == ("exit", "attribute first", None, 1)
+        _assert_same(seen[1]["result"][1], seen[0]["result"][1], "attribute")
+
+
 # -- found, not fixed ---------------------------------------------------------------------------
 
 
