@@ -152,6 +152,15 @@ def _recording(config: InductorConfig, monkeypatch: pytest.MonkeyPatch) -> Itera
         return out
 
     monkeypatch.setattr(compile_module, "compile_aten_graph", spy)
+    inference = compile_module._compile_for_inference
+
+    def spy_inference(gm: torch.fx.GraphModule, inputs: Any, config: Any) -> Any:
+        out = inference(gm, inputs, config)
+        if out is not None:  # compiled without aot (no_grad, no input written)
+            rec.graphs.append(out)
+        return out
+
+    monkeypatch.setattr(compile_module, "_compile_for_inference", spy_inference)
     saved = compile_api.config.suppress_errors
     compile_api.config.suppress_errors = False
     yield rec

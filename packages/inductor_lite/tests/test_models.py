@@ -141,8 +141,9 @@ def test_inference_and_training_through_strata_compile_api(
     with torch.no_grad():
         x = data()
         torch.testing.assert_close(opt(x), ref(x), atol=1e-4, rtol=1e-4)
-    # one graph, compiled by us exactly once, and compiled (not an eager fallback)
-    assert compile_calls == ["function"]
+    # one graph, compiled by us exactly once, and compiled (not an eager fallback); under
+    # no_grad without aot's runtime around it
+    assert compile_calls == ["CompiledGraph"]
     model.train()
     ref.train()
     x = data()
@@ -154,3 +155,20 @@ def test_inference_and_training_through_strata_compile_api(
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, atol=1e-3, rtol=1e-3, msg=n)
     assert "EagerFallback" not in compile_calls
+
+
+def test_no_grad_graph_that_writes_an_input_keeps_aots_runtime(compile_calls: list[str]) -> None:
+    # batch norm in training mode updates its running statistics in place: under no_grad
+    # the graph still goes through aot, whose runtime writes the inputs back
+    compile_api = pytest.importorskip("compile_api")
+    torch.manual_seed(0)
+    model = cnn().train()
+    ref = cnn().train()
+    ref.load_state_dict(model.state_dict())
+    opt = compile_api.compile(model)
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(opt(x), ref(x), atol=1e-4, rtol=1e-4)
+    assert compile_calls == ["function"]  # aot's runtime, compiled (not run as it came)
+    for (n, b1), b2 in zip(model.named_buffers(), ref.buffers()):
+        torch.testing.assert_close(b1, b2, atol=1e-5, rtol=1e-5, msg=n)
