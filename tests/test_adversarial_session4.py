@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -1290,3 +1291,58 @@ def generator_left_suspended(x: torch.Tensor) -> torch.Tensor:
 )
 def test_a_generator_left_suspended_runs_its_finally_when_the_frame_ends() -> None:
     assert_like_eager(generator_left_suspended, [(X,)])
+
+
+class Doubles:
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    @functools.cached_property
+    def doubled(self) -> torch.Tensor:
+        return self.t * 2
+
+
+def cached_property_of_a_new_object(x: torch.Tensor) -> torch.Tensor:
+    d = Doubles(x)
+    return d.doubled + d.doubled
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (session 4 red team; VM attribute reads, not a session-4 change): "
+    "functools.cached_property read on an object made in the frame gives the descriptor itself: "
+    "the compiled call raises TypeError \"unsupported operand type(s) for +: 'cached_property' "
+    "and 'cached_property'\" (also with the default suppress_errors=True); eager returns x * 4.",
+)
+def test_a_cached_property_of_an_object_made_in_the_frame_is_its_value() -> None:
+    assert_like_eager(cached_property_of_a_new_object, [(X,)])
+
+
+class TimesTen:
+    """A data descriptor whose ``__set__`` stores ten times the value."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        return obj.__dict__.get("_v", 0) if obj is not None else self
+
+    def __set__(self, obj: object, value: int) -> None:
+        obj.__dict__["_v"] = value * 10
+
+
+class HasTimesTen:
+    v = TimesTen()
+
+
+def data_descriptor_store_on_an_argument(x: torch.Tensor, w: HasTimesTen) -> torch.Tensor:
+    w.v = 3
+    return x * w.v
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (session 4 red team; VM attribute stores, not a session-4 change): `w.v = 3` "
+    "where type(w).v is a data descriptor with __set__ is traced as a plain instance store, so "
+    "the later read sees 3: compiled x * 3, eager (and torch.compile) x * 30; the store replayed "
+    "after the graph does run __set__, so the object ends as eager's.",
+)
+def test_a_data_descriptor_store_is_read_back_through_the_descriptor() -> None:
+    assert_like_eager(data_descriptor_store_on_an_argument, [lambda: (X, HasTimesTen())])
