@@ -1346,3 +1346,59 @@ def data_descriptor_store_on_an_argument(x: torch.Tensor, w: HasTimesTen) -> tor
 )
 def test_a_data_descriptor_store_is_read_back_through_the_descriptor() -> None:
     assert_like_eager(data_descriptor_store_on_an_argument, [lambda: (X, HasTimesTen())])
+
+
+def return_star_args(x: torch.Tensor, *args: int) -> tuple[torch.Tensor, tuple[int, ...]]:
+    return x * 2, args
+
+
+def tuple_argument_at_a_break(x: torch.Tensor, t: tuple[int, ...]) -> torch.Tensor:
+    y = x * 2
+    print("t", t)
+    return y + sum(t)
+
+
+def star_args_at_a_break(x: torch.Tensor, *args: int) -> torch.Tensor:
+    y = x * 2
+    print("args", args)
+    return y + sum(args)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (session 4 red team; symbolic_vm codegen.Rebuilder, since the first commit): a "
+    "tuple with a source (an argument, *args) rebuilt item by item -- returned, or on the stack "
+    "or in a local at a graph break -- gets no LENGTH guard: the next call with another length "
+    "reuses the code, giving IndexError ('tuple index out of range') for a shorter tuple and a "
+    "WRONG result for a longer one (return_star_args(x, 1, 2, 3) returns (x*2, (1, 2))). "
+    "Suggested fix, checked on a copy: in Rebuilder.expr's TupleVar branch, "
+    "`if var.source is not None: self.out.depend(var)` before rebuilding the items.",
+)
+@pytest.mark.parametrize(
+    ("fn", "calls"),
+    [
+        (return_star_args, [(X, 1, 2), (X,), (X, 1, 2, 3)]),
+        (tuple_argument_at_a_break, [(X, (1, 2)), (X, ()), (X, (1, 2, 3))]),
+        (star_args_at_a_break, [(X, 1, 2), (X,), (X, 1, 2, 3)]),
+    ],
+    ids=["return_star_args", "tuple_argument_at_a_break", "star_args_at_a_break"],
+)
+def test_a_tuple_argument_of_another_length_recompiles(
+    fn: Callable[..., Any], calls: list[Args]
+) -> None:
+    assert_like_eager(fn, calls)
+
+
+@pytest.mark.parametrize(
+    ("fn", "calls"),
+    [
+        (return_star_args, [(X, 1, 2), (X, 5, 6)]),
+        (tuple_argument_at_a_break, [(X, (1, 2)), (X, (3, 4))]),
+    ],
+    ids=["return_star_args", "tuple_argument_at_a_break"],
+)
+def test_a_tuple_argument_of_the_same_length_matches_eager(
+    fn: Callable[..., Any], calls: list[Args]
+) -> None:
+    # The half that works today (the items' guards): kept so the xfail above is about length.
+    assert_like_eager(fn, calls)
