@@ -1035,7 +1035,17 @@ def grad_and_a_slice(p: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return (p[1:] * x[1:]).sum() + p.grad.sum()
 
 
+def view_by_an_int(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x.view(n, -1).sum(1) * n
+
+
+def chunks_by_an_int(x: torch.Tensor, n: int) -> list[torch.Tensor]:
+    return [c.sum() for c in x.chunk(n)]
+
+
 SHAPE_CASES: list[tuple[Callable[..., Any], list[Args]]] = [
+    (view_by_an_int, [(torch.randn(12), n) for n in (2, 3, 4, 6, 12, 1)]),
+    (chunks_by_an_int, [(torch.randn(n), k) for n, k in [(6, 2), (7, 2), (7, 3), (5, 5), (4, 3)]]),
     (slice_by_an_int, [(torch.randn(n, 2), k) for n, k in [(2, 1), (3, 1), (3, 2), (5, 0)]]),
     (cat_of_slices, [(torch.randn(n), torch.randn(m)) for n, m in [(2, 2), (3, 2), (1, 4)]]),
     (split_in_twos, [(torch.randn(n),) for n in (3, 4, 5, 2)]),
