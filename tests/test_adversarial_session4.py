@@ -1412,3 +1412,39 @@ def test_a_tuple_argument_of_the_same_length_matches_eager(
 ) -> None:
     # The half that works today (the items' guards): kept so the xfail above is about length.
     assert_like_eager(fn, calls)
+
+
+def return_in_the_first_iteration_inside_no_grad(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        for i in range(2):
+            print(i)
+            return x * 2
+    return x
+
+
+def return_from_except_inside_no_grad(x: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        try:
+            raise ValueError("boom")
+        except (ValueError, ZeroDivisionError):
+            return x * 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG (session 4 red team; found by `python -m tests.fuzz --seed 4343`, program "
+    "4343001985; symbolic_vm region residual code): a statement region inside a re-entered "
+    "torch.no_grad() block that leaves by `return` (a for body that always returns, so no back "
+    "edge; a try whose except returns) crashes the user's call: TypeError \"'Tensor' object is "
+    "not callable\" (\"'tuple' ...\" for `return (x, y, n)`). The return path of the copied "
+    "bytecode already calls the with's __exit__, then jumps to the region exit, which calls "
+    "the re-entered manager's exit again with the return value where __exit__ should be. "
+    "Eager returns x * 2 / x * 3. (A conditional return, `while True`, or no with: correct.)",
+)
+@pytest.mark.parametrize(
+    "fn", [return_in_the_first_iteration_inside_no_grad, return_from_except_inside_no_grad]
+)
+def test_a_region_returning_from_inside_no_grad_returns_like_eager(
+    fn: Callable[..., Any],
+) -> None:
+    assert_like_eager(fn, [(X,), (X,)])
