@@ -244,8 +244,11 @@ def _rebound_inside_loops(source: str) -> set[str]:
         bound: set[str] = set()
         for stmt in fn.body:
             names = {
-                t.id for node in ast.walk(stmt) if isinstance(node, ast.Assign)
-                for t in node.targets if isinstance(t, ast.Name)
+                t.id
+                for node in ast.walk(stmt)
+                if isinstance(node, ast.Assign)
+                for t in node.targets
+                if isinstance(t, ast.Name)
             }
             if isinstance(stmt, ast.For):
                 clashes |= {n for n in names & bound if not n.startswith("acc")}
