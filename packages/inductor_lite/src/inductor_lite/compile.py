@@ -106,6 +106,29 @@ class CompiledGraph:
         return pytree.tree_unflatten(list(flat), self.out_spec)
 
 
+class _FirstCallCopies:
+    """Runs the copying wrapper on the first call, the one storing into inputs after it.
+
+    Triton compiles each kernel at its first launch, and a failure there reruns the graph
+    eagerly (``CompiledGraph.__call__``): had a kernel already updated an input in place,
+    the rerun would apply the update twice. The copying wrapper writes inputs only after
+    every kernel ran, so the first call (every compile) is safe to redo.
+    """
+
+    def __init__(
+        self,
+        first: Callable[[Sequence[Any]], tuple[object, ...]],
+        then: Callable[[Sequence[Any]], tuple[object, ...]],
+    ) -> None:
+        self.run = first
+        self.then = then
+
+    def __call__(self, args: Sequence[Any]) -> tuple[object, ...]:
+        out = self.run(args)
+        self.run = self.then
+        return out
+
+
 @dataclass
 class EagerFallback:
     """What compile_fx returns when it could not compile: the graph itself, unchanged."""
@@ -292,9 +315,11 @@ def _compile(
         )
         run, wrapper_source = build_wrapper(lowered, items, fns, pass_pointers=False)
         if in_place:
-            run, wrapper_source = build_wrapper(
-                lowered, items, fns, pass_pointers=False, in_place=in_place, safe=run
+            copying = run
+            stores, wrapper_source = build_wrapper(
+                lowered, items, fns, pass_pointers=False, in_place=in_place, safe=copying
             )
+            run = _FirstCallCopies(copying, stores)
     else:
         if lowered.device.type != "cpu":
             raise UnsupportedGraph("C++ code generation needs CPU tensors")
