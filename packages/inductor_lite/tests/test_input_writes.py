@@ -142,6 +142,48 @@ def test_an_update_reading_its_input_at_other_positions_is_copied_at_the_end(
     assert ".copy_(" in graphs.only().wrapper_source
 
 
+def test_momentum_buffer_and_parameter_are_both_stored_in_place(config: InductorConfig) -> None:
+    # one kernel: the parameter's step reads the old buffer, then the buffer's step stores
+    # the new one at the same elements
+    def fn(p: torch.Tensor, g: torch.Tensor, buf: torch.Tensor) -> None:
+        with torch.no_grad():
+            buf.mul_(0.9).add_(g)
+            p.sub_(LR * buf)
+
+    compiled, graphs = _compiled(fn, config)
+    p, g, buf = torch.randn(32, 24), torch.randn(32, 24), torch.randn(32, 24)
+    p_e, buf_e = p.clone(), buf.clone()
+    for _ in range(2):
+        compiled(p, g, buf)
+        fn(p_e, g, buf_e)
+        torch.testing.assert_close(p, p_e)
+        torch.testing.assert_close(buf, buf_e)
+    c = graphs.only()
+    assert c.kernel_count == 1
+    assert c.wrapper_source.count("into the input") == 2
+
+
+def test_a_step_after_the_store_reading_the_old_value_keeps_the_copy(
+    config: InductorConfig,
+) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> None:
+        old = x.clone()
+        x.add_(1)
+        y.copy_(old * 2)  # fused after x's new value, reading x's old one
+
+    compiled, graphs = _compiled(fn, config)
+    x, y = torch.randn(16, 8), torch.randn(16, 8)
+    x_e, y_e = x.clone(), y.clone()
+    compiled(x, y)
+    fn(x_e, y_e)
+    torch.testing.assert_close(x, x_e)
+    torch.testing.assert_close(y, y_e)
+    c = graphs.only()
+    assert c.kernel_count == 1
+    assert c.wrapper_source.count("into the input") == 1  # y only
+    assert "arg0.copy_(" in c.wrapper_source
+
+
 def test_overlapping_inputs_at_run_time_take_the_copying_path(config: InductorConfig) -> None:
     compiled, graphs = _compiled(_sgd, config)
     # compiled for separate tensors (aot refuses overlapping ones when it compiles)

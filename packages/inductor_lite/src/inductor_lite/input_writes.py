@@ -44,12 +44,15 @@ def _same_geometry(a: Sequence[Size], b: Sequence[Size]) -> bool:
     return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
 
 
-def _loads_only_at_store(node: PointwiseNode, buf: str) -> bool:
-    """Every load of ``buf`` in ``node`` reads the element ``node`` stores in that iteration."""
+def _loads_only_at_store(node: PointwiseNode, buf: str, writer: PointwiseNode) -> bool:
+    """Every load of ``buf`` in ``node`` reads the element ``writer`` stores at that index.
+
+    (``node`` and ``writer`` have the same sizes: the same index names the same element.)
+    """
     names = [f"i{k}" for k in range(len(node.sizes))]
     store = {
         v: st
-        for v, size, st in zip(names, node.sizes, node.strides, strict=True)
+        for v, size, st in zip(names, writer.sizes, writer.strides, strict=True)
         if size != 1 and not same(st, 0)
     }
     for ld in iter_loads(node.body):
@@ -65,7 +68,7 @@ def _loads_only_at_store(node: PointwiseNode, buf: str) -> bool:
         }
         if set(coefs) != set(store) or not all(same(coefs[v], store[v]) for v in store):
             return False
-        if not same(form[1], node.offset):
+        if not same(form[1], writer.offset):
             return False
     return True
 
@@ -82,6 +85,34 @@ def _reads(item: ScheduleItem) -> set[str]:
         elif hasattr(a, "buf"):
             names.add(a.buf)  # type: ignore[attr-defined]
     return names
+
+
+def _kernel_reads_before_store(kernel: Kernel, j: int, buf: str) -> bool:
+    """Does every read of ``buf`` in ``kernel`` happen before step ``j`` overwrites it?
+
+    Steps run one after the other for each row of the kernel. A step reading ``buf`` is
+    fine when it is step ``j`` itself or comes before it, is pointwise over the same sizes and
+    rows, and reads only the element step ``j`` stores at the same index: within a row it
+    then reads every element before it is overwritten, and no row touches another's
+    elements. (Momentum SGD: the step storing the new momentum buffer and the parameter's
+    step, which recomputes it from the old buffer, fuse into one kernel.)
+    """
+    writer_step = kernel.steps[j]
+    writer = writer_step.node
+    if not isinstance(writer, PointwiseNode):
+        return False
+    for n, step in enumerate(kernel.steps):
+        node = step.node
+        if not any(ld.buf == buf for ld in iter_loads(node.body)):
+            continue
+        if n > j or not isinstance(node, PointwiseNode):
+            return False
+        if n < j and (step.split != writer_step.split
+                      or not _same_geometry(node.sizes, writer.sizes)):
+            return False
+        if not _loads_only_at_store(node, buf, writer):
+            return False
+    return True
 
 
 def in_place_writes(graph: LoweredGraph, items: Sequence[ScheduleItem]) -> dict[str, str]:
@@ -131,11 +162,7 @@ def in_place_writes(graph: LoweredGraph, items: Sequence[ScheduleItem]) -> dict[
         k, j = writer[buf]
         kernel = items[k]
         assert isinstance(kernel, Kernel)
-        node = kernel.steps[j].node
-        if not isinstance(node, PointwiseNode) or not _loads_only_at_store(node, w.input):
-            continue
-        others = (s for n, s in enumerate(kernel.steps) if n != j)
-        if any(ld.buf == w.input for s in others for ld in iter_loads(s.node.body)):
+        if not _kernel_reads_before_store(kernel, j, w.input):
             continue
         if any(w.input in _reads(later) for later in items[k + 1 :]):
             continue
