@@ -103,3 +103,33 @@ def test_training_step_matches_eager_with_the_update_compiled(
     n_params = len(ptrs)
     in_place = sum(w[0] for w in writes)
     assert in_place >= n_params  # at least every parameter (momentum buffers may be copied)
+
+
+def test_an_update_compiled_for_dynamic_sizes_writes_inputs_of_every_size(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def update(ps: list[torch.Tensor], gs: list[torch.Tensor], buf: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            for p, g in zip(ps, gs, strict=True):
+                p.sub_(LR * g)
+            buf.mul_(0.5).add_(gs[0].sum())
+        return buf.sum()
+
+    torch.manual_seed(0)
+    compiled = compile_api.compile(update, dynamic=True)
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, "strata.inductor_lite"):
+        warnings.simplefilter("error", RuntimeWarning)
+        for n in (5, 9, 17):
+            ps = [torch.randn(n, 4, requires_grad=True), torch.randn(n, requires_grad=True)]
+            gs = [torch.randn(n, 4), torch.randn(n)]
+            buf = torch.randn(n, 4)
+            ps_e, buf_e = [p.detach().clone() for p in ps], buf.clone()
+            got, want = compiled(ps, gs, buf), update(ps_e, gs, buf_e)
+            # sums of n * 4 values, added in another order: float32 rounding
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+            for p, q in zip(ps, ps_e, strict=True):
+                torch.testing.assert_close(p.detach(), q)
+            torch.testing.assert_close(buf, buf_e, rtol=1e-4, atol=1e-5)
+    compiles = [r.getMessage() for r in caplog.records if "input writes in place" in r.getMessage()]
+    assert len(compiles) == 1 and "size symbols" in compiles[0]
+    assert re.search(r"[1-9]\d*/3 input writes in place", compiles[0])
