@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 
 import aot
@@ -115,21 +116,27 @@ def test_a_mutation_through_a_view_copies_the_whole_new_input(helpers: Any) -> N
     assert _copies_into_inputs(gm) == [0]
 
 
-def test_training_graphs_still_return_new_values_of_mutated_buffers(helpers: Any) -> None:
-    # BatchNorm's running stats in a training graph: the flag covers inference graphs only,
-    # so the forward returns the new stats and the runtime copies them back
+def test_training_forward_writes_buffers_that_need_no_grad(helpers: Any) -> None:
+    # BatchNorm's running stats in a training graph: the forward ends with their copy_
+    # (they are not forward outputs any more); gradients and stats as eager
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
     ref = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
     ref.load_state_dict(model.state_dict())
     rec = _Recorder()
     compiled = aot.aot_module(model, rec, keep_input_mutations=True)
-    x = torch.randn(8, 4)
-    compiled(x).sum().backward()
-    ref(x).sum().backward()
+    for _ in range(2):
+        x = torch.randn(8, 4)
+        compiled(x).sum().backward()
+        ref(x).sum().backward()
     helpers.assert_close(model[1].running_mean, ref[1].running_mean, "running mean")
     helpers.assert_close(model[1].running_var, ref[1].running_var, "running var")
+    assert int(model[1].num_batches_tracked) == int(ref[1].num_batches_tracked) == 2
     helpers.assert_close(model[0].weight.grad, ref[0].weight.grad, "weight grad")
-    assert all(_mutating_nodes(gm) == [] for gm in rec.graphs)
+    helpers.assert_close(model[1].weight.grad, ref[1].weight.grad, "bn weight grad")
+    art = compiled.artifacts
+    assert art is not None and art.bw_gm is not None
+    assert len(_copies_into_inputs(art.fw_gm)) == 3  # mean, var, num_batches_tracked
+    assert _mutating_nodes(art.bw_gm) == []
     # eval mode under no_grad: an inference graph, which mutates nothing in eval mode
     model.eval()
     ref.eval()
@@ -137,19 +144,28 @@ def test_training_graphs_still_return_new_values_of_mutated_buffers(helpers: Any
         helpers.assert_close(compiled(x), ref(x), "eval output")
 
 
-def test_inference_under_no_grad_writes_buffers_in_the_graph(helpers: Any) -> None:
-    # train-mode BatchNorm under no_grad: an inference graph; its running stats are written by
-    # the graph's final copies
-    model = torch.nn.BatchNorm1d(3)
-    ref = torch.nn.BatchNorm1d(3)
+@pytest.mark.parametrize("partition", ["default", "min_cut"])
+def test_a_buffer_whose_old_value_the_backward_reads_is_not_overwritten_first(
+    helpers: Any, partition: str
+) -> None:
+    def fn(w: torch.Tensor, buf: torch.Tensor) -> torch.Tensor:
+        loss = (w * buf.clone()).sum()  # d loss / d w is the old buf
+        buf.add_(1)
+        return loss
+
     rec = _Recorder()
-    compiled = aot.aot_module(model, rec, keep_input_mutations=True)
-    for _ in range(3):
-        x = torch.randn(6, 3)
-        with torch.no_grad():
-            helpers.assert_close(compiled(x), ref(x), "output")
-    helpers.assert_close(model.running_mean, ref.running_mean, "running mean")
-    helpers.assert_close(model.running_var, ref.running_var, "running var")
-    assert int(model.num_batches_tracked) == int(ref.num_batches_tracked) == 3
-    (gm,) = rec.graphs
-    assert len(_copies_into_inputs(gm)) == 3  # mean, var, num_batches_tracked
+    partition_fn = aot.min_cut_partition if partition == "min_cut" else aot.default_partition
+    compiled = aot.aot_function(fn, rec, partition_fn=partition_fn, keep_input_mutations=True)
+    w, buf = torch.randn(5, requires_grad=True), torch.randn(5)
+    w_e, buf_e = w.detach().clone().requires_grad_(), buf.clone()
+    compiled(w, buf).backward()
+    fn(w_e, buf_e).backward()
+    helpers.assert_close(w.grad, w_e.grad, "gradient from the old value")
+    helpers.assert_close(buf, buf_e, "updated buffer")
+    art = compiled.artifacts
+    assert art is not None and art.fw_gm is not None
+    placeholders = [n for n in art.fw_gm.graph.nodes if n.op == "placeholder"]
+    out = next(n for n in art.fw_gm.graph.nodes if n.op == "output")
+    saves_buf = placeholders[1] in out.args[0]
+    # written in the forward only when the forward does not hand buf itself to the backward
+    assert art.meta.mutations_in_graph == (() if saves_buf else (1,))

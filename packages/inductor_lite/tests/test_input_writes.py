@@ -267,3 +267,27 @@ def test_batch_norm_running_stats_under_no_grad_are_stored_in_place(
         torch.testing.assert_close(bn.running_var, ref.running_var)
         assert int(bn.num_batches_tracked) == 2
         assert len(graphs.only().lowered.input_writes) == 3
+
+
+def test_training_forward_stores_batch_norm_running_stats(config: InductorConfig) -> None:
+    # with grad: aot's forward ends with the running stats' copy_ (they need no grad)
+    def make() -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8))
+
+    torch.manual_seed(0)
+    model, ref = make(), make()
+    ref.load_state_dict(model.state_dict())
+    graphs = Graphs(config)
+    compiled = aot.aot_module(model, graphs, keep_input_mutations=True)
+    for _ in range(3):
+        x = torch.randn(5, 6)
+        compiled(x).square().sum().backward()
+        ref(x).square().sum().backward()
+    for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, msg=lambda m, n=name: f"{n}: {m}")
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
+    forward = graphs.compiled[0]
+    assert isinstance(forward, CompiledGraph)
+    assert len(forward.lowered.input_writes) == 3
+    assert forward.wrapper_source.count("into the input") == 3

@@ -17,7 +17,7 @@ from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
 from aot.partition import PartitionStats, default_partition, partition_stats
 from aot.runtime import CompiledCallable, make_inference_runtime, make_training_runtime
-from aot.trace import trace_inference, trace_joint
+from aot.trace import keep_mutations_in_forward, trace_inference, trace_joint
 
 __all__ = [
     "AotCallable",
@@ -245,13 +245,18 @@ class AotFunction:
             joint.gm, joint.example_inputs, num_fwd_outputs=joint.num_fwd_outputs
         )
         stats = partition_stats(fw_gm, joint.num_fwd_outputs)
+        num_fwd_outputs = joint.num_fwd_outputs
+        if self.keep_input_mutations:
+            kept = keep_mutations_in_forward(fw_gm, meta, num_fwd_outputs)
+            meta = attrs.evolve(meta, mutations_in_graph=kept)
+            num_fwd_outputs -= len(kept)
         compiled_fw = self.fw_compiler(fw_gm, _placeholder_vals(fw_gm))
         compiled_bw = self.bw_compiler(bw_gm, _placeholder_vals(bw_gm))
         log.info(
             "compiled forward (%d nodes) and backward (%d nodes); %d values (%d bytes) saved",
             len(fw_gm.graph.nodes), len(bw_gm.graph.nodes), stats.num_saved, stats.saved_bytes,
         )
-        run = make_training_runtime(meta, compiled_fw, compiled_bw, joint.num_fwd_outputs)
+        run = make_training_runtime(meta, compiled_fw, compiled_bw, num_fwd_outputs)
         return CompiledArtifacts(meta, out_spec, fw_gm, bw_gm, joint.gm, stats, run)
 
 

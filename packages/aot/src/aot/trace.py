@@ -30,7 +30,13 @@ from aot.analysis import FlatFn, FunctionMeta, TracedKind
 from aot.decompositions import DecompositionTable
 from aot.errors import AotTracingError
 
-__all__ = ["JointTrace", "trace_inference", "trace_joint", "traced_outputs_fn"]
+__all__ = [
+    "JointTrace",
+    "keep_mutations_in_forward",
+    "trace_inference",
+    "trace_joint",
+    "traced_outputs_fn",
+]
 
 log = logging.getLogger("strata.aot")
 
@@ -298,3 +304,46 @@ def trace_joint(
     gm = _make_fx(joint, decompositions, fake_mode)(primals, tangents)
     log.debug("joint graph:\n%s", gm.code)
     return JointTrace(gm, len(primals), len(meta.traced))
+
+
+def keep_mutations_in_forward(
+    fw_gm: torch.fx.GraphModule, meta: FunctionMeta, num_fwd_outputs: int
+) -> tuple[int, ...]:
+    """Move new values of mutated inputs that need no grad into final `copy_`s of `fw_gm`.
+
+    A training forward returns them (the runtime copies them back); for a compiler that asked
+    for input mutations in the graph, those of inputs that do not require grad and whose new
+    value carries no gradient (BatchNorm's running statistics) become `copy_(input, value)`
+    at the end instead, and leave the outputs. Kept only when the input's old value is not
+    returned (the backward would read it after the write) and every differentiable traced
+    output comes before it (so the tangents keep their positions). Returns the inputs moved.
+    """
+    placeholders = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(meta.input_requires_grad):
+        return ()  # a custom partitioner's forward with another calling convention
+    out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output")
+    values = list(out.args[0])
+    if len(meta.traced) != num_fwd_outputs or len(values) < num_fwd_outputs:
+        return ()
+    last_diff = max(meta.differentiable_traced, default=-1)
+    moved: list[int] = []
+    for k, t in enumerate(meta.traced):
+        if (t.kind is not TracedKind.MUTATION or t.requires_grad or k <= last_diff
+                or meta.input_requires_grad[t.index]):
+            continue
+        dst = placeholders[t.index]
+        if not isinstance(values[k], torch.fx.Node) or any(
+            v is dst for j, v in enumerate(values) if j != k
+        ):
+            continue
+        moved.append(k)
+    if not moved:
+        return ()
+    with fw_gm.graph.inserting_before(out):
+        for k in moved:
+            dst = placeholders[meta.traced[k].index]
+            node = fw_gm.graph.call_function(torch.ops.aten.copy_.default, (dst, values[k]))
+            node.meta["val"] = dst.meta.get("val")
+    out.args = (tuple(v for j, v in enumerate(values) if j not in set(moved)),)
+    fw_gm.recompile()
+    return tuple(meta.traced[k].index for k in moved)
