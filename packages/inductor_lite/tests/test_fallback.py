@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 import warnings
 from pathlib import Path
 from typing import Any
@@ -87,14 +86,17 @@ def test_local_mutation_is_functionalized_and_compiled(check: Any) -> None:
     assert c.kernel_count == 1 and c.fallback_count == 0
 
 
-def test_input_mutation_runs_eagerly_with_the_same_effect(tmp_path: Path) -> None:
+def test_input_mutation_on_the_inference_route_compiles_with_the_same_effect(
+    tmp_path: Path,
+) -> None:
+    # functionalized, the mutation is a final copy_ into the input: the kernel writes it
     def fn(x: torch.Tensor) -> torch.Tensor:
         x.mul_(2)
         return x + 1
 
-    config = InductorConfig(cache_dir=tmp_path, use_aot=False)
-    with pytest.warns(RuntimeWarning, match="mutating op"):
-        c = compile_fx(torch.fx.symbolic_trace(fn), [torch.randn(3)], config=config)
+    config = InductorConfig(cache_dir=tmp_path, use_aot=False, fallback="raise")
+    c = compile_fx(torch.fx.symbolic_trace(fn), [torch.randn(3)], config=config)
+    assert isinstance(c, CompiledGraph)
     x = torch.randn(3)
     x_ref = x.clone()
     torch.testing.assert_close(c(x), fn(x_ref))
@@ -191,27 +193,3 @@ def test_size_query_without_a_meta_val_is_answered_from_its_input(tmp_path: Path
     assert isinstance(c, CompiledGraph)
     assert c.fallback_count == 0
     torch.testing.assert_close(c(inp)[0], inp.view(3, -1) * 2)
-
-
-def test_optimizer_step_on_parameters_runs_as_is_through_the_aot_route(tmp_path: Path) -> None:
-    # p.sub_(lr * g) under no_grad on a leaf that requires grad: compiled, the update would be
-    # a new buffer plus a copy back into p (slower than eager's in-place op on the GPU), so the
-    # graph runs as it came; the result and p must be eager's
-    # the graph a capture layer records for `with torch.no_grad(): p.sub_(0.5 * g)`
-    graph = torch.fx.Graph()
-    p_in, g_in = graph.placeholder("p"), graph.placeholder("g")
-    graph.call_function(torch._C._set_grad_enabled, (False,))
-    update = graph.call_function(operator.mul, (0.5, g_in))
-    graph.call_method("sub_", (p_in, update))
-    graph.call_function(torch._C._set_grad_enabled, (True,))
-    graph.output(graph.call_method("detach", (p_in,)))
-    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
-    p = torch.randn(4, requires_grad=True)
-    g = torch.randn(4)
-    with pytest.warns(RuntimeWarning, match="in-place update of an input that requires grad"):
-        c = compile_fx(gm, [p, g], config=InductorConfig(cache_dir=tmp_path))
-    assert isinstance(c, EagerFallback)
-    want = p.detach() - 0.5 * g
-    got = c(p, g)
-    torch.testing.assert_close(p.detach(), want)
-    torch.testing.assert_close(got, want)

@@ -130,6 +130,10 @@ class FunctionMeta:
     # values back with grad off too (a leaf parameter updated by an optimizer step would
     # otherwise refuse the in-place copy, and must not gain autograd history)
     mutated_without_grad: tuple[int, ...] = ()
+    # mutated inputs whose new values the traced graph writes itself, as a final
+    # ``aten.copy_(input, new_value)`` (a compiler that asked for it: it can then store the
+    # new values straight into the inputs' memory); the runtime copies back only the others
+    mutations_in_graph: tuple[int, ...] = ()
 
     @property
     def grad_inputs(self) -> tuple[int, ...]:
@@ -385,10 +389,17 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         if index is None:
             index = add_traced(TracedKind.USER, k, o)
         infos.append(OutputInfo(OutputKind.TENSOR, index, requires_grad=rg))
+    without_grad = tuple(i for i in mutated if storage_id(fake_inputs[i]) not in  # type: ignore[arg-type]
+                         recorder.written_with_grad)
     for i in mutated:
         x = fake_inputs[i]
         assert isinstance(x, torch.Tensor)
         add_traced(TracedKind.MUTATION, i, x)
+        if i in without_grad:
+            # written only under no_grad: the runtime's copy back runs with grad off too, so
+            # the new value never carries a gradient (an optimizer step over leaf parameters
+            # then traces as an inference graph, with no backward to build)
+            traced[-1] = attrs.evolve(traced[-1], requires_grad=False)
     if mutated:
         log.debug("inputs mutated in place: %s", mutated)
     size_symbols = _size_symbols(fake_inputs, infos) if symbolic_chains else ()
@@ -401,9 +412,5 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         mutated_inputs=mutated,
         outputs=tuple(infos),
         traced=tuple(traced),
-        mutated_without_grad=tuple(
-            i
-            for i in mutated
-            if storage_id(fake_inputs[i]) not in recorder.written_with_grad  # type: ignore[arg-type]
-        ),
+        mutated_without_grad=without_grad,
     )

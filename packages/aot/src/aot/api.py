@@ -17,7 +17,7 @@ from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
 from aot.partition import PartitionStats, default_partition, partition_stats
 from aot.runtime import CompiledCallable, make_inference_runtime, make_training_runtime
-from aot.trace import trace_inference, trace_joint
+from aot.trace import keep_mutations_in_forward, trace_inference, trace_joint
 
 __all__ = [
     "AotCallable",
@@ -177,8 +177,11 @@ class AotFunction:
         decompositions: DecompositionTable | None,
         *,
         symbolic_inputs: Sequence[object] | None = None,
+        keep_input_mutations: bool = False,
     ) -> None:
         self.fn = fn
+        # inference graphs write mutated inputs themselves (final copy_ nodes)
+        self.keep_input_mutations = keep_input_mutations
         # With dynamic shapes every compile traces these symbolic values (one per input),
         # whatever the concrete sizes of the call that missed the cache.
         self.symbolic_inputs = list(symbolic_inputs) if symbolic_inputs is not None else None
@@ -229,6 +232,8 @@ class AotFunction:
         trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
         _drop_pending_unbacked(fake_mode)
         if not training or not meta.differentiable_traced:
+            if self.keep_input_mutations and meta.mutated_inputs:
+                meta = attrs.evolve(meta, mutations_in_graph=meta.mutated_inputs)
             gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,
                                  self.decompositions)
             compiled = self.fw_compiler(gm, _placeholder_vals(gm))
@@ -240,13 +245,18 @@ class AotFunction:
             joint.gm, joint.example_inputs, num_fwd_outputs=joint.num_fwd_outputs
         )
         stats = partition_stats(fw_gm, joint.num_fwd_outputs)
+        num_fwd_outputs = joint.num_fwd_outputs
+        if self.keep_input_mutations:
+            kept = keep_mutations_in_forward(fw_gm, meta, num_fwd_outputs)
+            meta = attrs.evolve(meta, mutations_in_graph=kept)
+            num_fwd_outputs -= len(kept)
         compiled_fw = self.fw_compiler(fw_gm, _placeholder_vals(fw_gm))
         compiled_bw = self.bw_compiler(bw_gm, _placeholder_vals(bw_gm))
         log.info(
             "compiled forward (%d nodes) and backward (%d nodes); %d values (%d bytes) saved",
             len(fw_gm.graph.nodes), len(bw_gm.graph.nodes), stats.num_saved, stats.saved_bytes,
         )
-        run = make_training_runtime(meta, compiled_fw, compiled_bw, joint.num_fwd_outputs)
+        run = make_training_runtime(meta, compiled_fw, compiled_bw, num_fwd_outputs)
         return CompiledArtifacts(meta, out_spec, fw_gm, bw_gm, joint.gm, stats, run)
 
 
@@ -263,10 +273,13 @@ class AotCallable:
         bw_compiler: Compiler | None,
         partition_fn: PartitionFn,
         decompositions: DecompositionTable | None,
+        *,
+        keep_input_mutations: bool = False,
     ) -> None:
         self.fn = fn
         self.__wrapped__ = fn
         self._options = (fw_compiler, bw_compiler, partition_fn, decompositions)
+        self._keep_input_mutations = keep_input_mutations
         self._by_spec: dict[str, AotFunction] = {}
         self._last: AotFunction | None = None
 
@@ -281,7 +294,8 @@ class AotCallable:
                 a, kw = pytree.tree_unflatten(list(flat_args), in_spec)
                 return fn(*a, **kw)
 
-            compiled = AotFunction(unflattened, *self._options)
+            compiled = AotFunction(unflattened, *self._options,
+                                   keep_input_mutations=self._keep_input_mutations)
             self._by_spec[repr(in_spec)] = compiled
         self._last = compiled
         return compiled(*flat)
@@ -298,6 +312,8 @@ def aot_function(
     bw_compiler: Compiler | None = None,
     partition_fn: PartitionFn = default_partition,
     decompositions: DecompositionTable | None = None,
+    *,
+    keep_input_mutations: bool = False,
 ) -> AotCallable:
     """Compile `fn` ahead of time: forward and backward aten graphs behind one autograd op.
 
@@ -305,8 +321,14 @@ def aot_function(
     is traced to a functional aten joint graph, split by `partition_fn`, and the two halves are
     compiled with `fw_compiler` and `bw_compiler` (default: `fw_compiler`). With grad mode off or
     no input requiring grad only a forward graph is traced and compiled.
+
+    `keep_input_mutations=True` is for a compiler that can write inputs in place: an inference
+    graph then ends with one `aten.copy_(input, new_value)` per mutated input (its only mutating
+    nodes) instead of returning the new values for the runtime to copy back. Training graphs
+    always return them.
     """
-    return AotCallable(fn, fw_compiler, bw_compiler, partition_fn, decompositions)
+    return AotCallable(fn, fw_compiler, bw_compiler, partition_fn, decompositions,
+                       keep_input_mutations=keep_input_mutations)
 
 
 class AotModule(torch.nn.Module):
@@ -343,11 +365,14 @@ def aot_module(
     bw_compiler: Compiler | None = None,
     partition_fn: PartitionFn = default_partition,
     decompositions: DecompositionTable | None = None,
+    *,
+    keep_input_mutations: bool = False,
 ) -> AotModule:
     """Compile a module's forward with aot; parameters and buffers become graph inputs.
 
     Training flags (`module.train()` / `.eval()`) are part of the compiled signature, so switching
     modes traces again instead of reusing a graph traced in the other mode.
+    `keep_input_mutations` as for `aot_function`.
     """
 
     def functional_forward(
@@ -357,7 +382,7 @@ def aot_module(
         return torch.func.functional_call(module, state, args, kwargs)
 
     compiled = aot_function(functional_forward, fw_compiler, bw_compiler, partition_fn,
-                            decompositions)
+                            decompositions, keep_input_mutations=keep_input_mutations)
     return AotModule(module, compiled)
 
 
@@ -399,13 +424,15 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
     bw_compiler: Compiler | None = None,
     partition_fn: PartitionFn = default_partition,
     decompositions: DecompositionTable | None = None,
+    *,
+    keep_input_mutations: bool = False,
 ) -> Callable[..., Any]:
     """The body of a backend: compile `gm` for flat `example_inputs`, return a flat callable.
 
     The callable takes the same flat inputs as `gm` and returns what `gm` returns. Parameters and
     buffers that `gm` owns are passed to the graphs as extra leading inputs. Graphs are compiled
     now for the example inputs' signature (and again later for any new signature, e.g. another
-    grad mode).
+    grad mode). `keep_input_mutations` as for `aot_function`.
     """
     names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
     names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
@@ -425,6 +452,7 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
     compiled = AotFunction(
         with_state, fw_compiler, bw_compiler, partition_fn, decompositions,
         symbolic_inputs=None if examples is None else [*owned_values, *examples],
+        keep_input_mutations=keep_input_mutations,
     )
     compiled.artifacts_for([*owned_values, *example_inputs])
 

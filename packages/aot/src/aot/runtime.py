@@ -81,8 +81,16 @@ def _regenerate_view(
 def _finish(
     meta: FunctionMeta, flat_args: Sequence[object], traced: Sequence[torch.Tensor]
 ) -> list[object]:
-    """Apply input mutations, then build the flat user outputs."""
-    for k, t in enumerate(meta.traced):
+    """Apply input mutations, then build the flat user outputs.
+
+    The inputs of `meta.mutations_in_graph` were written by the graph; it returns no value for
+    them (mutations are the last traced outputs, so the outputs keep their indices).
+    """
+    in_graph = meta.mutations_in_graph
+    k = 0  # position in the graph's outputs
+    for t in meta.traced:
+        if t.kind is TracedKind.MUTATION and t.index in in_graph:
+            continue
         if t.kind is TracedKind.MUTATION:
             target = flat_args[t.index]
             assert isinstance(target, torch.Tensor)
@@ -91,6 +99,7 @@ def _finish(
                     target.copy_(traced[k])
             else:
                 target.copy_(traced[k])
+        k += 1
     outs: list[object] = []
     resolve = _symbol_resolver(meta, flat_args)
     for info in meta.outputs:

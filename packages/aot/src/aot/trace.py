@@ -8,7 +8,10 @@ Two graphs can come out of here:
 
 Both are functionalized with PyTorch's functionalization (the C++ Functionalize key), and views
 are then turned into their `*_copy` forms, so no op in them mutates or aliases anything. Mutated
-inputs become extra outputs carrying their new values; the runtime copies them back.
+inputs become extra outputs carrying their new values; the runtime copies them back. The one
+exception, on request (`FunctionMeta.mutations_in_graph`, inference graphs only): such an input's
+new value is written by the graph itself, as a final `aten.copy_(input, new_value)` after every
+other node, and is not an output.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from aot.analysis import FlatFn, FunctionMeta, TracedKind
 from aot.decompositions import DecompositionTable
 from aot.errors import AotTracingError
 
-__all__ = ["JointTrace", "trace_inference", "trace_joint", "traced_outputs_fn"]
+__all__ = [
+    "JointTrace",
+    "keep_mutations_in_forward",
+    "trace_inference",
+    "trace_joint",
+    "traced_outputs_fn",
+]
 
 log = logging.getLogger("strata.aot")
 
@@ -38,12 +47,18 @@ _IDENTITY_OPS = (torch.ops.aten.detach_copy.default, torch.ops.aten.alias_copy.d
 def traced_outputs_fn(
     flat_fn: FlatFn, meta: FunctionMeta
 ) -> Callable[[list[object]], list[Any]]:
-    """A function returning the traced outputs (see analysis.TracedOutput) of `flat_fn`."""
+    """A function returning the traced outputs (see analysis.TracedOutput) of `flat_fn`.
+
+    The new values of `meta.mutations_in_graph` are left out (the graph writes them itself).
+    """
+    in_graph = set(meta.mutations_in_graph)
 
     def run(args: list[object]) -> list[Any]:
         outs: list[Any] = list(flat_fn(*args))
         result: list[Any] = []
         for t in meta.traced:
+            if t.kind is TracedKind.MUTATION and t.index in in_graph:
+                continue
             if t.kind is TracedKind.USER:
                 result.append(outs[t.index])
             elif t.kind is TracedKind.MUTATION:
@@ -115,9 +130,24 @@ def _mutates(node: torch.fx.Node) -> bool:
     return schema is not None and bool(schema.is_mutable)
 
 
-def _check_functional(gm: torch.fx.GraphModule) -> None:
-    """Refuse a graph that still mutates (e.g. a decomposition writing below functionalization)."""
-    bad = sorted({str(n.target) for n in gm.graph.nodes if _mutates(n)})
+def _is_input_write(node: torch.fx.Node, writable: frozenset[int]) -> bool:
+    """True for one of the final `copy_(input, new_value)` nodes asked for."""
+    if node.op != "call_function" or node.target is not torch.ops.aten.copy_.default:
+        return False
+    dst = node.args[0]
+    if not isinstance(dst, torch.fx.Node) or dst.op != "placeholder":
+        return False
+    placeholders = [n for n in node.graph.nodes if n.op == "placeholder"]
+    return placeholders.index(dst) in writable
+
+
+def _check_functional(gm: torch.fx.GraphModule, writable: frozenset[int] = frozenset()) -> None:
+    """Refuse a graph that still mutates (e.g. a decomposition writing below functionalization).
+
+    The only mutations allowed are final `copy_`s into the placeholders of `writable`.
+    """
+    bad = sorted({str(n.target) for n in gm.graph.nodes
+                  if _mutates(n) and not _is_input_write(n, writable)})
     if bad:
         raise AotTracingError(
             f"the traced graph still mutates tensors through {', '.join(bad)}; this usually "
@@ -126,14 +156,16 @@ def _check_functional(gm: torch.fx.GraphModule) -> None:
         )
 
 
-def _flatten_calling_convention(gm: torch.fx.GraphModule, fake_mode: Any) -> torch.fx.GraphModule:
+def _flatten_calling_convention(
+    gm: torch.fx.GraphModule, fake_mode: Any, writable: frozenset[int] = frozenset()
+) -> torch.fx.GraphModule:
     """Make `gm` take its placeholders positionally and return a flat tuple; drop aliases."""
     gm.graph._codegen = torch.fx.graph.CodeGen()
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     values = out.args[0]
     out.args = (tuple(values) if isinstance(values, (list, tuple)) else (values,),)
     _views_to_copies(gm, fake_mode)
-    _check_functional(gm)
+    _check_functional(gm, writable)
     for node in list(gm.graph.nodes):
         if (node.op == "call_function" and node.target in _IDENTITY_OPS
                 and out not in node.users):
@@ -145,7 +177,10 @@ def _flatten_calling_convention(gm: torch.fx.GraphModule, fake_mode: Any) -> tor
 
 
 def _make_fx(
-    fn: Callable[..., Any], decompositions: DecompositionTable | None, fake_mode: Any
+    fn: Callable[..., Any],
+    decompositions: DecompositionTable | None,
+    fake_mode: Any,
+    writable: frozenset[int] = frozenset(),
 ) -> Callable[..., torch.fx.GraphModule]:
     def trace(*args: object) -> torch.fx.GraphModule:
         try:
@@ -157,7 +192,7 @@ def _make_fx(
             raise AotTracingError(
                 f"aot could not trace the function to aten: {type(exc).__name__}: {exc}"
             ) from exc
-        return _flatten_calling_convention(gm, fake_mode)
+        return _flatten_calling_convention(gm, fake_mode, writable)
 
     return trace
 
@@ -169,8 +204,12 @@ def trace_inference(
     fake_mode: Any,
     decompositions: DecompositionTable | None,
 ) -> torch.fx.GraphModule:
-    """Trace inputs -> traced outputs under no_grad, functionalized."""
+    """Trace inputs -> traced outputs under no_grad, functionalized.
+
+    Each input of `meta.mutations_in_graph` gets its new value by a `copy_` at the end.
+    """
     run = traced_outputs_fn(flat_fn, meta)
+    in_graph = meta.mutations_in_graph
 
     def inference(*args: object) -> list[object]:
         fargs = [_to_functional(a) for a in args]
@@ -180,9 +219,17 @@ def trace_inference(
                 outs = run(fargs)
         finally:
             torch._disable_functionalization()  # type: ignore[no-untyped-call]
-        return [_from_functional(o) for o in outs]
+        results = [_from_functional(o) for o in outs]
+        # after every other op (all reads of the old values come first), outside
+        # functionalization, so make_fx records the copies into the placeholders themselves
+        with torch.no_grad():
+            for i in in_graph:
+                dst = args[i]
+                assert isinstance(dst, torch.Tensor)
+                dst.copy_(_from_functional(fargs[i]))  # type: ignore[arg-type]
+        return results
 
-    gm = _make_fx(inference, decompositions, fake_mode)(*fake_inputs)
+    gm = _make_fx(inference, decompositions, fake_mode, frozenset(in_graph))(*fake_inputs)
     log.debug("inference graph:\n%s", gm.code)
     return gm
 
@@ -257,3 +304,46 @@ def trace_joint(
     gm = _make_fx(joint, decompositions, fake_mode)(primals, tangents)
     log.debug("joint graph:\n%s", gm.code)
     return JointTrace(gm, len(primals), len(meta.traced))
+
+
+def keep_mutations_in_forward(
+    fw_gm: torch.fx.GraphModule, meta: FunctionMeta, num_fwd_outputs: int
+) -> tuple[int, ...]:
+    """Move new values of mutated inputs that need no grad into final `copy_`s of `fw_gm`.
+
+    A training forward returns them (the runtime copies them back); for a compiler that asked
+    for input mutations in the graph, those of inputs that do not require grad and whose new
+    value carries no gradient (BatchNorm's running statistics) become `copy_(input, value)`
+    at the end instead, and leave the outputs. Kept only when the input's old value is not
+    returned (the backward would read it after the write) and every differentiable traced
+    output comes before it (so the tangents keep their positions). Returns the inputs moved.
+    """
+    placeholders = [n for n in fw_gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(meta.input_requires_grad):
+        return ()  # a custom partitioner's forward with another calling convention
+    out = next(n for n in reversed(fw_gm.graph.nodes) if n.op == "output")
+    values = list(out.args[0])
+    if len(meta.traced) != num_fwd_outputs or len(values) < num_fwd_outputs:
+        return ()
+    last_diff = max(meta.differentiable_traced, default=-1)
+    moved: list[int] = []
+    for k, t in enumerate(meta.traced):
+        if (t.kind is not TracedKind.MUTATION or t.requires_grad or k <= last_diff
+                or meta.input_requires_grad[t.index]):
+            continue
+        dst = placeholders[t.index]
+        if not isinstance(values[k], torch.fx.Node) or any(
+            v is dst for j, v in enumerate(values) if j != k
+        ):
+            continue
+        moved.append(k)
+    if not moved:
+        return ()
+    with fw_gm.graph.inserting_before(out):
+        for k in moved:
+            dst = placeholders[meta.traced[k].index]
+            node = fw_gm.graph.call_function(torch.ops.aten.copy_.default, (dst, values[k]))
+            node.meta["val"] = dst.meta.get("val")
+    out.args = (tuple(v for j, v in enumerate(values) if j not in set(moved)),)
+    fw_gm.recompile()
+    return tuple(meta.traced[k].index for k in moved)

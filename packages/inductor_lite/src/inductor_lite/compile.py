@@ -19,6 +19,7 @@ from .cache import libmvec_available, load_library
 from .config import InductorConfig
 from .cpp import generate_cpp
 from .errors import CompilerError, InductorError, UnsupportedGraph
+from .input_writes import in_place_writes
 from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
@@ -105,6 +106,29 @@ class CompiledGraph:
         return pytree.tree_unflatten(list(flat), self.out_spec)
 
 
+class _FirstCallCopies:
+    """Runs the copying wrapper on the first call, the one storing into inputs after it.
+
+    Triton compiles each kernel at its first launch, and a failure there reruns the graph
+    eagerly (``CompiledGraph.__call__``): had a kernel already updated an input in place,
+    the rerun would apply the update twice. The copying wrapper writes inputs only after
+    every kernel ran, so the first call (every compile) is safe to redo.
+    """
+
+    def __init__(
+        self,
+        first: Callable[[Sequence[Any]], tuple[object, ...]],
+        then: Callable[[Sequence[Any]], tuple[object, ...]],
+    ) -> None:
+        self.run = first
+        self.then = then
+
+    def __call__(self, args: Sequence[Any]) -> tuple[object, ...]:
+        out = self.run(args)
+        self.run = self.then
+        return out
+
+
 @dataclass
 class EagerFallback:
     """What compile_fx returns when it could not compile: the graph itself, unchanged."""
@@ -138,17 +162,6 @@ def compile_fx(
             UnsupportedGraph(f"symbolic shapes need the aot route ({symbolic})"),
             config,
         )
-    if _updates_input_needing_grad(gm, example_inputs):
-        # an optimizer step (``p.sub_(lr * p.grad)`` under no_grad): compiled, each update
-        # is a kernel writing a new buffer plus aot's copy back into the parameter (no kernel
-        # writes an input in place yet) -- slower than eager's in-place ops on the GPU (H100:
-        # transformer_block_train 0.51-0.58x compiled vs 0.67-0.73x run as it came); run it as
-        # it is
-        return _give_up(
-            gm,
-            UnsupportedGraph("in-place update of an input that requires grad"),
-            config,
-        )
     if config.use_aot:
         try:
             return _compile_with_aot(gm, example_inputs, config)
@@ -163,29 +176,6 @@ def compile_fx(
         return _compile(gm, aten_gm, out_spec, example_inputs, config)
     except Exception as exc:
         return _give_up(gm, exc, config)
-
-
-def _updates_input_needing_grad(gm: torch.fx.GraphModule, example_inputs: Sequence[object]) -> bool:
-    """True when the graph mutates in place an input that requires grad."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    needing = {
-        n
-        for n, x in zip(placeholders, example_inputs, strict=False)
-        if isinstance(x, torch.Tensor) and x.requires_grad
-    }
-    for node in gm.graph.nodes:
-        if not node.args or node.args[0] not in needing:
-            continue
-        target = node.target
-        if isinstance(target, torch._ops.OpOverload):
-            if target._schema.is_mutable:
-                return True
-            continue
-        name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        in_place = name.endswith("_") and not name.endswith("__")
-        if node.op in ("call_method", "call_function") and in_place:
-            return True
-    return False
 
 
 def _symbolic_input(example_inputs: Sequence[object]) -> str | None:
@@ -292,7 +282,11 @@ def _compile_with_aot(
     def backend(graph: torch.fx.GraphModule, inputs: Sequence[object]) -> Callable[..., Any]:
         return compile_aten_graph(graph, inputs, config=config)
 
-    return aot.aot_module_simplified(gm, example_inputs, backend, backend, decompositions=table)
+    # inference graphs (an optimizer step) then end with copy_(input, new value): the kernel
+    # computing the new value can store it straight into the input (input_writes.py)
+    return aot.aot_module_simplified(
+        gm, example_inputs, backend, backend, decompositions=table, keep_input_mutations=True
+    )
 
 
 def _compile(
@@ -305,6 +299,7 @@ def _compile(
     lowered = lower_graph(aten_gm, example_inputs, config)
     items = schedule(lowered)
     kernels = [i for i in items if isinstance(i, Kernel)]
+    in_place = in_place_writes(lowered, items) if config.write_inputs_in_place else {}
     cache_hit = False
     use_triton = config.codegen == "triton" or (
         config.codegen == "auto" and lowered.device.type == "cuda"
@@ -319,6 +314,12 @@ def _compile(
             triton_kernels(kernel_source, tsources, config.triton_autotune_cache) if kernels else {}
         )
         run, wrapper_source = build_wrapper(lowered, items, fns, pass_pointers=False)
+        if in_place:
+            copying = run
+            stores, wrapper_source = build_wrapper(
+                lowered, items, fns, pass_pointers=False, in_place=in_place, safe=copying
+            )
+            run = _FirstCallCopies(copying, stores)
     else:
         if lowered.device.type != "cpu":
             raise UnsupportedGraph("C++ code generation needs CPU tensors")
@@ -338,10 +339,18 @@ def _compile(
         run, wrapper_source = build_wrapper(
             lowered, items, cfns, pass_pointers=True, index_check=check
         )
+        if in_place:
+            run, wrapper_source = build_wrapper(
+                lowered, items, cfns, pass_pointers=True, index_check=check,
+                in_place=in_place, safe=run,
+            )
     log.info(
-        "compiled graph: %d kernels, %d aten fallbacks (cache %s)%s",
+        "compiled graph: %d kernels, %d aten fallbacks, %d/%d input writes in place "
+        "(cache %s)%s",
         len(kernels),
         len(items) - len(kernels),
+        len(in_place),
+        len(lowered.input_writes),
         "hit" if cache_hit else "miss",
         f", size symbols {[b.symbol.name for b in lowered.symbols]}" if lowered.symbols else "",
     )

@@ -85,6 +85,10 @@ class InductorConfig:
     # A computed value of at most this many elements that a consumer 16x its size
     # broadcasts is stored (computed once), not recomputed per element of the consumer.
     small_broadcast_numel: int = 16384
+    # Let the kernel computing a graph input's new value (an optimizer step's p - lr * g)
+    # store it into the input's memory where that is safe (input_writes.py); False computes
+    # it into a new buffer and copies it into the input at the end.
+    write_inputs_in_place: bool = True
 
     def __post_init__(self) -> None:
         self.cache_dir = Path(self.cache_dir)

@@ -24,6 +24,7 @@ __all__ = [
     "IConst",
     "IDiv",
     "IExpr",
+    "InputWrite",
     "IMod",
     "IMul",
     "ISym",
@@ -386,6 +387,19 @@ class SymbolBinding:
     hint: int
 
 
+@dataclass(frozen=True)
+class InputWrite:
+    """A graph input that gets a new value: ``copy_(input, value)`` after the graph ran.
+
+    ``value`` is a view of a buffer the graph computed (already converted to the input's
+    dtype and broadcast to its sizes). The wrapper either lets the kernel that produces it
+    store straight into the input's memory, or copies it into the input at the end.
+    """
+
+    input: str  # the input's buffer name (``arg3``)
+    value: TensorRef
+
+
 @dataclass
 class LoweredGraph:
     """Everything the scheduler and the wrapper need, in program order."""
@@ -403,3 +417,5 @@ class LoweredGraph:
     # discarded and ``unguarded`` (the graph as it came, flat outputs) runs instead
     guards: list[TensorRef] = field(default_factory=list)
     unguarded: Callable[[Sequence[Any]], tuple[object, ...]] | None = None
+    # new values of graph inputs (aot's final ``copy_`` nodes), in graph order
+    input_writes: list[InputWrite] = field(default_factory=list)

@@ -17,6 +17,7 @@ from .errors import LoweringError, UnsupportedGraph
 from .ir import (
     BufferSpec,
     FallbackNode,
+    InputWrite,
     ISym,
     LoweredGraph,
     Node,
@@ -37,7 +38,9 @@ from .symbolic import Size, is_static, same, to_size
 from .tensorvalue import (
     SymScalar,
     TensorValue,
+    broadcast_loader,
     buffers_read,
+    cast,
     expr_cost,
     index_vars,
     realized,
@@ -209,6 +212,7 @@ class GraphLowering:
         self.symbols: dict[Any, SymbolBinding] = {}
         self.scalar_inputs: dict[int, Size] = {}
         self.guards: list[TensorRef] = []
+        self.input_writes: list[InputWrite] = []
 
     # ------------------------------------------------------------ buffers
 
@@ -358,6 +362,7 @@ class GraphLowering:
             list(self.symbols.values()),
             self.scalar_inputs,
             self.guards,
+            input_writes=self.input_writes,
         )
 
     def _guard_ref(self, value: object) -> TensorRef:
@@ -461,6 +466,8 @@ class GraphLowering:
             sym = _symbolic_value(node.meta.get("val"))
             if sym is not None:
                 return sym
+        if target is torch.ops.aten.copy_.default:
+            return self._input_write(node, args)
         if isinstance(target, torch._ops.OpOverload):
             if target._schema.is_mutable:
                 raise UnsupportedGraph(f"mutating op {target} (graphs must be functional)")
@@ -482,6 +489,59 @@ class GraphLowering:
             if sym is not None:
                 return sym
         return self.fallback(node, target, args, kwargs)
+
+    def _input_write(self, node: torch.fx.Node, args: Sequence[object]) -> object:
+        """``copy_(input, value)`` at the end of the graph (aot's kept input mutations).
+
+        The value gets a buffer laid out as the input (so its kernel can store straight into
+        the input's memory); which writes become such stores is the wrapper's decision.
+        """
+        dst_node = node.args[0]
+        if not isinstance(dst_node, torch.fx.Node) or dst_node.op != "placeholder":
+            raise UnsupportedGraph("copy_ into a value that is not a graph input")
+        rest = node.next
+        while rest.op != "output":
+            if rest.target is not torch.ops.aten.copy_.default:
+                raise UnsupportedGraph("copy_ into a graph input before the graph's last op")
+            rest = rest.next
+        if node.users:
+            raise UnsupportedGraph("the result of copy_ into a graph input is used")
+        dst, src = args[0], args[1]
+        assert isinstance(dst, TensorValue) and dst.ref is not None
+        if not isinstance(src, TensorValue):
+            raise UnsupportedGraph("copy_ of a non-tensor into a graph input")
+        spec = self.buffers[dst.ref.buf]
+        if any(w.input == spec.name for w in self.input_writes):
+            raise UnsupportedGraph(f"two copy_ into graph input {spec.name}")
+        ref = src.ref
+        if not (
+            ref is not None
+            and ref.dtype == spec.dtype
+            and ref.sizes == spec.sizes
+            and ref.strides == spec.strides
+            and self._owns(ref)
+            and self._computed_once(ref.buf)
+        ):
+            # not already a buffer of the input's layout made by a kernel: store it in one
+            loader = broadcast_loader(src, spec.sizes)
+            dtype = spec.dtype
+            value = TensorValue(spec.sizes, dtype, lambda idx: cast(loader(idx), dtype))
+            dense = _is_dense(spec.sizes, spec.strides)
+            ref = self.realize(value, spec.strides if dense else None).ref
+            assert ref is not None
+        self.input_writes.append(InputWrite(spec.name, ref))
+        return dst
+
+    def _computed_once(self, buf: str) -> bool:
+        """True when exactly one loop node (no aten call) writes ``buf``."""
+        writers = [
+            n
+            for n in self.nodes
+            if (isinstance(n, PointwiseNode | ReductionNode) and n.buf == buf)
+            or (isinstance(n, FallbackNode) and any(o is not None and o.name == buf
+                                                    for o in n.outputs))
+        ]
+        return len(writers) == 1 and not isinstance(writers[0], FallbackNode)
 
     def _maybe_realize(self, node: torch.fx.Node, result: object) -> object:
         """Store a lazy value read by several consumers when recomputing it is not cheap."""

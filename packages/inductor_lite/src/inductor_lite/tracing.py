@@ -66,7 +66,7 @@ def trace_to_aten(
     with torch.no_grad():
         traced = make_fx(
             # mutation of graph-local tensors becomes functional ops; mutation of an input
-            # stays a copy_ into it, which the lowering refuses (the graph then runs eagerly)
+            # stays a final copy_ into it, which the lowering turns into a write of the input
             torch.func.functionalize(flat_fn, remove="mutations"),
             decomposition_table=decomposition_table(),
             tracing_mode="fake",

@@ -354,6 +354,7 @@ class TritonKernelSource:
     max_inner: int  # for a symbolic row length, a guess (only block sizes depend on it)
     persistent: bool
     symbols: tuple[str, ...] = ()  # size symbols, plain int arguments after the tensors
+    stores: tuple[str, ...] = ()  # the params the kernel writes (restored after autotuning)
 
 
 PERSISTENT_LIMIT = 4096
@@ -519,7 +520,13 @@ def _kernel(
         if body.memory_reads & written_before:  # a read of this program's own stores
             lines.insert(barrier_at, "    tl.debug_barrier()")
     return "\n".join(lines), TritonKernelSource(
-        kernel.name, tuple(used), kernel.outer_numel, max_inner, persistent, symbols
+        kernel.name,
+        tuple(used),
+        kernel.outer_numel,
+        max_inner,
+        persistent,
+        symbols,
+        tuple(dict.fromkeys(step.node.buf for step in kernel.steps)),
     )
 
 

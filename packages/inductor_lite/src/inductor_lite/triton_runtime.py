@@ -166,6 +166,20 @@ class TritonLauncher:
         return time.perf_counter() - t0
 
     def _tune(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
+        # timing launches the kernel many times: one that writes a buffer it also reads (an
+        # input updated in place, p = p - lr * g) would apply itself that often, so what it
+        # writes is put back as it was before the real launch
+        written = [
+            t for name, t in zip(self.src.params, tensors, strict=False) if name in self.src.stores
+        ]
+        saved = [t.clone() for t in written]
+        try:
+            return self._tune_blocks(tensors)
+        finally:
+            for t, s in zip(written, saved, strict=True):
+                t.data.copy_(s)  # through .data: no version bump, no autograd
+
+    def _tune_blocks(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
         cands = block_candidates(self._rows(tensors), self.src.max_inner, self.src.persistent)
         cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors)
         best: tuple[float, tuple[int, int]] | None = None

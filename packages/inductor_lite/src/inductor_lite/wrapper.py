@@ -14,6 +14,7 @@ import torch
 
 from .cpp import KernelSource
 from .errors import UnsupportedGraph
+from .input_writes import memory_extent
 from .ir import (
     BufferSpec,
     FallbackNode,
@@ -109,11 +110,20 @@ def build_wrapper(
     *,
     pass_pointers: bool,
     index_check: Callable[[], int] | None = None,
+    in_place: dict[str, str] | None = None,
+    safe: Callable[[Sequence[Any]], tuple[object, ...]] | None = None,
 ) -> tuple[Callable[[Sequence[Any]], tuple[object, ...]], str]:
     """The callable running the schedule, and its Python source (for logs and tests).
 
-    Kernels get data pointers (C++) or the tensors themselves (Triton launchers).
+    Kernels get data pointers (C++) or the tensors themselves (Triton launchers). The graph's
+    input writes are copied into the inputs at the end, except those of ``in_place``
+    (``{value buffer: input}``, from ``input_writes.in_place_writes``), whose kernels store
+    into the input's memory: then ``safe`` (this schedule built without ``in_place``) runs
+    instead on a call where such an input overlaps another tensor input in memory.
     """
+    in_place = in_place or {}
+    if in_place and safe is None:
+        raise ValueError("in-place input writes need the copying wrapper as a fallback")
     buffers = graph.buffers
     ns: dict[str, object] = {
         "torch": torch,
@@ -122,6 +132,8 @@ def build_wrapper(
         "_empty": torch.empty_strided,
         "_dev": graph.device,
         "_index_error": index_check,
+        "_safe": safe,
+        "_bump": torch.autograd.graph.increment_version,
     }
     ns.update(graph.constants)
     consts: list[object] = []
@@ -149,6 +161,11 @@ def build_wrapper(
     if graph.inputs:
         lines.append(f"    {names}{',' if len(graph.inputs) == 1 else ''} = args")
     lines += _bind_symbols(graph)
+    lines += _overlap_check(graph, set(in_place.values()))
+    for buf, inp in in_place.items():
+        # the kernel storing this value writes the input's memory (input_writes.py)
+        lines.append(f"    {buf} = {_reuse(buffers[inp], buffers[buf])}  # into the input")
+        allocated.add(buf)
 
     def allocate(spec: BufferSpec) -> None:
         if spec.name in allocated or spec.name in external:
@@ -233,6 +250,11 @@ def build_wrapper(
         checks = " and ".join(f"{_ref_expr(g, buffers)}.item()" for g in graph.guards)
         lines.append(f"    if not ({checks}):")
         lines.append("        return _unguarded(args)")
+    for w in graph.input_writes:
+        if in_place.get(w.value.buf) == w.input:
+            lines.append(f"    _bump({w.input})  # as eager's in-place op does")
+        else:
+            lines.append(f"    {w.input}.copy_({_ref_expr(w.value, buffers)})")
     lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     for i, c in enumerate(consts):
         ns[f"_c{i}"] = c
@@ -332,6 +354,30 @@ def _fallback_lines(  # noqa: PLR0917
         assert spec is not None
         sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
         lines.append(f"    {spec.name} = _restride({call}, {sizes}, {strides})")
+    return lines
+
+
+def _overlap_check(graph: LoweredGraph, written: set[str]) -> list[str]:
+    """Lines running ``_safe`` instead when an input written in place overlaps another input.
+
+    Sizes and strides are fixed (or expressions of the bound symbols), so each input's
+    memory is ``[data_ptr, data_ptr + extent)``; two that intersect share elements.
+    """
+    tensors = [s for s in graph.inputs if s.name in graph.buffers]
+    if not written or len(tensors) < 2:
+        return []
+    lines = [f"    _p{s.name} = {s.name}.data_ptr()" for s in tensors]
+    extent = {s.name: pyexpr(memory_extent(s)) for s in tensors}
+    tests = []
+    for w in sorted(written):
+        for s in tensors:
+            if s.name == w or (s.name in written and s.name < w):
+                continue
+            tests.append(
+                f"(_p{w} < _p{s.name} + {extent[s.name]} and _p{s.name} < _p{w} + {extent[w]})"
+            )
+    lines.append(f"    if {' or '.join(tests)}:")
+    lines.append("        return _safe(args)")
     return lines
 
 
