@@ -71,6 +71,7 @@ _STORES = frozenset({"STORE_FAST", "STORE_DEREF"})
 _DELETES = frozenset({"DELETE_FAST", "DELETE_DEREF", "LOAD_FAST_AND_CLEAR"})
 # Instructions a region must not hold: the residual frame is a plain function.
 _REFUSED = frozenset({"YIELD_VALUE", "RETURN_GENERATOR", "SEND", "GET_AWAITABLE"})
+_RETURNS = frozenset({"RETURN_VALUE", "RETURN_CONST"})
 _MAX_STARTS = 8  # statement starts tried per region
 
 
@@ -402,10 +403,13 @@ def _members(  # noqa: PLR0917 - the parts of one region
             # Outside the statement, back at its stack depth and under none of its try
             # blocks: the statement is over (a handler's code runs above that depth, with the
             # exception state pushed, or still under the statement's finally).
+            # A return is never an exit: on its path the with blocks around it were exited
+            # already, so one at the base depth holds the return value where an exit would
+            # expect a with's __exit__ (a return inside one re-entered with block).
             if (
                 not start <= s <= hi and flow.depth.get(s) == base and s not in forced
                 and not any(flow.handler_index(h) in tries for h, _ in _handler_kinds(flow, s))
-                and not _plain_jump(flow, s)
+                and not _plain_jump(flow, s) and flow.instrs[s].opname not in _RETURNS
             ):
                 exits.add(s)
             else:
