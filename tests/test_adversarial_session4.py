@@ -1440,15 +1440,27 @@ def return_in_the_first_iteration_inside_a_user_manager_in_no_grad(
     return x, n
 
 
+def return_in_the_first_iteration_inside_two_grad_blocks(
+    x: torch.Tensor,
+) -> tuple[torch.Tensor, bool]:
+    with torch.no_grad():
+        with torch.enable_grad():
+            for i in range(2):
+                print(i)
+                return x * 2, torch.is_grad_enabled()
+    return x, False
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize(
     ("fn", "calls"),
     [
+        (return_in_the_first_iteration_inside_two_grad_blocks, [(X,), (X,)]),
         (return_in_the_first_iteration_inside_no_grad, [(X,), (X,)]),
         (return_from_except_inside_no_grad, [(X,), (X,)]),
         (return_in_the_first_iteration_inside_a_user_manager_in_no_grad, [(X, 2), (X, 0)]),
     ],
-    ids=["for_body_returns", "except_returns", "user_manager_too"],
+    ids=["two_grad_blocks", "for_body_returns", "except_returns", "user_manager_too"],
 )
 def test_a_region_returning_from_inside_no_grad_returns_like_eager(
     fn: Callable[..., Any], calls: list[Args], backend: str

@@ -403,13 +403,13 @@ def _members(  # noqa: PLR0917 - the parts of one region
             # Outside the statement, back at its stack depth and under none of its try
             # blocks: the statement is over (a handler's code runs above that depth, with the
             # exception state pushed, or still under the statement's finally).
-            # A return is never an exit: on its path the with blocks around it were exited
-            # already, so one at the base depth holds the return value where an exit would
-            # expect a with's __exit__ (a return inside one re-entered with block).
+            # A return's epilogue is never an exit: on its path the with blocks around it
+            # are being exited, so a point of it at the base depth holds the return value
+            # where an exit expects a with's __exit__ (a return inside re-entered with blocks).
             if (
                 not start <= s <= hi and flow.depth.get(s) == base and s not in forced
                 and not any(flow.handler_index(h) in tries for h, _ in _handler_kinds(flow, s))
-                and not _plain_jump(flow, s) and flow.instrs[s].opname not in _RETURNS
+                and not _plain_jump(flow, s) and not _return_epilogue(flow, s)
             ):
                 exits.add(s)
             else:
@@ -418,6 +418,22 @@ def _members(  # noqa: PLR0917 - the parts of one region
 
 
 _JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"})
+# What a return's path runs between its value and the return: exits of the with blocks around
+# it (SWAP 2; None, None, None; CALL 2; POP_TOP) and popping a for loop's iterator.
+_EPILOGUE = frozenset({"SWAP", "POP_TOP", "LOAD_CONST", "PRECALL", "CALL", "NOP"})
+
+
+def _return_epilogue(flow: _Flow, i: int) -> bool:
+    """Whether instruction ``i`` only leads, straight on, through with exits to a return."""
+    for _ in range(64):
+        ins = flow.instrs[i]
+        if ins.opname in _RETURNS:
+            return True
+        following = flow.successors(i)
+        if ins.opname not in _EPILOGUE or len(following) != 1:
+            return False
+        i = following[0]
+    return False
 
 
 def _plain_jump(flow: _Flow, i: int) -> bool:
