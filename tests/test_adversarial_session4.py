@@ -1241,14 +1241,6 @@ def property_set_no_break(x: torch.Tensor) -> tuple[torch.Tensor, int]:
     return x * m.n, m._n
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (session 4 red team; VM attribute stores, not a session-4 change): `m.n = 5` on a "
-    "user object made in the frame whose class has a property `n` with a setter does not run the "
-    "setter: property_set_then_break returns x * 0 (eager x * 5) and prints 'seen 0'; without a "
-    "break the result is right but m._n stays 0 and the setter's log is empty. torch.compile "
-    "matches eager.",
-)
 @pytest.mark.parametrize("fn", [property_set_then_break, property_set_no_break])
 def test_a_property_setter_runs_as_in_eager(fn: Callable[..., Any]) -> None:
     assert_like_eager(fn, [(X,)])
@@ -1267,14 +1259,6 @@ def store_through_custom_setattr(x: torch.Tensor, m: LogsSetattr) -> torch.Tenso
     return x * m.depth
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (session 4 red team; VM side-effect replay, not a session-4 change): `m.depth = 4` "
-    "on an argument whose class defines __setattr__ (logging, then object.__setattr__) logs 9 "
-    "times in one call instead of once: the replayed store goes through the user's __setattr__ "
-    "again, whose own frame is compiled and replays again, until cache_size_limit (8) stops it "
-    "with a warning. torch.compile logs once.",
-)
 def test_a_custom_setattr_runs_once_per_store() -> None:
     assert_like_eager(store_through_custom_setattr, [lambda: (X, LogsSetattr())])
 
@@ -1317,13 +1301,6 @@ def cached_property_of_a_new_object(x: torch.Tensor) -> torch.Tensor:
     return d.doubled + d.doubled
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (session 4 red team; VM attribute reads, not a session-4 change): "
-    "functools.cached_property read on an object made in the frame gives the descriptor itself: "
-    "the compiled call raises TypeError \"unsupported operand type(s) for +: 'cached_property' "
-    "and 'cached_property'\" (also with the default suppress_errors=True); eager returns x * 4.",
-)
 def test_a_cached_property_of_an_object_made_in_the_frame_is_its_value() -> None:
     assert_like_eager(cached_property_of_a_new_object, [(X,)])
 
@@ -1347,13 +1324,6 @@ def data_descriptor_store_on_an_argument(x: torch.Tensor, w: HasTimesTen) -> tor
     return x * w.v
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (session 4 red team; VM attribute stores, not a session-4 change): `w.v = 3` "
-    "where type(w).v is a data descriptor with __set__ is traced as a plain instance store, so "
-    "the later read sees 3: compiled x * 3, eager (and torch.compile) x * 30; the store replayed "
-    "after the graph does run __set__, so the object ends as eager's.",
-)
 def test_a_data_descriptor_store_is_read_back_through_the_descriptor() -> None:
     assert_like_eager(data_descriptor_store_on_an_argument, [lambda: (X, HasTimesTen())])
 
@@ -1374,16 +1344,6 @@ def star_args_at_a_break(x: torch.Tensor, *args: int) -> torch.Tensor:
     return y + sum(args)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (session 4 red team; symbolic_vm codegen.Rebuilder, since the first commit): a "
-    "tuple with a source (an argument, *args) rebuilt item by item -- returned, or on the stack "
-    "or in a local at a graph break -- gets no LENGTH guard: the next call with another length "
-    "reuses the code, giving IndexError ('tuple index out of range') for a shorter tuple and a "
-    "WRONG result for a longer one (return_star_args(x, 1, 2, 3) returns (x*2, (1, 2))). "
-    "Suggested fix, checked on a copy: in Rebuilder.expr's TupleVar branch, "
-    "`if var.source is not None: self.out.depend(var)` before rebuilding the items.",
-)
 @pytest.mark.parametrize(
     ("fn", "calls"),
     [

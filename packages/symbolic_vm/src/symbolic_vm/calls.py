@@ -93,6 +93,13 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         if value in ALLOW_IN_GRAPH or value in NONSTRICT_TRACE:
             out.depend(fn)
             return torch_calls.opaque_call(out, value, args, kwargs)
+        if value is object.__setattr__ and len(args) == 3 and not kwargs:
+            # Skips the class's own __setattr__ (unlike setattr()): attr_stores tells them apart.
+            name = ops.const_value(out, args[1])
+            if not isinstance(name, str):
+                raise Unsupported("object.__setattr__ with a non-string name")
+            ops.setattr_var(vm, args[0], name, args[2], through_object=True)
+            return ConstVar(None)
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
         if handled is not None:
             return handled

@@ -198,6 +198,10 @@ class Rebuilder:
         if isinstance(var, ConstVar):
             return self.constant(var.value)
         if isinstance(var, TupleVar):
+            if var.source is not None:
+                # Rebuilt item by item from a tuple the frame received: the code holds only
+                # for a tuple of this type and length (TYPE_MATCH + LENGTH, never its values).
+                self.out.depend(var)
             inner = "".join(f"{self.expr(v)}, " for v in var.items)
             if var.is_size:
                 return f"{self.out.install(torch.Size, 'Size')}(({inner}))"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import types
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from guards import TypeSource
+from symbolic_vm import attr_stores
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource, Source
 from symbolic_vm.output import AttrWrite, ContainerWrite, Output, is_constant_value
@@ -773,10 +775,8 @@ def guard_method_resolution(
 
 
 def _class_lookup(cls: type, name: str) -> Any:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
+    found = attr_stores.class_lookup(cls, name)
+    return _MISSING if found is attr_stores.MISSING else found
 
 
 def _new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
@@ -797,6 +797,15 @@ def _new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
         return vm.out.wrap(cls_attr.__func__, None)
     if isinstance(cls_attr, classmethod):
         return BoundMethodVar(vm.out.wrap(obj.box.cls, None), vm.out.wrap(cls_attr.__func__, None))
+    if isinstance(cls_attr, functools.cached_property):
+        return attr_stores.cached_property_of_new_object(vm, obj, name, cls_attr)
+    if hasattr(type(cls_attr), "__get__"):
+        # Any other descriptor (a property without a getter, a user __get__): its value is
+        # not the class attribute itself, and the VM cannot call __get__ on an object that
+        # only exists symbolically.
+        raise Unsupported(
+            f"reading {name!r} of a {obj.box.cls.__name__}: a {type(cls_attr).__name__} descriptor"
+        )
     return vm.out.wrap(cls_attr, None)
 
 
@@ -833,26 +842,11 @@ def _real_object(var: Var) -> Any:
     raise Unsupported(f"super() on {describe(var)}")
 
 
-def setattr_var(vm: Interpreter, obj: Var, name: str, value: Var) -> None:
-    """``obj.name = value``: kept in the VM and replayed on real objects after the graph."""
-    out = vm.out
-    if isinstance(obj, NewObjectVar):
-        obj.box.attrs[name] = value
-        return
-    if isinstance(obj, (ObjectVar, ModuleVar)) and obj.source is not None:
-        real = obj.value if isinstance(obj, ObjectVar) else obj.module
-        if isinstance(obj, ModuleVar) and isinstance(value, TensorVar) and name in dict(
-            real.named_parameters(recurse=False)
-        ):
-            raise Unsupported("assigning to a module parameter inside a compiled function")
-        out.depend(obj)
-        out.attr_overlay[(id(real), name)] = value
-        out.side_effects.append(AttrWrite(obj, name, value))
-        return
-    if isinstance(obj, TensorVar) and name == "grad":
-        set_tensor_grad(out, obj, value)
-        return
-    raise Unsupported(f"attribute assignment on {describe(obj)}")
+def setattr_var(
+    vm: Interpreter, obj: Var, name: str, value: Var, *, through_object: bool = False
+) -> None:
+    """``obj.name = value`` (see attr_stores.setattr_var)."""
+    attr_stores.setattr_var(vm, obj, name, value, through_object=through_object)
 
 
 __all__ = [

@@ -1,0 +1,158 @@
+"""Attribute stores (``obj.name = value``, ``setattr``) and the class-level protocols around them.
+
+A store is kept in the VM (an overlay read back by later loads, or a made object's attributes)
+and replayed on the real object after the graph. That is only the store eager makes when the
+class leaves it to ``object.__setattr__`` and no data descriptor owns the name; otherwise:
+
+- a ``property`` with a setter: the setter is traced as a call (its own stores, logs, ... are
+  tracked like any other code);
+- any other data descriptor (a user ``__set__``, a read-only property, a C getset) or a class
+  that overrides ``__setattr__``: Unsupported, so the store runs eagerly at a graph break,
+  calling the user's code once -- never a silent instance-dict write the descriptor or the
+  user ``__setattr__`` would not have made;
+- ``__slots__`` members (member descriptors) of an argument: a plain store, replayed by
+  ``setattr``.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.output import AttrWrite
+from symbolic_vm.values import ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+MISSING = object()  # what class_lookup returns for a name no class defines
+
+
+def class_lookup(cls: type, name: str) -> Any:
+    """``name`` in the class dicts along ``cls``'s MRO (no descriptor called), or MISSING."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return MISSING
+
+
+def is_data_descriptor(attr: object) -> bool:
+    """Whether ``attr`` found on a class takes precedence over the instance dict."""
+    kind = type(attr)
+    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
+
+
+def _own_setattr(cls: type) -> bool:
+    """Whether stores on instances of ``cls`` go through something other than the default
+    ``__setattr__`` (``object``'s, or ``nn.Module``'s for a module, which the VM models)."""
+    found = getattr(cls, "__setattr__", object.__setattr__)
+    if issubclass(cls, torch.nn.Module):
+        return found is not torch.nn.Module.__setattr__
+    return found is not object.__setattr__
+
+
+def setattr_var(
+    vm: Interpreter, obj: Var, name: str, value: Var, *, through_object: bool = False
+) -> None:
+    """``obj.name = value``: kept in the VM and replayed on real objects after the graph
+    (or traced through a property setter, or Unsupported: see the module doc).
+
+    ``through_object``: the store is ``object.__setattr__(obj, name, value)``, which skips the
+    class's own ``__setattr__`` (a frozen dataclass's ``__init__``). Exact on an object made
+    here (its attributes are rebuilt into its ``__dict__``); on an argument it is Unsupported
+    all the same, since the replay would go through the class's ``__setattr__``.
+    """
+    from symbolic_vm.operations import describe, set_tensor_grad
+
+    out = vm.out
+    if isinstance(obj, TensorVar) and name == "grad":
+        set_tensor_grad(out, obj, value)
+        return
+    if isinstance(obj, NewObjectVar):
+        cls = obj.box.cls
+    elif isinstance(obj, (ObjectVar, ModuleVar)) and obj.source is not None:
+        real = obj.value if isinstance(obj, ObjectVar) else obj.module
+        cls = type(real)
+    else:
+        raise Unsupported(f"attribute assignment on {describe(obj)}")
+    if _own_setattr(cls) and not (through_object and isinstance(obj, NewObjectVar)):
+        raise Unsupported(f"storing {name!r} on a {cls.__name__}, whose class defines __setattr__")
+    cls_attr = class_lookup(cls, name)
+    if cls_attr is not MISSING and is_data_descriptor(cls_attr):
+        _store_through_descriptor(vm, obj, name, cls_attr, value)
+        return
+    if isinstance(obj, NewObjectVar):
+        obj.box.attrs[name] = value
+        return
+    if (
+        isinstance(obj, ModuleVar)
+        and isinstance(value, TensorVar)
+        and name in dict(obj.module.named_parameters(recurse=False))
+    ):
+        raise Unsupported("assigning to a module parameter inside a compiled function")
+    out.depend(obj)
+    out.attr_overlay[(id(real), name)] = value
+    out.side_effects.append(AttrWrite(obj, name, value))
+
+
+def _store_through_descriptor(
+    vm: Interpreter, obj: Var, name: str, attr: object, value: Var
+) -> None:
+    """A store to a name a data descriptor of the class owns: trace a property's setter."""
+    from symbolic_vm.calls import call
+    from symbolic_vm.operations import guard_class_attribute
+
+    if isinstance(attr, property) and attr.fset is not None:
+        if isinstance(obj, NewObjectVar):
+            if obj.box.cls_source is not None:
+                guard_class_attribute(vm.out, obj.box.cls_source, name, attr)
+        elif obj.source is not None:
+            from guards import TypeSource
+
+            vm.out.depend(obj)
+            guard_class_attribute(vm.out, TypeSource(obj.source), name, attr)
+        call(vm, vm.out.wrap(attr.fset, None), [obj, value], {})
+        return
+    if isinstance(attr, types.MemberDescriptorType) and not isinstance(obj, NewObjectVar):
+        # A __slots__ member of an argument: setattr replays exactly this store.
+        vm.out.depend(obj)
+        vm.out.attr_overlay[(id(_real(obj)), name)] = value
+        vm.out.side_effects.append(AttrWrite(obj, name, value))
+        return
+    raise Unsupported(
+        f"storing {name!r}, a data descriptor ({type(attr).__name__}) of the class: "
+        "the store runs eagerly"
+    )
+
+
+def _real(obj: Var) -> Any:
+    if isinstance(obj, ObjectVar):
+        return obj.value
+    if isinstance(obj, ModuleVar):
+        return obj.module
+    raise Unsupported("a store on an object the VM does not hold")
+
+
+def cached_property_of_new_object(
+    vm: Interpreter, obj: NewObjectVar, name: str, attr: functools.cached_property[Any]
+) -> Var:
+    """``obj.name`` where the class has ``functools.cached_property`` ``name``: call its
+    function once and keep the value in the instance dict, as ``cached_property.__get__``."""
+    from symbolic_vm.calls import call
+
+    result = call(vm, vm.out.wrap(attr.func, None), [obj], {})
+    obj.box.attrs[attr.attrname or name] = result
+    return result
+
+
+__all__ = [
+    "MISSING",
+    "cached_property_of_new_object",
+    "class_lookup",
+    "is_data_descriptor",
+    "setattr_var",
+]
