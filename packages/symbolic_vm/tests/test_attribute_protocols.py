@@ -54,6 +54,16 @@ def test_star_args_of_another_length_recompiles_and_matches_eager() -> None:
     assert backend.count == 3  # lengths 2, 0, 3; the second length-2 call reuses the first
 
 
+def test_star_args_of_new_ints_of_the_same_length_do_not_recompile() -> None:
+    # The items are read back from the argument, not guarded by value.
+    backend = Counting()
+    compiled = compile_api.compile(returns_star_args, backend=backend)
+    x = torch.randn(3)
+    for args in ((1, 2), (5, 6), (-3, 9)):
+        _same(compiled(x, *args), returns_star_args(x, *args))
+    assert backend.count == 1
+
+
 def test_a_tuple_of_tensors_of_the_same_length_does_not_recompile() -> None:
     # The length guard is not a value guard: new tensors of the same shapes reuse the code.
     backend = Counting()
