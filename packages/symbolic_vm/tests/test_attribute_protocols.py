@@ -279,3 +279,26 @@ def test_a_slot_store_on_an_argument_is_replayed() -> None:
     torch.testing.assert_close(got, x * 6)
     assert k == 6 and s.k == 6
     assert backend.count == 1
+
+
+# -- a constant used as a context manager --------------------------------------------------------
+
+
+def factories_under_a_device(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    with torch.device("cpu"):
+        a = torch.ones(3)
+        print("inside")  # a break inside the block: the trace stopped after __enter__
+    return a, x + 1
+
+
+def test_a_device_block_leaves_no_torch_function_mode_behind() -> None:
+    # torch.device's __enter__ pushes a mode; the trace used to call it for real and never
+    # pop it (one mode left on the stack per compile, seen as a later recompile elsewhere).
+    from torch.overrides import _get_current_function_mode_stack
+
+    before = len(_get_current_function_mode_stack())
+    compiled = compile_api.compile(factories_under_a_device, backend=Counting())
+    x = torch.randn(3)
+    for _ in range(2):
+        _same(compiled(x), factories_under_a_device(x))
+        assert len(_get_current_function_mode_stack()) == before

@@ -63,6 +63,11 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
             return ConstVar(_const_items(vm, values).index(ops.const_value(out, args[0])))
         if name == "count":
             return ConstVar(_const_items(vm, values).count(ops.const_value(out, args[0])))
+    if isinstance(target, ConstVar) and name in ("__enter__", "__exit__"):
+        # A constant used as a manager (``with torch.device("cpu"):`` pushes a torch function
+        # mode): calling it here would change the real interpreter state while tracing (and
+        # leave it changed when the trace breaks); the graph would not record it either.
+        raise Unsupported(f"{type(target.value).__name__} used as a context manager")
     if isinstance(target, ConstVar):
         py_args = [ops.const_value(out, a) for a in args]
         py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
