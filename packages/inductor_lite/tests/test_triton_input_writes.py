@@ -96,3 +96,43 @@ def test_autotuning_a_kernel_that_updates_its_input_leaves_one_update(
     fresh.run.then(args)  # type: ignore[attr-defined]
     for got, exp in zip(args, want, strict=True):
         torch.testing.assert_close(got, exp)
+
+
+# a transformer block's parameter shapes: updates of several row counts, so several kernels,
+# and buffers of one kernel that the wrapper could hand to a later one
+_BLOCK_SHAPES = [(256,), (256,), (768, 256), (768,), (256, 256), (256,), (256,), (256,),
+                 (1024, 256), (1024,), (256, 1024), (256,)]
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "copy"])
+def test_values_copied_into_inputs_at_the_end_are_not_reused_before(
+    config: InductorConfig, codegen: str, in_place: bool
+) -> None:
+    # The copying wrapper (every call with write_inputs_in_place=False; Triton's first call)
+    # copies each new value into its parameter at the end: the wrapper handed a value's buffer
+    # to a later kernel before that copy, and parameters got other parameters' updates (wrong
+    # results of transformer_block_train on the H100)
+    if codegen == "cpp" and DEV != "cpu":
+        pytest.skip("C++ kernels take CPU tensors")
+    cfg = dataclasses.replace(
+        config, codegen=codegen, triton_autotune_cache={}, write_inputs_in_place=in_place
+    )
+    params = [torch.randn(s, device=DEV, requires_grad=True) for s in _BLOCK_SHAPES]
+    twins = [p.detach().clone() for p in params]
+
+    def update(*ps_and_gs: torch.Tensor) -> None:
+        with torch.no_grad():
+            for p, g in zip(ps_and_gs[: len(params)], ps_and_gs[len(params):], strict=True):
+                p.sub_(LR * g)
+
+    fn = aot.aot_function(
+        update, lambda gm, ex: compile_aten_graph(gm, ex, config=cfg), keep_input_mutations=True
+    )
+    for _ in range(2):
+        grads = [torch.randn(s, device=DEV) for s in _BLOCK_SHAPES]
+        fn(*params, *grads)
+        for t, g in zip(twins, grads, strict=True):
+            t.sub_(LR * g)
+        for p, t in zip(params, twins, strict=True):
+            torch.testing.assert_close(p.detach(), t)

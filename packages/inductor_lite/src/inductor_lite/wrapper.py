@@ -138,10 +138,13 @@ def build_wrapper(
     ns.update(graph.constants)
     consts: list[object] = []
     external = {s.name for s in graph.inputs} | set(graph.constants)
-    # a guard's buffer is read at the end, like an output: never reused before that
-    output_bufs = {o.ref.buf for o in graph.outputs if o.ref is not None} | {
-        g.buf for g in graph.guards
-    }
+    # a guard's buffer, and a new value copied into its input at the end, are read at the
+    # end like an output: never reused before that
+    output_bufs = (
+        {o.ref.buf for o in graph.outputs if o.ref is not None}
+        | {g.buf for g in graph.guards}
+        | {w.value.buf for w in graph.input_writes}
+    )
     last_use: dict[str, int] = {}
     for k, item in enumerate(items):
         for name in _reads(item):
