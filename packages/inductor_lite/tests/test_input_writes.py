@@ -285,7 +285,15 @@ def test_training_forward_stores_batch_norm_running_stats(config: InductorConfig
         ref(x).square().sum().backward()
     for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, msg=lambda m, n=name: f"{n}: {m}")
-    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+    # The Linear's bias gradient is 0 in exact arithmetic (batch norm takes the mean out): both
+    # sides are rounding noise of the other gradients' size (~1e-6 of ~30; CI once saw 1.02e-5
+    # between them), so it is checked to be noise; the others are compared as they are.
+    scale = max(float(p.grad.abs().max()) for p in ref.parameters() if p.grad is not None)
+    named = zip(model.named_parameters(), ref.parameters(), strict=True)
+    for (name, a), b in named:
+        if name == "0.bias":
+            assert float(a.grad.abs().max()) <= 1e-5 * scale  # type: ignore[union-attr]
+            continue
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
     forward = graphs.compiled[0]
     assert isinstance(forward, CompiledGraph)
