@@ -53,7 +53,6 @@ _METADATA_FUNCTIONS: dict[Any, str] = {
 # (user code that calls them is folded to the answer); Strata never calls them.
 _FIXED_ANSWERS: dict[Any, object] = {
     torch._jit_internal.is_scripting: False,
-    torch.jit._trace.is_tracing: False,
     torch._C._get_tracing_state: None,
     torch.compiler.is_compiling: True,
     torch.compiler.is_dynamo_compiling: False,
@@ -93,12 +92,10 @@ def is_torch_function(value: object) -> bool:
         return getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
     if isinstance(value, types.FunctionType):
         module = value.__module__ or ""
-        # Python functions of torch that are not ops: module code (traced), utilities, grad-mode
-        # helpers, and torch's own compiler package, whose functions a user may call inside a
-        # compiled function but which must never become graph nodes (the prefix is compared as
-        # a string; Strata neither imports nor calls that package)
+        # Python functions of torch that are not ops: module code (traced), utilities and
+        # grad-mode helpers
         return module.startswith("torch.") and not module.startswith(
-            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode", "torch._dynamo")
+            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode")
         )
     return False
 
