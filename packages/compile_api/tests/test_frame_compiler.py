@@ -117,3 +117,53 @@ def test_frames_run_by_the_autograd_engine_are_not_compiled(backend: str) -> Non
     assert entry in seen  # the engine's entry was asked ...
     assert _scaled.__code__ not in seen  # ... and nothing under it
     assert _Square.backward.__code__ not in seen
+
+
+def _code_in(filename: str, source: str, name: str) -> Any:
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(source, filename, "exec"), namespace)
+    return namespace[name]
+
+
+def test_standard_library_code_is_skipped() -> None:
+    import json
+    import os
+
+    assert skip_reason(json.dumps.__code__) is not None
+    assert skip_reason(os.path.join.__code__) is not None
+
+
+@pytest.mark.parametrize("key", ["purelib", "platlib"])
+def test_installed_libraries_are_compiled(key: str) -> None:
+    # Regression: in a virtual environment sysconfig's platstdlib is <venv>/lib/pythonX.Y,
+    # which holds site-packages, so every installed library counted as the standard library.
+    import sysconfig
+
+    filename = f"{sysconfig.get_paths()[key]}/some_library/layers.py"
+    fn = _code_in(filename, "def swish(x):\n    return x * torch.sigmoid(x)\n", "swish")
+    assert skip_reason(fn.__code__) is None
+
+    graphs: list[object] = []
+
+    def counter(gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    compile_api.reset()
+    x = torch.randn(4)
+    torch.testing.assert_close(compile_api.compile(fn, backend=counter)(x), fn(x))
+    assert len(graphs) == 1
+    compile_api.reset()
+
+
+def test_site_packages_below_the_stdlib_folder_are_not_stdlib() -> None:
+    # A plain (non-venv) install keeps site-packages inside lib/pythonX.Y.
+    import os
+    import site
+
+    from compile_api.frame_compiler import is_library_file
+
+    stdlib = os.path.dirname(os.__file__)
+    assert is_library_file(os.path.join(stdlib, "json", "__init__.py"))
+    for folder in site.getsitepackages():
+        assert not is_library_file(os.path.join(folder, "some_library", "layers.py"))

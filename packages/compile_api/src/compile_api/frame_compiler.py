@@ -6,10 +6,13 @@ Every decision about a frame is made here, in Python; evalframe only dispatches.
 from __future__ import annotations
 
 import dis
+import functools
 import importlib.util
 import io
 import logging
 import os
+import site
+import sys
 import sysconfig
 import threading
 import time
@@ -107,28 +110,78 @@ _LIBRARY_PACKAGES = (
 )
 
 
-def _library_dirs() -> tuple[str, ...]:
-    """Directories of the standard library and of _LIBRARY_PACKAGES (found without importing)."""
+def _stdlib_dirs() -> set[str]:
+    """CPython's own standard library: where ``os`` lives, and sysconfig's stdlib paths.
+
+    ``platstdlib`` is not enough on its own: in a virtual environment it is ``<venv>/lib/pythonX.Y``,
+    the folder that holds the venv's site-packages.
+    """
     paths = sysconfig.get_paths()
-    dirs = {paths["stdlib"], paths["platstdlib"]}
+    candidates = {os.path.dirname(os.__file__), paths["stdlib"], paths["platstdlib"]}
+    return {os.path.realpath(d) for d in candidates}
+
+
+def _site_dirs() -> set[str]:
+    """Folders of installed third-party packages; never standard library, even inside it."""
+    dirs = set(site.getsitepackages()) | {site.getusersitepackages()}
+    dirs.update(p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages"))
+    return {os.path.realpath(d) for d in dirs}
+
+
+def _library_dirs() -> tuple[str, ...]:
+    """Directories of _LIBRARY_PACKAGES (found without importing)."""
+    dirs: set[str] = set()
     for name in _LIBRARY_PACKAGES:
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             continue
         if spec is not None and spec.submodule_search_locations:
-            dirs.update(spec.submodule_search_locations)
+            dirs.update(os.path.realpath(d) for d in spec.submodule_search_locations)
+    return _as_prefixes(dirs)
+
+
+def _as_prefixes(dirs: set[str]) -> tuple[str, ...]:
     return tuple(sorted(d.rstrip(os.sep) + os.sep for d in dirs))
 
 
-_LIBRARY_DIRS: tuple[str, ...] | None = None
+@functools.lru_cache(maxsize=4096)
+def is_library_file(filename: str) -> bool:
+    """Whether a code object's file is CPython's standard library or one of _LIBRARY_PACKAGES.
+
+    Installed libraries (transformers, timm, torchvision, a user's own packages) are not: their
+    frames are compiled and traced into, as torch.compile does. Paths are compared after
+    resolving symlinks, and a site-packages folder below the stdlib folder (a plain pyenv or
+    system install) does not count as stdlib.
+    """
+    path = os.path.realpath(filename)
+    if path.startswith(_prefixes().library):
+        return True
+    return path.startswith(_prefixes().stdlib) and not path.startswith(_prefixes().site)
+
+
+@attrs.frozen
+class _Prefixes:
+    library: tuple[str, ...]
+    stdlib: tuple[str, ...]
+    site: tuple[str, ...]
+
+
+@functools.cache
+def _prefixes() -> _Prefixes:
+    return _Prefixes(
+        library=_library_dirs(),
+        stdlib=_as_prefixes(_stdlib_dirs()),
+        site=_as_prefixes(_site_dirs()),
+    )
+
+
 # Files inside Strata's own directories that hold user code (the demo's example functions).
 _USER_FILES = frozenset({os.path.join(os.path.dirname(__file__), "demo.py")})
 
 
 def skip_reason(code: types.CodeType) -> str | None:
     """Why a code object is never compiled, or None when it may be."""
-    global _LIBRARY_DIRS
     if code in state.skip_codes:
         return "disabled with compile_api.disable(recursive=False)"
     if code.co_flags & _GENERATOR_FLAGS:
@@ -136,9 +189,7 @@ def skip_reason(code: types.CodeType) -> str | None:
     filename = code.co_filename
     if filename.startswith("<frozen") or "eval_with_key" in filename:
         return "generated or frozen library code"
-    if _LIBRARY_DIRS is None:
-        _LIBRARY_DIRS = _library_dirs()
-    if filename.startswith(_LIBRARY_DIRS) and filename not in _USER_FILES:
+    if filename not in _USER_FILES and is_library_file(filename):
         return "library code (torch, the standard library or Strata itself)"
     return None
 
