@@ -113,8 +113,8 @@ _LIBRARY_PACKAGES = (
 def _stdlib_dirs() -> set[str]:
     """CPython's own standard library: where ``os`` lives, and sysconfig's stdlib paths.
 
-    ``platstdlib`` is not enough on its own: in a virtual environment it is ``<venv>/lib/pythonX.Y``,
-    the folder that holds the venv's site-packages.
+    ``platstdlib`` alone is wrong: in a virtual environment it is ``<venv>/lib/pythonX.Y``, the
+    folder that holds the venv's site-packages.
     """
     paths = sysconfig.get_paths()
     candidates = {os.path.dirname(os.__file__), paths["stdlib"], paths["platstdlib"]}
