@@ -31,6 +31,12 @@ TEST_DEPS = [
     "typing-extensions>=4.8",
     # test-only: evalframe proves coverage.py keeps measuring with the hook installed
     "coverage>=7",
+    # The model zoo (tests/zoo, benchmarks/zoo). Pinned exactly: torchvision 0.28.0 requires
+    # torch==2.13.0, which the CPU wheel satisfies, where a newer torchvision would make pip swap
+    # torch for a CUDA build; the strict xfails of the zoo also name these versions' code.
+    "torchvision==0.28.0",
+    "timm==1.0.31",
+    "transformers==5.24.0",
 ]
 # Suites that need no torch, run again on every other CPython we support.
 TORCH_FREE_SUITES = {
@@ -44,8 +50,17 @@ OTHER_PYTHONS = ["3.12", "3.13"]
 
 def _install_strata(session: nox.Session) -> None:
     # Non-editable installs: the tests see exactly what `pip install` of each package gives.
+    # One resolve for torch and the libraries that depend on it, so the pins hold together.
     session.install(TORCH, TRITON, *TEST_DEPS)
     session.install("--no-build-isolation", "--no-deps", *PACKAGE_DIRS)
+    # The venv must still hold the pinned torch: a library that asked for another version would
+    # have made pip replace it (from the registry: a CUDA build, gigabytes, useless on CPU).
+    session.run(
+        "python",
+        "-c",
+        f"import torch; assert torch.__version__.split('+')[0] == {TORCH.split('==')[1]!r}, "
+        "torch.__version__",
+    )
 
 
 def _other_interpreters() -> list[str]:

@@ -1,0 +1,1 @@
+"""Benchmarks beside Strata; a package so tests can import ``benchmarks.zoo`` from the repo root."""
