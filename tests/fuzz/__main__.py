@@ -35,8 +35,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--avoid",
         default="",
-        help="comma-separated known-bug features to leave out: "
-        + ", ".join(KNOWN_BUG_FEATURES),
+        help="comma-separated known-bug features to leave out: " + ", ".join(KNOWN_BUG_FEATURES),
+    )
+    parser.add_argument(
+        "--families",
+        default="",
+        help="every program is built around these construct families (comma-separated, "
+        "from families.FAMILIES) instead of a random pick",
     )
     parser.add_argument("--report", default="", help="write a JSON summary here")
     args = parser.parse_args(argv)
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         max_seconds=args.max_seconds or None,
         log=lambda line: print(line, flush=True),
         avoid=frozenset(a for a in args.avoid.split(",") if a),
+        families=[f for f in args.families.split(",") if f] or None,
     )
     summary["seconds"] = round(time.monotonic() - start, 1)
     print(json.dumps(summary, indent=2))

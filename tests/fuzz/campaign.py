@@ -51,13 +51,16 @@ def save_regression(
     inputs: list[dict[str, Any]],
     failure: Failure,
     xfail_reason: str = "",
+    name: str = "",
 ) -> Path:
     """Write a plain pytest file that reruns the (shrunk) program on its inputs.
 
     With ``xfail_reason`` the test is a strict xfail: it turns red once the bug is fixed.
+    ``name`` names the file and test (``test_<name>``) instead of the seed and backend.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"test_fuzz_{pseed}_{backend}.py"
+    name = name or f"fuzz_{pseed}_{backend}"
+    path = directory / f"test_{name}.py"
     assert '"""' not in source and "\\" not in source
     marker = (
         f"@pytest.mark.xfail(\n    strict=True,\n    reason={xfail_reason!r},\n)\n"
@@ -75,7 +78,7 @@ def save_regression(
         f'SOURCE = """\\\n{source}"""\n\n'
         f"INPUTS = {pprint.pformat(inputs, width=96, compact=True)}\n\n\n"
         f"{marker}"
-        f"def test_compiled_matches_eager_{pseed}_{backend}() -> None:\n"
+        f"def test_{name}_compiled_matches_eager() -> None:\n"
         f"    failure = check_source(SOURCE, {backend!r}, INPUTS)\n"
         "    assert failure is None, str(failure)\n"
     )
@@ -93,6 +96,7 @@ def run_campaign(
     max_seconds: float | None = None,
     log: Callable[[str], None] = lambda line: None,
     avoid: frozenset[str] = frozenset(),
+    families: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run ``programs`` programs; a summary with every mismatch found."""
     stats = Stats()
@@ -104,7 +108,7 @@ def run_campaign(
         if max_seconds is not None and time.monotonic() - start > max_seconds:
             break
         pseed = program_seed(seed, index)
-        program = generate_program(pseed, avoid)
+        program = generate_program(pseed, avoid, families)
         inputs = generate_inputs(pseed)
         for backend in backends_for(index, backends, inductor_every):
             runs[backend] += 1
@@ -138,6 +142,7 @@ def run_campaign(
         "seed": seed,
         "first": first,
         "avoided": sorted(avoid),
+        "families": families,
         "programs": done,
         "runs": dict(runs),
         "graphs_compiled": stats.graphs,

@@ -17,7 +17,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-__all__ = ["KNOWN_BUG_FEATURES", "Program", "generate_inputs", "generate_program"]
+from .families import CONSTRUCTS, FAMILIES, Family
+
+__all__ = [
+    "FAMILY_RATE",
+    "KNOWN_BUG_FEATURES",
+    "Program",
+    "generate_inputs",
+    "generate_program",
+]
 
 _UNARY = [
     "torch.sin({})",
@@ -462,21 +470,60 @@ KNOWN_BUG_FEATURES = {
     # inside try/except escaped the compiled call (fixed by symbolic_vm 4e54a4f; kept so old
     # campaigns can be rerun the same way).
     "zero_division_in_try": "1 // 0 inside a try block",
+    # issue 18 item 20: compiling draws from the global RNG, so the state after a call differs
+    "rng_state": "comparing the global RNG state after each call (the program sets "
+    "CHECK_RNG_STATE = False)",
+    **{f"family:{name}": f"the {name} construct family (families.py)" for name in FAMILIES},
+    **CONSTRUCTS,
 }
 
+# The share of programs built around construct families (issue 18's bug classes).
+FAMILY_RATE = 0.5
 
-def generate_program(seed: int, avoid: frozenset[str] = frozenset()) -> Program:
+
+def _pick_families(rng: random.Random, avoid: frozenset[str]) -> list[Family]:
+    picked: list[Family] = []
+    if rng.random() >= FAMILY_RATE:
+        return picked
+    names = sorted(FAMILIES)
+    for slot in range(rng.choice([1, 1, 2])):
+        name = rng.choice(names)
+        fam_rng = random.Random(rng.random())  # avoiding one keeps the others' choices
+        if f"family:{name}" not in avoid:
+            picked.append(FAMILIES[name](fam_rng, f"f{slot}_", avoid))
+    return picked
+
+
+def generate_program(
+    seed: int, avoid: frozenset[str] = frozenset(), families: list[str] | None = None
+) -> Program:
     """The program for ``seed`` (the same seed always gives the same source).
 
     ``avoid`` names KNOWN_BUG_FEATURES to leave out (the random choices stay the same, so a
-    program differs only where such a feature would have been).
+    program differs only where such a feature would have been). ``families`` forces these
+    construct families instead of a random pick (tests).
     """
     unknown = avoid - KNOWN_BUG_FEATURES.keys()
     if unknown:
         raise ValueError(f"unknown features to avoid: {sorted(unknown)}")
     rng = random.Random(seed)
     gen = _Gen(rng, avoid)
+    fams = _pick_families(rng, avoid)
+    if families is not None:
+        fams = [
+            FAMILIES[name](random.Random(seed + i), f"f{i}_", avoid)
+            for i, name in enumerate(families)
+        ]
     lines = ["import torch", "", "G = 0", "GL = []", "GT = torch.tensor(0.5)", ""]
+    if "rng_state" in avoid:
+        lines.insert(-1, "CHECK_RNG_STATE = False")
+    if fams:
+        lines[1:1] = ["import collections", "import functools", "import math"]
+        lines.append("LOG = []")
+        for fam in fams:
+            lines += fam.prelude
+            gen.features.add(f"family:{fam.name}")
+        lines.append("")
     helpers: list[str] = []
     for h in range(rng.randint(0, 2)):
         name = f"h{h}"
@@ -488,13 +535,32 @@ def generate_program(seed: int, avoid: frozenset[str] = frozenset()) -> Program:
         lines.append(f"    return {rng.choice([n for n, r in sc.tensors.items() if r == 1])}")
         lines.append("")
         helpers.append(name)
+    params = [p for fam in fams for p in fam.params]
+    if params:
+        lines.append("def extra_args(call, x, y, n):")
+        lines += ["    " + line for fam in fams for line in fam.make]
+        lines += [f"    return ({', '.join(params)},)", ""]
     sc = _Scope({"x": 1, "y": 1}, ["n"], True, helpers, 0)
-    lines.append("def fn(x, y, n, lst):")
-    lines.append("    global G, GT")
-    for _ in range(rng.randint(2, 7)):
-        lines += gen.stmt(sc, "    ")
-    lines.append(f"    return {gen.ret(sc)}")
-    lines.append("")
+    body = [line for fam in fams for line in fam.head]
+    for fam in fams:
+        sc.tensors.update(fam.tensors)
+        sc.ints += fam.ints
+    body += [line[4:] for _ in range(rng.randint(2, 7)) for line in gen.stmt(sc, "    ")]
+    body += [line for fam in fams for line in fam.tail]
+    ret = gen.ret(sc)
+    extra_ret = [r for fam in fams for r in fam.returns]
+    if extra_ret:
+        ret = ret[:-1] + " " + ", ".join(extra_ret) + ",)"
+    body.append(f"return {ret}")
+    signature = ", ".join(["x", "y", "n", "lst", *params])
+    if any(fam.entry_method for fam in fams):
+        lines += ["class Sub(Base):", f"    def fn(self, {signature}):", "        global G, GT"]
+        lines += ["        " + line for line in body]
+        lines += ["", "fn = Sub().fn", ""]
+    else:
+        lines += [f"def fn({signature}):", "    global G, GT"]
+        lines += ["    " + line for line in body]
+        lines.append("")
     return Program("\n".join(lines), seed, sorted(gen.features))
 
 
