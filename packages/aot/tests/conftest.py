@@ -171,7 +171,21 @@ def compare_training(
         for kind in ("grads", "params", "buffers"):
             assert c[kind].keys() == e[kind].keys()
             for name in e[kind]:
+                if kind == "grads" and _is_rounding_noise(e[kind][name], e[kind].values()):
+                    # 0 in exact arithmetic (a conv bias before batch norm): both sides must
+                    # be noise, but their noise is not compared (it differs by machine)
+                    assert _is_rounding_noise(c[kind][name], e[kind].values()), (
+                        f"step {i} grads {name}: eager's is rounding noise, compiled's is not"
+                    )
+                    continue
                 assert_close(c[kind][name], e[kind][name], f"step {i} {kind} {name}")
+
+
+def _is_rounding_noise(grad: torch.Tensor, all_grads: Any) -> bool:
+    """A gradient under 1e-5 of the largest gradient of the step: float32 rounding of a value
+    that is 0 in exact arithmetic."""
+    scale = max(float(g.abs().max()) for g in all_grads if g.numel())
+    return float(grad.abs().max()) <= 1e-5 * scale
 
 
 def mutating_or_aliasing_ops(gm: torch.fx.GraphModule) -> list[str]:

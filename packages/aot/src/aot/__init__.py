@@ -26,6 +26,8 @@ from aot.errors import (
     DoubleBackwardError,
     PartitionError,
 )
+from aot.analysis import has_torch_overrides
+from aot.runtime import written_input_overlaps
 from aot.partition import (
     PartitionStats,
     default_partition,
@@ -52,6 +54,9 @@ __all__ = [
     "node_bytes",
     "partition_stats",
     "PartitionStats",
+    # checks a compiler may share
+    "written_input_overlaps",
+    "has_torch_overrides",
     # decompositions
     "core_decompositions",
     "DecompositionTable",

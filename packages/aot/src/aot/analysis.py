@@ -24,6 +24,8 @@ from typing import Any
 import attrs
 import torch
 from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from aot.errors import AotTracingError, AotUnsupportedError
@@ -37,6 +39,8 @@ __all__ = [
     "ViewStep",
     "analyse",
     "fresh_fake_inputs",
+    "has_torch_overrides",
+    "may_overlap_itself",
     "storage_id",
 ]
 
@@ -166,6 +170,45 @@ def storage_id(t: torch.Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
+def has_torch_overrides(value: object) -> bool:
+    """Whether ``value`` is a tensor of a subclass that takes part in torch ops: one with
+    ``__torch_function__`` (even Tensor's own, which gives results the subclass's type) or
+    ``__torch_dispatch__``. A graph lowered to aten drops its overrides and its type, so
+    only the graph as captured (run as is) gives eager's result. ``nn.Parameter`` (which
+    disables ``__torch_function__``) and the fake tensors of a trace are plain."""
+    if not isinstance(value, torch.Tensor) or type(value) is torch.Tensor:
+        return False
+    if isinstance(value, FakeTensor):
+        return False
+    cls = type(value)
+    return (
+        cls.__torch_function__ is not torch._C._disabled_torch_function_impl
+        or cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__  # type: ignore[attr-defined]
+    )
+
+
+def may_overlap_itself(t: torch.Tensor) -> bool:
+    """Whether two elements of ``t`` may share memory (False when its strides prove not).
+
+    Dims sorted by stride must each step over everything the smaller ones span. Symbolic
+    sizes are not decided (False): only a user's as_strided makes such views.
+    """
+    try:
+        dims = sorted(
+            (int(st), int(sz)) for sz, st in zip(t.shape, t.stride(), strict=True) if int(sz) != 1
+        )
+    except (TypeError, RuntimeError):  # symbolic: guard nothing on it
+        return False
+    if any(sz == 0 for _, sz in dims):
+        return False
+    span = 0
+    for stride, size in dims:
+        if stride <= span:
+            return True
+        span += stride * (size - 1)
+    return False
+
+
 def _written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     schema = getattr(func, "_schema", None)
     if schema is None or not schema.is_mutable:
@@ -190,6 +233,9 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         # storages written at least once with grad mode on (the others only under no_grad /
         # inference mode: an optimizer step's in-place update of its parameters)
         self.written_with_grad: set[int] = set()
+        # what wrote through a self-overlapping view (as_strided), if anything: eager's result
+        # then depends on the order of the element writes, which a functional graph drops
+        self.overlapping_write: str | None = None
 
     def __torch_dispatch__(
         self,
@@ -199,11 +245,19 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        grad = torch.is_grad_enabled()
+        # A write autograd records: grad mode on and a tensor taking part requires grad. One
+        # through ``.data`` or ``.detach()`` (an EMA update, a hand-written optimizer step)
+        # is invisible to autograd, and its copy back must be too.
+        grad = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad
+            for a in pytree.tree_leaves((args, kwargs))
+        )
         for t in _written_tensors(func, args, kwargs):
             self.written_storages.add(storage_id(t))
             if grad:
                 self.written_with_grad.add(storage_id(t))
+            if self.overlapping_write is None and may_overlap_itself(t):
+                self.overlapping_write = f"{func} writes a tensor whose elements may share memory"
         out = func(*args, **kwargs)
         if _is_view_op(func) and args and isinstance(args[0], torch.Tensor):
             rest = tuple(args[1:])
@@ -279,6 +333,26 @@ def _size_symbols(
     return tuple(sources.values())
 
 
+def _unviewed_base(
+    o: torch.Tensor,
+    fake_inputs: Sequence[object],
+    input_storages: dict[int, int],
+    traced_storages: dict[int, torch.Tensor],
+) -> torch.Tensor | None:
+    """The input or traced output whose memory ``o`` shares though autograd calls it no view
+    (``detach()``, ``.data``), or None for fresh memory: eager's result aliases it."""
+    key = storage_id(o)
+    if key in input_storages:
+        base = fake_inputs[input_storages[key]]
+        assert isinstance(base, torch.Tensor)
+        return base
+    return traced_storages.get(key)
+
+
+def _layout(x: torch.Tensor) -> tuple[object, ...]:
+    return (tuple(x.shape), tuple(x.stride()), x.storage_offset(), storage_id(x))
+
+
 def _geometry(o: torch.Tensor, base: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """Size, stride and storage offset relative to the base (for as_strided); () if symbolic."""
     if _is_symbolic(o) or _is_symbolic(base):
@@ -318,6 +392,7 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
     versions = {
         i: x._version for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)
     }
+    layouts = {i: _layout(x) for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)}
     recorder = _ViewRecorder()
     try:
         # The Python dispatcher routes ops with hidden mutations (training batch norm) to forms
@@ -330,6 +405,17 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         raise AotTracingError(
             f"aot could not run the function on fake tensors: {type(exc).__name__}: {exc}"
         ) from exc
+    if recorder.overlapping_write is not None:
+        raise AotUnsupportedError(
+            f"{recorder.overlapping_write} (an as_strided view with overlapping elements): "
+            "eager writes them one after another, a functional graph cannot"
+        )
+    for i, x in enumerate(fake_inputs):
+        if isinstance(x, torch.Tensor) and _layout(x) != layouts[i]:
+            raise AotUnsupportedError(
+                f"input {i} changes its size, strides or storage in place (set_, resize_, "
+                "as_strided_, ...); aot only writes new values into inputs"
+            )
     mutated = tuple(
         i
         for i, x in enumerate(fake_inputs)
@@ -341,8 +427,17 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
     traced_ids: dict[int, int] = {}
     infos: list[OutputInfo] = []
 
+    # Memory an output may share without being a view in autograd's sense (``detach()``):
+    # the storages of the inputs and of the traced outputs so far.
+    input_storages: dict[int, int] = {}
+    for i, x in enumerate(fake_inputs):
+        if isinstance(x, torch.Tensor):
+            input_storages.setdefault(storage_id(x), i)
+    traced_storages: dict[int, torch.Tensor] = {}
+
     def add_traced(kind: TracedKind, index: int, tensor: torch.Tensor) -> int:
         traced_ids[id(tensor)] = len(traced)
+        traced_storages.setdefault(storage_id(tensor), tensor)
         traced.append(TracedOutput(kind, index, bool(tensor.requires_grad), tensor))
         return len(traced) - 1
 
@@ -363,7 +458,11 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
             continue
         if o._is_view():
             base = o._base
-            assert base is not None
+        elif id(o) in traced_ids:
+            base = None
+        else:
+            base = _unviewed_base(o, fake_inputs, input_storages, traced_storages)
+        if base is not None:
             chain = recorder.chain(o, base)
             if chain is not None and _mentions_symbols(chain):
                 symbolic_chains = True

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import attrs
@@ -12,11 +13,16 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs, storage_id
+from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs, has_torch_overrides
 from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
 from aot.partition import PartitionStats, default_partition, partition_stats
-from aot.runtime import CompiledCallable, make_inference_runtime, make_training_runtime
+from aot.runtime import (
+    CompiledCallable,
+    make_inference_runtime,
+    make_training_runtime,
+    written_input_overlaps,
+)
 from aot.trace import keep_mutations_in_forward, trace_inference, trace_joint
 
 __all__ = [
@@ -119,22 +125,6 @@ def _leaf_key(value: object, dynamic: bool) -> Hashable:
     return ("V", type(value), value)
 
 
-def _refuse_mutated_aliased_inputs(flat_args: Sequence[object], meta: FunctionMeta) -> None:
-    """Inputs are traced as independent tensors; a mutated one must not share memory."""
-    storages: dict[int, list[int]] = {}
-    for i, a in enumerate(flat_args):
-        if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor):
-            storages.setdefault(storage_id(a), []).append(i)
-    for i in meta.mutated_inputs:
-        a = flat_args[i]
-        if isinstance(a, torch.Tensor) and len(storages.get(storage_id(a), [])) > 1:
-            raise AotUnsupportedError(
-                f"input {i} is mutated in place and shares memory with input(s) "
-                f"{[j for j in storages[storage_id(a)] if j != i]}; aot traces inputs as "
-                "independent tensors. Pass separate tensors (e.g. .clone()) or compile eagerly."
-            )
-
-
 def _fake_mode_for(flat_args: Sequence[object]) -> Any:
     for a in flat_args:
         if isinstance(a, FakeTensor):
@@ -158,6 +148,21 @@ def _drop_pending_unbacked(fake_mode: Any) -> None:
     if pending:
         log.debug("dropping unbacked symbols allocated outside aot's trace: %s", pending)
         pending.clear()
+
+
+@contextmanager
+def preserved_rng_state() -> Iterator[None]:
+    """Compiling draws no random numbers the program would see: the global CPU (and, when
+    initialised, CUDA) generators are put back as they were, so a seeded program's first
+    compiled call draws eager's dropout masks."""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 class AotFunction:
@@ -197,6 +202,10 @@ class AotFunction:
     def __call__(self, *flat_args: object) -> Any:
         """Run on flat inputs."""
         art = self.artifacts_for(flat_args)
+        if art.meta.mutated_inputs and written_input_overlaps(flat_args, art.meta.mutated_inputs):
+            # the graphs assume separate inputs; the function itself is eager-correct
+            log.debug("a mutated input overlaps another input: running the function eagerly")
+            return self.fn(*flat_args)
         return art.unflatten(art.run(flat_args))
 
     def artifacts_for(self, flat_args: Sequence[object]) -> CompiledArtifacts:
@@ -204,7 +213,8 @@ class AotFunction:
         key = (torch.is_grad_enabled(), tuple(_leaf_key(a, self.dynamic) for a in flat_args))
         art = self.cache.get(key)
         if art is None:
-            art = self._compile(flat_args)
+            with preserved_rng_state():
+                art = self._compile(flat_args)
             self.cache[key] = art
         self.last = art
         return art
@@ -214,8 +224,13 @@ class AotFunction:
         return list(flat_out)
 
     def _compile(self, flat_args: Sequence[object]) -> CompiledArtifacts:
+        for i, a in enumerate(flat_args):
+            if has_torch_overrides(a):
+                raise AotUnsupportedError(
+                    f"input {i} is a {type(a).__name__}, a tensor subclass that takes part in "
+                    "torch ops; aot traces plain tensors (its type and overrides would be lost)"
+                )
         rg = [isinstance(a, torch.Tensor) and bool(a.requires_grad) for a in flat_args]
-        call_args = flat_args
         if self.symbolic_inputs is not None:
             flat_args = self.symbolic_inputs  # sizes from here; requires_grad from the call
         fake_mode = _fake_mode_for(flat_args)
@@ -228,7 +243,6 @@ class AotFunction:
                            fake_mode)
         out_spec = self._out_spec
         assert out_spec is not None
-        _refuse_mutated_aliased_inputs(call_args, meta)
         trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
         _drop_pending_unbacked(fake_mode)
         if not training or not meta.differentiable_traced:

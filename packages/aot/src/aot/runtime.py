@@ -22,7 +22,12 @@ import torch
 from aot.analysis import FunctionMeta, OutputInfo, OutputKind, TracedKind
 from aot.errors import DoubleBackwardError
 
-__all__ = ["CompiledCallable", "make_inference_runtime", "make_training_runtime"]
+__all__ = [
+    "CompiledCallable",
+    "make_inference_runtime",
+    "make_training_runtime",
+    "written_input_overlaps",
+]
 
 log = logging.getLogger("strata.aot")
 
@@ -39,6 +44,48 @@ def _storage_key(value: object) -> int | None:
     if not isinstance(value, torch.Tensor):
         return None
     return int(value.untyped_storage().data_ptr())
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    """The addresses ``t`` may touch, [start, end); empty for a tensor with no elements."""
+    start = t.data_ptr()
+    if t.numel() == 0:
+        return start, start
+    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride(), strict=True))
+    return start, start + (extent + 1) * t.element_size()
+
+
+def written_input_overlaps(flat_args: Sequence[object], written: Sequence[int]) -> bool:
+    """Whether an input written in place shares memory with another tensor input.
+
+    Graphs are traced with every input a tensor of its own: written through one, an
+    overlapping other would be read stale (``f(b[:4], b[2:])``). Callers then run the
+    function eagerly for this call. Address ranges, not storages: two disjoint slices of one
+    buffer are independent, as they are for the graph.
+    """
+    if not written:
+        return False
+    # Fast path, the common case (an optimizer step's hundreds of separate tensors): no two
+    # share a storage. Storages are compared by identity (views share theirs).
+    tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
+    if len({torch._C._storage_address(a) for a in tensors}) == len(tensors):
+        return False
+    ranges = sorted(
+        (*_byte_range(a), i)
+        for i, a in enumerate(flat_args)
+        if isinstance(a, torch.Tensor) and a.numel() > 0
+    )
+    targets = set(written)
+    end = -1
+    cluster: list[int] = []
+    for start, stop, i in ranges:
+        if start >= end:  # a new group of mutually reachable ranges
+            if len(cluster) > 1 and targets.intersection(cluster):
+                return True
+            cluster, end = [], stop
+        cluster.append(i)
+        end = max(end, stop)
+    return len(cluster) > 1 and bool(targets.intersection(cluster))
 
 
 def _symbol_resolver(

@@ -453,6 +453,21 @@ def _unguardable(
     return evalframe.SKIP
 
 
+@contextmanager
+def _preserved_rng_state() -> Iterator[None]:
+    """Compiling a frame draws no random number the program sees (as TorchDynamo does): the
+    global CPU and CUDA generators are restored after capture and after the backends, so a seeded
+    program's first compiled call draws eager's dropout masks."""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
 def _backward_entry_codes() -> frozenset[types.CodeType]:
     """The methods through which the autograd engine runs a Python backward.
 
@@ -516,7 +531,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         dynamic_ints=_dynamic_ints(frame, f_locals, ctx, recompiling),
     )
     try:
-        with _timed(record, "bytecode_analysis"):
+        with _timed(record, "bytecode_analysis"), _preserved_rng_state():
             result = symbolic_vm.capture(frame, capture_config)
     except symbolic_vm.Unsupported as err:
         if ctx.fullgraph:
@@ -546,7 +561,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     namespace = frame.f_globals
     # Inside a DistributedDataParallel forward, graphs are split at gradient-bucket boundaries.
     backend = maybe_wrap_for_ddp(ctx.backend, config.optimize_ddp)
-    with _timed(record, "backend_compile"):
+    with _timed(record, "backend_compile"), _preserved_rng_state():
         compiled = {
             graph.name: _compile_graph(ctx, backend, graph, code, namespace)
             for graph in result.graphs

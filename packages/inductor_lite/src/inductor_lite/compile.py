@@ -66,6 +66,8 @@ class CompiledGraph:
     # symbols, static dims exact); ``input_keys`` then only holds non-tensor inputs' values
     input_check: Callable[[Sequence[Any]], bool] | None = field(default=None)
     static_scalars: tuple[int, ...] = field(default=())
+    # compiled without aot's runtime around it: the inputs it writes are checked per call
+    check_write_overlap: bool = field(default=False)
 
     def _matches(self, args: Sequence[Any]) -> bool:
         if self.input_check is None:
@@ -73,6 +75,18 @@ class CompiledGraph:
         return self.input_check(args) and all(
             _meta_key(args[k]) == self.input_keys[k] for k in self.static_scalars
         )
+
+    def _writes_overlap(self, args: Sequence[Any]) -> bool:
+        """An input the graph writes overlaps another input: the kernels, compiled for
+        separate inputs, would read it stale (aot's runtime checks the same before it calls
+        a graph; this covers the inference route, which reaches us without it)."""
+        if not self.check_write_overlap or not self.lowered.input_writes:
+            return False
+        import aot
+
+        written = {w.input for w in self.lowered.input_writes}
+        positions = [k for k, spec in enumerate(self.lowered.inputs) if spec.name in written]
+        return bool(aot.written_input_overlaps(args, positions))
 
     @property
     def kernel_count(self) -> int:
@@ -88,7 +102,7 @@ class CompiledGraph:
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args
         )
-        if self.broken or needs_grad or not self._matches(args):
+        if self.broken or needs_grad or not self._matches(args) or self._writes_overlap(args):
             self.eager_calls += 1
             log.debug("graph run eagerly: inputs outside what it was compiled for")
             return self.gm(*args)
@@ -153,6 +167,9 @@ def compile_fx(
     ``config.fallback == "raise"``.
     """
     config = config or InductorConfig()
+    subclass = _subclass_input(example_inputs)
+    if subclass is not None:
+        return _give_up(gm, UnsupportedGraph(subclass), config)
     symbolic = _symbolic_input(example_inputs)
     if symbolic is not None and not config.use_aot:
         # the inference-only route traces with make_fx on the examples: it has no shape
@@ -168,14 +185,37 @@ def compile_fx(
         except Exception as exc:
             if config.fallback == "raise":
                 raise
-            if symbolic is not None:
+            if symbolic is not None or _refused_for_semantics(exc):
+                # aot refused what a functional graph cannot express (a write through an
+                # overlapping view, an input's storage swapped): the inference trace below
+                # functionalizes the same way and would be as wrong
                 return _give_up(gm, exc, config)
             log.warning("aot could not handle this graph (%s); compiling for inference only", exc)
     try:
         aten_gm, out_spec = trace_to_aten(gm, example_inputs)
-        return _compile(gm, aten_gm, out_spec, example_inputs, config)
+        compiled = _compile(gm, aten_gm, out_spec, example_inputs, config)
+        compiled.check_write_overlap = True
+        return compiled
     except Exception as exc:
         return _give_up(gm, exc, config)
+
+
+def _subclass_input(example_inputs: Sequence[object]) -> str | None:
+    import aot
+
+    for k, x in enumerate(example_inputs):
+        if aot.has_torch_overrides(x):
+            return (
+                f"input {k} is a {type(x).__name__}, a tensor subclass with torch overrides "
+                "(kernels would return plain tensors)"
+            )
+    return None
+
+
+def _refused_for_semantics(exc: Exception) -> bool:
+    import aot
+
+    return isinstance(exc, aot.AotUnsupportedError)
 
 
 def _symbolic_input(example_inputs: Sequence[object]) -> str | None:
@@ -215,9 +255,10 @@ def _output_spec(gm: torch.fx.GraphModule) -> pytree.TreeSpec:
 def _give_up(gm: torch.fx.GraphModule, exc: Exception, config: InductorConfig) -> EagerFallback:
     if config.fallback == "raise":
         raise exc
-    kind = "unsupported graph" if isinstance(exc, UnsupportedGraph) else "compile failure"
+    refused = isinstance(exc, UnsupportedGraph) or _refused_for_semantics(exc)
+    kind = "unsupported graph" if refused else "compile failure"
     msg = f"inductor_lite: {kind}, running this graph eagerly: {exc}"
-    if not isinstance(exc, InductorError):
+    if not isinstance(exc, InductorError) and not refused:
         log.exception(msg)
     else:
         log.warning(msg)

@@ -367,12 +367,19 @@ def _clamp(
     if dt == torch.bool or isinstance(lo, TensorValue) or isinstance(hi, TensorValue):
         return NotImplemented
 
+    def bound(kind: str, y: VExpr, value: object) -> VExpr:
+        # clamp_lo/clamp_hi keep a NaN input and are cheap compares; a NaN bound must give
+        # NaN too (eager's clamp propagates NaN from either side): maximum/minimum do
+        if isinstance(value, float) and math.isnan(value):
+            return op("maximum" if kind == "clamp_lo" else "minimum", dt, y, c(value, dt))
+        return op(kind, dt, y, c(value, dt))  # type: ignore[arg-type]
+
     def fn(v: list[VExpr]) -> VExpr:
         y = v[0]
         if lo is not None:
-            y = op("clamp_lo", dt, y, c(lo, dt))  # type: ignore[arg-type]
+            y = bound("clamp_lo", y, lo)
         if hi is not None:
-            y = op("clamp_hi", dt, y, c(hi, dt))  # type: ignore[arg-type]
+            y = bound("clamp_hi", y, hi)
         return y
 
     return pointwise(node, [x], fn, dt)
