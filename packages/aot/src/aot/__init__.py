@@ -5,6 +5,7 @@ joint graph with make_fx under fake tensors, split it with a partitioner, compil
 the given backends and run them behind one `torch.autograd.Function`.
 """
 
+from aot.analysis import has_torch_overrides
 from aot.api import (
     AotCallable,
     AotFunction,
@@ -26,8 +27,6 @@ from aot.errors import (
     DoubleBackwardError,
     PartitionError,
 )
-from aot.analysis import has_torch_overrides
-from aot.runtime import written_input_overlaps
 from aot.partition import (
     PartitionStats,
     default_partition,
@@ -36,6 +35,7 @@ from aot.partition import (
     node_bytes,
     partition_stats,
 )
+from aot.runtime import written_input_overlaps
 
 __all__ = [
     # entry points

@@ -170,6 +170,9 @@ def storage_id(t: torch.Tensor) -> int:
     return int(t.untyped_storage()._cdata)
 
 
+_PLAIN_TORCH_DISPATCH = torch.Tensor.__torch_dispatch__  # type: ignore[attr-defined]
+
+
 def has_torch_overrides(value: object) -> bool:
     """Whether ``value`` is a tensor of a subclass that takes part in torch ops: one with
     ``__torch_function__`` (even Tensor's own, which gives results the subclass's type) or
@@ -183,7 +186,7 @@ def has_torch_overrides(value: object) -> bool:
     cls = type(value)
     return (
         cls.__torch_function__ is not torch._C._disabled_torch_function_impl
-        or cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__  # type: ignore[attr-defined]
+        or cls.__torch_dispatch__ is not _PLAIN_TORCH_DISPATCH
     )
 
 
@@ -193,12 +196,11 @@ def may_overlap_itself(t: torch.Tensor) -> bool:
     Dims sorted by stride must each step over everything the smaller ones span. Symbolic
     sizes are not decided (False): only a user's as_strided makes such views.
     """
-    try:
-        dims = sorted(
-            (int(st), int(sz)) for sz, st in zip(t.shape, t.stride(), strict=True) if int(sz) != 1
-        )
-    except (TypeError, RuntimeError):  # symbolic: guard nothing on it
+    if _is_symbolic(t):  # int() would specialise the sizes: decide nothing on them
         return False
+    dims = sorted(
+        (int(st), int(sz)) for sz, st in zip(t.shape, t.stride(), strict=True) if int(sz) != 1
+    )
     if any(sz == 0 for _, sz in dims):
         return False
     span = 0
@@ -350,7 +352,18 @@ def _unviewed_base(
 
 
 def _layout(x: torch.Tensor) -> tuple[object, ...]:
-    return (tuple(x.shape), tuple(x.stride()), x.storage_offset(), storage_id(x))
+    """Sizes, strides, offset and storage, compared without guarding symbolic sizes (their
+    expressions are compared, not their values)."""
+
+    def plain(v: object) -> object:
+        return v.node.expr if isinstance(v, torch.SymInt) else v
+
+    return (
+        tuple(map(plain, x.shape)),
+        tuple(map(plain, x.stride())),
+        plain(x.storage_offset()),
+        storage_id(x),
+    )
 
 
 def _geometry(o: torch.Tensor, base: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:

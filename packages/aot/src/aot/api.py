@@ -156,7 +156,8 @@ def preserved_rng_state() -> Iterator[None]:
     initialised, CUDA) generators are put back as they were, so a seeded program's first
     compiled call draws eager's dropout masks."""
     cpu = torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    cuda_on = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+    cuda = torch.cuda.get_rng_state_all() if cuda_on else None
     try:
         yield
     finally:

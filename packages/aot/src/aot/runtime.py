@@ -68,7 +68,8 @@ def written_input_overlaps(flat_args: Sequence[object], written: Sequence[int]) 
     # Fast path, the common case (an optimizer step's hundreds of separate tensors): no two
     # share a storage. Storages are compared by identity (views share theirs).
     tensors = [a for a in flat_args if isinstance(a, torch.Tensor)]
-    if len({torch._C._storage_address(a) for a in tensors}) == len(tensors):
+    storage_of = torch._C._storage_address  # type: ignore[attr-defined]
+    if len({storage_of(a) for a in tensors}) == len(tensors):
         return False
     ranges = sorted(
         (*_byte_range(a), i)
