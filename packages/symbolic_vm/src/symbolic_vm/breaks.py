@@ -23,7 +23,7 @@ from symbolic_vm.break_policy import (
     why_not_break_at,
     with_exit_slots,
 )
-from symbolic_vm.bytecode import ResumeError
+from symbolic_vm.bytecode import PY_VERSION, ResumeError
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource
@@ -163,9 +163,10 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
     stack: list[Slot] = []
     user_names = set(code.co_varnames) | set(code.co_cellvars)
     named = {id(var): name for name, var in reversed(bound.items()) if name in user_names}
-    # [NULL, x.mul] becomes [Tensor.mul, x]: the same call, and the resume function's VM sees
-    # a torch method and a tensor it can trace (a bound method of a real tensor could only be
-    # called opaquely, its tensor not being a graph input).
+    # [NULL, x.mul] (3.11/3.12) or [x.mul, NULL] (3.13) becomes [Tensor.mul, x]: the same
+    # call, and the resume function's VM sees a torch method and a tensor it can trace (a
+    # bound method of a real tensor could only be called opaquely, its tensor not being a
+    # graph input).
     descriptors = {
         d: _tensor_method_descriptor(out, brk.stack, d) for d in range(len(brk.stack))
     }
@@ -176,8 +177,9 @@ def _plan_break(out: Output, vm: Interpreter, brk: BreakAt) -> Plan:
             continue
         var = slot_var
         if depth > 0 and descriptors[depth - 1] is not None:
-            assert isinstance(slot_var, MethodVar)
-            var = slot_var.self_var
+            method = slot_var if isinstance(slot_var, MethodVar) else brk.stack[depth - 1]
+            assert isinstance(method, MethodVar)
+            var = method.self_var
         if isinstance(var, NullVar):
             stack.append(Null())
         elif depth in handoffs:
@@ -257,11 +259,14 @@ def _has_pending_iterator(values: list[Var]) -> bool:
 
 
 def _tensor_method_descriptor(out: Output, stack: list[Var], depth: int) -> object | None:
-    """``torch.Tensor.<name>`` when ``stack[depth]`` is the NULL of a pending ``x.<name>(...)``
-    call on a tensor whose class does not override it, else None."""
-    if depth + 1 >= len(stack) or not isinstance(stack[depth], NullVar):
+    """``torch.Tensor.<name>`` when ``stack[depth:depth + 2]`` are the two slots of a pending
+    ``x.<name>(...)`` call on a tensor whose class does not override it, else None."""
+    if depth + 1 >= len(stack) or (depth > 0 and _is_method_pair(stack, depth - 1)):
         return None
-    method = stack[depth + 1]
+    if not _is_method_pair(stack, depth):
+        return None
+    first, second = stack[depth], stack[depth + 1]
+    method = second if isinstance(first, NullVar) else first
     if not (isinstance(method, MethodVar) and isinstance(method.self_var, TensorVar)):
         return None
     if out.tensor_type(method.self_var) not in (torch.Tensor, torch.nn.Parameter):
@@ -270,6 +275,14 @@ def _tensor_method_descriptor(out: Output, stack: list[Var], depth: int) -> obje
     if isinstance(found, (types.MethodDescriptorType, types.WrapperDescriptorType)):
         return found
     return None
+
+
+def _is_method_pair(stack: list[Var], depth: int) -> bool:
+    """[NULL, method] on 3.11/3.12, [method, NULL] on 3.13."""
+    first, second = stack[depth], stack[depth + 1]
+    if PY_VERSION >= (3, 13):
+        return isinstance(first, MethodVar) and isinstance(second, NullVar)
+    return isinstance(first, NullVar) and isinstance(second, MethodVar)
 
 
 def _user_with_slots(code: types.CodeType, brk: BreakAt) -> frozenset[int]:

@@ -313,7 +313,7 @@ def find_region(
     else:
         raise failure
     base = target
-    _check_cells(flow, members)
+    _check_cells(flow, members, frozenset(code.co_cellvars) | frozenset(code.co_freevars))
     lines = [
         line for i in members if (line := flow.instrs[i].position.lineno) is not None
     ]
@@ -456,13 +456,14 @@ _CELL_OPS = frozenset({
 })
 
 
-def _check_cells(flow: _Flow, members: set[int]) -> None:
+def _check_cells(flow: _Flow, members: set[int], cell_names: frozenset[str]) -> None:
     """A cell captured by a function made inside the region must not be used outside it: the
     resume function gets the cell's value in a cell of its own, which that function (alive
-    after the region) would not share."""
+    after the region) would not share. (3.13 loads a cell for a closure with LOAD_FAST.)"""
     captured = {
         ins.arg for i in members
         if (ins := flow.instrs[i]).opname == "LOAD_CLOSURE"
+        or (ins.opname == "LOAD_FAST" and ins.arg in cell_names)
     }
     for i, ins in enumerate(flow.instrs):
         if i not in members and ins.opname in _CELL_OPS and ins.arg in captured:

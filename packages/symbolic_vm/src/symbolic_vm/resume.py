@@ -325,6 +325,7 @@ class _Group:
 _CALL_PREFIX = ("KW_NAMES", "PRECALL")
 _ONE_IN_ONE_OUT = {"UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT", "GET_ITER", "GET_LEN", "TO_BOOL"}
 _TWO_IN_ONE_OUT = {"BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IS_OP"}
+_TRUTH_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 
 
 def _plain_jump_name(opname: str) -> str:
@@ -394,6 +395,10 @@ def group_at(items: Sequence[Instr | Label], offset: int) -> _Group:
     jump_target = last.arg if isinstance(last.arg, Label) else None
     if jump_target is not None and not last.opname.startswith("POP_JUMP"):
         raise ResumeError(f"cannot resume after a graph break at {last.opname}")
+    if PY_VERSION >= (3, 13) and last.opname in _TRUTH_JUMPS and first.opname != "TO_BOOL":
+        # 3.13's conditional jumps take an exact bool: the VM stopped at the jump with the
+        # value a COMPARE_OP would have made a bool (a tensor), so the residual code does it.
+        group = [attrs.evolve(last, opname="TO_BOOL", arg=None, offset=None), *group]
     cleaned: list[Instr] = []
     for ins in group:
         opname = _plain_jump_name(ins.opname) if ins.is_jump else ins.opname

@@ -106,19 +106,40 @@ def BUILD_STRING(vm: Interpreter, inst: dis.Instruction) -> None:
 _CONVERSIONS: dict[int, Any] = {0: None, 1: str, 2: repr, 3: ascii}
 
 
-@handler("FORMAT_VALUE")
+@handler("FORMAT_VALUE", versions=(3.11, 3.12))
 def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     flags = _arg(inst)
     spec = ops.const_value(vm.out, vm.pop()) if flags & 0x04 else ""
-    value = vm.pop()
-    # A symbolic int is formatted by its value (const_value specialises it: guarded), as str().
-    if not (ops.is_constant(value) or isinstance(value, SymVar)):
-        raise Unsupported(f"f-string formatting of {ops.describe(value)}")
-    python_value = ops.const_value(vm.out, value)
+    value = _formattable(vm, vm.pop())
     conversion = _CONVERSIONS[flags & 0x03]
     if conversion is not None:
-        python_value = conversion(python_value)
-    vm.push(ConstVar(format(python_value, spec)))
+        value = conversion(value)
+    vm.push(ConstVar(format(value, spec)))
+
+
+@handler("CONVERT_VALUE", versions=(3.13,))
+def CONVERT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
+    conversion = _CONVERSIONS[_arg(inst)]
+    assert conversion is not None
+    vm.push(ConstVar(conversion(_formattable(vm, vm.pop()))))
+
+
+@handler("FORMAT_SIMPLE", versions=(3.13,))
+def FORMAT_SIMPLE(vm: Interpreter, inst: dis.Instruction) -> None:
+    vm.push(ConstVar(format(_formattable(vm, vm.pop()), "")))
+
+
+@handler("FORMAT_WITH_SPEC", versions=(3.13,))
+def FORMAT_WITH_SPEC(vm: Interpreter, inst: dis.Instruction) -> None:
+    spec = ops.const_value(vm.out, vm.pop())
+    vm.push(ConstVar(format(_formattable(vm, vm.pop()), spec)))
+
+
+def _formattable(vm: Interpreter, value: Var) -> object:
+    """The Python value an f-string formats; a symbolic int by its (guarded) value, as str()."""
+    if not (ops.is_constant(value) or isinstance(value, SymVar)):
+        raise Unsupported(f"f-string formatting of {ops.describe(value)}")
+    return ops.const_value(vm.out, value)
 
 
 @handler("LIST_APPEND")
@@ -180,7 +201,7 @@ def LIST_TO_TUPLE(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(TupleVar(tuple(value.box.items)))
 
 
-@handler("CALL_INTRINSIC_1", versions=(3.12,))
+@handler("CALL_INTRINSIC_1", versions=(3.12, 3.13))
 def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:
     kind = inst.argrepr
     if kind == "INTRINSIC_LIST_TO_TUPLE":
@@ -198,7 +219,7 @@ def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ops.getitem(vm.out, obj, key))
 
 
-@handler("BINARY_SLICE", versions=(3.12,))
+@handler("BINARY_SLICE", versions=(3.12, 3.13))
 def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
     end = vm.pop()
     start = vm.pop()
@@ -218,7 +239,7 @@ def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     ops.setitem(vm.out, obj, key, value)
 
 
-@handler("STORE_SLICE", versions=(3.12,))
+@handler("STORE_SLICE", versions=(3.12, 3.13))
 def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
     end = ops.const_value(vm.out, vm.pop())
     start = ops.const_value(vm.out, vm.pop())

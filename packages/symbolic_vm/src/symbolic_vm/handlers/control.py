@@ -9,7 +9,7 @@ import torch
 from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.interpreter import Interpreter, ReturnSignal, YieldSignal, handler
+from symbolic_vm.interpreter import RUNNING, Interpreter, ReturnSignal, YieldSignal, handler
 from symbolic_vm.values import (
     AutocastVar,
     ConstVar,
@@ -21,7 +21,8 @@ from symbolic_vm.values import (
 )
 
 
-@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP")
+@handler("JUMP", versions=(3.12, 3.13))
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
 def JUMP_FORWARD(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.jump_to(inst.argval)
 
@@ -32,13 +33,13 @@ def _branch(vm: Interpreter, inst: dis.Instruction, jump_if: bool) -> None:
 
 
 @handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", versions=(3.11,))
-@handler("POP_JUMP_IF_TRUE", versions=(3.12,))
+@handler("POP_JUMP_IF_TRUE", versions=(3.12, 3.13))
 def POP_JUMP_IF_TRUE(vm: Interpreter, inst: dis.Instruction) -> None:
     _branch(vm, inst, True)
 
 
 @handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", versions=(3.11,))
-@handler("POP_JUMP_IF_FALSE", versions=(3.12,))
+@handler("POP_JUMP_IF_FALSE", versions=(3.12, 3.13))
 def POP_JUMP_IF_FALSE(vm: Interpreter, inst: dis.Instruction) -> None:
     _branch(vm, inst, False)
 
@@ -49,14 +50,14 @@ def _is_none(vm: Interpreter) -> bool:
 
 
 @handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", versions=(3.11,))
-@handler("POP_JUMP_IF_NONE", versions=(3.12,))
+@handler("POP_JUMP_IF_NONE", versions=(3.12, 3.13))
 def POP_JUMP_IF_NONE(vm: Interpreter, inst: dis.Instruction) -> None:
     if _is_none(vm):
         vm.jump_to(inst.argval)
 
 
 @handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", versions=(3.11,))
-@handler("POP_JUMP_IF_NOT_NONE", versions=(3.12,))
+@handler("POP_JUMP_IF_NOT_NONE", versions=(3.12, 3.13))
 def POP_JUMP_IF_NOT_NONE(vm: Interpreter, inst: dis.Instruction) -> None:
     if not _is_none(vm):
         vm.jump_to(inst.argval)
@@ -99,9 +100,10 @@ def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
         return
     vm.pop()
     vm.jump_to(inst.argval)
-    # 3.12: an exhausted FOR_ITER also skips the END_FOR at its target.
+    # 3.12: an exhausted FOR_ITER also skips the END_FOR at its target; 3.13 skips the
+    # END_FOR and the POP_TOP after it.
     if vm.next_instruction().opname == "END_FOR":
-        vm.ip += 1
+        vm.ip += 2 if RUNNING >= (3, 13) else 1
 
 
 @handler("END_FOR", versions=(3.12,))
@@ -110,12 +112,24 @@ def END_FOR(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.pop()
 
 
+@handler("END_FOR", versions=(3.13,))
+def END_FOR_313(vm: Interpreter, inst: dis.Instruction) -> None:
+    vm.pop()
+
+
+@handler("TO_BOOL", versions=(3.13,))
+def TO_BOOL(vm: Interpreter, inst: dis.Instruction) -> None:
+    """3.13's truth test before a branch or ``not``; on a tensor's data it breaks the graph
+    (the residual code runs TO_BOOL and the jump after it together: see symbolic_vm.resume)."""
+    vm.push(ConstVar(ops.truth(vm.out, vm.pop())))
+
+
 @handler("RETURN_VALUE")
 def RETURN_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     raise ReturnSignal(vm.pop())
 
 
-@handler("RETURN_CONST", versions=(3.12,))
+@handler("RETURN_CONST", versions=(3.12, 3.13))
 def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
     raise ReturnSignal(vm.out.wrap(inst.argval, None))
 
@@ -210,7 +224,7 @@ def SEND(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(value)
 
 
-@handler("SEND", versions=(3.12,))
+@handler("SEND", versions=(3.12, 3.13))
 def SEND_312(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.12: the sent value is replaced by the yielded one, or by the return value before the
     jump to END_SEND (which drops the receiver)."""
@@ -222,7 +236,7 @@ def SEND_312(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.stack[-1] = value
 
 
-@handler("END_SEND", versions=(3.12,))
+@handler("END_SEND", versions=(3.12, 3.13))
 def END_SEND(vm: Interpreter, inst: dis.Instruction) -> None:
     value = vm.pop()
     vm.pop()

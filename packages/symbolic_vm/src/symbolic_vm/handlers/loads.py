@@ -7,12 +7,13 @@ import dis
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import GlobalSource, ItemSource, Source
-from symbolic_vm.interpreter import Interpreter, handler
+from symbolic_vm.interpreter import RUNNING, Interpreter, handler
 from symbolic_vm.output import CellWrite, GlobalWrite
 from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
 
 
-@handler("NOP", "RESUME", "EXTENDED_ARG", "CACHE", "PRECALL")
+@handler("PRECALL", versions=(3.11,))
+@handler("NOP", "RESUME", "EXTENDED_ARG", "CACHE")
 def NOP(vm: Interpreter, inst: dis.Instruction) -> None:
     """Nothing to do symbolically (PRECALL's method unpacking is implicit in our call records)."""
 
@@ -32,12 +33,42 @@ def MAKE_CELL(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.cells[name] = Cell(value)
 
 
-@handler("LOAD_FAST", "LOAD_FAST_CHECK")
+@handler("LOAD_FAST_CHECK", versions=(3.12, 3.13))
+@handler("LOAD_FAST")
 def LOAD_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(vm.load_local(inst.argval))
+    name = inst.argval
+    if RUNNING >= (3, 13) and _is_cell_name(vm, name):
+        LOAD_CLOSURE(vm, inst)  # 3.13 loads a cell for a closure with LOAD_FAST
+    else:
+        vm.push(vm.load_local(name))
 
 
-@handler("LOAD_FAST_AND_CLEAR", versions=(3.12,))
+def _is_cell_name(vm: Interpreter, name: str) -> bool:
+    return name in vm.code.co_cellvars or name in vm.code.co_freevars
+
+
+@handler("LOAD_FAST_LOAD_FAST", versions=(3.13,))
+def LOAD_FAST_LOAD_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
+    first, second = inst.argval
+    vm.push(vm.load_local(first))
+    vm.push(vm.load_local(second))
+
+
+@handler("STORE_FAST_LOAD_FAST", versions=(3.13,))
+def STORE_FAST_LOAD_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
+    stored, loaded = inst.argval
+    _store_fast(vm, stored, vm.pop())
+    vm.push(vm.load_local(loaded))
+
+
+@handler("STORE_FAST_STORE_FAST", versions=(3.13,))
+def STORE_FAST_STORE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
+    first, second = inst.argval
+    _store_fast(vm, first, vm.pop())
+    _store_fast(vm, second, vm.pop())
+
+
+@handler("LOAD_FAST_AND_CLEAR", versions=(3.12, 3.13))
 def LOAD_FAST_AND_CLEAR(vm: Interpreter, inst: dis.Instruction) -> None:
     name = inst.argval
     vm.push(vm.load_local(name) if vm.has_local(name) else NULL)
@@ -46,11 +77,14 @@ def LOAD_FAST_AND_CLEAR(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("STORE_FAST")
 def STORE_FAST(vm: Interpreter, inst: dis.Instruction) -> None:
-    value = vm.pop()
-    if isinstance(value, NullVar):  # 3.12 restoring a local that was unbound before a comprehension
-        vm.delete_local(inst.argval)
+    _store_fast(vm, inst.argval, vm.pop())
+
+
+def _store_fast(vm: Interpreter, name: str, value: Var) -> None:
+    if isinstance(value, NullVar):  # 3.12+ restoring a local unbound before a comprehension
+        vm.delete_local(name)
     else:
-        vm.store_local(inst.argval, value)
+        vm.store_local(name, value)
 
 
 @handler("DELETE_FAST")
@@ -63,11 +97,19 @@ def LOAD_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(vm.out.wrap(inst.argval, None))
 
 
-@handler("LOAD_GLOBAL")
+@handler("LOAD_GLOBAL", versions=(3.11, 3.12))
 def LOAD_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
     vm.push(load_global(vm, inst.argval))
+
+
+@handler("LOAD_GLOBAL", versions=(3.13,))
+def LOAD_GLOBAL_313(vm: Interpreter, inst: dis.Instruction) -> None:
+    """3.13: the low bit pushes NULL after the global (callable, NULL, args...)."""
+    vm.push(load_global(vm, inst.argval))
+    if inst.arg is not None and inst.arg & 1:
+        vm.push(NULL)
 
 
 def load_global(vm: Interpreter, name: str) -> Var:
@@ -98,7 +140,8 @@ def STORE_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.out.side_effects.append(GlobalWrite(inst.argval, value))
 
 
-@handler("LOAD_DEREF", "LOAD_CLASSDEREF")
+@handler("LOAD_CLASSDEREF", versions=(3.11,))
+@handler("LOAD_DEREF")
 def LOAD_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:
     cell = vm.cell(inst.argval)
     if cell.value is None:
@@ -127,7 +170,7 @@ def STORE_DEREF(vm: Interpreter, inst: dis.Instruction) -> None:
     cell.value = vm.pop()
 
 
-@handler("LOAD_CLOSURE")
+@handler("LOAD_CLOSURE", versions=(3.11, 3.12))
 def LOAD_CLOSURE(vm: Interpreter, inst: dis.Instruction) -> None:
     name = inst.argval
     if name not in vm.cells:
@@ -147,6 +190,14 @@ def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
     vm.push(value)
+
+
+@handler("LOAD_ATTR", versions=(3.13,))
+def LOAD_ATTR_313(vm: Interpreter, inst: dis.Instruction) -> None:
+    """3.13: a method load pushes the bound attribute, then NULL (callable, NULL, args...)."""
+    vm.push(ops.getattr_var(vm, vm.pop(), inst.argval))
+    if inst.arg is not None and inst.arg & 1:
+        vm.push(NULL)
 
 
 @handler("LOAD_METHOD", versions=(3.11,))
@@ -186,18 +237,24 @@ def SWAP(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.stack[-1], vm.stack[-i] = vm.stack[-i], vm.stack[-1]
 
 
-@handler("LOAD_SUPER_ATTR", versions=(3.12,))
+@handler("LOAD_SUPER_ATTR", versions=(3.12, 3.13))
 def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
-    """3.12 ``super().name``: pops super, the class and self; bit 0 asks for a method load."""
+    """``super().name``: pops super, the class and self; bit 0 asks for a method load.
+
+    The NULL of a method load goes below the attribute on 3.12 and above it on 3.13.
+    """
     from symbolic_vm.values import SuperVar
 
     self_var = vm.pop()
     cls_var = vm.pop()
     vm.pop()  # the global `super` itself
     value = ops.getattr_var(vm, SuperVar(ops.const_value(vm.out, cls_var), self_var), inst.argval)
-    if inst.arg is not None and inst.arg & 1:
+    method = inst.arg is not None and bool(inst.arg & 1)
+    if method and RUNNING < (3, 13):
         vm.push(NULL)
     vm.push(value)
+    if method and RUNNING >= (3, 13):
+        vm.push(NULL)
 
 
 @handler("IMPORT_NAME")

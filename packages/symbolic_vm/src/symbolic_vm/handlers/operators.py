@@ -7,7 +7,7 @@ import operator
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.interpreter import Interpreter, handler
+from symbolic_vm.interpreter import RUNNING, Interpreter, handler
 from symbolic_vm.values import ConstVar, DictVar, ListVar, TensorVar, TupleVar, Var
 
 
@@ -22,7 +22,21 @@ def BINARY_OP(vm: Interpreter, inst: dis.Instruction) -> None:
 def COMPARE_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     right = vm.pop()
     left = vm.pop()
-    vm.push(ops.compare(vm.out, str(inst.argval), left, right))
+    result = ops.compare(vm.out, str(inst.argval), left, right)
+    if RUNNING >= (3, 13) and inst.arg is not None and inst.arg & _COERCE_TO_BOOL:
+        try:
+            result = ConstVar(ops.truth(vm.out, result))
+        except Unsupported:
+            # A tensor comparison before a branch: it stays in the graph and the branch
+            # breaks it (the residual code converts with TO_BOOL), as on 3.11/3.12.
+            if vm.next_instruction().opname not in _TRUTH_JUMPS:
+                raise
+    vm.push(result)
+
+
+# 3.13: COMPARE_OP's oparg bit that makes it push bool(result), for a branch.
+_COERCE_TO_BOOL = 16
+_TRUTH_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 
 
 @handler("IS_OP")
