@@ -10,7 +10,15 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guards import AttrSource, GlobalSource, GuardSet, ItemSource, LocalSource, compile_guards
+from guards import (
+    AttrSource,
+    GlobalSource,
+    GuardSet,
+    ItemSource,
+    LocalSource,
+    MethodCallSource,
+    compile_guards,
+)
 
 
 class Mode(enum.Enum):
@@ -35,6 +43,7 @@ def base_locals() -> dict[str, object]:
         "mode": Mode.A,
         "self": types.SimpleNamespace(training=True),
         "t": (1, (2, 3)),
+        "c": complex(1.0, -0.0),
     }
 
 
@@ -51,6 +60,8 @@ def build(gs: GuardSet, L: dict[str, object]) -> None:
     gs.CONSTANT_MATCH(AttrSource(LocalSource("self"), "training"), True)
     gs.CONSTANT_MATCH(LocalSource("t"), L["t"])
     gs.CONSTANT_MATCH(GlobalSource("K"), 7)
+    gs.CONSTANT_MATCH(LocalSource("c"), L["c"])
+    gs.CONSTANT_MATCH(MethodCallSource(LocalSource("x"), "storage_offset"), 0)
     gs.SHAPE("L['x'].size(0) < 9", "s0 < 9")
 
 
@@ -71,7 +82,9 @@ anything = st.one_of(
     st.integers(-5, 5),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=3),
-    st.sampled_from([Mode.A, Mode.B, 2.0, -0.0, 0.0, 3, "abc", (1, (2, 3)), (1, (2, 3.0))]),
+    st.sampled_from([Mode.A, Mode.B, 2.0, -0.0, 0.0, 3, "abc", (1, (2, 3)), (1, (2, 3.0)),
+                     complex(1.0, 0.0), complex(1.0, -0.0), complex(float("nan"), -0.0)]),
+    st.builds(lambda n: torch.zeros(n + 3)[n:], st.integers(0, 2)),
     st.lists(st.sampled_from([1, 2.0, "z", 2]), max_size=4),
     st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(), max_size=3),
     st.builds(lambda t: types.SimpleNamespace(training=t), st.sampled_from([True, False, 1, None])),

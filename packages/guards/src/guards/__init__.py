@@ -26,9 +26,11 @@ from guards.readers import params_reader
 from guards.shape import shape_guards
 from guards.source import (
     AttrSource,
+    CallSource,
     GlobalSource,
     ItemSource,
     LocalSource,
+    MethodCallSource,
     SizeSource,
     Source,
     StrideSource,
@@ -46,6 +48,8 @@ __all__ = [
     "TypeSource",
     "SizeSource",
     "StrideSource",
+    "CallSource",
+    "MethodCallSource",
     # building guards
     "GuardSet",
     "shape_guards",

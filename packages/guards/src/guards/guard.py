@@ -208,8 +208,8 @@ class IdMatch(Guard):
 
 def _constant_key(value: object) -> object:
     """A hashable key that tells apart what CONSTANT_MATCH tells apart (type, nan, -0.0)."""
-    if type(value) is float:
-        return (float, repr(value))
+    if type(value) in (float, complex):
+        return (type(value), repr(value))
     if type(value) is tuple:
         return (tuple, tuple(_constant_key(v) for v in value))
     if isinstance(value, Enum | torch.dtype):
@@ -218,7 +218,7 @@ def _constant_key(value: object) -> object:
 
 
 def _check_constant(value: object) -> None:
-    if value is None or type(value) in (bool, int, float, str, bytes, torch.device):
+    if value is None or type(value) in (bool, int, float, complex, str, bytes, torch.device):
         return
     if isinstance(value, Enum | torch.dtype):
         return
@@ -243,6 +243,11 @@ def constant_equal(actual: object, expected: object) -> bool:
         if math.isnan(expected):
             return math.isnan(actual)
         return actual == expected and math.copysign(1.0, actual) == math.copysign(1.0, expected)
+    if type(expected) is complex:
+        assert isinstance(actual, complex)
+        return constant_equal(actual.real, expected.real) and constant_equal(
+            actual.imag, expected.imag
+        )
     if type(expected) is tuple:
         assert isinstance(actual, tuple)
         return len(actual) == len(expected) and all(
@@ -273,13 +278,20 @@ def _constant_conditions(expr: str, value: object, ctx: CodeContext) -> list[str
             sign = math.copysign(1.0, value)
             conds.append(f"{ctx.bind(math.copysign, 'copysign')}(1.0, {expr}) == {sign!r}")
         return conds
+    if type(value) is complex:
+        # Part by part, as floats: nan and -0.0 parts are told apart the same way.
+        return [
+            *conds,
+            *_constant_conditions(f"{expr}.real", value.real, ctx),
+            *_constant_conditions(f"{expr}.imag", value.imag, ctx),
+        ]
     return [*conds, f"{expr} == {_const(value, ctx, 'const')}"]
 
 
 @attrs.frozen
 class ConstantMatch(Guard):
-    """Type and value of a constant: None, bool, int, float (nan, -0.0 included), str, bytes,
-    enum members, torch.dtype, torch.device, and tuples of these."""
+    """Type and value of a constant: None, bool, int, float and complex (nan, -0.0 included),
+    str, bytes, enum members, torch.dtype, torch.device, and tuples of these."""
 
     kind: ClassVar[str] = "CONSTANT_MATCH"
     rank: ClassVar[int] = 2

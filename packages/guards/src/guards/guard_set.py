@@ -135,7 +135,7 @@ class GuardSet:
         self.add(IdMatch.of(source, value))
 
     def CONSTANT_MATCH(self, source: Source, value: object) -> None:
-        """Guard type and value of a constant (None, bool, int, float, str, bytes, enum,
+        """Guard type and value of a constant (None, bool, int, float, complex, str, bytes, enum,
         torch.dtype, torch.device, tuples of these)."""
         self.add(ConstantMatch.of(source, value))
 

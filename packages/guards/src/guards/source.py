@@ -31,6 +31,8 @@ __all__ = [
     "TypeSource",
     "SizeSource",
     "StrideSource",
+    "CallSource",
+    "MethodCallSource",
     "is_literal",
 ]
 
@@ -293,3 +295,89 @@ class StrideSource(Source):
 
     def describe(self) -> str:
         return f"{self.base_source.describe()}.stride({self.dim})"
+
+
+def _check_arguments(instance: object, attribute: object, value: object) -> None:
+    try:
+        hash(value)
+    except TypeError as exc:
+        raise UnsupportedGuardValue(f"call arguments {value!r} are not hashable") from exc
+
+
+def _arguments(
+    args: tuple[object, ...], kwargs: tuple[tuple[str, object], ...], bind: Binder
+) -> str:
+    parts = [repr(a) if is_literal(a) else bind(a, "arg") for a in args]
+    parts += [f"{k}={v!r}" if is_literal(v) else f"{k}={bind(v, 'arg')}" for k, v in kwargs]
+    return ", ".join(parts)
+
+
+def _label(fn: object) -> str:
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    # Builtins bound to an extension's function record have a meaningless qualname prefix.
+    name = str(name).rsplit(".", 1)[-1] if "pybind11" in str(name) else str(name)
+    return f"{module}.{name}" if module else name
+
+
+@attrs.frozen
+class CallSource(Source):
+    """``fn(*args, **kwargs)`` now: the answer of a global-state query (``fn`` held, not looked
+    up; the arguments are constants), e.g. ``torch.autograd._profiler_enabled()``.
+
+    The guard calls ``fn`` on every check: only for functions without side effects.
+    """
+
+    fn: Any = attrs.field(eq=False)
+    fn_id: int = attrs.field(init=False, repr=False)
+    args: tuple[object, ...] = attrs.field(default=(), validator=_check_arguments)
+    kwargs: tuple[tuple[str, object], ...] = attrs.field(default=(), validator=_check_arguments)
+
+    @fn_id.default
+    def _fn_id(self) -> int:
+        return id(self.fn)
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return self.fn(*self.args, **dict(self.kwargs))
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"{bind(self.fn, 'fn')}({_arguments(self.args, self.kwargs, bind)})"
+
+    def name(self) -> str:
+        return f"{_label(self.fn)}({_arguments(self.args, self.kwargs, _repr_binder)})"
+
+    def describe(self) -> str:
+        return self.name()
+
+
+@attrs.frozen
+class MethodCallSource(Source):
+    """``base.method(*args, **kwargs)`` with constant arguments: a query on a value, e.g.
+    ``L['x'].storage_offset()`` or ``L['x'].is_contiguous(memory_format=torch.channels_last)``.
+    Only for methods without side effects (the guard calls it on every check)."""
+
+    base_source: Source
+    method: str
+    args: tuple[object, ...] = attrs.field(default=(), validator=_check_arguments)
+    kwargs: tuple[tuple[str, object], ...] = attrs.field(default=(), validator=_check_arguments)
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return getattr(base_value, self.method)(*self.args, **dict(self.kwargs))
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        call = f"({_arguments(self.args, self.kwargs, bind)})"
+        if _is_identifier(self.method):
+            return f"{base_expr}.{self.method}{call}"
+        return f"getattr({base_expr}, {self.method!r}){call}"
+
+    def describe(self) -> str:
+        args = _arguments(self.args, self.kwargs, _repr_binder)
+        return f"{self.base_source.describe()}.{self.method}({args})"

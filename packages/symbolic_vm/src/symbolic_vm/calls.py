@@ -73,6 +73,7 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             return torch_calls.opaque_call(out, target, args, kwargs)
         return call(vm, fn.func, [fn.self_var, *args], kwargs)
     if isinstance(fn, PartialVar):
+        out.depend(fn)
         return call(vm, fn.func, [*fn.args, *args], {**fn.kwargs, **kwargs})
     if isinstance(fn, MethodVar):
         return methods.call_method(vm, fn, args, kwargs)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from guards import (
     AttrSource,
+    CallSource,
     GlobalSource,
     GuardSet,
     ItemSource,
     LocalSource,
+    MethodCallSource,
     SizeSource,
     Source,
     UnsupportedGuardValue,
@@ -17,10 +19,12 @@ from guards import (
 
 __all__ = [
     "AttrSource",
+    "CallSource",
     "GlobalSource",
     "GuardSet",
     "ItemSource",
     "LocalSource",
+    "MethodCallSource",
     "SizeSource",
     "Source",
     "UnsupportedGuardValue",

@@ -128,14 +128,23 @@ def tensor_method(
             f"Tensor.{name}() needs the tensor's data, which is unknown while tracing"
         )
     if name in ("size", "shape"):
-        if args:
-            dim = ops.const_value(out, args[0])
+        dim_var = args[0] if args else kwargs.get("dim")
+        if len(args) + len(kwargs) > 1 or (kwargs and dim_var is None):
+            raise Unsupported(f"Tensor.{name}() with arguments {sorted(kwargs)}")
+        if dim_var is not None:
+            dim = ops.const_value(out, dim_var)
+            if dim is None:
+                return ops.size_of(out, tensor)
             return ops.size_of(out, tensor, dim if dim >= 0 else dim + tensor.example.dim())
         return ops.size_of(out, tensor)
     if name in _TENSOR_META_METHODS:
         out.depend(tensor)
+        if name == "storage_offset":
+            out.depend_storage_offset(tensor)
         py_args = [ops.const_value(out, a) for a in args]
-        value = getattr(tensor.example, name)(*py_args)
+        # Keywords too: is_contiguous(memory_format=...), stride(dim=0) answer other questions.
+        py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
+        value = getattr(tensor.example, name)(*py_args, **py_kwargs)
         if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             return ops.graph_method(out, name, [tensor, *args], kwargs)
         if isinstance(value, tuple) and not all(isinstance(v, int) for v in value):

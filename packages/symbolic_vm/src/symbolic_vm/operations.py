@@ -197,7 +197,19 @@ def graph_call(out: Output, target: Any, args: list[Var], kwargs: dict[str, Var]
         )
     except FakePropagationError as exc:
         raise Unsupported(_fake_reason(exc)) from exc
-    return wrap_example(out, node)
+    return _same_object(wrap_example(out, node), args, kwargs)
+
+
+def _same_object(result: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """The argument itself when the op returned it (``x.add_(1)``, ``x += y``, ``relu(x,
+    inplace=True)``, ``x.contiguous()`` on a contiguous x): eager gives back the same tensor
+    object, and fake propagation the same fake, so ``is`` and every later use see one value."""
+    if not isinstance(result, TensorVar):
+        return result
+    for arg in (*args, *kwargs.values()):
+        if isinstance(arg, TensorVar) and arg.example is result.example:
+            return arg
+    return result
 
 
 def graph_method(out: Output, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -212,7 +224,7 @@ def graph_method(out: Output, name: str, args: list[Var], kwargs: dict[str, Var]
         )
     except FakePropagationError as exc:
         raise Unsupported(_fake_reason(exc)) from exc
-    return wrap_example(out, node)
+    return _same_object(wrap_example(out, node), args, kwargs)
 
 
 def _fake_reason(exc: Exception) -> str:

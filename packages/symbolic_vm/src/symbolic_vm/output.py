@@ -5,7 +5,6 @@ from __future__ import annotations
 import enum
 import functools
 import logging
-import math
 import re
 import types
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from symbolic_vm.guard_api import (
     GuardSet,
     ItemSource,
     LocalSource,
+    MethodCallSource,
     SizeSource,
     Source,
     UnsupportedGuardValue,
@@ -204,6 +204,11 @@ class Output:
             if isinstance(value, (list, dict, set)):
                 self._by_id[id(value)] = var
                 self._keep_alive.append(value)
+            if isinstance(var, (TupleVar, ListVar, DictVar, SetVar, PartialVar)):
+                # The VM models these as exactly their class (a list's own append, isinstance
+                # answered by the class): whatever the trace does with one relies on it, so a
+                # subclass must fail the guard, even where only the type was asked.
+                self.request("TYPE_MATCH", source, value)
             return var
         return self._wrap(value, source)
 
@@ -247,7 +252,7 @@ class Output:
                 FunctionVar(value.__func__, source=_attr(source, "__func__")),
                 source=source,
             )
-        if isinstance(value, functools.partial):
+        if type(value) is functools.partial:
             return PartialVar(
                 self.wrap(value.func, _attr(source, "func")),
                 tuple(
@@ -380,9 +385,9 @@ class Output:
         if isinstance(var, ConstVar):
             if isinstance(var.value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)):
                 self.request("ID_MATCH", source, var.value)
-            elif isinstance(var.value, float) and math.isnan(var.value):
-                self.request("TYPE_MATCH", source, var.value)  # nan != nan: match the type only
             else:
+                # By eager's semantics, not ==: nan matches nan only, -0.0 is not 0.0, and
+                # True, 1 and 1.0 are three guards (guards.ConstantMatch).
                 self.request("CONSTANT_MATCH", source, var.value)
         elif isinstance(var, (TupleVar, ListVar)):
             self.request("TYPE_MATCH", source, _real_type(var))
@@ -403,6 +408,12 @@ class Output:
                 f"list({where}) == {list(var.box.original)!r}",
                 f"{where} holds {list(var.box.original)!r} in this order",
             )
+        elif isinstance(var, PartialVar):
+            # What a call of it passes: how many arguments and which keywords (func, the
+            # arguments and the keyword values are guarded as they are used, by their sources;
+            # its exact type is guarded when it is read, see wrap).
+            self.request("LENGTH", AttrSource(source, "args"), (None,) * len(var.args))
+            self.request("DICT_KEYS", AttrSource(source, "keywords"), dict.fromkeys(var.kwargs))
         elif isinstance(var, ModuleVar):
             self.request("ID_MATCH", source, var.module)
         elif isinstance(var, FunctionVar):
@@ -412,6 +423,22 @@ class Output:
                 self.request("TYPE_MATCH", source, var.value)
             else:
                 self.request("ID_MATCH", source, var.value)
+
+    def depend_storage_offset(self, var: TensorVar) -> None:
+        """Record that the trace relied on ``var.storage_offset()``: TENSOR_MATCH does not
+        check offsets, so guard the offset of each input whose storage ``var`` views (a
+        tensor made in the graph owns a fresh storage; its offsets follow from the sizes)."""
+        storage = var.example.untyped_storage()._cdata
+        for known in self._tensor_inputs.values():
+            offset = known.example.storage_offset()
+            if (
+                known.source is not None and isinstance(offset, int)
+                and known.example.untyped_storage()._cdata == storage
+            ):
+                self._depended.add(id(known.node))
+                self.request(
+                    "CONSTANT_MATCH", MethodCallSource(known.source, "storage_offset"), offset
+                )
 
     def request(self, kind: str, source: Source, value: object) -> None:
         """Ask for one guard (merged with an identical request)."""

@@ -14,6 +14,7 @@ from torch.utils import _pytree as pytree
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import CallSource, UnsupportedGuardValue
 from symbolic_vm.output import AttrWrite, Output
 from symbolic_vm.values import (
     AutocastExitVar,
@@ -74,6 +75,8 @@ MODE_QUERIES: tuple[Any, ...] = tuple(
 _CONSTANT_CONSTRUCTORS: tuple[Any, ...] = (torch.Size, torch.device, torch.finfo, torch.iinfo)
 _UNSUPPORTED: dict[Any, str] = {
     torch.manual_seed: "torch.manual_seed() changes the global RNG state",
+    torch.seed: "torch.seed() changes the global RNG state",
+    torch.random.seed: "torch.random.seed() changes the global RNG state",
     torch.set_default_dtype: "torch.set_default_dtype() changes global state",
 }
 
@@ -154,7 +157,41 @@ def call_torch(
         return _call_with_out(out, value, args, kwargs)
     if value is torch.tensor and len(args) == 1 and holds_symbol(out, args[0]):
         return tensor_of_symbols(out, args[0], kwargs)
-    return ops.graph_call(out, value, args, kwargs)
+    result = ops.graph_call(out, value, args, kwargs)
+    if isinstance(result, ConstVar) and result.value is not None and not any(
+        _holds_graph_value(a) for a in (*args, *kwargs.values())
+    ):
+        _guard_global_query(out, value, args, kwargs, result.value)
+    return result
+
+
+def _holds_graph_value(var: Var) -> bool:
+    if isinstance(var, TensorVar | SymVar):
+        return True
+    if isinstance(var, TupleVar):
+        return any(_holds_graph_value(v) for v in var.items)
+    if isinstance(var, ListVar):
+        return any(_holds_graph_value(v) for v in var.box.items)
+    if isinstance(var, DictVar):
+        return any(_holds_graph_value(v) for v in var.box.items.values())
+    return False
+
+
+def _guard_global_query(
+    out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var], answer: object
+) -> None:
+    """A torch function answered a Python value from no tensor: it read global state
+    (``torch.autograd._profiler_enabled()``, ``torch.get_num_threads()``,
+    ``torch.cuda.is_available()``, ...) that GLOBAL_STATE may not cover. Guard the answer by
+    asking again on every call (functions with side effects that answer a value are refused in
+    _UNSUPPORTED); one that cannot be asked with these arguments is not folded."""
+    py_args = tuple(ops.const_value(out, a) for a in args)
+    py_kwargs = tuple((k, ops.const_value(out, v)) for k, v in kwargs.items())
+    try:
+        source = CallSource(fn, py_args, py_kwargs)
+    except UnsupportedGuardValue as exc:
+        raise Unsupported(f"{_name(fn)}() answers from global state; {exc}") from exc
+    out.request("CONSTANT_MATCH", source, answer)
 
 
 def holds_symbol(out: Output, data: Var) -> bool:
