@@ -136,8 +136,13 @@ def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(obj, TensorVar):
         return ops.size_of(vm.out, obj, 0)
     if isinstance(obj, ModuleVar):
+        from symbolic_vm.modules import module_len
+
         vm.out.depend(obj)
-        return ConstVar(len(obj.module))
+        size = module_len(vm.out, obj)
+        if size is None:
+            raise Unsupported(f"len() of a {type(obj.module).__name__} (its own __len__)")
+        return ConstVar(size)
     return ConstVar(len(ops.const_value(vm.out, obj)))
 
 
@@ -198,10 +203,23 @@ def _type(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return ObjectVar(_python_type(vm, args[0]))
 
 
+# The metaclass of torch's legacy tensor types (torch.FloatTensor, ...): their isinstance asks
+# the tensor's dtype, device and layout, not its class.
+_LEGACY_TENSOR_TYPE = type(torch.FloatTensor)
+
+
 @implements(builtins.isinstance)
 def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     obj, classes = args
     cls = ops.const_value(vm.out, classes)
+    options = cls if isinstance(cls, tuple) else (cls,)
+    if isinstance(obj, TensorVar) and any(type(c) is _LEGACY_TENSOR_TYPE for c in options):
+        # TENSOR_MATCH (depended on by _python_type) guards dtype, device and layout.
+        py_type = _python_type(vm, obj)
+        return ConstVar(any(
+            isinstance(obj.example, c) if type(c) is _LEGACY_TENSOR_TYPE else issubclass(py_type, c)
+            for c in options
+        ))
     return ConstVar(issubclass(_python_type(vm, obj), cls))
 
 

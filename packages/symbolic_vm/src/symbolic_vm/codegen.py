@@ -331,7 +331,23 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
                 added = tuple(v for v in container.box.items if v not in original)
                 writes.append(f"{target}.difference_update({rebuilder.constant(removed)})")
                 writes.append(f"{target}.update({rebuilder.constant(added)})")
+    final = _final_grad_mode(out)
+    if final is not None and final != torch.is_grad_enabled():
+        # ``torch.set_grad_enabled(False)`` as a statement leaves the mode switched after the
+        # frame. The graph's own switch is no effect a backend keeps (aot traces through it),
+        # so the transformed code replays the mode the graph ends in, like any other write.
+        writes.append(f"{rebuilder.constant(torch._C._set_grad_enabled)}({final!r})")
     return writes
+
+
+def _final_grad_mode(out: Output) -> bool | None:
+    """The grad mode the graph's last switch leaves (None when it never switches); called with
+    the tracer back at the frame's entry mode."""
+    final = None
+    for node in out.builder.graph.nodes:
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled:
+            final = bool(node.args[0])
+    return final
 
 
 def build_code(  # noqa: PLR0917 - the parts of one generated function

@@ -40,6 +40,16 @@ _TENSOR_META_METHODS = frozenset({
 _DATA_DEPENDENT_METHODS = frozenset(
     {"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"}
 )
+# Answers TENSOR_MATCH does not check (see ops.tensor_fact): whether an input is a view.
+_FACT_METHODS = frozenset({"_is_view"})
+
+
+def answers_from_metadata(name: str) -> bool:
+    """Whether ``tensor_method`` answers ``Tensor.<name>`` itself (a Python value from the
+    tensor's metadata, guarded) rather than adding an op to the graph."""
+    return name in _TENSOR_META_METHODS or name in _FACT_METHODS or name in (
+        "size", "is_set_to", *_DATA_DEPENDENT_METHODS
+    )
 
 
 def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -127,6 +137,8 @@ def tensor_method(
         raise Unsupported(
             f"Tensor.{name}() needs the tensor's data, which is unknown while tracing"
         )
+    if name == "is_set_to":
+        raise Unsupported("Tensor.is_set_to() compares storages, which the trace does not model")
     if name in ("size", "shape"):
         dim_var = args[0] if args else kwargs.get("dim")
         if len(args) + len(kwargs) > 1 or (kwargs and dim_var is None):
@@ -150,6 +162,10 @@ def tensor_method(
         if isinstance(value, tuple) and not all(isinstance(v, int) for v in value):
             return ops.graph_method(out, name, [tensor, *args], kwargs)
         return ConstVar(value)
+    if name in _FACT_METHODS and not args and not kwargs:
+        from symbolic_vm.guard_api import MethodCallSource
+
+        return ops.tensor_fact(out, tensor, MethodCallSource, name)
     if name == "type" and not args and not kwargs:
         out.depend(tensor)
         return ConstVar(tensor.example.type())

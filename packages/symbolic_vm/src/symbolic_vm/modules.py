@@ -170,6 +170,23 @@ def submodule_item(out: Output, obj: ModuleVar, index: object, sub: object) -> V
     return out.wrap(sub, ItemSource(modules_source, key))
 
 
+_MODULES_LEN = (
+    torch.nn.ModuleList.__len__, torch.nn.Sequential.__len__, torch.nn.ModuleDict.__len__
+)
+
+
+def module_len(out: Output, obj: ModuleVar) -> int | None:
+    """``len(container)`` of a ModuleList/Sequential/ModuleDict (their ``__len__`` is the size
+    of ``_modules``, guarded by DICT_KEYS: appending a module recompiles); None for a module
+    class with another ``__len__``."""
+    module = obj.module
+    if type(module).__len__ not in _MODULES_LEN:
+        return None
+    if obj.source is not None:
+        out.request("DICT_KEYS", AttrSource(obj.source, "_modules"), module._modules)
+    return len(module._modules)
+
+
 def container_modules(out: Output, obj: ModuleVar) -> list[Var]:
     """``list(container)`` for a Sequential/ModuleList: its ``_modules`` values in order, each
     read through ``_modules`` under a DICT_KEYS guard (a module added, removed or reordered

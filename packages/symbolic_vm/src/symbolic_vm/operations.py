@@ -393,10 +393,17 @@ def truth(out: Output, var: Var) -> bool:
         # A branch on sizes: take the branch the example sizes take and guard on it. bool() of
         # the SymInt guards only what the branch needs (n != 0), not n's value.
         return bool(var.example)
-    if isinstance(
-        var,
-        (FunctionVar, NestedFunctionVar, ModuleVar, BoundMethodVar, PartialVar, GeneratorVar),
-    ):
+    if isinstance(var, ModuleVar):
+        from symbolic_vm.modules import module_len
+
+        cls = type(var.module)
+        if getattr(cls, "__bool__", None) is None and getattr(cls, "__len__", None) is None:
+            return True
+        size = module_len(out, var) if getattr(cls, "__bool__", None) is None else None
+        if size is None:
+            raise Unsupported(f"truth value of a {cls.__name__} (its own __bool__/__len__)")
+        return size > 0  # a module container is false when empty, as in eager
+    if isinstance(var, (FunctionVar, NestedFunctionVar, BoundMethodVar, PartialVar, GeneratorVar)):
         return True
     if isinstance(var, ObjectVar):
         cls = type(var.value)
@@ -628,25 +635,61 @@ def _attr(obj: Var, name: str) -> Any:
     return AttrSource(obj.source, name) if obj.source is not None else None
 
 
+# Tensor attributes that are facts TENSOR_MATCH checks (class, dtype, device, layout,
+# requires_grad, dispatch keys, sizes, strides): read from the fake value, which has them.
+_TENSOR_MATCHED_ATTRS = frozenset({
+    "dtype", "device", "layout", "requires_grad", "is_cuda", "is_cpu", "is_mps", "is_xpu",
+    "is_sparse", "is_sparse_csr", "is_quantized", "is_meta", "is_nested", "is_mkldnn",
+    "itemsize", "nbytes",
+})
+# Facts about a tensor's autograd history or views that TENSOR_MATCH does not check: an
+# input's are read from the real tensor and guarded by value; a tensor made in the graph has
+# them by how it was made (its fake has the same).
+_HISTORY_ATTRS = frozenset({"is_leaf", "grad_fn", "_base"})
+
+
 def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
     example = obj.example
     if name == "shape":
         return size_of(out, obj)
-    if name in ("dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse",
-                "is_quantized", "is_meta", "is_leaf", "is_nested", "is_mkldnn"):
+    if name in _TENSOR_MATCHED_ATTRS:
         out.depend(obj)
         return ConstVar(getattr(example, name))
     if name == "ndim":
         out.depend(obj)
         return ConstVar(example.dim())
+    if name in _HISTORY_ATTRS:
+        return tensor_fact(out, obj, AttrSource, name)
     if name in _TENSOR_TENSOR_ATTRS:
         return graph_call(out, getattr, [obj, ConstVar(name)], {})
     if name == "grad":
         return _tensor_grad(out, obj)
     attr = getattr(torch.Tensor, name, None)
-    if attr is None:
+    if attr is None or not callable(attr):
+        # Any other data attribute (_version, output_nr, names, ...) would be a value the
+        # guards do not check.
         raise Unsupported(f"tensor attribute {name!r}")
     return MethodVar(obj, name)
+
+
+def tensor_fact(out: Output, obj: TensorVar, kind: Any, name: str) -> Var:
+    """``obj.name`` (``kind`` AttrSource) or ``obj.name()`` (MethodCallSource), a fact TENSOR_MATCH
+    does not check: for a graph input the real tensor's answer, guarded by value at
+    ``kind(source, name)``; for a tensor made in the graph, its fake's. Only None, bool and int
+    answers are folded (a grad_fn or a _base tensor is not)."""
+    real: Any = obj.example
+    if obj.node.op == "placeholder" and obj.source is not None:
+        real = out.real_input(obj)
+    value = getattr(real, name)
+    if kind is not AttrSource:
+        value = value()
+    if not (value is None or type(value) in (bool, int)):
+        raise Unsupported(f"tensor {name} that is not None (a value the VM does not model)")
+    if real is not obj.example:
+        out.depend(obj)
+        assert obj.source is not None
+        out.request("CONSTANT_MATCH", kind(obj.source, name), value)
+    return ConstVar(value)
 
 
 def _tensor_grad(out: Output, obj: TensorVar) -> Var:

@@ -237,6 +237,9 @@ class ResumeFunction:
     name: str
     code: types.CodeType
     offset: int
+    # The original's first argument, passed first (before the stack values) when the code
+    # uses zero-argument super(): it reads the class cell and the frame's first local.
+    lead: str | None = None
 
     @property
     def has_closure(self) -> bool:
@@ -504,7 +507,7 @@ class ResumeBuilder:
         resume_code, offsets = _resume_code(
             code, offset, stack, local_names, name, maybe_unbound
         )
-        built = ResumeFunction(name, resume_code, offset)
+        built = ResumeFunction(name, resume_code, offset, _lead_argument(code, local_names))
         self._cache[key] = built
         self._origins[resume_code] = (code, offsets)
         log.debug("resume function %s for %s at offset %d", name, code.co_name, offset)
@@ -699,6 +702,9 @@ def _call_resume(
             args.append([codegen.load_fast(tmp)])
     args.reverse()
     args.extend(load_slot(slot, locals_) for _, slot in live_locals)
+    if resume.lead is not None:
+        names = [name for name, _ in live_locals]
+        args.insert(0, args.pop(len(args) - len(names) + names.index(resume.lead)))
     if resume.has_closure:
         func = codegen.make_function(resume.code, closure=code.co_freevars)
         out.extend(codegen.call_function(func, args))
@@ -706,6 +712,16 @@ def _call_resume(
         out.extend(codegen.call_global(resume.name, args))
     out.append(codegen.return_value())
     return out
+
+
+def _lead_argument(code: types.CodeType, local_names: Sequence[str]) -> str | None:
+    """The first argument of ``code`` when it must stay the resume function's first argument:
+    zero-argument ``super()`` (``__class__`` is a free variable) reads the frame's first local
+    as its ``self``. None otherwise, or when that argument is not passed on."""
+    if "__class__" not in code.co_freevars or not code.co_argcount:
+        return None  # (super() needs a positional first argument: eager raises without one)
+    first = code.co_varnames[0]
+    return first if first in local_names else None
 
 
 def _resume_code(  # noqa: PLR0917 - one resume function's parts
@@ -726,7 +742,12 @@ def _resume_code(  # noqa: PLR0917 - one resume function's parts
     entry_label = Label(f"resume_at_{offset}")
     rest.insert(k, entry_label)
     stack_args = [f"___stack{d}" for d, tag in enumerate(stack) if tag in (_VALUE, _WITH)]
-    argnames = (*stack_args, *local_names)
+    lead = _lead_argument(code, local_names)
+    argnames = (
+        *(() if lead is None else (lead,)),
+        *stack_args,
+        *(n for n in local_names if n != lead),
+    )
     if len(set(argnames)) != len(argnames):
         raise ResumeError(f"duplicate live local names in {local_names}")
     entry: Items = []

@@ -12,6 +12,7 @@ import torch
 from torch._library.custom_ops import CustomOpDef
 from torch.utils import _pytree as pytree
 
+from symbolic_vm import methods
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import CallSource, UnsupportedGuardValue
@@ -152,6 +153,12 @@ def call_torch(
         return out.wrap(value(*py_args, **py_kwargs), None)
     if not is_torch_function(value):
         return None
+    if (
+        isinstance(value, types.MethodDescriptorType) and args
+        and isinstance(args[0], TensorVar) and methods.answers_from_metadata(value.__name__)
+    ):
+        # torch.Tensor.storage_offset(x) is x.storage_offset(): folded and guarded the same way.
+        return methods.tensor_method(vm, args[0], value.__name__, args[1:], kwargs)
     out.depend(fn)
     if "out" in kwargs:
         return _call_with_out(out, value, args, kwargs)
