@@ -125,6 +125,18 @@ def test_complex_constant_with_nan_and_negative_zero_parts(backend: str) -> None
     check_calls(f, [lambda v=v: (x, v) for v in values], backend, reference=False)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_keys_true_one_and_one_point_zero_are_different(backend: str) -> None:
+    x = torch.ones(2)
+
+    def f(x: torch.Tensor, d: dict[object, int]) -> Any:
+        k = next(iter(d))
+        return x + d[k], type(k).__name__
+
+    dicts = [{1: 2}, {True: 2}, {1.0: 2}, {1: 2}]
+    check_calls(f, [lambda d=d: (x, d) for d in dicts], backend)
+
+
 # -- item 3: functools.partial ------------------------------------------------------------------
 
 

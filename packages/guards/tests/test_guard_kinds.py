@@ -248,6 +248,24 @@ def test_dict_keys_with_non_literal_keys(compile_set, verdict) -> None:
     assert not verdict(cg, {"d": {Mode.EVAL: 0, int: 0}})[0]
 
 
+@pytest.mark.parametrize(
+    ("keys", "others"),
+    [
+        ((1, "a"), [(True, "a"), (1.0, "a")]),
+        ((True,), [(1,), (1.0,)]),
+        ((0.0,), [(-0.0,), (0,), (False,)]),
+        (((1, 2.0),), [((1, 2),), ((True, 2.0),)]),
+    ],
+    ids=repr,
+)
+def test_dict_keys_equal_by_eq_but_not_as_constants_fail(compile_set, verdict, keys, others) -> None:
+    cg = compile_set(lambda gs: gs.DICT_KEYS(LocalSource("d"), dict.fromkeys(keys)))
+    assert verdict(cg, {"d": dict.fromkeys(keys, 5)}) == (True, [])
+    for other in others:
+        ok, why = verdict(cg, {"d": dict.fromkeys(other)})
+        assert not ok and len(why) == 1 and "of types" in why[0], (other, why)
+
+
 # -- guards through bases ----------------------------------------------------------------------
 
 

@@ -370,14 +370,21 @@ class DictKeys(Guard):
         return f"DICT_KEYS: {self._name()} type={tp} keys={list(self.keys)!r}"
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
+        # Keys equal by == may still differ as eager sees them (True, 1 and 1.0; 0.0 and
+        # -0.0): where that can happen, each key is also compared as CONSTANT_MATCH does.
+        exact = (
+            [f"if not {ctx.bind(same_keys, 'same_keys')}({var}, {ctx.bind(self.keys, 'keys')}):"
+             " return False"]
+            if _keys_need_types(self.keys) else []
+        )
         if ctx.native is not None and self.expected_type is dict:
             # The same test in C++, skipped while the dict keeps the version tag of its last
             # passing call (DictKeysCheck in csrc/dict_keys.cpp says why that is sound).
             check = ctx.bind(ctx.native.DictKeysCheck(self.keys), "dict_keys_check")
-            return [f"if not {check}({var}): return False"]
+            return [f"if not {check}({var}): return False", *exact]
         tp = ctx.bind(self.expected_type, "type")
         keys = _const(self.keys, ctx, "keys")
-        return [f"if type({var}) is not {tp} or tuple({var}) != {keys}: return False"]
+        return [f"if type({var}) is not {tp} or tuple({var}) != {keys}: return False", *exact]
 
     def explain(
         self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
@@ -388,11 +395,27 @@ class DictKeys(Guard):
                 f"got {type_name(type(value))}"
             )
         assert isinstance(value, dict)
-        if tuple(value) != self.keys:
-            return (
-                f"list({self._name()}.keys()) == {list(self.keys)!r} expected, got {list(value)!r}"
-            )
+        if tuple(value) != self.keys or not same_keys(value, self.keys):
+            got = list(value)
+            if tuple(value) == self.keys:  # equal by ==, not as constants: show the types
+                return (
+                    f"list({self._name()}.keys()) == {list(self.keys)!r} of types "
+                    f"{[type_name(type(k)) for k in self.keys]} expected, got {got!r} of types "
+                    f"{[type_name(type(k)) for k in got]}"
+                )
+            return f"list({self._name()}.keys()) == {list(self.keys)!r} expected, got {got!r}"
         return None
+
+
+def _keys_need_types(keys: tuple[object, ...]) -> bool:
+    return any(type(k) in (bool, int, float, complex, tuple) for k in keys)
+
+
+def same_keys(d: dict[object, object], keys: tuple[object, ...]) -> bool:
+    """The keys of ``d``, in order, are ``keys`` as CONSTANT_MATCH compares constants."""
+    return len(d) == len(keys) and all(
+        constant_equal(a, k) for a, k in zip(d, keys, strict=False)
+    )
 
 
 def _stride_text(expr: int | StrideRel) -> str:
