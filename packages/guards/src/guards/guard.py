@@ -395,7 +395,8 @@ class DictKeys(Guard):
                 f"got {type_name(type(value))}"
             )
         assert isinstance(value, dict)
-        if tuple(value) != self.keys or not same_keys(value, self.keys):
+        exact = not _keys_need_types(self.keys) or same_keys(value, self.keys)
+        if tuple(value) != self.keys or not exact:
             got = list(value)
             if tuple(value) == self.keys:  # equal by ==, not as constants: show the types
                 return (
