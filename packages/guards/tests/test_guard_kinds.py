@@ -258,7 +258,9 @@ def test_dict_keys_with_non_literal_keys(compile_set, verdict) -> None:
     ],
     ids=repr,
 )
-def test_dict_keys_equal_by_eq_but_not_as_constants_fail(compile_set, verdict, keys, others) -> None:
+def test_dict_keys_equal_by_eq_but_not_as_constants_fail(
+    compile_set, verdict, keys, others
+) -> None:
     cg = compile_set(lambda gs: gs.DICT_KEYS(LocalSource("d"), dict.fromkeys(keys)))
     assert verdict(cg, {"d": dict.fromkeys(keys, 5)}) == (True, [])
     for other in others:
