@@ -234,3 +234,62 @@ def test_compiling_draws_nothing_from_the_seeded_global_rng(backend: str) -> Non
         check=False,
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+_GRAD_PENALTY_SCRIPT = textwrap.dedent(
+    """
+    import warnings
+    import torch
+    import compile_api
+    warnings.simplefilter("ignore")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.bn = torch.nn.BatchNorm2d(4)
+            self.fc = torch.nn.Linear(4 * 6 * 6, 2)
+
+        def forward(self, x):
+            return self.fc(self.bn(self.conv(x)).flatten(1))
+
+    def run(backend):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(Net())
+        loss_fn = torch.nn.L1Loss()
+
+        def step(x, t):
+            y = loss_fn(net(x), t)
+            (g,) = torch.autograd.grad(y, x, create_graph=True)
+            return y + g.pow(2).sum()
+
+        fn = step if backend is None else compile_api.compile(step, backend=backend)
+        torch.manual_seed(1)
+        x, t = torch.randn(2, 3, 8, 8, requires_grad=True), torch.randn(2, 2)
+        with torch.profiler.profile():
+            out = fn(x, t)
+        out.backward()
+        return out.detach(), x.grad, [p.grad for p in net.parameters()]
+
+    expected = run(None)
+    for backend in ("aot_eager", "inductor"):
+        got = run(backend)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    print("ok")
+    """
+)
+
+
+def test_autograd_grad_with_create_graph_inside_a_compiled_function() -> None:
+    # a fresh process: aot's joint trace of such a graph once crashed the interpreter
+    proc = subprocess.run(
+        [sys.executable, "-c", _GRAD_PENALTY_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), (
+        proc.returncode,
+        proc.stderr[-3000:],
+    )

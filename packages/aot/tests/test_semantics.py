@@ -398,3 +398,65 @@ def test_separate_backward_compiler_and_custom_partitioner_are_used(helpers: Any
     out = compiled(x)
     assert seen == ["partition(2)", "fw", "bw"]
     helpers.assert_close(_grads(out[0].sum(), [x]), (torch.cos(x) * 2,), "grad")
+
+
+def test_a_returned_detach_is_regenerated_as_an_alias_of_its_input() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.detach()
+
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    x = torch.zeros(3, requires_grad=True)
+    out = compiled(x)
+    assert not out.requires_grad and out.data_ptr() == x.data_ptr()
+    out.add_(1)
+    torch.testing.assert_close(x.detach(), torch.ones(3))
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda x: x.as_strided((3, 3), (1, 1)).add_(1),  # elements share memory
+        lambda x: x.set_(torch.ones(2)),
+        lambda x: x.resize_(2),
+    ],
+    ids=["overlapping_as_strided", "set_", "resize_"],
+)
+def test_what_a_functional_graph_cannot_express_is_refused(write: Any) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        write(x)
+        return x + 1
+
+    with pytest.raises(aot.AotUnsupportedError):
+        aot.aot_function(fn, aot.identity_compiler)(torch.zeros(6))
+
+
+def test_a_data_write_to_a_leaf_that_requires_grad_is_copied_back_without_grad() -> None:
+    def fn(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        y = (x * w).sum()
+        w.data.mul_(0.5)
+        return y
+
+    compiled = aot.aot_function(fn, aot.identity_compiler)
+    w, w_eager = torch.ones(3, requires_grad=True), torch.ones(3, requires_grad=True)
+    x = torch.arange(3.0)
+    compiled(w, x).backward()
+    fn(w_eager, x).backward()
+    assert w.is_leaf
+    torch.testing.assert_close(w.detach(), w_eager.detach())
+    torch.testing.assert_close(w.grad, w_eager.grad)
+
+
+def test_a_tensor_subclass_input_and_a_graph_running_autograd_are_refused() -> None:
+    class Tagged(torch.Tensor):
+        pass
+
+    with pytest.raises(aot.AotUnsupportedError, match="subclass"):
+        aot.aot_function(lambda x: x * 2, aot.identity_compiler)(torch.ones(2).as_subclass(Tagged))
+
+    def penalty(x: torch.Tensor) -> torch.Tensor:
+        (g,) = torch.autograd.grad(x.pow(3).sum(), x, create_graph=True)
+        return g.sum()
+
+    gm = torch.fx.symbolic_trace(penalty)
+    with pytest.raises(aot.AotUnsupportedError, match="calls autograd"):
+        aot.aot_eager(gm, [torch.ones(2, requires_grad=True)])

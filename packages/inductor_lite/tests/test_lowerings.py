@@ -384,3 +384,13 @@ def test_input_returned_as_is_is_the_same_tensor_not_a_copy(check: Any) -> None:
     assert same is x
     assert transposed.data_ptr() == y.data_ptr()  # a view stays a view
     assert doubled.data_ptr() != x.data_ptr()
+
+
+def test_clamp_with_a_nan_bound_is_nan_as_in_eager(check: Any) -> None:
+    nan = float("nan")
+    x = torch.tensor([1.0, nan, -1.0, 2.0, -3.0, 0.25])
+    compiled = check(
+        lambda t: (t.clamp(max=nan), t.clamp(min=nan), t.clamp(-0.5, 0.5), t.clamp(min=0.0)),
+        [x],
+    )
+    assert compiled.kernel_count >= 1

@@ -432,6 +432,25 @@ def _symbolic_examples(
             for e, v in zip(example_inputs, values, strict=True)]
 
 
+def _refuse_autograd_calls(gm: torch.nn.Module) -> None:
+    """A graph that runs autograd itself (``torch.autograd.grad(y, x, create_graph=True)``, a
+    gradient penalty) is not traced: the joint trace would differentiate through a backward
+    run inside make_fx (double backward under functionalization, which crashed the process
+    under torch.profiler), and the compiled region's own backward has no derivative. The
+    graph as captured runs it eagerly."""
+    if not isinstance(gm, torch.fx.GraphModule):
+        return
+    engine_calls = {torch.autograd.grad, torch.autograd.backward}
+    for node in gm.graph.nodes:
+        if (node.op == "call_function" and node.target in engine_calls) or (
+            node.op == "call_method" and node.target == "backward"
+        ):
+            raise AotUnsupportedError(
+                f"the graph calls autograd itself ({node.format_node()}); aot traces one "
+                "forward and derives its backward"
+            )
+
+
 def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.md)
     gm: torch.nn.Module,
     example_inputs: Sequence[object],
@@ -449,6 +468,7 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
     now for the example inputs' signature (and again later for any new signature, e.g. another
     grad mode). `keep_input_mutations` as for `aot_function`.
     """
+    _refuse_autograd_calls(gm)
     names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
     names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
     owned: dict[str, torch.Tensor] = dict(gm.named_parameters(remove_duplicate=False))
