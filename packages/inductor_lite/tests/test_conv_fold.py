@@ -281,3 +281,27 @@ def test_a_computed_input_is_bounded_where_it_is_computed(
         c = check(fn, [x], atol=1e-5, rtol=1e-4)
     assert pointwise_conv in _targets(c)
     assert (_GUARD_FAILED in caplog.text) == nan
+
+
+def test_a_weight_larger_than_its_activation_is_not_folded(check: Any, caplog: Any) -> None:
+    # a late stage at batch 1: 128x128x3x3 weights (147K) against a 2x2 output (512 values);
+    # folding would write a new weight on every call to save one pass over 512 values
+    torch.manual_seed(0)
+    w, scale, shift = torch.randn(128, 128, 3, 3), torch.rand(1, 128, 1, 1) + 0.5, torch.randn(128)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.relu(F.conv2d(x, w, padding=1) * scale + shift.view(1, -1, 1, 1))
+
+    with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
+        c = check(fn, [torch.randn(1, 128, 2, 2)], atol=1e-4, rtol=1e-4)
+    assert pointwise_conv not in _targets(c)
+    assert not c.lowered.guards
+    assert "not folded" in caplog.text
+
+
+def test_an_affine_chain_a_pointwise_op_absorbs_is_not_folded(check: Any) -> None:
+    # batch norm then SiLU: the affine joins the SiLU's own pass, folding would save nothing
+    fn, inputs = _conv_then(lambda y: F.silu(y * _SCALE + _SHIFT))
+    c = check(fn, inputs, atol=1e-5, rtol=1e-4)
+    assert _targets(c).count(aten.convolution.default) == 1
+    assert not c.lowered.guards
