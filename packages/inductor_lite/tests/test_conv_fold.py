@@ -305,3 +305,42 @@ def test_an_affine_chain_a_pointwise_op_absorbs_is_not_folded(check: Any) -> Non
     c = check(fn, inputs, atol=1e-5, rtol=1e-4)
     assert _targets(c).count(aten.convolution.default) == 1
     assert not c.lowered.guards
+
+
+def test_a_convolution_whose_weight_outweighs_its_output_stays_nchw(check: Any) -> None:
+    # batch 1, a late stage: channels-last would copy the 37K-element weight on every call
+    # for a 64x4x4 output; eager's NCHW layout copies nothing
+    torch.manual_seed(0)
+    w = torch.randn(64, 64, 3, 3)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(torch.relu(x), w, padding=1)
+
+    c = check(fn, [torch.randn(1, 64, 4, 4)], atol=1e-4, rtol=1e-4)
+    (conv,) = [n for n in c.lowered.nodes if isinstance(n, FallbackNode)]
+    act, weight = conv.args[0], conv.args[1]
+    assert isinstance(act, TensorRef) and isinstance(weight, TensorRef)
+    assert act.strides == (1024, 16, 4, 1) and weight.strides == (576, 9, 3, 1)
+
+
+def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
+    check: Any,
+) -> None:
+    # conv -> SiLU -> mean over H, W -> scale the activation: the SiLU is stored once
+    # (channels-last, as the convolution wrote it) and averaged by aten's mean, which
+    # vectorises across the channels, instead of a strided gather per channel
+    torch.manual_seed(0)
+    w, w2 = torch.randn(32, 16, 3, 3), torch.randn(32, 32) * 0.1
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = F.silu(F.conv2d(x, w, padding=1))
+        s = torch.sigmoid(y.mean((2, 3)) @ w2)
+        return y * s[:, :, None, None]
+
+    c = check(fn, [torch.randn(2, 16, 16, 16)], atol=1e-4, rtol=1e-4)
+    means = [
+        n for n in c.lowered.nodes if isinstance(n, FallbackNode) and n.target == aten.mean.dim
+    ]
+    assert len(means) == 1
+    act = means[0].args[0]
+    assert isinstance(act, TensorRef) and act.strides == _nhwc(act.sizes)

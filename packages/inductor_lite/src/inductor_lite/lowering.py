@@ -34,6 +34,7 @@ from .ir import (
     VOp,
     contiguous_strides,
 )
+from .spatial import pool_layout
 from .symbolic import Size, is_static, same, to_size
 from .tensorvalue import (
     SymScalar,
@@ -538,8 +539,10 @@ class GraphLowering:
             n
             for n in self.nodes
             if (isinstance(n, PointwiseNode | ReductionNode) and n.buf == buf)
-            or (isinstance(n, FallbackNode) and any(o is not None and o.name == buf
-                                                    for o in n.outputs))
+            or (
+                isinstance(n, FallbackNode)
+                and any(o is not None and o.name == buf for o in n.outputs)
+            )
         ]
         return len(writers) == 1 and not isinstance(writers[0], FallbackNode)
 
@@ -549,6 +552,8 @@ class GraphLowering:
             return result
         if self._for_cpp() and self._small_and_broadcast(node, result):
             return self.realize(result)
+        if self._for_cpp() and (layout := pool_layout(node, result, self.buffers)) is not None:
+            return self.realize(result, layout)  # averaged over H, W by aten (spatial.py)
         if len(node.users) > 1:
             value = result.loader(index_vars(result.ndim))
             # recomputing costs work (operations) and memory traffic (buffers read): a

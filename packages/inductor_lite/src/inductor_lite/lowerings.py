@@ -31,6 +31,7 @@ from .ir import (
     imul,
 )
 from .lowering import GraphLowering, Lowering
+from .spatial import channels_last_pool
 from .symbolic import Size, hint, is_static, to_size
 from .tensorvalue import SymScalar, TensorValue, broadcast_loader, cast, index_vars, realized
 
@@ -631,8 +632,9 @@ def _mean(
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented
-    if x.ref is not None and _column_like(
-        x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()}
+    if x.ref is not None and (
+        _column_like(x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()})
+        or channels_last_pool(x, _dims(x, dims))
     ):
         # a stored channels-last activation averaged over H, W (a CNN's pooling): a row
         # kernel reads it with a stride of C floats, aten vectorises across the channels
