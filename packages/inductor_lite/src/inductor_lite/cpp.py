@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .cascade import chunked_reduction, reduction_setup, wants_chunks
 from .errors import LoweringError
 from .ir import (
     BufferSpec,
@@ -505,45 +506,6 @@ class KernelSource:
     symbols: tuple[str, ...] = ()  # size symbols (int64_t), after the buffers
 
 
-_ACC_INIT = {"sum": "0", "prod": "1"}
-
-
-def _reduction_setup(node: ReductionNode, acc: str) -> tuple[str, str, str, str]:
-    """(declaration, combine statement given ``{v}``, omp clause, finalisation)."""
-    ct = compute_type(node.dtype)
-    is_float = node.dtype.is_floating_point
-    if node.reduction in ("sum", "prod"):
-        sym = "+" if node.reduction == "sum" else "*"
-        return (
-            f"{ct} {acc} = {ct}({_ACC_INIT[node.reduction]});",
-            f"{acc} = {acc} {sym} {{v}};",
-            f"reduction({sym}:{acc})",
-            "",
-        )
-    op = "max" if node.reduction == "max" else "min"
-    # std::max/min: GCC turns them into a vector max reduction; the equivalent
-    # `(v > acc) ? v : acc` became a conditional reduction twice as slow (NaN has its flag)
-    update = f"{acc} = std::{op}<{ct}>({acc}, {{v}});"
-    init = "lowest" if op == "max" else "max"
-    if is_float:
-        init_v = ("-" if op == "max" else "") + f"std::numeric_limits<{ct}>::infinity()"
-        return (
-            # an int flag, not bool: GCC vectorises an int |-reduction, not a bool one
-            f"{ct} {acc} = {init_v}; int {acc}_nan = 0;",
-            f"{update} {acc}_nan |= ({{v}} != {{v}});",
-            f"reduction({op}:{acc}) reduction(|:{acc}_nan)",
-            f"if ({acc}_nan) {acc} = std::numeric_limits<{ct}>::quiet_NaN();",
-        )
-    if node.dtype == torch.bool:
-        raise LoweringError("bool max/min reductions are not lowered")
-    return (
-        f"{ct} {acc} = std::numeric_limits<{ct}>::{init}();",
-        update,
-        f"reduction({op}:{acc})",
-        "",
-    )
-
-
 def _kernel(
     kernel: Kernel, buffers: dict[str, BufferSpec], threshold: int
 ) -> tuple[str, KernelSource]:
@@ -684,23 +646,42 @@ def _reduction_group(  # noqa: PLR0917
         node = step.node
         assert isinstance(node, ReductionNode)
         acc = f"acc{n}"
-        parts.append((node, acc, _reduction_setup(node, acc), body.value(node.body)))
+        parts.append(
+            (node, acc, reduction_setup(node, acc, compute_type(node.dtype)), body.value(node.body))
+        )
     lines += body.pre
     lines += [f"{ind}    {setup[0]}" for _, _, setup, _ in parts]
-    pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
     clauses = " ".join(setup[2] for _, _, setup, _ in parts)
-    lines.append(f"{ind}    {pragma} {clauses}{when if parallel else ''}")
-    lines.append(f"{ind}    for (int64_t ri = 0; ri < {cexpr(first.inner_numel)}; ++ri) {{")
-    lines += _var_defs(names[first.split :], first.inner_sizes, "ri", ind + "        ")
-    lines += body.lines
-    lines += [f"{ind}        " + setup[1].format(v=val) for _, _, setup, val in parts]
-    lines.append(f"{ind}    }}")
+    loop = _var_defs(names[first.split :], first.inner_sizes, "ri", ind + "        ")
+    loop += body.lines
+    loop += [f"{ind}        " + setup[1].format(v=val) for _, _, setup, val in parts]
+    accs = [(acc, compute_type(node.dtype), node.reduction) for node, acc, _, _ in parts]
+    lines += _reduction_loop(ind, accs, clauses, when, first.inner_numel, loop, parallel)
     for node, acc, setup, _ in parts:
         if setup[3]:
             lines.append(f"{ind}    {setup[3]}")
         lines.append(f"{ind}    {params[node.buf]}[o] = {_store(dtypes[node.buf], acc)};")
     lines.append(f"{ind}}}")
     return lines
+
+
+def _reduction_loop(  # noqa: PLR0917
+    ind: str,
+    accs: Sequence[tuple[str, str, str]],
+    clause: str,
+    when: str,
+    n: Size,
+    loop: list[str],
+    parallel: bool,
+) -> list[str]:
+    """The inner reduction loop: long float sums in chunks (cascade.py), else one loop."""
+    if wants_chunks([(ct, kind) for _, ct, kind in accs], n, parallel):
+        return chunked_reduction(
+            ind + "    ", accs, clause, when if parallel else None, int(n), loop
+        )
+    pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
+    head = f"{ind}    for (int64_t ri = 0; ri < {cexpr(n)}; ++ri) {{"
+    return [f"{ind}    {pragma} {clause}{when if parallel else ''}", head, *loop, f"{ind}    }}"]
 
 
 def _step(  # noqa: PLR0917
@@ -750,7 +731,7 @@ def _step(  # noqa: PLR0917
             lines.append(store)
     else:
         acc = f"acc{n}"
-        decl, combine, clause, final = _reduction_setup(node, acc)
+        decl, combine, clause, final = reduction_setup(node, acc, compute_type(node.dtype))
         body = _Body(
             ind + "        ",
             params,
@@ -763,13 +744,10 @@ def _step(  # noqa: PLR0917
         val = body.value(node.body)
         lines += body.pre
         lines.append(f"{ind}    {decl}")
-        pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
-        lines.append(f"{ind}    {pragma} {clause}{when if parallel else ''}")
-        lines.append(f"{ind}    for (int64_t ri = 0; ri < {cexpr(inner)}; ++ri) {{")
-        lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")
-        lines += body.lines
-        lines.append(f"{ind}        " + combine.format(v=val))
-        lines.append(f"{ind}    }}")
+        loop = _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")
+        loop += [*body.lines, f"{ind}        " + combine.format(v=val)]
+        accs = [(acc, compute_type(node.dtype), node.reduction)]
+        lines += _reduction_loop(ind, accs, clause, when, inner, loop, parallel)
         if final:
             lines.append(f"{ind}    {final}")
         lines.append(f"{ind}    {params[node.buf]}[o] = {_store(dtypes[node.buf], acc)};")

@@ -44,7 +44,8 @@ def is_spatial_mean(user: torch.fx.Node) -> bool:
     dims = user.args[1]
     if not isinstance(dims, list | tuple):
         return False
-    return {int(d) % 4 for d in dims} == {2, 3}
+    ints = [d for d in dims if isinstance(d, int)]
+    return len(ints) == len(dims) and {d % 4 for d in ints} == {2, 3}
 
 
 def pool_layout(
