@@ -74,6 +74,21 @@ class CompiledArtifacts:
         self.unflatten = _unflattener(self.out_spec)
 
 
+# aot's graphs as text, for whoever listens (compile_api's aot_graphs log, trace and dumps).
+_graphs_log = logging.getLogger("strata.aot_graphs")
+
+
+def _show_graph(kind: str, gm: torch.fx.GraphModule) -> None:
+    """Log ``gm`` with shapes and source lines under ``kind``, when someone listens."""
+    if not _graphs_log.isEnabledFor(logging.DEBUG):
+        return
+    try:
+        text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+    except Exception:  # a graph print_readable cannot render: its plain code
+        text = gm.code
+    _graphs_log.debug("%s:\n%s", kind, text, extra={"strata_artifact": kind})
+
+
 def _unflattener(spec: pytree.TreeSpec) -> Callable[[list[object]], Any]:
     """``tree_unflatten`` for one output structure, with the common shapes (one value; a flat
     tuple or list of values) done directly: pytree's general walk costs ~5 us per call, more
@@ -251,6 +266,7 @@ class AotFunction:
                 meta = attrs.evolve(meta, mutations_in_graph=meta.mutated_inputs)
             gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,
                                  self.decompositions)
+            _show_graph("aot_inference_graph", gm)
             compiled = self.fw_compiler(gm, _placeholder_vals(gm))
             log.info("compiled an inference graph with %d nodes", len(gm.graph.nodes))
             return CompiledArtifacts(meta, out_spec, gm, None, None, None,
@@ -265,6 +281,9 @@ class AotFunction:
             kept = keep_mutations_in_forward(fw_gm, meta, num_fwd_outputs)
             meta = attrs.evolve(meta, mutations_in_graph=kept)
             num_fwd_outputs -= len(kept)
+        _show_graph("aot_joint_graph", joint.gm)
+        _show_graph("aot_forward_graph", fw_gm)
+        _show_graph("aot_backward_graph", bw_gm)
         compiled_fw = self.fw_compiler(fw_gm, _placeholder_vals(fw_gm))
         compiled_bw = self.bw_compiler(bw_gm, _placeholder_vals(bw_gm))
         log.info(

@@ -32,6 +32,8 @@ _ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "debug_function": ("STRATA_DEBUG_FUNCTION", _env_str),
     "automatic_dynamic_shapes": ("STRATA_AUTOMATIC_DYNAMIC_SHAPES", _env_bool),
     "optimize_ddp": ("STRATA_OPTIMIZE_DDP", _env_bool),
+    "trace_dir": ("STRATA_TRACE", _env_str),
+    "compile_debug": ("STRATA_COMPILE_DEBUG", _env_bool),
 }
 
 
@@ -57,6 +59,12 @@ class Config:
     """With dynamic=None, a size that changes recompiles that dimension as symbolic."""
     optimize_ddp: bool = True
     """Split graphs of DistributedDataParallel modules at bucket boundaries."""
+    trace_dir: str = ""
+    """Write the structured trace tlparse reads into this directory (also ``TORCH_TRACE``)."""
+    compile_debug: bool = False
+    """Dump each compiled frame's graphs, code, guards and bytecode to a folder (also
+    ``TORCH_COMPILE_DEBUG=1``; the folder's parent is ``STRATA_COMPILE_DEBUG_DIR``, else the
+    current directory)."""
 
     def load_env(self, environ: dict[str, str] | None = None) -> None:
         """Apply the STRATA_* environment overrides to this object."""

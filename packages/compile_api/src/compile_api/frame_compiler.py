@@ -5,10 +5,8 @@ Every decision about a frame is made here, in Python; evalframe only dispatches.
 
 from __future__ import annotations
 
-import dis
 import functools
 import importlib.util
-import io
 import logging
 import os
 import site
@@ -30,6 +28,7 @@ import evalframe
 import guards
 import symbolic_vm
 
+from . import observe
 from .backends import Backend
 from .config import config
 from .ddp import maybe_wrap_for_ddp
@@ -294,19 +293,6 @@ def _dynamic_ints(
         return frozenset(auto)
 
 
-def _recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[str]:
-    reasons: list[str] = []
-    for entry in evalframe.cache_entries(code):
-        failures = getattr(entry.guard, "failures", None)
-        if failures is None:
-            continue
-        try:
-            reasons.extend(failures(f_locals))
-        except Exception as err:  # a failing explanation must not stop a recompile
-            reasons.append(f"(could not explain guard failure: {err})")
-    return reasons
-
-
 def _compile_graph(
     ctx: CompileContext,
     backend: Backend,
@@ -380,53 +366,12 @@ def _without_hook(
     return first_calls
 
 
-def _bytecode_text(record: FrameRecord) -> str:
-    """The original and modified bytecode of a compiled frame, as ``dis`` prints them."""
-    out = io.StringIO()
-    out.write(f"ORIGINAL BYTECODE of {record.where}:\n")
-    dis.dis(record.code, file=out)
-    if record.transformed is not None:
-        out.write(f"\nMODIFIED BYTECODE ({record.transformed.co_name}):\n")
-        dis.dis(record.transformed, file=out)
-    return out.getvalue()
-
-
-def _format_debug(record: FrameRecord) -> str:
-    graphs = "".join(
-        f"\n__compiled_fn_ graph {graph.name} of {record.where}:\n{graph.gm.code}"
-        for graph in record.graphs
-    )
-    return f"{graphs}\n{_bytecode_text(record)}\nGUARDS:\n{record.guards_text}\n"
-
-
-def _log_record(record: FrameRecord) -> None:
-    for brk in record.breaks:
-        channel("graph_breaks").debug(
-            'Graph break in %s: %s\n  File "%s", line %s\n    %s',
-            record.code.co_name,
-            brk.reason,
-            brk.filename,
-            brk.lineno,
-            brk.source_line,
-        )
-    graph_code = channel("graph_code")
-    if graph_code.isEnabledFor(logging.DEBUG):
-        for graph in record.graphs:
-            graph_code.debug("%s of %s:\n%s", graph.name, record.where, graph.gm.code)
-    bytecode = channel("bytecode")
-    if bytecode.isEnabledFor(logging.DEBUG) and record.transformed is not None:
-        bytecode.debug("%s", _bytecode_text(record))
-    channel("guards").debug("GUARDS of %s:\n%s", record.where, record.guards_text)
-    if config.debug:
-        print(_format_debug(record))
-
-
 def _finish(record: FrameRecord, ctx: CompileContext) -> None:
     with state.lock:
         state.records.append(record)
     if ctx.on_record is not None:
         ctx.on_record(record)
-    _log_record(record)
+    observe.finish(record)
 
 
 FrameAnswer: TypeAlias = "evalframe.Entry | evalframe.Skip | None"
@@ -504,7 +449,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         # Checked before anything else: past the limit every miss runs eagerly, and cheaply.
         key = ("cache_size_limit", code)
         if key not in state.warned:
-            reasons = _recompile_reasons(code, dict(frame.f_locals))
+            reasons = observe.recompile_reasons(code, dict(frame.f_locals))
             _warn_once(
                 key,
                 f"Strata: {_where(code)} hit config.cache_size_limit ({config.cache_size_limit}); "
@@ -515,7 +460,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         return None
     f_locals = dict(frame.f_locals)
     recompiling = cache_size > 0
-    reasons = _recompile_reasons(code, f_locals) if recompiling else []
+    reasons = observe.recompile_reasons(code, f_locals) if recompiling else []
     if recompiling:
         channel("recompiles").debug(
             "Recompiling %s, triggered by guard failure(s):\n%s",
@@ -525,6 +470,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     record = FrameRecord(
         code=code, transformed=None, backend=ctx.backend, recompile_reasons=reasons
     )
+    observe.begin(record, frame)
     capture_config = symbolic_vm.CaptureConfig(
         fullgraph=ctx.fullgraph,
         dynamic=ctx.dynamic,
@@ -599,6 +545,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             for guard in check.guards
             if isinstance(guard, guards.ConstantMatch) and type(guard.value) is int
         )
+    observe.entry_compiled(check.check, record)
     _finish(record, ctx)
     # The bare generated function (it carries .failures): one call layer less on every hit.
     return evalframe.Entry(check.check, result.code)

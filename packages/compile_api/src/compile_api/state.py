@@ -36,6 +36,11 @@ class FrameRecord:
     recompile_reasons: list[str] = attrs.field(factory=list)
     ran_eagerly: str = ""  # why the frame runs eagerly, when it does
     times: dict[str, float] = attrs.field(factory=dict)
+    # "<frame id>/<compile of that frame>", as torch numbers compiles (logs, tlparse, dumps)
+    compile_id: str = ""
+    # (kind, text) of what the backend produced: aot graphs, generated code (see observe.py)
+    artifacts: list[tuple[str, str]] = attrs.field(factory=list)
+    start_time: float = 0.0
 
     @property
     def where(self) -> str:

@@ -38,7 +38,7 @@ from guards.source import Source
 
 __all__ = ["CompiledGuards", "compile_guards"]
 
-log = logging.getLogger("strata.guards")
+log = logging.getLogger("strata.guard_building")
 
 _FN_NAME = "___guard_check"
 

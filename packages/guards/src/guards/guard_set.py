@@ -29,7 +29,7 @@ from guards.tensor_spec import tensor_spec
 
 __all__ = ["GuardSet"]
 
-log = logging.getLogger("strata.guards")
+log = logging.getLogger("strata.guard_building")
 
 _SOURCELESS_DEPTH = 1 << 30
 #: Ranks up to this one (ID, TYPE, CONSTANT, LENGTH, DICT_KEYS) are plain Python compares.

@@ -252,12 +252,41 @@ def _output_spec(gm: torch.fx.GraphModule) -> pytree.TreeSpec:
     return pytree.tree_flatten(out.args[0])[1]
 
 
+# Generated code and hints, for whoever listens (compile_api's output_code and perf_hints logs,
+# its structured trace and debug dumps).
+_code_log = logging.getLogger("strata.output_code")
+_hints_log = logging.getLogger("strata.perf_hints")
+
+
+def _show_code(
+    kernel_source: str, wrapper_source: str, triton: bool, items: Sequence[object], nodes: int
+) -> None:
+    """Log the generated kernels and wrapper, and which ops stayed aten calls."""
+    if _code_log.isEnabledFor(logging.DEBUG):
+        language = "Triton" if triton else "C++"
+        _code_log.debug(
+            "output_code:\n# inductor_lite output for an aten graph of %d nodes\n"
+            "# ---- kernels (%s) ----\n%s\n# ---- wrapper (Python) ----\n%s",
+            nodes, language, kernel_source, wrapper_source,
+            extra={"strata_artifact": "output_code"},
+        )
+    if _hints_log.isEnabledFor(logging.DEBUG):
+        fallbacks = [i for i in items if not isinstance(i, Kernel)]
+        if fallbacks:
+            names = sorted({str(getattr(i, "target", getattr(i, "name", i))) for i in fallbacks})
+            _hints_log.debug(
+                "inductor_lite: %d of %d steps run as aten calls, not generated kernels: %s",
+                len(fallbacks), len(items), ", ".join(names[:20]),
+            )
+
+
 def _give_up(gm: torch.fx.GraphModule, exc: Exception, config: InductorConfig) -> EagerFallback:
     if config.fallback == "raise":
         raise exc
     refused = isinstance(exc, UnsupportedGraph) or _refused_for_semantics(exc)
     kind = "unsupported graph" if refused else "compile failure"
     msg = f"inductor_lite: {kind}, running this graph eagerly: {exc}"
+    _hints_log.debug("this graph runs eagerly, not compiled: %s", exc)
     if not isinstance(exc, InductorError) and not refused:
         log.exception(msg)
     else:
@@ -395,6 +424,7 @@ def _compile(
         "hit" if cache_hit else "miss",
         f", size symbols {[b.symbol.name for b in lowered.symbols]}" if lowered.symbols else "",
     )
+    _show_code(kernel_source, wrapper_source, use_triton, items, len(aten_gm.graph.nodes))
     input_check = None
     static_scalars: tuple[int, ...] = ()
     if lowered.symbols:

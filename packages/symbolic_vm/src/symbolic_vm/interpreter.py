@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dis
+import linecache
 import logging
+import os
 import sys
 import types
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import LocalSource
@@ -16,6 +20,7 @@ from symbolic_vm.region import Region
 from symbolic_vm.values import NULL, Cell, Var
 
 log = logging.getLogger("strata.symbolic_vm")
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 Handler = Callable[["Interpreter", dis.Instruction], None]
 
@@ -231,6 +236,8 @@ class Interpreter:
                     inst.offset, list(self.stack), dict(self.locals), why, region=region
                 )
             snapshot = self._snapshot(inst)
+            nodes = self.out.builder.graph.nodes
+            before = len(nodes)
             try:
                 if fn is None:
                     raise Unsupported(f"bytecode {inst.opname} is not supported by the VM")
@@ -249,6 +256,41 @@ class Interpreter:
                     # cannot run alone then has its statement run as bytecode (region.py).
                     raise RetraceAt(self.steps, located) from exc
                 raise located from exc.__cause__
+            finally:
+                if len(nodes) != before:
+                    self._stamp_new_nodes(len(nodes) - before)
+
+    def _stamp_new_nodes(self, count: int) -> None:
+        """Give the newest nodes the user's call chain as ``meta["stack_trace"]``.
+
+        In the form of a Python traceback (torch.fx prints it as ``# File: f.py:14 in forward,
+        code: ...`` above the node; logs and dumps show it). Nodes of an inlined call are stamped
+        by its own interpreter first, so the walk stops at the first stamped node.
+        """
+        trace = None
+        for node in reversed(self.out.builder.graph.nodes):
+            if count <= 0 or "stack_trace" in node.meta:
+                break
+            count -= 1
+            if node.op == "placeholder":
+                continue
+            if trace is None:
+                chain = []
+                inner: Interpreter = self
+                # torch's own frames (an inlined nn.Linear.forward) end at the user's call.
+                while inner.parent is not None and inner.code.co_filename.startswith(_TORCH_DIR):
+                    inner = inner.parent
+                frame: Interpreter | None = inner
+                while frame is not None:
+                    code = frame.code
+                    line = linecache.getline(code.co_filename, frame.lineno).strip()
+                    chain.append(
+                        f'  File "{code.co_filename}", line {frame.lineno}, in {code.co_name}\n'
+                        f"    {line}\n"
+                    )
+                    frame = frame.parent
+                trace = "".join(reversed(chain))
+            node.meta["stack_trace"] = trace
 
     def _snapshot(
         self, inst: dis.Instruction
