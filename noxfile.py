@@ -31,6 +31,8 @@ TEST_DEPS = [
     "typing-extensions>=4.8",
     # test-only: evalframe proves coverage.py keeps measuring with the hook installed
     "coverage>=7",
+    # test-only: compile_api's structured trace is checked by rendering it (a prebuilt wheel)
+    "tlparse>=0.4",
     # The model zoo (tests/zoo, benchmarks/zoo). Pinned exactly: torchvision 0.28.0 requires
     # torch==2.13.0, which the CPU wheel satisfies, where a newer torchvision would make pip swap
     # torch for a CUDA build; the strict xfails of the zoo also name these versions' code.

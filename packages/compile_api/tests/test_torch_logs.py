@@ -57,7 +57,9 @@ MODEL = textwrap.dedent(
 )
 
 
-def _run(tmp_path: Path, env: dict[str, str], body: str = MODEL) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, env: dict[str, str], body: str = MODEL
+) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "model.py"
     script.write_text(body)
     return subprocess.run(

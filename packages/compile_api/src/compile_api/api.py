@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ import torch.nn.modules.module as _module_globals  # its global hook dicts
 import evalframe
 import symbolic_vm
 
+from . import observe
 from .backends import Backend, inductor_with_options, lookup_backend
 from .ddp import warn_if_fsdp
 from .errors import NotCallableError
@@ -153,6 +155,10 @@ class OptimizedModule(torch.nn.Module):
         return f"OptimizedModule({self._orig_mod!r})"
 
 
+class _BadArgument(TypeError, AssertionError):
+    """A compile() argument of the wrong kind: a TypeError, and an AssertionError as torch's."""
+
+
 def compile(
     model: Any = None,
     *,
@@ -182,6 +188,8 @@ def compile(
         )
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"options must be a dict, got {type(options).__name__}")
+    if dynamic not in (None, True, False):
+        raise _BadArgument(f"dynamic must be True, False or None, got {dynamic!r}")
     if model is None:
 
         def decorate(fn: Any) -> Any:
@@ -196,6 +204,14 @@ def compile(
             )
 
         return decorate
+    if mode not in (None, "default") and isinstance(backend, str) and backend != "inductor":
+        # torch.compile's eager-style backends ignore mode= with a warning, as here.
+        warnings.warn(
+            f"mode={mode!r} has no effect with backend={backend!r} (modes configure the "
+            "inductor backend); it is ignored",
+            UserWarning,
+            stacklevel=2,
+        )
     if not callable(model):
         raise NotCallableError(
             f"A callable function is expected, but {type(model)} is provided "
@@ -296,6 +312,7 @@ def reset() -> None:
     """Forget everything compiled: every code cache, record, timing and installed global."""
     evalframe.clear_cache()
     state.clear()
+    observe.reset()
     vm_reset = getattr(symbolic_vm, "reset", None)
     if vm_reset is not None:
         vm_reset()

@@ -3,7 +3,8 @@
 1. The TorchDynamo README's toy example compiled with a custom backend that prints each FX graph
    as a table, then the original and modified bytecode and the guards of each compiled frame.
 2. ``explain`` of the same function.
-3. A transformer block compiled with the default backend, with its speedup over eager measured here.
+3. A transformer block compiled with the default backend, with its speedup over eager measured
+   here beside torch.compile's.
 
 Every section runs for real; a section that fails says so and why, it never pretends.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dis
+import inspect
 import io
 import statistics
 import sys
@@ -24,6 +26,7 @@ import torch
 
 from .api import compile, reset
 from .explain import explain
+from .readable import guards_text
 from .state import FrameRecord, state
 
 
@@ -55,9 +58,37 @@ def my_compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Call
 
 
 def _disassemble(code: Any) -> str:
+    """``dis`` of ``code`` alone (depth 0: no nested lambdas or comprehensions)."""
     out = io.StringIO()
-    dis.dis(code, file=out)
+    dis.dis(code, file=out, depth=0)
     return out.getvalue()
+
+
+def _resume_listing(code: Any, user_lines: range | None = None) -> str:
+    """A resume function's own instructions, with the user's line numbers.
+
+    A resume function is the original body entered by a jump to where the graph broke; the
+    code before that jump target never runs, so only the instructions from it on are listed.
+    With ``user_lines`` (generated code), line numbers outside the user's function are blank.
+    """
+    instructions = list(dis.get_instructions(code))
+    start = 0
+    for inst in instructions[:4] if user_lines is None else ():
+        if inst.opname.startswith("JUMP") and isinstance(inst.argval, int):
+            start = inst.argval
+            break
+    lines, last_line = [], None
+    for inst in instructions:
+        if inst.offset < start:
+            continue
+        line = inst.positions.lineno if inst.positions else None
+        if user_lines is not None and line not in user_lines:
+            line = None
+        shown = f"{line:>4}" if line is not None and line != last_line else "    "
+        last_line = line if line is not None else last_line
+        argrepr = f" ({inst.argrepr})" if inst.argrepr else ""
+        lines.append(f"{shown} {inst.offset:>6} {inst.opname:<28}{argrepr}")
+    return "\n".join(lines)
 
 
 def _section(title: str) -> None:
@@ -74,6 +105,8 @@ def _records_since(start: int) -> list[FrameRecord]:
 
 def run_toy() -> bool:
     _section("1. The TorchDynamo README's toy example, compiled with a printing backend")
+    print(f"# {inspect.getsourcefile(toy_example)}")
+    print(inspect.getsource(toy_example))
     reset()
     torch.manual_seed(0)
     compiled = compile(toy_example, backend=my_compiler)
@@ -91,12 +124,18 @@ def run_toy() -> bool:
         if record.ran_eagerly:
             print(f"NOT COMPILED, runs eagerly: {record.ran_eagerly}")
             continue
-        print("ORIGINAL BYTECODE:")
-        print(_disassemble(record.code))
-        print("MODIFIED BYTECODE:")
-        print(_disassemble(record.transformed))
+        if record.code.co_name.startswith("__resume_at_"):
+            print("RESUME FUNCTION (the rest of toy_example after the graph break):")
+            print(_resume_listing(record.code))
+        else:
+            print("ORIGINAL BYTECODE:")
+            print(_disassemble(record.code))
+        print("MODIFIED BYTECODE (line numbers where an instruction stands for a user's line):")
+        first = toy_example.__code__.co_firstlineno
+        span = range(first, first + len(inspect.getsourcelines(toy_example)[0]))
+        print(_resume_listing(record.transformed, span))
         print("GUARDS:")
-        print(record.guards_text)
+        print(guards_text(record))
     return ok
 
 
@@ -152,15 +191,28 @@ def run_model(repeats: int) -> None:
         expected = model(x)
         close = torch.allclose(out, expected, atol=1e-4, rtol=1e-4)
         print(f"matches eager (atol=rtol=1e-4): {close}")
-        # Interleaved so both see the same machine load.
-        eager_runs, compiled_runs = [], []
+        # The reference, measured beside Strata as the benchmarks do (never used to compile
+        # anything of Strata's): torch's own compiler with its default backend.
+        reference = getattr(torch, "compile")(model)  # noqa: B009
+        start = time.perf_counter()
+        ref_out = reference(x)
+        print(f"torch.compile first call (compile): {time.perf_counter() - start:.2f} s")
+        print(f"torch.compile matches eager: {torch.allclose(ref_out, expected, atol=1e-4)}")
+        # Interleaved so all three see the same machine load.
+        eager_runs, compiled_runs, reference_runs = [], [], []
         for _ in range(repeats):
             eager_runs.append(_median_seconds(lambda: model(x), 3))
             compiled_runs.append(_median_seconds(lambda: compiled(x), 3))
+            reference_runs.append(_median_seconds(lambda: reference(x), 3))
         eager_s, compiled_s = statistics.median(eager_runs), statistics.median(compiled_runs)
-    print(f"eager median:    {eager_s * 1e3:8.3f} ms")
-    print(f"compiled median: {compiled_s * 1e3:8.3f} ms")
-    print(f"speedup over eager: {eager_s / compiled_s:.2f}x (this run, this machine)")
+        reference_s = statistics.median(reference_runs)
+    print(f"eager median:         {eager_s * 1e3:8.3f} ms")
+    print(f"Strata median:        {compiled_s * 1e3:8.3f} ms")
+    print(f"torch.compile median: {reference_s * 1e3:8.3f} ms")
+    print(
+        f"speedup over eager: Strata {eager_s / compiled_s:.2f}x, "
+        f"torch.compile {eager_s / reference_s:.2f}x (this run, this machine)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ import os
 import re
 import time
 
-from .readable import bytecode_text, graph_text, guards_text
+from .readable import break_text, bytecode_text, graph_text, guards_text
 from .state import FrameRecord
 
 __all__ = ["DebugDumps"]
@@ -63,10 +63,7 @@ class DebugDumps:
         if record.breaks:
             write(
                 "graph_breaks.txt",
-                "\n\n".join(
-                    f'{b.reason}\n  File "{b.filename}", line {b.lineno}\n    {b.source_line}'
-                    for b in record.breaks
-                ),
+                "\n\n".join(break_text(b) for b in record.breaks),
             )
         if record.recompile_reasons:
             write("recompile_reasons.txt", "\n".join(record.recompile_reasons))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import linecache
 import logging
 import os
 import site
@@ -193,12 +194,47 @@ def skip_reason(code: types.CodeType) -> str | None:
     return None
 
 
-def _warn_once(key: object, message: str) -> None:
+def _warn_once(key: object, message: str, code: types.CodeType | None = None) -> None:
+    """Warn once per ``key``, at the user's ``code`` (its file and first line) when given.
+
+    The callback runs before the frame does, so no user line is on the stack: the warning is
+    placed there explicitly rather than at a line of this file.
+    """
     with state.lock:
         if key in state.warned:
             return
         state.warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    if code is None:
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+    else:
+        warnings.warn_explicit(
+            message, RuntimeWarning, code.co_filename, code.co_firstlineno, module=code.co_name
+        )
+
+
+def _at_user_line(err: symbolic_vm.Unsupported, frame: types.FrameType) -> BaseException:
+    """``err`` with a traceback that ends at the user's line, not inside Strata.
+
+    The frame being compiled has not started, so no traceback entry names it: one is made for
+    it, at the construct's line (or the function's first line when the construct is in another
+    file). ``config.verbose`` keeps Strata's own frames and the chained cause.
+    """
+    if config.verbose:
+        return err
+    code = frame.f_code
+    # The frame's own line: the construct's, or that of the call that led to it (the
+    # outermost caller); the calls in between are added to the message.
+    callers = list(getattr(err, "callers", ()))
+    filename, line = callers[-1] if callers else (err.filename, err.lineno)
+    if filename != code.co_filename or not line:
+        line = code.co_firstlineno
+    if callers:
+        chain = "".join(
+            f"\n    {f}:{n}: {linecache.getline(f, n).strip()}" for f, n in reversed(callers)
+        )
+        err.args = (f"{err}\n  reached through (outermost first):{chain}",)
+    err.__cause__ = None
+    return err.with_traceback(types.TracebackType(None, frame, -1, line))
 
 
 def _where(code: types.CodeType) -> str:
@@ -317,6 +353,7 @@ def _compile_graph(
             f"Strata: backend {ctx.backend_name!r} failed on a graph of {_where(code)} "
             f"({type(err).__name__}: {err}); running that graph eagerly. "
             "Set compile_api.config.suppress_errors = False to raise instead.",
+            code,
         )
         compiled = gm.forward
     return _without_hook(compiled, gm.forward, ctx.backend_name, namespace, graph.name)
@@ -392,6 +429,7 @@ def _unguardable(
         f"Strata could not build the guards of {_where(code)} and runs it eagerly: "
         f"{type(err).__name__}: {err}\n"
         "Set compile_api.config.suppress_errors = False to raise instead.",
+        code,
     )
     record.ran_eagerly = f"guards: {type(err).__name__}: {err}"
     _finish(record, ctx)
@@ -456,6 +494,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
                 f"it now runs eagerly for inputs that miss its cache. Last guard failures: "
                 f"{'; '.join(reasons) or 'unknown'}. Raise compile_api.config.cache_size_limit, "
                 "or use dynamic=True / mark_dynamic for changing sizes.",
+                code,
             )
         return None
     f_locals = dict(frame.f_locals)
@@ -496,6 +535,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             f"Strata could not compile {_where(code)} and runs it eagerly: {detail}\n"
             "Set compile_api.config.suppress_errors = False to raise instead "
             "(config.verbose = True shows the full traceback).",
+            code,
         )
         record.ran_eagerly = f"internal error: {type(err).__name__}: {err}"
         _finish(record, ctx)
@@ -545,7 +585,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             for guard in check.guards
             if isinstance(guard, guards.ConstantMatch) and type(guard.value) is int
         )
-    observe.entry_compiled(check.check, record)
+    observe.entry_compiled(check.check, record, f_locals)
     _finish(record, ctx)
     # The bare generated function (it carries .failures): one call layer less on every hit.
     return evalframe.Entry(check.check, result.code)
@@ -561,7 +601,11 @@ def make_callback(ctx: CompileContext) -> evalframe.Callback:
 
     def callback(frame: types.FrameType, cache_size: int) -> FrameAnswer:
         with _compile_lock:
-            return compile_frame(frame, cache_size, ctx)
+            try:
+                return compile_frame(frame, cache_size, ctx)
+            except symbolic_vm.Unsupported as err:
+                # fullgraph=True: the traceback ends at the user's line (one frame of ours).
+                raise _at_user_line(err, frame) from None
 
     # What each entry's guard reads to tell which compile() context is running.
     callback._strata_token = ctx.token  # type: ignore[attr-defined]

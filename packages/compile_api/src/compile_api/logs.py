@@ -16,7 +16,15 @@ import sys
 import warnings
 from typing import Any
 
-__all__ = ["CHANNELS", "channel", "enabled", "parse_spec", "refresh_from_torch", "set_logs"]
+__all__ = [
+    "CHANNELS",
+    "channel",
+    "enabled",
+    "parse_spec",
+    "refresh_from_torch",
+    "set_logs",
+    "wanted",
+]
 
 CHANNELS = (
     "graph_breaks",
@@ -97,6 +105,23 @@ def _stderr_handler() -> logging.Handler:
     return _handler
 
 
+# The level this module last gave each logger: set again only when what is asked changes, so
+# a level set from elsewhere (pytest's caplog, the user's logging config) is not undone at
+# every compile.
+_applied: dict[str, int] = {}
+
+
+def _set_level(logger: logging.Logger, level: int) -> None:
+    if _applied.get(logger.name) != level:
+        _applied[logger.name] = level
+        logger.setLevel(level)
+
+
+def wanted(name: str) -> bool:
+    """True when channel ``name`` was asked for (by set_logs, STRATA_LOGS or torch's state)."""
+    return _own.get(name, name in _from_torch[0])
+
+
 def _apply() -> None:
     """Set every channel's level and our stderr handler from what was asked, once each.
 
@@ -114,11 +139,11 @@ def _apply() -> None:
         on = _own.get(name, name in torch_channels)
         component = levels.get(logger.name)
         if on:
-            logger.setLevel(logging.DEBUG)
+            _set_level(logger, logging.DEBUG)
         elif component is not None:
-            logger.setLevel(component)
+            _set_level(logger, component)
         elif name in _own:  # turned off explicitly
-            logger.setLevel(logging.WARNING)
+            _set_level(logger, logging.WARNING)
         if (on or component is not None) and not on_root:
             if handler not in logger.handlers:
                 logger.addHandler(handler)
@@ -128,7 +153,7 @@ def _apply() -> None:
         if qname.startswith("strata.") and qname.removeprefix("strata.") in CHANNELS:
             continue
         logger = logging.getLogger(qname)
-        logger.setLevel(level)
+        _set_level(logger, level)
         if (qname == "strata" or not on_root) and handler not in logger.handlers:
             logger.addHandler(handler)
     if not on_root and handler in root.handlers:
@@ -167,8 +192,10 @@ def set_logs(
     for name, on in wanted.items():
         if on is not None:
             _own[name] = on
+            _applied.pop(f"strata.{name}", None)  # an explicit call always sets the level
     if dynamo is not None:
         _own_levels["strata"] = dynamo
+        _applied.pop("strata", None)
     _apply()
 
 
@@ -254,8 +281,3 @@ def refresh_from_torch() -> None:
     if wanted != _from_torch:
         _from_torch = wanted
         _apply()
-
-
-def reapply() -> None:
-    """Set every channel's level again from what was asked (after something else changed it)."""
-    _apply()

@@ -23,11 +23,11 @@ import evalframe
 from . import logs
 from .config import config
 from .dumps import DebugDumps
-from .readable import bytecode_text, graph_text, guards_text, source_locations
+from .readable import break_text, bytecode_text, graph_text, guards_text, source_locations
 from .state import FrameRecord
 from .trace import TraceWriter
 
-__all__ = ["begin", "entry_compiled", "finish", "recompile_reasons"]
+__all__ = ["begin", "entry_compiled", "finish", "recompile_reasons", "reset"]
 
 # Loggers the backends write artifacts to, and the kind each record stands for.
 _ARTIFACT_LOGGERS = ("strata.aot_graphs", "strata.output_code", "strata.perf_hints")
@@ -38,6 +38,8 @@ _compiles: dict[types.CodeType, int] = {}
 # The record of each compiled entry's guard function (labels recompile reasons per entry).
 _entries: weakref.WeakKeyDictionary[Any, FrameRecord] = weakref.WeakKeyDictionary()
 _writer: list[TraceWriter] = []
+# Microseconds one guard check took, per record (shown in the guards log), until finish().
+_latency: dict[int, float] = {}
 _dumps: list[DebugDumps] = []
 
 
@@ -92,19 +94,27 @@ def _wants_artifacts() -> bool:
     return bool(_trace_dir()) or _debug_dir() is not None
 
 
+_collecting: list[bool] = [False]
+
+
 def _collect(on: bool) -> None:
-    """Keep artifact records at DEBUG while a trace or dump wants them (no printing)."""
+    """Keep artifact records at DEBUG while a trace or dump wants them (no printing).
+
+    When that stops, each logger this raised goes back to NOTSET unless its channel is on.
+    """
+    if on == _collecting[0]:
+        return
+    _collecting[0] = on
     for name in _ARTIFACT_LOGGERS:
         logger = logging.getLogger(name)
         if on:
-            if _collector not in logger.handlers:
-                logger.addHandler(_collector)
+            logger.addHandler(_collector)
             if logger.getEffectiveLevel() > logging.DEBUG:
                 logger.setLevel(logging.DEBUG)
-        elif _collector in logger.handlers:
+        else:
             logger.removeHandler(_collector)
-    if not on:
-        logs.reapply()
+            if not logs.wanted(name.removeprefix("strata.")):
+                logger.setLevel(logging.NOTSET)
 
 
 def _user_stack(frame: types.FrameType) -> list[tuple[str, int, str, str]]:
@@ -152,11 +162,31 @@ def begin(record: FrameRecord, frame: types.FrameType) -> None:
         writer.emit("dynamo_start", {"stack": stack}, None, record.compile_id)
 
 
-def entry_compiled(guard_fn: Any, record: FrameRecord) -> None:
-    """Remember which compile made the cache entry whose guard is ``guard_fn``."""
+def reset() -> None:
+    """Number frames and compiles from 0 again (``compile_api.reset()``)."""
+    _frame_ids.clear()
+    _compiles.clear()
+    _current.clear()
+
+
+def entry_compiled(
+    guard_fn: Any, record: FrameRecord, f_locals: dict[str, Any] | None = None
+) -> None:
+    """Remember which compile made the cache entry whose guard is ``guard_fn``; when the
+    guards are shown, time its check on the frame's own locals (as torch's guards log does)."""
     # Not weak-referenceable: its failures go unlabelled.
     with contextlib.suppress(TypeError):
         _entries[guard_fn] = record
+    if f_locals is not None and (logs.enabled("guards") or _wants_artifacts()):
+        runs = 20
+        with contextlib.suppress(Exception):
+            guard_fn(f_locals)  # the first call may build lazily what later calls reuse
+        start = time.perf_counter()
+        with contextlib.suppress(Exception):
+            for _ in range(runs):
+                guard_fn(f_locals)
+        _latency[id(record)] = (time.perf_counter() - start) / runs * 1e6
+
 
 
 def recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[str]:
@@ -185,12 +215,7 @@ def recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[st
 def _log(record: FrameRecord) -> None:
     for brk in record.breaks:
         logs.channel("graph_breaks").debug(
-            'Graph break in %s: %s\n  File "%s", line %s\n    %s',
-            record.code.co_name,
-            brk.reason,
-            brk.filename,
-            brk.lineno,
-            brk.source_line,
+            "Graph break in %s: %s", record.code.co_name, break_text(brk)
         )
     if logs.enabled("graph_code"):
         for graph in record.graphs:
@@ -204,8 +229,13 @@ def _log(record: FrameRecord) -> None:
     if logs.enabled("bytecode") and record.transformed is not None:
         logs.channel("bytecode").debug("%s", bytecode_text(record))
     if logs.enabled("guards") and record.guards_text:
+        latency = _latency.get(id(record))
         logs.channel("guards").debug(
-            "GUARDS of %s (compile %s):\n%s", record.where, record.compile_id, guards_text(record)
+            "GUARDS of %s (compile %s):\n%s%s",
+            record.where,
+            record.compile_id,
+            guards_text(record),
+            "" if latency is None else f"\nGuard eval latency = {latency:.2f} us",
         )
     if record.ran_eagerly and logs.enabled("perf_hints"):
         logs.channel("perf_hints").debug(
@@ -249,7 +279,7 @@ def _trace_record(writer: TraceWriter, record: FrameRecord) -> None:
         writer.emit(
             "artifact",
             {"name": "dynamo_graph_break_reason", "encoding": "string"},
-            f"Graph break at {brk.filename}:{brk.lineno}\n{brk.reason}\n    {brk.source_line}",
+            f"Graph break in {record.code.co_name}: {break_text(brk)}",
             cid,
         )
     for graph in record.graphs:
@@ -318,3 +348,5 @@ def finish(record: FrameRecord) -> None:
             dumper.dump(record)
     except Exception as err:  # showing a compile must never break it
         print(f"Strata: could not log/trace/dump {record.where}: {err}", file=sys.stderr)
+    finally:
+        _latency.pop(id(record), None)

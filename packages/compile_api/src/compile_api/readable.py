@@ -18,6 +18,7 @@ import torch
 from .state import FrameRecord, state
 
 __all__ = [
+    "break_text",
     "bytecode_text",
     "graph_text",
     "guards_text",
@@ -176,3 +177,22 @@ def bytecode_text(record: FrameRecord) -> str:
         out.write(f"\nMODIFIED BYTECODE ({record.transformed.co_name}):\n")
         dis.dis(record.transformed, file=out)
     return out.getvalue()
+
+
+def break_text(brk: Any) -> str:
+    """A graph break as a traceback: the user's calls that led to it, outermost first, then
+    the construct itself (which may be in library code)."""
+    import linecache
+
+    frames = [*reversed(getattr(brk, "callers", ()) or ()), (brk.filename, brk.lineno)]
+    lines = [str(brk.reason)]
+    for filename, lineno in frames:
+        lines.append(f'  File "{filename}", line {lineno}')
+        source = (
+            brk.source_line
+            if (filename, lineno) == (brk.filename, brk.lineno)
+            else linecache.getline(filename, lineno)
+        )
+        if source and source.strip():
+            lines.append(f"    {source.strip()}")
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 import weakref
 from types import ModuleType
 from typing import Any
@@ -75,6 +76,17 @@ def _load() -> ModuleType | None:
         from guards import _tensor_guards as mod  # type: ignore[attr-defined]
     except Exception as exc:  # ImportError, or an undefined symbol from another torch
         log.debug("guards: C++ fast path unavailable (%s); using the pure-Python check", exc)
+        # Said once, loudly: every guard check of a module is ~15x slower without it.
+        warnings.warn(
+            f"guards: the C++ fast path (guards._tensor_guards) is not available ({exc}); "
+            "guard checks run in pure Python, correct but ~15x slower per call for a module. "
+            "A plain `pip install` builds in an isolated environment without torch and so "
+            "skips it: reinstall with `pip install --no-build-isolation <path to "
+            "packages/guards>` (needs a C++ compiler). Set STRATA_GUARDS_PURE_PYTHON=1 to "
+            "choose the Python path and silence this.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     try:
         problem = _self_test(mod)

@@ -81,7 +81,8 @@ def reset_resumes() -> None:
 
 def break_record(error: Unsupported) -> GraphBreak:
     """The GraphBreak entry explain() reports for ``error``."""
-    return GraphBreak(error.reason, error.filename, error.lineno, error.source_line)
+    callers = tuple(getattr(error, "callers", ()))
+    return GraphBreak(error.reason, error.filename, error.lineno, error.source_line, callers)
 
 
 Plan = tuple[Rebuilder, list[str], str, list[Slot], list[tuple[str, Slot]]]

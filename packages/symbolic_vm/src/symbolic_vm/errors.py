@@ -36,6 +36,10 @@ class Unsupported(SymbolicVMError):
         self.lineno = lineno
         self.source_line = source_line
         self.hint = hint
+        # (filename, lineno) of each caller the error passed out through, innermost first: a
+        # construct inside an inlined library call is reported with the user's line that led
+        # there.
+        self.callers: list[tuple[str, int]] = []
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -44,8 +48,12 @@ class Unsupported(SymbolicVMError):
         return f"{self.reason}\n  at {where}{line}\n  hint: {self.hint}"
 
     def located(self, filename: str, lineno: int) -> Unsupported:
-        """The same error, placed at ``filename:lineno`` (the first location wins)."""
+        """The same error, placed at ``filename:lineno`` (the first location wins; later ones,
+        from the callers it passes through, are kept in ``callers``)."""
         if self.lineno:
+            if (filename, lineno) != (self.filename, self.lineno):
+                # setdefault: subclasses may not run this __init__
+                vars(self).setdefault("callers", []).append((filename, lineno))
             return self
         source_line = linecache.getline(filename, lineno).strip()
         return Unsupported(

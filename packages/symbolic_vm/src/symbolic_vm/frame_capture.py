@@ -145,7 +145,8 @@ def _eager(exc: Unsupported, config: CaptureConfig) -> Unsupported:
         exc.reason, filename=exc.filename, lineno=exc.lineno, source_line=exc.source_line,
         hint=exc.hint,
     )
-    error.breaks = [GraphBreak(exc.reason, exc.filename, exc.lineno, exc.source_line)]
+    callers = tuple(getattr(exc, "callers", ()))
+    error.breaks = [GraphBreak(exc.reason, exc.filename, exc.lineno, exc.source_line, callers)]
     return error
 
 

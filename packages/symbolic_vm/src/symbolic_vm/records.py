@@ -96,6 +96,8 @@ class GraphBreak:
     filename: str
     lineno: int
     source_line: str
+    # (filename, lineno) of the calls that led there, innermost first (empty: the frame's own)
+    callers: tuple[tuple[str, int], ...] = ()
 
 
 def _the_guards_as_captured(result: CaptureResult) -> Callable[[], GuardSet]:

@@ -1,0 +1,124 @@
+"""Errors and warnings where the user looks: their file and line, not Strata's."""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+import warnings
+from typing import Any
+
+import pytest
+import torch
+
+import compile_api
+
+
+def _with_print(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    print("not capturable")  # the line the error must name
+    return y
+
+
+def test_fullgraph_error_traceback_ends_at_the_users_line() -> None:
+    fn = compile_api.compile(_with_print, backend="eager", fullgraph=True)
+    with pytest.raises(compile_api.Unsupported) as info:
+        fn(torch.randn(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    last = frames[-1]
+    assert last.filename == __file__
+    assert last.line == 'print("not capturable")  # the line the error must name'
+    ours = ("/src/compile_api/", "/symbolic_vm/")
+    internal = [f for f in frames if any(p in f.filename for p in ours)]
+    assert len(internal) <= 1, frames  # the callback's own frame at most
+    assert info.value.__cause__ is None
+
+
+def test_fullgraph_error_keeps_strata_frames_when_verbose() -> None:
+    compile_api.config.verbose = True
+    fn = compile_api.compile(_with_print, backend="eager", fullgraph=True)
+    with pytest.raises(compile_api.Unsupported) as info:
+        fn(torch.randn(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert any("/symbolic_vm/" in f.filename for f in frames)
+
+
+def _square(x: torch.Tensor) -> torch.Tensor:
+    return x * x
+
+
+def test_cache_limit_warning_names_the_users_function() -> None:
+    compile_api.config.cache_size_limit = 1
+    fn = compile_api.compile(_square, backend="eager", dynamic=False)
+    fn(torch.randn(2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(3)
+        torch.testing.assert_close(fn(x), _square(x))
+    (w,) = [w for w in caught if "cache_size_limit" in str(w.message)]
+    assert w.filename == __file__
+    assert w.lineno == _square.__code__.co_firstlineno
+
+
+def test_backend_failure_warning_names_the_users_function() -> None:
+    def broken(gm: Any, example_inputs: Any) -> Any:
+        raise RuntimeError("no")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.randn(3)
+        torch.testing.assert_close(compile_api.compile(_square, backend=broken)(x), _square(x))
+    (w,) = [w for w in caught if "failed on a graph" in str(w.message)]
+    assert w.filename == __file__
+
+
+def _plain(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+def test_dynamic_must_be_a_bool_or_none_as_in_torch() -> None:
+    with pytest.raises(TypeError, match="dynamic must be True, False or None"):
+        compile_api.compile(_plain, dynamic="maybe")  # type: ignore[arg-type]
+    # torch.compile raises an AssertionError for the same mistake (at its first call).
+    with pytest.raises(AssertionError):
+        compile_api.compile(_plain, dynamic="maybe")  # type: ignore[arg-type]
+    with pytest.raises(AssertionError):
+        torch.compile(_plain, dynamic="maybe")(torch.randn(2))  # type: ignore[arg-type]
+
+
+def test_mode_with_the_eager_backend_warns_and_is_ignored() -> None:
+    message = "mode='max-autotune' has no effect with backend='eager'"
+    with pytest.warns(UserWarning, match=message) as rec:
+        fn = compile_api.compile(_plain, backend="eager", mode="max-autotune")
+    assert rec[0].filename == __file__
+    x = torch.randn(2)
+    torch.testing.assert_close(fn(x), _plain(x))
+
+
+def _reads_env(x: torch.Tensor) -> torch.Tensor:
+    return x * int(os.environ.get("STRATA_TEST_FACTOR", "2"))
+
+
+def _calls_into_the_library(x: torch.Tensor) -> torch.Tensor:
+    y = x + 1
+    return _reads_env(y)  # the user's line that leads into os
+
+
+def test_a_break_in_library_code_is_reported_with_the_users_call_chain(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    x = torch.randn(3)
+    with caplog.at_level(logging.DEBUG, logger="strata.graph_breaks"):
+        out = compile_api.compile(_calls_into_the_library, backend="eager")(x)
+    torch.testing.assert_close(out, _calls_into_the_library(x))
+    text = caplog.text
+    user = text.index("return _reads_env(y)  # the user's line that leads into os")
+    inner = text.index('return x * int(os.environ.get("STRATA_TEST_FACTOR", "2"))')
+    assert user < inner, text  # outermost first
+    fn = compile_api.compile(_calls_into_the_library, backend="eager", fullgraph=True)
+    with pytest.raises(compile_api.Unsupported) as info:
+        fn(x)
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert last.filename == __file__
+    assert last.line == "return _reads_env(y)  # the user's line that leads into os"
+    assert "reached through (outermost first)" in str(info.value)
