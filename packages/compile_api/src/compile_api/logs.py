@@ -57,13 +57,9 @@ _COMPONENTS = {
     "dynamic": "strata.dynamic",
     "guards": "strata.guards",
 }
-# torch's logger names (its logging state) -> the component above.
-_TORCH_QNAMES = {
-    "torch._dynamo": "dynamo",
-    "torch._functorch.aot_autograd": "aot",
-    "torch._inductor": "inductor",
-    "torch.fx.experimental.symbolic_shapes": "dynamic",
-}
+# torch's components whose level in torch's logging state we follow (their logger names are
+# looked up in torch's log registry by these aliases).
+_TORCH_COMPONENTS = ("dynamo", "aot", "inductor", "dynamic")
 
 _handler: logging.Handler | None = None
 # What user code and STRATA_LOGS asked for, and what torch's state asked for; applied together.
@@ -265,13 +261,15 @@ def refresh_from_torch() -> None:
     try:
         artifacts = set(state.artifact_names)
         qnames = dict(state.log_qname_to_level)
+        aliases = internal.log_registry.log_alias_to_log_qnames  # type: ignore[union-attr]
+        first = {c: aliases[c][0] for c in _TORCH_COMPONENTS if aliases.get(c)}
     except Exception:  # another torch's layout: nothing to follow
         return
     channels = {_ALIASES.get(a, a) for a in artifacts} & set(CHANNELS)
     levels: dict[str, int] = {}
-    for qname, level in qnames.items():
-        component = _TORCH_QNAMES.get(qname)
-        if component is None or level > logging.INFO:
+    for component, qname in first.items():
+        level = qnames.get(qname)
+        if level is None or level > logging.INFO:
             continue
         if component == "dynamic":
             channels.add("dynamic")
