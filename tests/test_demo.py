@@ -21,4 +21,10 @@ def test_demo_prints_three_graphs_bytecode_guards_explain_and_a_speedup() -> Non
     assert "TENSOR_MATCH" in text
     assert "Strata produced 2 graphs, with 1 graph break" in text
     assert "speedup over eager:" in text
+    # The toy example's source, resume functions with the user's lines, readable guards, and
+    # torch.compile's figure beside Strata's.
+    assert "def toy_example(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:" in text
+    assert "RESUME FUNCTION" in text and "<lambda>" not in text
+    assert "__strata_callback" not in text and "COMPILE_CONTEXT" in text
+    assert "torch.compile median:" in text
     assert "SECTION FAILED" not in text

@@ -130,7 +130,7 @@ def run_toy() -> bool:
         else:
             print("ORIGINAL BYTECODE:")
             print(_disassemble(record.code))
-        print("MODIFIED BYTECODE (line numbers where an instruction stands for a user's line):")
+        print("MODIFIED BYTECODE:  (a line number marks an instruction of the user's line)")
         first = toy_example.__code__.co_firstlineno
         span = range(first, first + len(inspect.getsourcelines(toy_example)[0]))
         print(_resume_listing(record.transformed, span))
