@@ -134,6 +134,7 @@ def readable_names(text: str) -> str:
     return _INSTALLED_RE.sub(replace, text)
 
 
+_ID_RE = re.compile(r" id=\d+(?= )")
 _KIND_RE = re.compile(r"^(\s*)([A-Z_]+): (\S+)")
 _TOKEN_RE = re.compile(r"_strata_token', 0\) in \((\d+), 0\)\s+# compiled by (compile\(.*?\));")
 
@@ -158,7 +159,8 @@ def guards_text(record: FrameRecord, guards_lines: str | None = None) -> str:
                 f"COMPILE_CONTEXT: the running call is {token.group(2)} (or a run() block)"
             )
             continue
-        line = readable_names(raw)
+        # The object's id says nothing to a reader (its name and type follow it).
+        line = _ID_RE.sub("", readable_names(raw))
         match = _KIND_RE.match(line)
         if match is not None:
             where = _location_of(match.group(3), locations)
