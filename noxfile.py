@@ -201,6 +201,9 @@ def bench(session: nox.Session) -> None:
     session.install("setuptools>=64", "wheel", "matplotlib")
     _install_strata(session)
     session.run("python", "benchmarks/run.py", *session.posargs)
+    # The model zoo beside torch.compile (benchmarks/README.md, "The model zoo").
+    if not session.posargs:
+        session.run("python", "benchmarks/zoo_bench.py", "--threads", "1")
 
 
 @nox.session

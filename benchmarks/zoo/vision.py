@@ -1,4 +1,4 @@
-"""Import torchvision (and timm) on a CPU machine whose torchvision wheel is a CUDA build.
+"""Import torchvision, timm and transformers on a CPU machine whose torchvision is a CUDA build.
 
 The registry's torchvision wheels link against torch's CUDA libraries; on a CPU-only torch their C
 extension (``torchvision/_C.so``) fails to load, which torchvision tolerates for most ops, but
@@ -9,9 +9,9 @@ torchvision::nms does not exist".
 ``import_torchvision()`` tries the extension first, exactly as torchvision will. Only when it does
 not load does it define those two operators' schemas (with CPU/CUDA kernels that raise a clear
 error), so the fake registrations succeed. Classification models (resnet, mobilenet, efficientnet,
-convnext, and every timm model) then work; detection ops (``torchvision.ops.nms``, ``roi_align``,
-...) raise torchvision's own "Couldn't load custom C++ ops" error. Where the extension loads, this
-is a plain ``import torchvision``.
+convnext, every timm model) and transformers (whose modeling code imports torchvision) then work;
+detection ops (``torchvision.ops.nms``, ``roi_align``, ...) raise torchvision's own "Couldn't load
+custom C++ ops" error. Where the extension loads, this is a plain ``import torchvision``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["import_timm", "import_torchvision", "torchvision_ops_loaded"]
+__all__ = ["import_timm", "import_torchvision", "import_transformers", "torchvision_ops_loaded"]
 
 # The schemas torchvision's _meta_registrations needs to exist before it registers fake kernels.
 _SCHEMAS = {
@@ -113,3 +113,9 @@ def import_timm() -> ModuleType:
     """Import and return timm, which imports torchvision (see ``import_torchvision``)."""
     import_torchvision()
     return importlib.import_module("timm")
+
+
+def import_transformers() -> ModuleType:
+    """Import and return transformers, whose modeling code imports torchvision when installed."""
+    import_torchvision()
+    return importlib.import_module("transformers")

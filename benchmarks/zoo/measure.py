@@ -1,0 +1,118 @@
+"""Run a zoo case eagerly, under Strata and under torch.compile, counting graphs and breaks.
+
+Both compilers get the same kind of backend: the named one (``eager``, ``aot_eager``,
+``inductor``) wrapped in a counter that records each graph it is handed. Breaks are Strata's
+records of the run (``compile_api``'s frame records) and torch's ``graph_break`` counters.
+Every run starts from a reset compiler and a freshly built model, so runs are independent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .models import Case, run_case
+
+__all__ = ["Outcome", "assert_matches", "run_eager", "run_strata", "run_torch", "tolerance"]
+
+
+@dataclass
+class Outcome:
+    """What one compiled run of a case gave: the tensors to compare, the counts, the time."""
+
+    tensors: list[torch.Tensor]
+    graphs: int
+    breaks: int
+    reasons: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # the whole run: capture, backend compile and the calls
+
+
+class _Counting:
+    """A backend that records the graphs it is given and compiles them with ``inner``."""
+
+    def __init__(self, inner: Callable[..., Any]) -> None:
+        self.inner = inner
+        self.graphs: list[torch.fx.GraphModule] = []
+        self.__name__ = f"counting_{getattr(inner, '__name__', 'backend')}"
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        self.graphs.append(gm)
+        return self.inner(gm, example_inputs)
+
+
+def tolerance(backend: str) -> dict[str, float]:
+    """How close a compiled result must be to eager's: float32 models of width 32.
+
+    eager and aot_eager run the same aten ops in the same order (aot may decompose a few), so
+    they match tightly; inductor fuses and reorders reductions, so it gets a looser bound.
+    """
+    if backend == "inductor":
+        return {"rtol": 1e-3, "atol": 1e-4}
+    return {"rtol": 1e-4, "atol": 1e-5}
+
+
+def assert_matches(actual: list[torch.Tensor], expected: list[torch.Tensor], backend: str) -> None:
+    """Every tensor of a compiled run is close to eager's (outputs, loss, gradients, buffers)."""
+    assert len(actual) == len(expected), f"{len(actual)} tensors, eager gave {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        torch.testing.assert_close(a, e, **tolerance(backend), msg=lambda m, i=i: f"#{i}: {m}")
+
+
+def run_eager(case: Case) -> list[torch.Tensor]:
+    """The reference: the case run eagerly on a fresh build."""
+    return run_case(case, case.model.build(), None)
+
+
+def run_strata(case: Case, backend: str = "eager", *, fullgraph: bool = False) -> Outcome:
+    """The case under ``compile_api.compile(model, backend=<counting backend>)``."""
+    import compile_api
+    from compile_api.state import state
+
+    compile_api.reset()
+    counting = _Counting(compile_api.lookup_backend(backend))
+    dynamic = True if case.mode == "dynamic" else None
+    built = case.model.build()
+    start = time.perf_counter()
+    try:
+        tensors = run_case(
+            case,
+            built,
+            lambda m: compile_api.compile(
+                m, backend=counting, dynamic=dynamic, fullgraph=fullgraph
+            ),
+        )
+        seconds = time.perf_counter() - start
+        with state.lock:
+            breaks = [b for r in state.records for b in r.breaks]
+        reasons = [f"{b.reason} ({b.filename}:{b.lineno})" for b in breaks]
+        return Outcome(tensors, len(counting.graphs), len(breaks), reasons, seconds)
+    finally:
+        compile_api.reset()
+
+
+def run_torch(case: Case, backend: str = "eager") -> Outcome:
+    """The case under ``torch.compile(model, backend=<counting backend>)``: the reference."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    counting = _Counting(torch._dynamo.lookup_backend(backend))
+    dynamic = True if case.mode == "dynamic" else None
+    built = case.model.build()
+    start = time.perf_counter()
+    try:
+        tensors = run_case(
+            case, built, lambda m: torch.compile(m, backend=counting, dynamic=dynamic)
+        )
+        seconds = time.perf_counter() - start
+        reasons = [str(r) for r in counters["graph_break"]]
+        breaks = int(sum(counters["graph_break"].values()))
+        return Outcome(tensors, len(counting.graphs), breaks, reasons, seconds)
+    finally:
+        torch._dynamo.reset()
+        counters.clear()
