@@ -230,6 +230,8 @@ def compile(
     if isinstance(model, torch.nn.Module):
         warn_if_fsdp(model)
         return OptimizedModule(model, ctx)
+    # A function torch.compiler.disable wrapped runs eagerly, as under torch.compile.
+    symbolic_vm.note_torch_disabled(model)
     return _wrap(model, ctx)
 
 

@@ -66,6 +66,15 @@ class Config:
     ``TORCH_COMPILE_DEBUG=1``; the folder's parent is ``STRATA_COMPILE_DEBUG_DIR``, else the
     current directory)."""
 
+    @property
+    def recompile_limit(self) -> int:
+        """torch 2.13's name for ``cache_size_limit`` (the same setting)."""
+        return self.cache_size_limit
+
+    @recompile_limit.setter
+    def recompile_limit(self, value: int) -> None:
+        self.cache_size_limit = value
+
     def load_env(self, environ: dict[str, str] | None = None) -> None:
         """Apply the STRATA_* environment overrides to this object."""
         env = os.environ if environ is None else environ

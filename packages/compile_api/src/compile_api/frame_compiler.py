@@ -36,6 +36,7 @@ from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
 from .state import FrameRecord, RecordedGraph, state
+from .torch_controls import marked_dims, torch_stance
 
 __all__ = ["CompileContext", "context_token", "make_callback", "skip_reason"]
 
@@ -262,14 +263,17 @@ def _dynamic_dims(
     """
     code = frame.f_code
     dims: dict[str, set[int]] = {}
+    static: dict[str, frozenset[int]] = {}
     for name, value in f_locals.items():
-        marked = (
-            getattr(value, "_strata_dynamic_dims", None)
-            if isinstance(value, torch.Tensor)
-            else None
-        )
+        if not isinstance(value, torch.Tensor):
+            continue
+        # compile_api.mark_dynamic's dims, and those of torch's own marks.
+        torch_dynamic, torch_static = marked_dims(value)
+        marked = set(getattr(value, "_strata_dynamic_dims", ())) | torch_dynamic
         if marked:
             dims.setdefault(f"L[{name!r}]", set()).update(marked)
+        if torch_static:
+            static[f"L[{name!r}]"] = torch_static
     with state.lock:
         auto = state.auto_dynamic.setdefault((code, ctx.token), {})
         if recompiling and ctx.dynamic is None and config.automatic_dynamic_shapes:
@@ -295,7 +299,7 @@ def _dynamic_dims(
                         sorted(changed),
                     )
         for name, auto_dims in auto.items():
-            dims.setdefault(name, set()).update(auto_dims)
+            dims.setdefault(name, set()).update(auto_dims - static.get(name, frozenset()))
     return {name: frozenset(d) for name, d in dims.items()}
 
 
@@ -479,10 +483,24 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     code = frame.f_code
     if code in _BACKWARD_ENTRIES:
         return evalframe.SKIP_RECURSIVE
+    disabled = symbolic_vm.torch_disabled_code(code)
+    if disabled is not None:
+        # torch.compiler.disable: its wrapper and callees run unhooked (recursive), or the
+        # function's own frame is never compiled (recursive=False).
+        return evalframe.SKIP_RECURSIVE if disabled else evalframe.SKIP
     if code not in ctx.force_codes and skip_reason(code) is not None:
         return evalframe.SKIP
     if config.debug_function and code.co_name != config.debug_function:
         return None
+    stance = torch_stance()
+    if stance == "force_eager" or (cache_size > 0 and stance == "eager_on_recompile"):
+        return None
+    if cache_size > 0 and stance == "fail_on_recompile":
+        reasons = observe.recompile_reasons(code, dict(frame.f_locals))
+        raise RuntimeError(
+            f"Detected recompile of {_where(code)} while torch.compiler.set_stance is "
+            f"'fail_on_recompile'; guard failures: {'; '.join(reasons) or 'unknown'}"
+        )
     if cache_size >= config.cache_size_limit:
         # Checked before anything else: past the limit every miss runs eagerly, and cheaply.
         key = ("cache_size_limit", code)
@@ -598,15 +616,30 @@ _compile_lock = threading.RLock()
 
 def make_callback(ctx: CompileContext) -> evalframe.Callback:
     """The evalframe callback for one compile context."""
+    return _FrameCallback(ctx)
 
-    def callback(frame: types.FrameType, cache_size: int) -> FrameAnswer:
+
+class _FrameCallback:
+    """The evalframe callback of one compile context.
+
+    ``_strata_token`` is what each entry's guard reads to tell which compile() context is
+    running; under torch's ``force_eager`` stance it matches no entry, so cached code is not
+    run either: the miss reaches ``compile_frame``, which runs the frame as it is.
+    """
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: CompileContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self, frame: types.FrameType, cache_size: int) -> FrameAnswer:
         with _compile_lock:
             try:
-                return compile_frame(frame, cache_size, ctx)
+                return compile_frame(frame, cache_size, self.ctx)
             except symbolic_vm.Unsupported as err:
                 # fullgraph=True: the traceback ends at the user's line (one frame of ours).
                 raise _at_user_line(err, frame) from None
 
-    # What each entry's guard reads to tell which compile() context is running.
-    callback._strata_token = ctx.token  # type: ignore[attr-defined]
-    return callback
+    @property
+    def _strata_token(self) -> int:
+        return -1 if torch_stance() == "force_eager" else self.ctx.token

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from symbolic_vm.controls import note_torch_disabled, torch_disabled_code
     from symbolic_vm.errors import GraphBreakNeeded, SymbolicVMError, Unsupported
     from symbolic_vm.frame_capture import capture, reset, reset_counters
     from symbolic_vm.records import (
@@ -48,6 +49,8 @@ _EXPORTS = {
     "nonstrict_trace": "symbolic_vm.registries",
     "disable_marker": "symbolic_vm.registries",
     "reset_registries": "symbolic_vm.registries",
+    "note_torch_disabled": "symbolic_vm.controls",
+    "torch_disabled_code": "symbolic_vm.controls",
 }
 
 __all__ = [
@@ -67,6 +70,8 @@ __all__ = [
     "nonstrict_trace",
     "disable_marker",
     "reset_registries",
+    "note_torch_disabled",
+    "torch_disabled_code",
     "reset_counters",
     "reset",
 ]

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from symbolic_vm import controls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
@@ -87,6 +88,9 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         return ConstVar(None)
     if isinstance(fn, ObjectVar):
         value = fn.value
+        handled = controls.dispatch(out, fn, value, args, kwargs)
+        if handled is not None:
+            return handled
         if value is graph_break:
             raise Unsupported("graph_break() called inside the compiled function")
         if value in DISABLED:
@@ -150,6 +154,9 @@ def _call_function(
     # mypy reads a FunctionType attribute through an instance as a bound method.
     func = cast(types.FunctionType, fn.fn)  # type: ignore[redundant-cast]
     out = vm.out
+    handled = controls.dispatch(out, fn, func, args, kwargs)
+    if handled is not None:
+        return handled
     if func is graph_break:
         raise Unsupported("graph_break() called inside the compiled function")
     if func in DISABLED:

@@ -1,0 +1,212 @@
+"""torch's own compiler controls, recognised inside traced code so it keeps its meaning.
+
+Code written for torch.compile marks functions with ``torch.compiler.disable``, forces breaks
+with torch's ``graph_break()``, asks ``is_compiling()``, registers ``allow_in_graph`` functions
+and marks tensors dynamic or static. The VM recognises each of those functions by identity (or,
+for a disabled function, by the marker attribute torch's decorator puts on its wrapper) and
+gives it torch.compile's meaning. It never calls into torch's compiler frontend: the frontend's
+package is looked up in ``sys.modules`` only (so a control is known once the user's code has
+loaded it), and only its functions' identities and its registry of allowed ids are read.
+
+``dispatch`` is consulted where calls are dispatched (``calls.call``), before anything else.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import torch
+
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.values import ConstVar, Var
+
+if TYPE_CHECKING:
+    from symbolic_vm.output import Output
+
+__all__ = [
+    "Control",
+    "ControlKind",
+    "control_for",
+    "dispatch",
+    "is_torch_disabled",
+    "note_torch_disabled",
+    "torch_disabled_code",
+]
+
+# torch's public compiler package, and the name of its frontend package (read, never imported).
+_COMPILER: Any = getattr(torch, "compiler")  # noqa: B009 - spelled as an attribute on purpose
+_FRONTEND = f"{torch.__name__}._{'dynamo'}"
+# The attributes torch's disable decorator sets on the wrapper it returns.
+_DISABLE_MARK = "_torchdynamo_disable"
+_RECURSIVE_MARK = "_torchdynamo_disable_recursive"
+_ORIGINAL = "_torchdynamo_orig_callable"
+# Code objects of torch-disabled functions seen so far -> True: run it and everything it calls
+# without the frame hook (a recursive disable's wrapper); False: never compile this frame, its
+# callees may be (the function under a recursive=False disable). Never cleared: the marks are
+# on the functions, which outlive any compile cache.
+_DISABLED_CODES: dict[types.CodeType, bool] = {}
+
+
+class ControlKind(enum.Enum):
+    """What a control call does inside traced code."""
+
+    BREAK = "break"  # runs eagerly between graphs (torch.compile breaks there too)
+    FOLD = "fold"  # its answer is known while compiling: a constant
+    IN_GRAPH = "in_graph"  # one opaque node (torch.compiler.allow_in_graph)
+
+
+@attrs.frozen
+class Control:
+    """The meaning of one call: its kind, the break reason or the folded value."""
+
+    kind: ControlKind
+    reason: str = ""
+    value: object = None
+
+
+def _frontend() -> types.ModuleType | None:
+    return sys.modules.get(_FRONTEND)
+
+
+def _submodule(name: str) -> types.ModuleType | None:
+    return sys.modules.get(f"{_FRONTEND}.{name}")
+
+
+def is_torch_disabled(fn: object) -> bool:
+    """True for a function wrapped by ``torch.compiler.disable`` (its wrapper's marker)."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    return fn.__dict__.get(_DISABLE_MARK) is True
+
+
+def note_torch_disabled(fn: object) -> bool:
+    """Remember ``fn``'s code if torch.compiler.disable wrapped it; True if it did.
+
+    compile_api calls it on what it is asked to compile; the VM on every call it traces.
+    """
+    if not is_torch_disabled(fn):
+        return False
+    assert isinstance(fn, types.FunctionType)
+    if fn.__dict__.get(_RECURSIVE_MARK, True) is not False:
+        _DISABLED_CODES[fn.__code__] = True
+    else:
+        inner = getattr(fn.__dict__.get(_ORIGINAL), "__code__", None)
+        if isinstance(inner, types.CodeType):
+            _DISABLED_CODES[inner] = False
+    return True
+
+
+def torch_disabled_code(code: types.CodeType) -> bool | None:
+    """How the frame hook must treat ``code`` under torch.compiler.disable.
+
+    True: the wrapper of a recursive disable (run it and its callees without the hook);
+    False: a function disabled with recursive=False (skip its frame only); None: not disabled.
+    """
+    return _DISABLED_CODES.get(code)
+
+
+def _name(fn: object) -> str:
+    return str(getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn))))
+
+
+def _table() -> dict[int, tuple[object, Control]]:
+    """id -> (function, control) for every control torch has loaded so far."""
+    frontend = _frontend()
+    key = id(frontend)
+    if _TABLE_FOR[0] == key:
+        return _TABLE
+    _TABLE.clear()
+    entries: list[tuple[object, Control]] = [
+        (_COMPILER.is_compiling, Control(ControlKind.FOLD, value=True)),
+        (getattr(_COMPILER, "is_dynamo_compiling", None), Control(ControlKind.FOLD, value=True)),
+    ]
+    stateful = "changes the compiler's state; it runs eagerly between graphs"
+    for name in ("set_stance", "reset", "disable", "allow_in_graph"):
+        entries.append(
+            (getattr(_COMPILER, name, None), Control(ControlKind.BREAK, f"{name}() {stateful}"))
+        )
+    if frontend is not None:
+        entries.append(
+            (
+                getattr(frontend, "graph_break", None),
+                Control(ControlKind.BREAK, "graph_break() called inside the compiled function"),
+            )
+        )
+        entries.append(
+            (getattr(frontend, "is_compiling", None), Control(ControlKind.FOLD, value=True))
+        )
+        external = _submodule("external_utils")
+        if external is not None:
+            entries.append(
+                (getattr(external, "is_compiling", None), Control(ControlKind.FOLD, value=True))
+            )
+        marks = "marks a tensor for the next compile; it runs eagerly between graphs"
+        for name in ("mark_dynamic", "maybe_mark_dynamic", "mark_static", "mark_static_address"):
+            entries.append(
+                (getattr(frontend, name, None), Control(ControlKind.BREAK, f"{name}() {marks}"))
+            )
+        for name in ("reset", "disable", "allow_in_graph"):
+            entries.append(
+                (getattr(frontend, name, None), Control(ControlKind.BREAK, f"{name}() {stateful}"))
+            )
+    for fn, control in entries:
+        if fn is not None:
+            _TABLE[id(fn)] = (fn, control)
+    _TABLE_FOR[0] = key
+    return _TABLE
+
+
+_TABLE: dict[int, tuple[object, Control]] = {}
+_TABLE_FOR: list[int] = [0]
+
+
+def _allowed_in_graph(fn: object) -> bool:
+    """``torch.compiler.allow_in_graph(fn)`` was called: torch keeps fn's id in a set."""
+    if not isinstance(fn, types.FunctionType) or fn.__module__.startswith("torch"):
+        return False
+    rules = _submodule("trace_rules")
+    registry = getattr(rules, "_allowed_callable_ids", None)
+    # The set behind the registry; None until something registered (read, never initialised).
+    ids = getattr(registry, "function_ids", None)
+    return isinstance(ids, set) and id(fn) in ids
+
+
+def control_for(fn: object) -> Control | None:
+    """What calling ``fn`` means if it is one of torch's compiler controls; None if it is not."""
+    if note_torch_disabled(fn):
+        return Control(
+            ControlKind.BREAK,
+            f"call to {_name(fn)}, which torch.compiler.disable marked as never compiled; "
+            "it runs eagerly",
+        )
+    entry = _table().get(id(fn))
+    if entry is not None and entry[0] is fn:
+        return entry[1]
+    if _allowed_in_graph(fn):
+        return Control(ControlKind.IN_GRAPH)
+    return None
+
+
+def dispatch(
+    out: Output, var: Var, fn: object, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
+    """The traced result of calling ``fn`` (tracked as ``var``) if it is a control; None if not.
+
+    A break raises Unsupported (the call then runs eagerly between graphs); a folded answer or
+    an in-graph call is guarded on ``fn``'s identity.
+    """
+    control = control_for(fn)
+    if control is None:
+        return None
+    if control.kind is ControlKind.BREAK:
+        raise Unsupported(control.reason)
+    out.depend(var)
+    if control.kind is ControlKind.FOLD:
+        return ConstVar(control.value)
+    from symbolic_vm import torch_calls
+
+    return torch_calls.opaque_call(out, fn, args, kwargs)

@@ -1,0 +1,260 @@
+"""torch's own compiler controls keep their meaning under Strata.
+
+Code written for torch.compile uses ``torch.compiler.disable``, torch's ``graph_break()``,
+``is_compiling()``, ``allow_in_graph``, ``mark_dynamic``/``maybe_mark_dynamic``/``mark_static``
+and ``torch.compiler.set_stance``. Each test runs the same code eagerly, under Strata and under
+torch.compile (both with a counting backend) and compares results and graph counts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+
+import compile_api
+
+from .conftest import GraphCounter
+
+
+@pytest.fixture(autouse=True)
+def default_stance() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch.compiler.set_stance("default")
+    torch._dynamo.reset()
+
+
+def torch_graphs(fn: Callable[..., Any], *calls: tuple[Any, ...]) -> tuple[list[Any], int]:
+    """torch.compile's outputs over ``calls`` and its graph count (the reference)."""
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    compiled = torch.compile(fn, backend=backend)
+    outs = [compiled(*copy.deepcopy(args)) for args in calls]
+    torch._dynamo.reset()
+    return outs, len(graphs)
+
+
+def ours(fn: Callable[..., Any], counter: GraphCounter, *calls: tuple[Any, ...]) -> list[Any]:
+    compiled = compile_api.compile(fn, backend=counter)
+    return [compiled(*copy.deepcopy(args)) for args in calls]
+
+
+def eager(fn: Callable[..., Any], *calls: tuple[Any, ...]) -> list[Any]:
+    return [fn(*copy.deepcopy(args)) for args in calls]
+
+
+def test_torch_disabled_function_runs_eagerly_as_a_break_with_is_compiling_false(
+    counter: GraphCounter,
+) -> None:
+    seen: list[bool] = []
+
+    @torch.compiler.disable
+    def helper(x: torch.Tensor) -> torch.Tensor:
+        seen.append(torch.compiler.is_compiling())
+        return x.sin()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return helper(x * 2) + 1
+
+    x = torch.randn(5)
+    expected = eager(f, (x,))
+    seen.clear()
+    theirs, torch_count = torch_graphs(f, (x,))
+    assert seen == [False]
+    seen.clear()
+    got = ours(f, counter, (x,))
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(theirs, expected)
+    assert seen == [False]
+    assert counter.count == torch_count == 2
+    for gm in counter.graphs:  # the disabled function is never traced into a graph
+        assert "sin" not in gm.code
+
+
+def test_torch_disable_of_the_compiled_function_itself_compiles_nothing(
+    counter: GraphCounter,
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.cos() + 1
+
+    x = torch.randn(4)
+    got = ours(torch.compiler.disable(f), counter, (x,))
+    torch.testing.assert_close(got, eager(f, (x,)))
+    assert counter.count == 0
+
+
+def test_torch_graph_break_splits_the_graph_as_torch_does(counter: GraphCounter) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        torch._dynamo.graph_break()
+        return y * 2
+
+    x = torch.randn(3)
+    theirs, torch_count = torch_graphs(f, (x,))
+    got = ours(f, counter, (x,))
+    torch.testing.assert_close(got, eager(f, (x,)))
+    assert counter.count == torch_count == 2
+    with pytest.raises(compile_api.Unsupported, match="graph_break"):
+        compile_api.compile(f, backend="eager", fullgraph=True)(x)
+
+
+@pytest.mark.parametrize(
+    "is_compiling",
+    [torch.compiler.is_compiling, torch._dynamo.is_compiling],
+    ids=["torch.compiler", "frontend"],
+)
+def test_is_compiling_is_true_in_the_graph_and_false_eagerly(
+    counter: GraphCounter, is_compiling: Callable[[], bool]
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        if is_compiling():
+            return x + 1
+        return x - 1
+
+    x = torch.randn(3)
+    theirs, torch_count = torch_graphs(f, (x,))
+    got = ours(f, counter, (x,))
+    torch.testing.assert_close(got, theirs)
+    torch.testing.assert_close(got, [x + 1])
+    assert counter.count == torch_count == 1
+    torch.testing.assert_close(f(x), x - 1)
+
+
+def test_torch_allow_in_graph_function_is_one_node(counter: GraphCounter) -> None:
+    def scale(x: torch.Tensor) -> torch.Tensor:
+        return x * 3 + 1
+
+    torch.compiler.allow_in_graph(scale)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return scale(x).relu()
+
+    x = torch.randn(4)
+    theirs, torch_count = torch_graphs(f, (x,))
+    got = ours(f, counter, (x,))
+    torch.testing.assert_close(got, eager(f, (x,)))
+    assert counter.count == torch_count == 1
+    targets = [n.target for n in counter.graphs[0].graph.nodes if n.op == "call_function"]
+    assert scale in targets
+
+
+@pytest.mark.parametrize("mark", ["mark_dynamic", "maybe_mark_dynamic"])
+def test_torch_mark_dynamic_compiles_that_dim_symbolic_from_the_first_call(
+    counter: GraphCounter, mark: str
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.sum(0) * x.shape[0]
+
+    calls = []
+    for n in (4, 6, 9):
+        x = torch.randn(n, 3)
+        getattr(torch._dynamo, mark)(x, 0)
+        calls.append((x,))
+    theirs, torch_count = torch_graphs(f, *calls)
+    got = ours(f, counter, *calls)
+    torch.testing.assert_close(got, eager(f, *calls))
+    assert counter.count == torch_count == 1
+
+
+def test_torch_mark_static_keeps_automatic_dynamic_from_that_dim(counter: GraphCounter) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    calls = []
+    for n in (4, 6, 9):
+        x = torch.randn(n)
+        torch._dynamo.mark_static(x, 0)
+        calls.append((x,))
+    theirs, torch_count = torch_graphs(f, *calls)
+    got = ours(f, counter, *calls)
+    torch.testing.assert_close(got, eager(f, *calls))
+    assert counter.count == torch_count == 3
+
+
+class Spy:
+    """A backend whose compiled graphs count their calls."""
+
+    def __init__(self) -> None:
+        self.compiles = 0
+        self.runs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        self.compiles += 1
+
+        def run(*args: Any) -> Any:
+            self.runs += 1
+            return gm.forward(*args)
+
+        return run
+
+
+def f_sin(x: torch.Tensor) -> torch.Tensor:
+    return x.sin() + 1
+
+
+def test_set_stance_force_eager_runs_no_compiled_code_and_compiles_nothing() -> None:
+    spy = Spy()
+    compiled = compile_api.compile(f_sin, backend=spy)
+    x, y = torch.randn(4), torch.randn(7)
+    torch.testing.assert_close(compiled(x), f_sin(x))
+    assert (spy.compiles, spy.runs) == (1, 1)
+    with torch.compiler.set_stance("force_eager"):
+        torch.testing.assert_close(compiled(x), f_sin(x))  # cached code is not run
+        torch.testing.assert_close(compiled(y), f_sin(y))  # a new size compiles nothing
+    assert (spy.compiles, spy.runs) == (1, 1)
+    torch.testing.assert_close(compiled(x), f_sin(x))  # back to the cached code
+    assert (spy.compiles, spy.runs) == (1, 2)
+
+
+def test_set_stance_eager_on_recompile_runs_misses_eagerly_and_keeps_the_cache() -> None:
+    spy = Spy()
+    compiled = compile_api.compile(f_sin, backend=spy, dynamic=False)
+    x, y = torch.randn(4), torch.randn(7)
+    compiled(x)
+    with torch.compiler.set_stance("eager_on_recompile"):
+        torch.testing.assert_close(compiled(y), f_sin(y))
+        torch.testing.assert_close(compiled(x), f_sin(x))
+    assert (spy.compiles, spy.runs) == (1, 2)
+
+
+def test_set_stance_fail_on_recompile_raises_on_a_recompile_as_torch_does() -> None:
+    x, y = torch.randn(4), torch.randn(7)
+    theirs = torch.compile(f_sin, backend="eager", dynamic=False)
+    theirs(x)
+    compiled = compile_api.compile(f_sin, backend="eager", dynamic=False)
+    compiled(x)
+    with torch.compiler.set_stance("fail_on_recompile"):
+        torch.testing.assert_close(compiled(x), f_sin(x))
+        with pytest.raises(RuntimeError, match="fail_on_recompile"):
+            theirs(y)
+        with pytest.raises(RuntimeError, match="fail_on_recompile"):
+            compiled(y)
+
+
+def test_recompile_limit_is_cache_size_limit(counter: GraphCounter) -> None:
+    compile_api.config.recompile_limit = 2
+    assert compile_api.config.cache_size_limit == 2
+    compiled = compile_api.compile(f_sin, backend=counter, dynamic=False)
+    for n in (2, 3, 4, 5):
+        x = torch.randn(n)
+        with pytest.warns(RuntimeWarning, match="cache_size_limit") if n == 4 else _nothing():
+            torch.testing.assert_close(compiled(x), f_sin(x))
+    assert counter.count == 2
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
