@@ -32,6 +32,10 @@ __all__ = ["begin", "entry_compiled", "finish", "recompile_reasons", "reset"]
 # Loggers the backends write artifacts to, and the kind each record stands for.
 _ARTIFACT_LOGGERS = ("strata.aot_graphs", "strata.output_code", "strata.perf_hints")
 
+_WRAPPERS = frozenset(
+    os.path.join(os.path.dirname(__file__), name)
+    for name in ("api.py", "explain.py", "frame_compiler.py", "observe.py")
+)
 _current: list[FrameRecord] = []
 _frame_ids: dict[types.CodeType, int] = {}
 _compiles: dict[types.CodeType, int] = {}
@@ -125,6 +129,9 @@ def _user_stack(frame: types.FrameType) -> list[tuple[str, int, str, str]]:
     current: types.FrameType | None = frame
     while current is not None:
         code = current.f_code
+        if code.co_filename in _WRAPPERS:  # compile_api's own call layers: not the user's
+            current = current.f_back
+            continue
         line = current.f_lineno if current is not frame else code.co_firstlineno
         source = linecache.getline(code.co_filename, line).strip()
         frames.append((code.co_filename, line or 0, code.co_name, source))
