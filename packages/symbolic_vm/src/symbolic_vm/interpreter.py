@@ -215,6 +215,8 @@ class Interpreter:
         self.steps = 0  # root instructions started (identifies one dynamic instruction)
         self.stop_at: tuple[int, Unsupported] | None = None  # (step, why) from a RetraceAt
         self.stop_region: tuple[Region, Unsupported] | None = None  # from a RegionRestart
+        # ((line, caller's line), text) of the newest graph nodes' stack trace
+        self._stack_trace: tuple[tuple[int, int], str] | None = None
 
     # -- running ----------------------------------------------------------------------------
 
@@ -267,7 +269,10 @@ class Interpreter:
         code: ...`` above the node; logs and dumps show it). Nodes of an inlined call are stamped
         by its own interpreter first, so the walk stops at the first stamped node.
         """
-        trace = None
+        # The callers' lines do not change while this frame runs: one text per line of it.
+        key = (self.lineno, self.parent.lineno if self.parent is not None else 0)
+        cached = self._stack_trace
+        trace = cached[1] if cached is not None and cached[0] == key else None
         for node in reversed(self.out.builder.graph.nodes):
             if count <= 0 or "stack_trace" in node.meta:
                 break
@@ -290,6 +295,7 @@ class Interpreter:
                     )
                     frame = frame.parent
                 trace = "".join(reversed(chain))
+                self._stack_trace = (key, trace)
             node.meta["stack_trace"] = trace
 
     def _snapshot(
