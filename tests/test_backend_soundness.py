@@ -293,3 +293,64 @@ def test_autograd_grad_with_create_graph_inside_a_compiled_function() -> None:
         proc.returncode,
         proc.stderr[-3000:],
     )
+
+
+# ---------------------------------------------------------------- errors of our own machinery
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2 + 1
+
+
+def _failing_at_call(gm: torch.fx.GraphModule, example_inputs: Any) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        raise RuntimeError("a bug in the backend's runtime")
+
+    return run
+
+
+def _warnings_of(fn: Callable[[], Any]) -> tuple[Any, list[warnings.WarningMessage]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    return result, [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def test_a_compiled_graph_failing_at_its_first_call_runs_eagerly_with_one_warning() -> None:
+    x = torch.arange(4.0)
+    compiled = compile_api.compile(_double, backend=_failing_at_call)
+    out, caught = _warnings_of(lambda: [compiled(x), compiled(x)])
+    _same(out[0], _double(x))
+    _same(out[1], _double(x))
+    assert len(caught) == 1 and caught[0].filename == __file__, [str(w) for w in caught]
+    assert "a bug in the backend's runtime" in str(caught[0].message)
+    compile_api.reset()
+    with pytest.raises(RuntimeError, match="a bug in the backend's runtime"):
+        compile_api.compile(_double, backend=_failing_at_call, fullgraph=True)(x)
+
+
+def test_an_error_the_graph_raises_eagerly_too_is_eagers() -> None:
+    def bad_shapes(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+    compiled = compile_api.compile(bad_shapes, backend=_failing_at_call)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        compiled(torch.ones(2), torch.ones(3))
+
+
+def test_an_internal_error_anywhere_in_compiling_a_frame_runs_it_eagerly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from compile_api import frame_compiler
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError("internal state")
+
+    monkeypatch.setattr(frame_compiler, "_dynamic_dims", broken)
+    x = torch.arange(4.0)
+    out, caught = _warnings_of(lambda: compile_api.compile(_double, backend="eager")(x))
+    _same(out, _double(x))
+    assert len(caught) == 1 and caught[0].filename == __file__, [str(w) for w in caught]
+    compile_api.reset()
+    with pytest.raises(KeyError):
+        compile_api.compile(_double, backend="eager", fullgraph=True)(x)

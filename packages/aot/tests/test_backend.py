@@ -174,3 +174,25 @@ def test_symbolic_placeholders_with_real_example_inputs_compile_once(helpers: An
             x = torch.randn(rows, 4)
             helpers.assert_close(run(x, w), fn(x, w), f"no_grad outputs for {rows} rows")
     assert len(run.aot_function.cache) == 2
+
+
+def test_a_later_signature_that_fails_to_compile_runs_the_graph_with_a_warning() -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (x * 2).sin()
+
+    gm = torch.fx.symbolic_trace(f)
+
+    def no_training(joint: Any, inputs: Any, *, num_fwd_outputs: int) -> Any:
+        raise RuntimeError("partitioner bug")
+
+    with torch.no_grad():  # the first compile (inference) needs no partition
+        run = aot.aot_module_simplified(gm, [torch.randn(3)], aot.eager_compiler,
+                                        partition_fn=no_training)
+    x = torch.randn(3, requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="partitioner bug") as caught:
+        out = run(x)
+        assert run(x) is not out  # the second call: no second compile, no second warning
+    assert len(caught) == 1 and caught[0].filename == __file__
+    torch.testing.assert_close(out, f(x))
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, 2 * torch.cos(2 * x.detach()))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
+import sys
+import warnings
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -181,6 +185,36 @@ def preserved_rng_state() -> Iterator[None]:
             torch.cuda.set_rng_state_all(cuda)
 
 
+class _FailedBefore(AotUnsupportedError):
+    """An input signature whose compile failed earlier (it is not retried)."""
+
+
+def _warn_outside_strata(message: str) -> None:
+    """One RuntimeWarning (per message) attributed to the first frame outside torch and
+    Strata's layers: the user's line that ran the compiled code."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and (
+        frame.f_code.co_filename.startswith(_LIBRARY_DIRS)
+        or frame.f_code.co_filename.startswith("<strata")
+    ):
+        frame = frame.f_back
+    if message in _warned:
+        return
+    _warned.add(message)
+    warnings.warn_explicit(
+        message, RuntimeWarning, frame.f_code.co_filename, frame.f_lineno, module="aot"
+    )
+
+
+_warned: set[str] = set()
+# torch's and Strata's callers of aot: skipped when a warning looks for the user's line
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(origin) + os.sep
+    for name in ("torch", "aot", "inductor_lite", "compile_api")
+    if (spec := importlib.util.find_spec(name)) is not None and (origin := spec.origin)
+)
+
+
 class AotFunction:
     """A function of flat inputs, compiled once per input signature.
 
@@ -211,13 +245,29 @@ class AotFunction:
         self.bw_compiler = bw_compiler if bw_compiler is not None else fw_compiler
         self.partition_fn = partition_fn
         self.decompositions = decompositions
-        self.cache: dict[Hashable, CompiledArtifacts] = {}
+        self.cache: dict[Hashable, CompiledArtifacts | None] = {}
+        # A backend body (aot_module_simplified): a signature that fails to compile after the
+        # first runs the function itself (the captured graph, eager-correct), with a warning.
+        self.eager_on_error = False
         self.last: CompiledArtifacts | None = None
         self._out_spec: pytree.TreeSpec | None = None
 
     def __call__(self, *flat_args: object) -> Any:
         """Run on flat inputs."""
-        art = self.artifacts_for(flat_args)
+        if self.eager_on_error:
+            try:
+                art = self.artifacts_for(flat_args)
+            except _FailedBefore:
+                return self.fn(*flat_args)  # warned at its first failure
+            except Exception as exc:  # a later signature's compile: the function is correct
+                log.debug("aot could not compile a new input signature", exc_info=True)
+                _warn_outside_strata(
+                    f"aot could not compile this graph for a new input signature "
+                    f"({type(exc).__name__}: {exc}); running it eagerly for such calls"
+                )
+                return self.fn(*flat_args)
+        else:
+            art = self.artifacts_for(flat_args)
         if art.meta.mutated_inputs and written_input_overlaps(flat_args, art.meta.mutated_inputs):
             # the graphs assume separate inputs; the function itself is eager-correct
             log.debug("a mutated input overlaps another input: running the function eagerly")
@@ -227,8 +277,12 @@ class AotFunction:
     def artifacts_for(self, flat_args: Sequence[object]) -> CompiledArtifacts:
         """The compiled graphs for this input signature, compiling them on a miss."""
         key = (torch.is_grad_enabled(), tuple(_leaf_key(a, self.dynamic) for a in flat_args))
-        art = self.cache.get(key)
-        if art is None:
+        if key in self.cache:
+            art = self.cache[key]
+            if art is None:
+                raise _FailedBefore("this input signature failed to compile before")
+        else:
+            self.cache[key] = None  # a failure below is not retried on every call
             with preserved_rng_state():
                 art = self._compile(flat_args)
             self.cache[key] = art
@@ -509,6 +563,7 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
         keep_input_mutations=keep_input_mutations,
     )
     compiled.artifacts_for([*owned_values, *example_inputs])
+    compiled.eager_on_error = True  # from now on (the first compile's errors go to the caller)
 
     def run(*args: object) -> Any:
         return compiled(*owned_values, *args)

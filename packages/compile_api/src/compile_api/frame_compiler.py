@@ -238,6 +238,25 @@ def _at_user_line(err: symbolic_vm.Unsupported, frame: types.FrameType) -> BaseE
     return err.with_traceback(types.TracebackType(None, frame, -1, line))
 
 
+def _warn_at(
+    code: types.CodeType, message: str, line: int | None = None, key: object = None
+) -> None:
+    """Warn once per ``key`` (default: the code object) at the user's file and ``line``
+    (default: the function's first line, as when the frame has not started yet)."""
+    key = ("failed", code) if key is None else key
+    with state.lock:
+        if key in state.warned:
+            return
+        state.warned.add(key)
+    warnings.warn_explicit(
+        message,
+        RuntimeWarning,
+        code.co_filename,
+        line or code.co_firstlineno,
+        module=code.co_name,
+    )
+
+
 def _where(code: types.CodeType) -> str:
     return f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
 
@@ -360,7 +379,15 @@ def _compile_graph(
             code,
         )
         compiled = gm.forward
-    return _without_hook(compiled, gm.forward, ctx.backend_name, namespace, graph.name)
+    return _without_hook(
+        compiled,
+        gm.forward,
+        ctx.backend_name,
+        namespace,
+        graph.name,
+        code=code,
+        fullgraph=ctx.fullgraph,
+    )
 
 
 def _without_hook(
@@ -369,35 +396,49 @@ def _without_hook(
     backend_name: str,
     namespace: dict[str, Any],
     name: str,
+    *,
+    code: types.CodeType,
+    fullgraph: bool = False,
 ) -> Callable[..., Any]:
     """``compiled`` run with the frame hook off, as TorchDynamo runs its compiled code.
 
     A backend's callable is Python (an FX forward, a generated wrapper, aot's runtime); left
     hooked, its frames would be compiled in turn -- by the same backend, without end.
-    ``evalframe.without_hook`` does that in C. The first call goes through this Python layer: a
-    callable that refuses the graph's arguments at the call itself (a backend bug) is replaced
-    by the captured graph, with one warning, under ``config.suppress_errors``. Once a call has
-    gone through, the arguments are known to fit (a graph's inputs never change), and the bare C
-    wrapper takes this layer's place in ``namespace[name]``.
+    ``evalframe.without_hook`` does that in C. The first call goes through this Python layer:
+    a callable that raises there (a backend bug: it refuses the graph's arguments, or fails
+    at its first run) is replaced by the captured graph, which runs this call: eager's result,
+    with one warning at the user's line, under ``config.suppress_errors`` and outside
+    ``fullgraph=True``. If the captured graph raises too, eager would have raised: that error
+    propagates. Once a call has gone through, the bare C wrapper takes this layer's place in
+    ``namespace[name]`` (later failures are the backend's to handle: aot and inductor_lite
+    run their graphs eagerly on their own errors).
     """
     current = [evalframe.without_hook(compiled)]
 
     def first_calls(*args: Any) -> Any:
         try:
             result = current[0](*args)
-        except TypeError as err:
-            # Raised by the call itself (no deeper frame): the callable's signature is wrong.
-            called_badly = err.__traceback__ is not None and err.__traceback__.tb_next is None
+        except Exception as err:
             running_fallback = current[0].__wrapped__ is fallback
-            if running_fallback or not called_badly or not config.suppress_errors:
+            if running_fallback or fullgraph or not config.suppress_errors:
                 raise
-            _warn_once(
-                ("arity", backend_name, id(compiled)),
-                f"Strata: backend {backend_name!r} returned a callable that rejects the "
-                f"graph's {len(args)} arguments ({err}); running that graph eagerly.",
+            eager = evalframe.without_hook(fallback)
+            result = eager(*args)  # raises as eager would, if it does
+            # The caller is the user's frame running its transformed code (our file name,
+            # the user's line numbers): the warning names the user's file and that line.
+            line = sys._getframe(1).f_lineno
+            if line not in {ln for _, _, ln in code.co_lines()}:
+                line = code.co_firstlineno  # the call is not stamped with a line of the user's
+            _warn_at(
+                code,
+                f"Strata: the code backend {backend_name!r} compiled for a graph of "
+                f"{_where(code)} failed at its first call ({type(err).__name__}: {err}); "
+                "running that graph eagerly. Set compile_api.config.suppress_errors = False "
+                "to raise instead.",
+                line,
+                key=("compiled call", id(compiled)),
             )
-            current[0] = evalframe.without_hook(fallback)
-            result = current[0](*args)
+            current[0] = eager
         # Only while still installed: reset() may have removed the name meanwhile.
         if namespace.get(name) is first_calls:
             namespace[name] = current[0]
@@ -639,6 +680,18 @@ class _FrameCallback:
             except symbolic_vm.Unsupported as err:
                 # fullgraph=True: the traceback ends at the user's line (one frame of ours).
                 raise _at_user_line(err, frame) from None
+            except Exception as err:
+                # Outside fullgraph=True no error of ours reaches the user's program: the
+                # frame runs eagerly from now on (compile_frame handles the expected ones).
+                if ctx.fullgraph or not config.suppress_errors:
+                    raise
+                _warn_at(
+                    frame.f_code,
+                    f"Strata could not compile {_where(frame.f_code)} and runs it eagerly: "
+                    f"{type(err).__name__}: {err}\nSet compile_api.config.suppress_errors = "
+                    "False to raise instead.",
+                )
+                return evalframe.SKIP
 
     @property
     def _strata_token(self) -> int:

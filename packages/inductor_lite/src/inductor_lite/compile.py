@@ -108,15 +108,18 @@ class CompiledGraph:
             return self.gm(*args)
         try:
             flat = self.run(args)
-        except CompilerError as exc:
-            # Triton compiles kernels at their first launch: a failure there still must
-            # not surface as an error, nor give a wrong result
+        except Exception as exc:
+            # Triton compiles kernels at their first launch, and a wrapper or kernel of ours
+            # can fail where eager would not: that must not surface as an error, nor give a
+            # wrong result. The graph runs as it came; an error it raises too is eager's.
+            result = self.gm(*args)
             self.broken = True
-            msg = f"inductor_lite: kernels failed at first launch, running eagerly: {exc}"
+            what = "failed at first launch" if isinstance(exc, CompilerError) else "failed"
+            msg = f"inductor_lite: kernels {what}, running this graph eagerly: {exc}"
             log.warning(msg)
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             self.eager_calls += 1
-            return self.gm(*args)
+            return result
         return pytree.tree_unflatten(list(flat), self.out_spec)
 
 
