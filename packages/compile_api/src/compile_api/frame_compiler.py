@@ -683,7 +683,7 @@ class _FrameCallback:
             except Exception as err:
                 # Outside fullgraph=True no error of ours reaches the user's program: the
                 # frame runs eagerly from now on (compile_frame handles the expected ones).
-                if ctx.fullgraph or not config.suppress_errors:
+                if self.ctx.fullgraph or not config.suppress_errors:
                     raise
                 _warn_at(
                     frame.f_code,
