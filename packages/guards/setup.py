@@ -8,12 +8,28 @@ check path (guards/native.py logs why at DEBUG).
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
+
+
+class BuildPyWithSources(build_py):
+    """Also ships the C++ sources as ``guards/_csrc``: an install that could not compile them
+    (an isolated build without torch) builds them at first use (guards/build.py)."""
+
+    def run(self) -> None:
+        super().run()
+        target = Path(self.build_lib) / "guards" / "_csrc"
+        target.mkdir(parents=True, exist_ok=True)
+        for source in sorted(Path("csrc").glob("*.cpp")) + sorted(Path("csrc").glob("*.h")):
+            shutil.copy(source, target / source.name)
+
 
 ext_modules: list[Any] = []
-cmdclass: dict[str, Any] = {}
+cmdclass: dict[str, Any] = {"build_py": BuildPyWithSources}
 try:
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 except ImportError:  # torch not importable here: pure-Python package

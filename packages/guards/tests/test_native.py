@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -423,6 +425,7 @@ def test_missing_extension_falls_back_with_one_debug_line(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setenv("STRATA_GUARDS_BUILD", "0")  # and no build at first use
     monkeypatch.setitem(sys.modules, "guards._tensor_guards", None)  # import fails
     monkeypatch.delattr(guards, "_tensor_guards", raising=False)
     monkeypatch.setattr(gn, "_loaded", [])
@@ -655,3 +658,29 @@ def test_cuda_tensor_paths_agree() -> None:
         assert not agree(fast, slow, {"x": other})
     with torch.autocast("cuda"):
         assert not agree(fast, slow, {"x": x})
+
+
+def test_a_missing_extension_is_built_at_first_use_and_cached(tmp_path: Path) -> None:
+    """What a plain (isolated) `pip install` gives: no extension, its sources shipped."""
+    script = (
+        "import sys, warnings\n"
+        "sys.modules['guards._tensor_guards'] = None\n"  # as if not built at install
+        "warnings.simplefilter('error')\n"  # the fallback warning would fail this run
+        "from guards.native import native_module\n"
+        "mod = native_module()\n"
+        "assert mod is not None, 'no extension'\n"
+        "print('BUILT', mod.__file__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in {PURE_PYTHON_ENV, "STRATA_GUARDS_BUILD"}}
+    env["STRATA_CACHE_DIR"] = str(tmp_path)
+    first = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "building the C++ fast path" in first.stderr
+    assert str(tmp_path) in first.stdout
+    again = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "building the C++ fast path" not in again.stderr  # cached

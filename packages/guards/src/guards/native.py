@@ -1,9 +1,11 @@
 """The optional C++ fast path (``guards._tensor_guards``) and the objects built from guards.
 
-The extension is compiled at install time against the installed torch (packages/guards/setup.py).
-When it is missing, fails to import, or fails its self-test (a TensorImpl read at another
-address than ``tensor._cdata``, a check that rejects the tensor it was built from), the
-generated check stays on the pure-Python path; one DEBUG line on ``strata.guards`` says why.
+The extension is compiled at install time against the installed torch (packages/guards/setup.py)
+or, when the install could not (an isolated build), at first use (guards/build.py, cached).
+When it is missing and cannot be built (one warning says how to get it), fails to import, or
+fails its self-test (a TensorImpl read at another address than ``tensor._cdata``, a check that
+rejects the tensor it was built from), the generated check stays on the pure-Python path; one
+DEBUG line on ``strata.guards`` says why.
 ``STRATA_GUARDS_PURE_PYTHON=1`` forces the Python path; it is read each time a check is
 compiled, so tests can compile the same guards both ways.
 
@@ -24,6 +26,7 @@ from typing import Any
 
 import torch
 
+from guards.build import build_extension
 from guards.global_state import GlobalStateSnapshot
 from guards.tensor_spec import StrideRel, TensorSpec
 
@@ -75,19 +78,12 @@ def _load() -> ModuleType | None:
     try:
         from guards import _tensor_guards as mod  # type: ignore[attr-defined]
     except Exception as exc:  # ImportError, or an undefined symbol from another torch
-        log.debug("guards: C++ fast path unavailable (%s); using the pure-Python check", exc)
-        # Said once, loudly: every guard check of a module is ~15x slower without it.
-        warnings.warn(
-            f"guards: the C++ fast path (guards._tensor_guards) is not available ({exc}); "
-            "guard checks run in pure Python, correct but ~15x slower per call for a module. "
-            "A plain `pip install` builds in an isolated environment without torch and so "
-            "skips it: reinstall with `pip install --no-build-isolation <path to "
-            "packages/guards>` (needs a C++ compiler). Set STRATA_GUARDS_PURE_PYTHON=1 to "
-            "choose the Python path and silence this.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        return None
+        try:
+            # Not built at install (an isolated build has no torch): build it now, once.
+            mod = build_extension()
+        except Exception as build_error:
+            _say_unavailable(exc, build_error)
+            return None
     try:
         problem = _self_test(mod)
     except Exception as exc:
@@ -97,6 +93,21 @@ def _load() -> ModuleType | None:
         return None
     assert isinstance(mod, ModuleType)
     return mod
+
+
+def _say_unavailable(exc: BaseException, build_error: BaseException) -> None:
+    log.debug("guards: C++ fast path unavailable (%s); using the pure-Python check", exc)
+    # Said once, loudly: every guard check of a module is ~15x slower without it.
+    warnings.warn(
+        f"guards: the C++ fast path (guards._tensor_guards) is not available ({exc}) and "
+        f"could not be built at first use ({type(build_error).__name__}: {build_error}); "
+        "guard checks run in pure Python, correct but ~15x slower per call for a module. "
+        "Reinstall with `pip install --no-build-isolation <path to packages/guards>` (needs a "
+        "C++ compiler), or make a compiler and ninja available for the build at first use. "
+        "Set STRATA_GUARDS_PURE_PYTHON=1 to choose the Python path and silence this.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def native_module() -> ModuleType | None:
