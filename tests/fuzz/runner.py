@@ -60,6 +60,9 @@ def load_module(source: str, tag: str) -> tuple[types.ModuleType, types.ModuleTy
         spec = importlib.util.spec_from_file_location(f"fuzzprog_{role}_{next(_COUNTER)}", path)
         assert spec is not None and spec.loader is not None
         mod = importlib.util.module_from_spec(spec)
+        # Module-level random initialisation (nn.Linear weights) must be the same in both
+        # copies, also when a shrunk program lost its own manual_seed line.
+        torch.manual_seed(0)
         spec.loader.exec_module(mod)
         mods.append(mod)
     return mods[0], mods[1]

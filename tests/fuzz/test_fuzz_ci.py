@@ -13,33 +13,18 @@ from tests.fuzz.shrinker import shrink
 CI_SEED = 2026
 CI_PROGRAMS = 300
 
-# Known bugs of issue 18 (and ones the grown fuzzer found), each proven by a strict-xfail test
-# in regressions/ or its owner's package: left out of the CI slice until fixed (names from
-# generator.KNOWN_BUG_FEATURES).
+# Open bugs the grown fuzzer found (issue 18's listed items are fixed), each proven by a strict-
+# xfail test in regressions/: left out of the CI slice until fixed (names from
+# generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
 CI_AVOID = frozenset(
     {
-        "rng_state",  # item 20: compiling draws from the global RNG
-        "family:rng",  # item 20 (values of the first call)
-        "family:partials",  # item 3
-        "family:data_writes",  # item 17
-        "family:profiler_state",  # item 7
-        "family:super_method",  # item 19
-        "nan_scalar",  # item 1
-        "identity_inplace",  # item 8
-        "detach_alias",  # item 11
-        "as_strided_write",  # item 12
-        "set_resize",  # item 16
-        "container_subclass",  # item 4
-        "module_truthiness",  # item 10
-        "torch_function_log",  # new: regressions/test_torch_function_side_effects.py
-        "getattr_probe",  # new: regressions/test_getattr_side_effects.py
-        "class_descriptor",  # new: regressions/test_descriptor_side_effects.py
-        "instance_descriptor",  # new: regressions/test_descriptor_side_effects.py
-        "channels_last_query",  # item 6
-        "storage_offset",  # item 5
-        "size_stride_kw",  # item 9
-        "float_tensor_isinstance",  # item 10
-        "grad_mode_stmt",  # item 15
+        "family:rng",  # item 20's class under aot_eager: regressions/test_rng_aot_eager.py
+        "set_resize",  # regressions/test_resize_input_aot_dynamic.py
+        "storage_offset",  # regressions/test_storage_offset_aot_dynamic.py
+        "torch_function_log",  # regressions/test_torch_function_side_effects.py
+        "getattr_probe",  # regressions/test_getattr_side_effects.py
+        "class_descriptor",  # regressions/test_class_descriptor_side_effects.py
+        "instance_descriptor",  # regressions/test_instance_descriptor_side_effects.py
     }
 )
 
