@@ -209,6 +209,20 @@ def test_storage_offset_is_guarded(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_storage_offset_when_sizes_become_dynamic(backend: str) -> None:
+    line = torch.linspace(-2.0, 2.0, 40)
+
+    def f(x: torch.Tensor, v: torch.Tensor) -> Any:
+        return x * 2, v.storage_offset() + 1, v[1:].storage_offset()
+
+    # The last calls change v's size: automatic dynamic recompiles with symbolic sizes.
+    spans = [(3, 4), (3, 4), (0, 4), (5, 9), (2, 12)]
+    check_calls(
+        f, [lambda a=a, n=n: (torch.ones(n), line[a:a + n]) for a, n in spans], backend
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_is_contiguous_with_memory_format_is_guarded(backend: str) -> None:
     a = torch.randn(2, 3, 4, 4)
 
@@ -514,3 +528,34 @@ def test_tensor_query_answer_follows_the_input(backend: str, query: str) -> None
         out, got = compiled(x)
         assert got == answer and type(got) is type(answer), (name, answer, got)
         assert torch.equal(out, expected), name
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_set_elements_true_one_and_negative_zero_are_told_apart(backend: str) -> None:
+    x = torch.ones(2)
+
+    def f(x: torch.Tensor, s: set[object]) -> Any:
+        k = next(iter(s))
+        return x + (3 if k is True else 1), type(k).__name__, math.copysign(1.0, k)  # type: ignore[arg-type]
+
+    sets: list[set[object]] = [{1}, {True}, {1.0}, {0.0}, {-0.0}, {1}]
+    # torch.compile 2.13 compares set elements by ==: {True} reuses the entry of {1}.
+    check_calls(f, [lambda s=s: (x, s) for s in sets], backend, reference=False)
+
+
+class _Logged(torch.Tensor):
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_class_of_a_tensor_computed_from_a_subclass_input(backend: str) -> None:
+    def f(x: torch.Tensor) -> Any:
+        y = x * 2
+        return type(y).__name__, isinstance(y, _Logged), type(x).__name__
+
+    check_calls(
+        f,
+        [lambda: (torch.ones(2).as_subclass(_Logged),), lambda: (torch.ones(2),),
+         lambda: (torch.nn.Parameter(torch.ones(2)),)],
+        backend,
+    )

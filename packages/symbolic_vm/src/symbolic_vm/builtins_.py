@@ -164,7 +164,10 @@ def _python_type(vm: Interpreter, var: Var) -> type:
     """The Python type of a tracked value."""
     if isinstance(var, TensorVar):
         vm.out.depend(var)
-        return vm.out.tensor_type(var)
+        cls = vm.out.tensor_type(var)
+        if cls is None:
+            raise Unsupported("the class of a tensor computed from a tensor subclass input")
+        return cls
     if isinstance(var, ConstVar):
         vm.out.depend(var)
         return type(var.value)

@@ -8,6 +8,7 @@ import torch
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -31,6 +32,7 @@ from symbolic_vm.values import (
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
+    from symbolic_vm.output import Output
 
 # Tensor methods whose result is a Python value read from metadata (no graph node).
 _TENSOR_META_METHODS = frozenset({
@@ -149,10 +151,10 @@ def tensor_method(
                 return ops.size_of(out, tensor)
             return ops.size_of(out, tensor, dim if dim >= 0 else dim + tensor.example.dim())
         return ops.size_of(out, tensor)
+    if name == "storage_offset" and not args and not kwargs:
+        return _storage_offset(out, tensor)
     if name in _TENSOR_META_METHODS:
         out.depend(tensor)
-        if name == "storage_offset":
-            out.depend_storage_offset(tensor)
         py_args = [ops.const_value(out, a) for a in args]
         # Keywords too: is_contiguous(memory_format=...), stride(dim=0) answer other questions.
         py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
@@ -163,8 +165,6 @@ def tensor_method(
             return ops.graph_method(out, name, [tensor, *args], kwargs)
         return ConstVar(value)
     if name in _FACT_METHODS and not args and not kwargs:
-        from symbolic_vm.guard_api import MethodCallSource
-
         return ops.tensor_fact(out, tensor, MethodCallSource, name)
     if name == "type" and not args and not kwargs:
         out.depend(tensor)
@@ -185,6 +185,23 @@ def tensor_method(
             }
             return torch_calls.tensor_of_symbols(out, args[0], options)
     return ops.graph_method(out, name, [tensor, *args], kwargs)
+
+
+def _storage_offset(out: Output, tensor: TensorVar) -> Var:
+    """``x.storage_offset()``: always a number, never a graph op (a backend that retraces the
+    graph on fresh example inputs would see their offsets, 0). An input's is its real one,
+    guarded by value; a tensor made in the graph has its fake's (a view of an input: offsets
+    of the inputs sharing its storage are guarded), unless that depends on dynamic sizes."""
+    out.depend(tensor)
+    if tensor.node.op == "placeholder" and tensor.source is not None:
+        offset = out.real_input(tensor).storage_offset()
+        out.request("CONSTANT_MATCH", MethodCallSource(tensor.source, "storage_offset"), offset)
+        return ConstVar(offset)
+    value = tensor.example.storage_offset()
+    if not isinstance(value, int):
+        raise Unsupported("storage_offset() of a view whose offset depends on dynamic sizes")
+    out.depend_storage_offset(tensor)
+    return ConstVar(value)
 
 
 def _generator_context_method(

@@ -353,10 +353,17 @@ class Output:
         """The real tensor behind input ``var``."""
         return self._real_inputs[id(var.node)]
 
-    def tensor_type(self, var: TensorVar) -> type:
-        """The real class of a tensor: its input's class (Parameter, ...) or torch.Tensor."""
+    def tensor_type(self, var: TensorVar) -> type | None:
+        """The real class of a tensor: its input's class (Parameter, ...); for a tensor made in
+        the graph torch.Tensor, or None (unknown) when an input is of a tensor subclass whose
+        ``__torch_function__`` gives results of its own class (eager's ``x * 2`` is then a
+        subclass instance, which the graph's fake values do not show)."""
         real = self._real_inputs.get(id(var.node))
-        return type(real) if real is not None else torch.Tensor
+        if real is not None:
+            return type(real)
+        if any(_keeps_subclass(type(t)) for t in self._real_inputs.values()):
+            return None
+        return torch.Tensor
 
     def tensor_inputs(self) -> list[TensorVar]:
         """Tensor placeholders in creation order."""
@@ -401,11 +408,13 @@ class Output:
             self.request("TYPE_MATCH", source, {})
             self.request("DICT_KEYS", source, dict.fromkeys(var.box.items))
         elif isinstance(var, SetVar) and var.box.original is not None:
-            # Contents and iteration order (equal sets can iterate differently).
+            # Contents and iteration order (equal sets can iterate differently), compared by
+            # repr: its elements are constants whose repr reads back (values.is_set_element),
+            # so {True} is not {1} and {-0.0} not {0.0}, as eager tells them apart.
             where = source.name()
             self.request("TYPE_MATCH", source, set())
             self.predicate(
-                f"list({where}) == {list(var.box.original)!r}",
+                f"repr(list({where})) == {repr(list(var.box.original))!r}",
                 f"{where} holds {list(var.box.original)!r} in this order",
             )
         elif isinstance(var, PartialVar):
@@ -430,11 +439,8 @@ class Output:
         tensor made in the graph owns a fresh storage; its offsets follow from the sizes)."""
         storage = var.example.untyped_storage()._cdata
         for known in self._tensor_inputs.values():
-            offset = known.example.storage_offset()
-            if (
-                known.source is not None and isinstance(offset, int)
-                and known.example.untyped_storage()._cdata == storage
-            ):
+            if known.source is not None and known.example.untyped_storage()._cdata == storage:
+                offset = self._real_inputs[id(known.node)].storage_offset()
                 self._depended.add(id(known.node))
                 self.request(
                     "CONSTANT_MATCH", MethodCallSource(known.source, "storage_offset"), offset
@@ -683,6 +689,14 @@ class Output:
     def installs(self) -> dict[str, object]:
         """Helper globals the transformed code needs."""
         return dict(self._installs)
+
+
+def _keeps_subclass(cls: type) -> bool:
+    """Whether ops on a ``cls`` tensor may return ``cls`` instances (Parameter and Buffer turn
+    their torch function off: their results are plain tensors)."""
+    return cls is not torch.Tensor and (
+        getattr(cls, "__torch_function__", None) is not torch._C._disabled_torch_function_impl
+    )
 
 
 def _is_namedtuple(value: object) -> bool:
