@@ -258,3 +258,24 @@ class _nothing:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+@pytest.mark.parametrize(
+    "record_function",
+    [torch.autograd.profiler.record_function, torch.profiler.record_function],
+    ids=["autograd.profiler", "profiler"],
+)
+def test_profiler_range_is_ignored_without_a_break(
+    counter: GraphCounter, record_function: Any
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        with record_function("block"):
+            y = x.sin()
+        return y + 1
+
+    x = torch.randn(3)
+    theirs, torch_count = torch_graphs(f, (x,))
+    got = ours(f, counter, (x,))
+    torch.testing.assert_close(got, eager(f, (x,)))
+    assert counter.count == torch_count == 1
+    compile_api.compile(f, backend="eager", fullgraph=True)(x)

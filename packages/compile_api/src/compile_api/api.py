@@ -64,6 +64,14 @@ def _context(
 
 
 def _forward_code(mod: torch.nn.Module) -> frozenset[types.CodeType]:
+    inner = getattr(mod, "module", None)
+    if isinstance(mod, torch.nn.parallel.DistributedDataParallel) and isinstance(
+        inner, torch.nn.Module
+    ):
+        # compile(DDP(model)), as torch.compile does it: DDP's own forward (bucket bookkeeping,
+        # a profiler range, reducer calls) runs eagerly; the wrapped module's forward is
+        # compiled even when torch defines it (nn.Sequential), and split at DDP's buckets.
+        return _forward_code(inner)
     forward = getattr(type(mod).forward, "__code__", None)
     return frozenset({forward}) if isinstance(forward, types.CodeType) else frozenset()
 

@@ -13,6 +13,7 @@ loaded it), and only its functions' identities and its registry of allowed ids a
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sys
 import types
@@ -57,6 +58,7 @@ class ControlKind(enum.Enum):
     BREAK = "break"  # runs eagerly between graphs (torch.compile breaks there too)
     FOLD = "fold"  # its answer is known while compiling: a constant
     IN_GRAPH = "in_graph"  # one opaque node (torch.compiler.allow_in_graph)
+    NO_OP_CONTEXT = "no_op_context"  # a profiler range: a context manager that does nothing
 
 
 @attrs.frozen
@@ -120,7 +122,12 @@ def _table() -> dict[int, tuple[object, Control]]:
     if _TABLE_FOR[0] == key:
         return _TABLE
     _TABLE.clear()
+    # Profiler ranges (DDP's forward opens one) are ignored while compiling, as torch.compile
+    # does: no break, nothing in the graph.
+    no_op = Control(ControlKind.NO_OP_CONTEXT)
     entries: list[tuple[object, Control]] = [
+        (torch.autograd.profiler.record_function, no_op),
+        (getattr(torch.profiler, "record_function", None), no_op),
         (_COMPILER.is_compiling, Control(ControlKind.FOLD, value=True)),
         (getattr(_COMPILER, "is_dynamo_compiling", None), Control(ControlKind.FOLD, value=True)),
     ]
@@ -207,6 +214,9 @@ def dispatch(
     out.depend(var)
     if control.kind is ControlKind.FOLD:
         return ConstVar(control.value)
+    if control.kind is ControlKind.NO_OP_CONTEXT:
+        # A fresh stand-in made while tracing; the `with` then inlines its empty enter/exit.
+        return out.wrap(contextlib.nullcontext(), None)
     from symbolic_vm import torch_calls
 
     return torch_calls.opaque_call(out, fn, args, kwargs)
