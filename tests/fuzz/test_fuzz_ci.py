@@ -20,7 +20,6 @@ CI_AVOID = frozenset(
     {
         "family:rng",  # item 20's class under aot_eager: regressions/test_rng_aot_eager.py
         "set_resize",  # regressions/test_resize_input_aot_dynamic.py
-        "storage_offset",  # regressions/test_storage_offset_aot_dynamic.py
         "torch_function_log",  # regressions/test_torch_function_side_effects.py
         "getattr_probe",  # regressions/test_getattr_side_effects.py
         "class_descriptor",  # regressions/test_class_descriptor_side_effects.py

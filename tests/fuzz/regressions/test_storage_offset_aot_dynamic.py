@@ -1,12 +1,11 @@
 """Fuzz reproducer: program seed 21000002, backend aot_eager (minimized by hand from the fuzzer's find).
 
 Found as: call 3: value: result[1]: 3 vs 0
+Fixed in symbolic_vm: storage_offset() is a guarded number, never a graph op (758c87b).
 """
 
 # ruff: noqa: E501
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.runner import check_source
 
@@ -34,10 +33,6 @@ INPUTS = [{'lst': [0.0, -0.49], 'n': 4, 'x': [0.75, 1.317], 'y': [-1.177, 0.858]
   'y': [-0.003, -1.642, -0.95, -1.936, -0.286]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="new (fuzz; item 5's class on another path): o.storage_offset() of an input base[k:] returns 0 on call 3 under aot_eager (the dynamic-shape recompile after x changed size), eager and torch.compile(backend='aot_eager') 3",
-)
 def test_storage_offset_aot_dynamic_compiled_matches_eager() -> None:
     failure = check_source(SOURCE, 'aot_eager', INPUTS)
     assert failure is None, str(failure)
