@@ -36,7 +36,7 @@ from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
 from .state import FrameRecord, RecordedGraph, state
-from .torch_controls import marked_dims, torch_stance
+from .torch_controls import RecompileForbidden, marked_dims, torch_stance
 
 __all__ = ["CompileContext", "context_token", "make_callback", "skip_reason"]
 
@@ -538,7 +538,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         return None
     if cache_size > 0 and stance == "fail_on_recompile":
         reasons = observe.recompile_reasons(code, dict(frame.f_locals))
-        raise RuntimeError(
+        raise RecompileForbidden(
             f"Detected recompile of {_where(code)} while torch.compiler.set_stance is "
             f"'fail_on_recompile'; guard failures: {'; '.join(reasons) or 'unknown'}"
         )
@@ -680,6 +680,8 @@ class _FrameCallback:
             except symbolic_vm.Unsupported as err:
                 # fullgraph=True: the traceback ends at the user's line (one frame of ours).
                 raise _at_user_line(err, frame) from None
+            except RecompileForbidden:
+                raise  # the stance asked for the error
             except Exception as err:
                 # Outside fullgraph=True no error of ours reaches the user's program: the
                 # frame runs eagerly from now on (compile_frame handles the expected ones).

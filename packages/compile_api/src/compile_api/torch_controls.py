@@ -15,7 +15,7 @@ import types
 
 import torch
 
-__all__ = ["marked_dims", "torch_stance"]
+__all__ = ["RecompileForbidden", "marked_dims", "torch_stance"]
 
 _EVAL_FRAME = f"{torch.__name__}._{'dynamo'}.eval_frame"
 _LOADED: list[types.ModuleType] = []
@@ -23,6 +23,10 @@ _LOADED: list[types.ModuleType] = []
 # Tensor attributes torch's marks set (sets of dims), and what each asks for.
 _DYNAMIC_MARKS = ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices")
 _STATIC_MARK = "_dynamo_static_indices"
+
+
+class RecompileForbidden(RuntimeError):
+    """A recompile under torch's ``fail_on_recompile`` stance (raised to the user, as torch)."""
 
 
 def _eval_frame() -> types.ModuleType | None:
