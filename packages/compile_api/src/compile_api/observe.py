@@ -23,7 +23,7 @@ import evalframe
 from . import logs
 from .config import config
 from .dumps import DebugDumps
-from .readable import break_text, bytecode_text, graph_text, guards_text, source_locations
+from .readable import break_text, bytecode_text, graph_text, guards_text, record_locations
 from .state import FrameRecord
 from .trace import TraceWriter
 
@@ -210,11 +210,16 @@ def recompile_reasons(code: types.CodeType, f_locals: dict[str, Any]) -> list[st
             failed = [f"(could not explain guard failure: {err})"]
         record = _entries.get(entry.guard)
         label = f"{record.compile_id}: " if record is not None else ""
-        locations = source_locations(record.graphs) if record is not None else {}
+        locations = record_locations(record) if record is not None else {}
         for reason in failed:
-            where = next(
-                (w for name, w in locations.items() if name in reason), None
-            )
+            # The longest source named in the reason (L['x'].size() before L['x']).
+            # (guards name a tensor local as tensor 'x' in a size/stride mismatch)
+            named = [
+                name
+                for name in locations
+                if name in reason or f"tensor {name[2:-1]}" in reason
+            ]
+            where = locations[max(named, key=len)] if named else None
             reasons.append(f"{label}{reason}" + (f"  # {where}" if where else ""))
     return reasons
 

@@ -106,6 +106,47 @@ def source_locations(graphs: list[Any]) -> dict[str, str]:
     return out
 
 
+def code_locations(code: types.CodeType) -> dict[str, str]:
+    """``L['n']`` / ``G['torch']`` -> the first line of ``code`` that reads that name.
+
+    For guards on values that left no graph input (an int baked into the graph, a module
+    global): where the user's function reads them, in the same form as source_locations.
+    """
+    import linecache
+
+    out: dict[str, str] = {}
+    instructions = list(dis.get_instructions(code))
+    # A resume function holds the whole original body and jumps to where it resumes: what
+    # comes before that target never runs.
+    start = next(
+        (i.argval for i in instructions[:4] if i.opname.startswith("JUMP")), 0
+    )
+    for inst in instructions:
+        if not isinstance(start, int) or inst.offset < start:
+            continue
+        line = inst.positions.lineno if inst.positions else None
+        if line is None or not isinstance(inst.argval, str):
+            continue
+        if inst.opname in {"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK"}:
+            name = f"L[{inst.argval!r}]"
+        elif inst.opname in {"LOAD_GLOBAL", "LOAD_NAME"}:
+            name = f"G[{inst.argval!r}]"
+        else:
+            continue
+        if name not in out:
+            text = linecache.getline(code.co_filename, line).strip()
+            out[name] = f"{text}  # {_short(code.co_filename)}:{line} in {code.co_name}"
+    return out
+
+
+def record_locations(record: FrameRecord) -> dict[str, str]:
+    """Where each guarded source was first used: graph inputs first, then the frame's reads."""
+    out = source_locations(record.graphs)
+    for name, where in code_locations(record.code).items():
+        out.setdefault(name, where)
+    return out
+
+
 _INSTALLED_RE = re.compile(r"G\['(__strata_\w+)'\](?:\['(\w+)'\])?")
 
 
@@ -150,7 +191,7 @@ def _location_of(expr: str, locations: dict[str, str]) -> str | None:
 def guards_text(record: FrameRecord, guards_lines: str | None = None) -> str:
     """The guards of one compiled frame: one line each, readable names, the user's line."""
     text = record.guards_text if guards_lines is None else guards_lines
-    locations = source_locations(record.graphs)
+    locations = record_locations(record)
     out = []
     for raw in text.splitlines():
         token = _TOKEN_RE.search(raw)
