@@ -344,3 +344,29 @@ def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
     assert len(means) == 1
     act = means[0].args[0]
     assert isinstance(act, TensorRef) and act.strides == _nhwc(act.sizes)
+
+
+def test_a_close_layout_call_is_measured_once_and_cached(
+    check: Any, config: InductorConfig, caplog: Any
+) -> None:
+    # weight 16x16x3x3 (2304) against a 16x8x8 output (1024): within 4x, so the two layouts
+    # are timed at compile time; the answer is kept beside the kernels and reused
+    from inductor_lite import conv_select
+
+    torch.manual_seed(0)
+    w = torch.randn(16, 16, 3, 3)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(torch.relu(x), w, padding=1)
+
+    x = torch.randn(1, 16, 8, 8)
+    with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
+        check(fn, [x], atol=1e-4, rtol=1e-4)
+    assert "(measured)" in caplog.text
+    saved = (config.cache_dir / "conv_layouts.json").read_text()
+    assert "(1, 16, 8, 8)" in saved
+    caplog.clear()
+    conv_select._MEMO.clear()  # a new process: the file answers, nothing is timed
+    with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
+        check(fn, [x], atol=1e-4, rtol=1e-4)
+    assert "(measured)" not in caplog.text

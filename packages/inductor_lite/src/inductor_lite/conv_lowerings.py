@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import torch
 import torch.fx
 
+from .conv_select import measured_layout
 from .ir import FallbackNode, TensorRef, contiguous_strides
 from .lowering import GraphLowering
 from .lowerings import aten, meta, register
@@ -80,7 +81,7 @@ def _channels_last(L: GraphLowering, tv: TensorValue) -> TensorValue:
     return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
 
 
-def _weight_dominates(node: torch.fx.Node, weight: TensorValue) -> bool:
+def _weight_dominates(L: GraphLowering, node: torch.fx.Node, weight: TensorValue) -> bool:
     """Whether channels-last would cost more in weight copying than it gains.
 
     oneDNN wants a channels-last weight with a channels-last input (an NCHW one it converts
@@ -88,7 +89,8 @@ def _weight_dominates(node: torch.fx.Node, weight: TensorValue) -> bool:
     late ResNet stage at batch 1 the weight dwarfs the activation: 512x512x3x3 (2.4M) against
     512x5x5 outputs; copying it cost more (~2-3 ms) than the channels-last convolution saved
     over eager's NCHW one (2.2 ms vs 1.9 ms, one core). A 1x1 or depthwise weight is
-    channels-last already (no copy): those stay channels-last.
+    channels-last already (no copy): those stay channels-last. Within 4x either way the two
+    layouts are timed (conv_select.py).
     """
     val = meta(node)
     if not isinstance(val, torch.Tensor):
@@ -98,7 +100,23 @@ def _weight_dominates(node: torch.fx.Node, weight: TensorValue) -> bool:
     _, ci, kh, kw = (int(s) for s in weight.sizes)
     if ci == 1 or kh * kw == 1:
         return False
-    return int(weight.numel) > int(val.numel())
+    w_numel, out_numel = int(weight.numel), int(val.numel())
+    if 4 * w_numel <= out_numel or w_numel >= 4 * out_numel:
+        return w_numel > out_numel
+    x_val = meta(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
+    if not isinstance(x_val, torch.Tensor) or len(node.args) != 9:
+        return w_numel > out_numel
+    _, _, _, stride, padding, dilation, _, _, groups = node.args
+    layout = measured_layout(
+        L.config.cache_dir,
+        tuple(int(s) for s in x_val.shape),
+        tuple(int(s) for s in weight.sizes),
+        stride,  # type: ignore[arg-type]
+        padding,  # type: ignore[arg-type]
+        dilation,  # type: ignore[arg-type]
+        int(groups),  # type: ignore[arg-type]
+    )
+    return layout == "nchw"
 
 
 def _out_strides(node: torch.fx.Node) -> tuple[int, ...]:
@@ -130,7 +148,7 @@ def _convolution(  # noqa: PLR0917
 ) -> object:
     if transposed or not _eligible(L, node, x, weight):
         return NotImplemented
-    if _weight_dominates(node, weight):
+    if _weight_dominates(L, node, weight):
         # eager's layout: NCHW input and weight, no per-call weight copy (aten picks its
         # algorithm); the activations here are small, so converting them costs little
         log.debug("convolution %s kept NCHW: its weight outweighs its output", node.name)
