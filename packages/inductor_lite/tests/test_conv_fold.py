@@ -347,7 +347,7 @@ def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
 
 
 def test_a_close_layout_call_is_measured_once_and_cached(
-    check: Any, config: InductorConfig, caplog: Any
+    check: Any, config: InductorConfig, caplog: Any, tmp_path: Any
 ) -> None:
     # weight 16x16x3x3 (2304) against a 16x8x8 output (1024): within 4x, so the two layouts
     # are timed at compile time; the answer is kept beside the kernels and reused
@@ -360,13 +360,14 @@ def test_a_close_layout_call_is_measured_once_and_cached(
         return F.conv2d(torch.relu(x), w, padding=1)
 
     x = torch.randn(1, 16, 8, 8)
+    cfg = dataclasses.replace(config, cache_dir=tmp_path)  # nothing measured there yet
     with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
-        check(fn, [x], atol=1e-4, rtol=1e-4)
+        check(fn, [x], config=cfg, atol=1e-4, rtol=1e-4)
     assert "(measured)" in caplog.text
-    saved = (config.cache_dir / "conv_layouts.json").read_text()
+    saved = (tmp_path / "conv_layouts.json").read_text()
     assert "(1, 16, 8, 8)" in saved
     caplog.clear()
     conv_select._MEMO.clear()  # a new process: the file answers, nothing is timed
     with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
-        check(fn, [x], atol=1e-4, rtol=1e-4)
+        check(fn, [x], config=cfg, atol=1e-4, rtol=1e-4)
     assert "(measured)" not in caplog.text
