@@ -163,6 +163,23 @@ def test_set_and_resize_of_an_input_run_as_eager(backend: str, case: str) -> Non
     _same(cx, ex)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resize_of_an_input_after_a_recompile_for_dynamic_sizes(backend: str) -> None:
+    # the recompile traces the capture's example values, which already carry the resize
+    def f(x: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c.resize_(1)
+        return x * 2, c
+
+    compiled = compile_api.compile(f, backend=backend)
+    for n in (3, 3, 5):
+        c, ce = torch.tensor([0.5, -1.0, 2.0]), torch.tensor([0.5, -1.0, 2.0])
+        x = torch.arange(float(n))
+        got, expected = compiled(x, c), f(x, ce)
+        _same(got, expected)
+        assert got[1] is c
+        _same(c, ce)
+
+
 class _Ema(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

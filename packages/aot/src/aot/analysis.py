@@ -224,6 +224,24 @@ def _written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return [w for w in written if isinstance(w, torch.Tensor)]
 
 
+_aten = torch.ops.aten
+# In-place ops that change a tensor's sizes, strides or storage rather than its values.
+_METADATA_MUTATORS = frozenset(
+    {
+        _aten.set_,
+        _aten.resize_,
+        _aten.resize_as_,
+        _aten.as_strided_,
+        _aten.t_,
+        _aten.transpose_,
+        _aten.squeeze_,
+        _aten.unsqueeze_,
+        _aten.swapdims_,
+        _aten.swapaxes_,
+    }
+)
+
+
 class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
     """Remembers, for every tensor made by a view op, the op and its source tensor, and the
     storages that ops write to (an input can be written through a view of it)."""
@@ -238,6 +256,8 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         # what wrote through a self-overlapping view (as_strided), if anything: eager's result
         # then depends on the order of the element writes, which a functional graph drops
         self.overlapping_write: str | None = None
+        # storages of tensors whose sizes, strides or storage an op changed in place
+        self.metadata_written: set[int] = set()
 
     def __torch_dispatch__(
         self,
@@ -254,6 +274,9 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
             isinstance(a, torch.Tensor) and a.requires_grad
             for a in pytree.tree_leaves((args, kwargs))
         )
+        packet = getattr(func, "overloadpacket", None)
+        if packet in _METADATA_MUTATORS and args and isinstance(args[0], torch.Tensor):
+            self.metadata_written.add(storage_id(args[0]))
         for t in _written_tensors(func, args, kwargs):
             self.written_storages.add(storage_id(t))
             if grad:
@@ -424,7 +447,11 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
             "eager writes them one after another, a functional graph cannot"
         )
     for i, x in enumerate(fake_inputs):
-        if isinstance(x, torch.Tensor) and _layout(x) != layouts[i]:
+        # By op, too: the capture layer's example values (our inputs under dynamic shapes)
+        # may already carry the op's effect, so before and after can look alike.
+        if isinstance(x, torch.Tensor) and (
+            _layout(x) != layouts[i] or layouts[i][3] in recorder.metadata_written
+        ):
             raise AotUnsupportedError(
                 f"input {i} changes its size, strides or storage in place (set_, resize_, "
                 "as_strided_, ...); aot only writes new values into inputs"
