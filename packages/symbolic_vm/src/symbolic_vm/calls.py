@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from symbolic_vm import controls
+from symbolic_vm import controls, higher_order
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
@@ -162,6 +162,9 @@ def _call_function(
     if func in DISABLED:
         raise Unsupported(f"call to {_name(func)}, which is disabled for compilation")
     out.depend(fn)
+    handled = higher_order.dispatch(vm, func, args, kwargs)
+    if handled is not None:
+        return handled
     if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
         return torch_calls.opaque_call(out, func, args, kwargs)
     if torch_calls.is_torch_function(func) or func in torch_calls.MODE_QUERIES:

@@ -35,6 +35,7 @@ __all__ = [
     "dispatch",
     "is_torch_disabled",
     "note_torch_disabled",
+    "run_unhooked",
     "torch_disabled_code",
 ]
 
@@ -100,6 +101,15 @@ def note_torch_disabled(fn: object) -> bool:
         if isinstance(inner, types.CodeType):
             _DISABLED_CODES[inner] = False
     return True
+
+
+def run_unhooked(code: types.CodeType) -> None:
+    """Run ``code`` and everything it calls without the frame hook, as a recursive disable.
+
+    For torch entry points that run torch's own compiler when called eagerly (torch.cond on a
+    tensor predicate): Strata must not compile that compiler's frames.
+    """
+    _DISABLED_CODES[code] = True
 
 
 def torch_disabled_code(code: types.CodeType) -> bool | None:

@@ -1,0 +1,224 @@
+"""torch's higher-order functions inside compiled code: checkpoint, cond, functional_call.
+
+``torch.utils.checkpoint.checkpoint`` is traced through (its function's body joins the graph), so
+results and gradients equal eager's under every backend. ``torch.cond`` with a Python predicate
+runs the taken branch in the graph; with a tensor predicate it is a graph break that names the
+construct. ``torch.func.functional_call`` is a graph break. Each case is compared with eager
+(values and gradients) and, for graph counts, with torch.compile using a counting backend.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+from torch.utils.checkpoint import checkpoint
+
+import compile_api
+
+from .conftest import GraphCounter
+
+BACKENDS = ("eager", "aot_eager")
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin1 = torch.nn.Linear(8, 16)
+        self.lin2 = torch.nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return self.lin2(torch.relu(self.lin1(x))) * scale
+
+
+class Checkpointed(torch.nn.Module):
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self.block = Block()
+        self.options = options
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = checkpoint(self.block, x, **self.options)
+        return torch.tanh(h).sum()
+
+
+def torch_graph_count(fn: Callable[..., Any], *args: Any) -> int:
+    graphs: list[torch.fx.GraphModule] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend)(*args)
+    torch._dynamo.reset()
+    return len(graphs)
+
+
+def run_training(model: torch.nn.Module, x: torch.Tensor) -> tuple[Any, ...]:
+    """Forward + backward; the loss, the input's gradient and every parameter's gradient."""
+    x = x.detach().clone().requires_grad_(True)
+    loss = model(x)
+    loss.backward()
+    return (loss.detach(), x.grad, *(p.grad for p in model.parameters()))
+
+
+def compare_training(model: torch.nn.Module, backend: Any) -> None:
+    x = torch.randn(4, 8)
+    eager_model = copy.deepcopy(model)
+    expected = run_training(eager_model, x)
+    compiled = compile_api.compile(copy.deepcopy(model), backend=backend)
+    for _ in range(2):  # a second call runs the cached graph
+        for p in compiled.parameters():
+            p.grad = None
+        got = run_training(compiled, x)
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_non_reentrant_checkpoint_matches_eager_values_and_gradients(backend: str) -> None:
+    compare_training(Checkpointed(use_reentrant=False), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reentrant_checkpoint_matches_eager_values_and_gradients(backend: str) -> None:
+    compare_training(Checkpointed(use_reentrant=True), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_default_checkpoint_matches_eager_values_and_gradients(backend: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that use_reentrant is not given
+        compare_training(Checkpointed(), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_passes_keyword_arguments_to_the_function(backend: str) -> None:
+    block = Block()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return checkpoint(block, x, use_reentrant=False, scale=3.0).sum()
+
+    x = torch.randn(4, 8, requires_grad=True)
+    expected = f(x)
+    expected.backward()
+    expected_grads = (x.grad, *(p.grad for p in block.parameters()))
+    x.grad = None
+    block.zero_grad(set_to_none=True)
+    got = compile_api.compile(f, backend=backend)(x)
+    got.backward()
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close((x.grad, *(p.grad for p in block.parameters())), expected_grads)
+
+
+def test_checkpoint_is_one_graph_like_torch_compile(counter: GraphCounter) -> None:
+    model = Checkpointed(use_reentrant=False)
+    x = torch.randn(4, 8, requires_grad=True)
+    expected = model(x)
+    got = compile_api.compile(model, backend=counter, fullgraph=True)(x)
+    torch.testing.assert_close(got, expected)
+    assert counter.count == torch_graph_count(model, x) == 1
+
+
+def test_reentrant_checkpoint_of_inputs_without_grad_keeps_eager_semantics(
+    counter: GraphCounter,
+) -> None:
+    # Eager's reentrant checkpoint cuts its outputs from the parameters when no input requires
+    # grad; Strata runs that call eagerly (a break) rather than change the meaning.
+    model = Checkpointed(use_reentrant=True)
+    x = torch.randn(4, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = model(x)
+        got = compile_api.compile(model, backend=counter)(x)
+    torch.testing.assert_close(got, expected)
+    assert got.requires_grad == expected.requires_grad
+
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_with_python_predicate_runs_the_taken_branch_in_the_graph(
+    backend: str, flag: bool
+) -> None:
+    def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return torch.cond(flag, lambda a, b: (a * b).sin(), lambda a, b: (a + b).cos(), (x, y))
+
+    x = torch.randn(5, requires_grad=True)
+    y = torch.randn(5)
+    expected = f(x, y)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), x)
+    got = compile_api.compile(f, backend=backend, fullgraph=True)(x, y)
+    (got_grad,) = torch.autograd.grad(got.sum(), x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_grad, expected_grad)
+
+
+def test_cond_with_python_predicate_is_one_graph_like_torch_compile(
+    counter: GraphCounter,
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(True, lambda a: a.sin(), lambda a: a.cos(), (x,)) + 1
+
+    x = torch.randn(5)
+    got = compile_api.compile(f, backend=counter)(x)
+    torch.testing.assert_close(got, f(x))
+    assert counter.count == torch_graph_count(f, x) == 1
+
+
+def cond_on_tensor(x: torch.Tensor) -> torch.Tensor:
+    y = x * 2
+    z = torch.cond(y.sum() > 0, lambda a: a.sin(), lambda a: a.cos(), (y,))
+    return z + 1
+
+
+def test_cond_with_tensor_predicate_breaks_cleanly_with_correct_results(
+    counter: GraphCounter,
+) -> None:
+    compiled = compile_api.compile(cond_on_tensor, backend=counter)
+    for sign in (1.0, -1.0):
+        x = sign * torch.rand(5).add(0.1)
+        torch.testing.assert_close(compiled(x), cond_on_tensor(x))
+    # The code before and after the break is compiled, once each for both branches taken
+    # (torch.compile captures one graph here; Strata breaks instead).
+    assert counter.count == 2
+
+
+def test_cond_with_tensor_predicate_under_fullgraph_names_the_construct() -> None:
+    compiled = compile_api.compile(cond_on_tensor, backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match=r"torch\.cond with a tensor"):
+        compiled(torch.randn(5))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_functional_call_breaks_cleanly_with_eager_values_and_gradients(backend: str) -> None:
+    block = Block()
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in block.named_parameters()}
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(block, params, (x * 2,)).relu().sum()
+
+    x = torch.randn(4, 8)
+    expected = f(x)
+    expected_grads = torch.autograd.grad(expected, list(params.values()))
+    got = compile_api.compile(f, backend=backend)(x)
+    got_grads = torch.autograd.grad(got, list(params.values()))
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(got_grads, expected_grads)
+
+
+def test_functional_call_under_fullgraph_names_the_construct() -> None:
+    block = Block()
+    params = dict(block.named_parameters())
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(block, params, (x,))
+
+    compiled = compile_api.compile(f, backend="eager", fullgraph=True)
+    with pytest.raises(Exception, match=r"functional_call"):
+        compiled(torch.randn(4, 8))
