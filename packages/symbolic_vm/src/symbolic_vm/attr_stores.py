@@ -79,6 +79,13 @@ def setattr_var(
         cls = type(real)
     else:
         raise Unsupported(f"attribute assignment on {describe(obj)}")
+    if isinstance(obj, ObjectVar) and isinstance(obj.value, type) and type(obj.value) is type:
+        cls = object  # a plain class: type.__setattr__ stores in its dict like object's
+    if _own_setattr(cls) and not through_object:
+        from symbolic_vm import object_model
+
+        if object_model.store_attribute(vm, obj, name, value):
+            return  # the class's Python __setattr__, traced as a call
     if _own_setattr(cls) and not (through_object and isinstance(obj, NewObjectVar)):
         raise Unsupported(f"storing {name!r} on a {cls.__name__}, whose class defines __setattr__")
     cls_attr = class_lookup(cls, name)

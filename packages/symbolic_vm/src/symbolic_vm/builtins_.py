@@ -7,13 +7,16 @@ import dataclasses
 import functools
 import math
 import operator
+import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from guards import TypeSource
+from symbolic_vm import object_model
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -103,7 +106,7 @@ def call_builtin(
     value = fn.value
     impl = _IMPLS.get(id(value))
     if impl is not None:
-        return impl(vm, args, kwargs)
+        return impl(vm, _with_user_iterators(vm, value, args), kwargs)
     if value in _OPERATOR_BINARY and not kwargs and len(args) == 2:
         return ops.binary(vm.out, _OPERATOR_BINARY[value], args[0], args[1])
     if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
@@ -125,9 +128,40 @@ def call_builtin(
     return None
 
 
+# Builtins that iterate over their arguments: from which position on (min/max: only a lone
+# iterable argument). A user object's own __iter__ is called first, as Python's iter() would.
+_ITERATING: dict[int, int] = {
+    **{id(f): 0 for f in (builtins.zip, builtins.enumerate, builtins.list, builtins.tuple,
+                          builtins.sorted, builtins.sum, builtins.any, builtins.all,
+                          builtins.set, builtins.frozenset, builtins.min, builtins.max)},
+    id(builtins.map): 1,
+    id(builtins.filter): 1,
+}
+_ONLY_FIRST = frozenset(id(f) for f in (
+    builtins.enumerate, builtins.list, builtins.tuple, builtins.sorted, builtins.sum,
+    builtins.any, builtins.all, builtins.set, builtins.frozenset, builtins.min, builtins.max,
+))
+
+
+def _with_user_iterators(vm: Interpreter, fn: object, args: list[Var]) -> list[Var]:
+    start = _ITERATING.get(id(fn))
+    if start is None or (id(fn) in (id(builtins.min), id(builtins.max)) and len(args) != 1):
+        return args
+    stop = start + 1 if id(fn) in _ONLY_FIRST else len(args)
+    converted = list(args)
+    for i in range(start, min(stop, len(args))):
+        found = object_model.iterate(vm, args[i])
+        if found is not None:
+            converted[i] = found
+    return converted
+
+
 @implements(builtins.len)
 def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     (obj,) = args
+    found = object_model.length(vm, obj)
+    if found is not None:
+        return found
     if isinstance(obj, (TupleVar, ListVar)):
         return ConstVar(len(ops.items(vm.out, obj)))
     if isinstance(obj, DictVar):
@@ -196,6 +230,8 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         return type(_python_type)
     if isinstance(var, PartialVar):
         return functools.partial
+    if isinstance(var, BoundMethodVar):
+        return types.MethodType
     raise Unsupported(f"type() of {ops.describe(var)}")
 
 
@@ -203,7 +239,15 @@ def _python_type(vm: Interpreter, var: Var) -> type:
 def _type(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if len(args) != 1:
         raise Unsupported("type() with three arguments (creating a class)")
-    return ObjectVar(_python_type(vm, args[0]))
+    obj = args[0]
+    cls = _python_type(vm, obj)
+    # Where the class can be read again: its attributes read or stored through it are then
+    # guarded and replayed there (``type(self).count += 1``).
+    source = obj.box.cls_source if isinstance(obj, NewObjectVar) else (
+        TypeSource(obj.source) if obj.source is not None and not isinstance(obj, TupleVar)
+        else None
+    )
+    return ObjectVar(cls, source=source)
 
 
 # The metaclass of torch's legacy tensor types (torch.FloatTensor, ...): their isinstance asks
@@ -294,7 +338,7 @@ def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
             return value
         if len(args) > 1:
             return args[1]
-        raise Unsupported("StopIteration raised by next() on an exhausted generator")
+        raise throw(StopIteration)
     if not isinstance(iterator, IteratorVar):
         raise Unsupported(f"next() on {ops.describe(iterator)}")
     if iterator.box.index >= len(iterator.box.items) and len(args) > 1:
@@ -406,6 +450,10 @@ def _getattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if len(args) > 2:
         try:
             return ops.getattr_var(vm, args[0], name)
+        except TracedException as raised:
+            if not isinstance(raised.exception, AttributeError):
+                raise
+            return args[2]
         except Unsupported:
             if _has_attr(vm, args[0], name):
                 raise
@@ -461,9 +509,9 @@ def _partial(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return PartialVar(args[0], tuple(args[1:]), dict(kwargs))
 
 
-@implements(builtins.print, builtins.input, builtins.open, builtins.id, builtins.breakpoint)
+@implements(builtins.print, builtins.input, builtins.open, builtins.breakpoint)
 def _side_effecting(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    raise Unsupported("call to a builtin with effects outside the program (print/open/id/...)")
+    raise Unsupported("call to a builtin with effects outside the program (print/open/...)")
 
 
 @implements(dataclasses.fields)
@@ -575,3 +623,7 @@ def _over_generator(vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[st
 
 def _has_generator(args: list[Var]) -> bool:
     return any(isinstance(a, GeneratorVar) for a in args)
+
+
+# Registers more @implements (inspect.signature, id): imported last, as it uses this module.
+from symbolic_vm import stdlib_calls  # noqa: E402, F401

@@ -49,7 +49,7 @@ _CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_AS
 
 def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``fn(*args, **kwargs)`` on tracked values."""
-    from symbolic_vm import builtins_, methods, torch_calls
+    from symbolic_vm import builtins_, methods, object_model, torch_calls
     from symbolic_vm.modules import call_module
 
     out = vm.out
@@ -106,6 +106,9 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             ops.setattr_var(vm, args[0], name, args[2], through_object=True)
             return ConstVar(None)
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
+        if handled is not None:
+            return handled
+        handled = object_model.call_slot(vm, value, args, kwargs)
         if handled is not None:
             return handled
         handled = torch_calls.call_torch(vm, fn, args, kwargs)
@@ -319,6 +322,12 @@ def _generator_context(vm: Interpreter, args: list[Var]) -> Var:
     return GeneratorContextVar(gen)
 
 
+def _own_metaclass_call(cls: type) -> bool:
+    """Whether calling ``cls`` runs something other than ``type.__call__`` (a metaclass with
+    its own ``__call__``); other metaclasses (ABCMeta, ...) make instances as ``type`` does."""
+    return type(cls).__call__ is not type.__call__  # type: ignore[comparison-overlap]
+
+
 def _has_global_hooks() -> bool:
     """Module hooks registered for every module (torch.nn.modules.module.register_module_*)."""
     from torch.nn.modules import module as module_impl
@@ -372,14 +381,17 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         return _generator_context(vm, args)
     if issubclass(cls, torch.nn.Module) and _is_torch_class(cls):
         return _construct_torch_module(vm, cls_var, args, kwargs)
-    if cls.__new__ is not object.__new__ or type(cls) is not type:
+    from symbolic_vm import object_model
+
+    if cls.__new__ not in (object.__new__, dict.__new__) or _own_metaclass_call(cls):
         raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__ or metaclass)")
     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
         raise Unsupported(f"creating an instance of {cls.__module__}.{cls.__name__}")
-    if getattr(cls, "__slots__", None) is not None:
+    if "__slots__" in cls.__dict__:
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
+    items = object_model.new_items(cls)
     vm.out.depend(cls_var)
-    obj = NewObjectVar(ObjectBox(cls, {}, cls_source=cls_var.source))
+    obj = NewObjectVar(ObjectBox(cls, {}, cls_source=cls_var.source, items=items))
     if issubclass(cls, torch.nn.Module):
         # A user module made here: its __init__ is inlined like any class's (nn.Module's own
         # __init__ reached through super() is a no-op); a fresh module is in training mode.
@@ -392,6 +404,9 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
     if init is object.__init__ or init is torch.nn.Module.__init__:
         if args or kwargs:
             raise Unsupported(f"{cls.__name__}() takes no arguments")
+        return obj
+    if items is not None and not isinstance(init, types.FunctionType):
+        object_model.call_slot(vm, init, [obj, *args], kwargs)  # dict.__init__(obj, ...)
         return obj
     if not isinstance(init, types.FunctionType):
         raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")

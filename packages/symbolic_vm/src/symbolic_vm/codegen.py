@@ -37,6 +37,7 @@ from symbolic_vm.output import AttrWrite, CellWrite, ContainerWrite, GlobalWrite
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
+    DictBox,
     DictVar,
     FunctionVar,
     IteratorVar,
@@ -74,7 +75,9 @@ def frame_names(code: types.CodeType) -> frozenset[str]:
     )
 
 
-def make_object(cls: type, attributes: dict[str, object]) -> object:
+def make_object(
+    cls: type, attributes: dict[str, object], items: dict[object, object] | None = None
+) -> object:
     """Rebuild an object created while tracing (its ``__init__`` already ran symbolically)."""
     if issubclass(cls, torch.nn.Module):
         # A module made inside: nn.Module's own state first, then attributes through its
@@ -84,6 +87,15 @@ def make_object(cls: type, attributes: dict[str, object]) -> object:
         for name, value in attributes.items():
             setattr(module, name, value)
         return module
+    if items is not None:
+        # A dict/OrderedDict subclass: made and filled through its C base, so the class's
+        # own __setitem__/__init__ (already traced) do not run again.
+        base: Any = next(k for k in cls.__mro__ if not k.__flags__ & (1 << 9))
+        made: Any = base.__new__(cls)
+        for key, value in items.items():
+            base.__setitem__(made, key, value)
+        made.__dict__.update(attributes)
+        return made
     obj: Any = object.__new__(cls)
     obj.__dict__.update(attributes)
     return obj
@@ -244,7 +256,7 @@ class Rebuilder:
             obox = var.box
             return self._once(obox, lambda: f"{helper}({cls}, {{" + ", ".join(
                 f"{k!r}: {self.expr(v)}" for k, v in obox.attrs.items()
-            ) + "})")
+            ) + "}" + self._items_arg(obox.items) + ")")
         if isinstance(var, MethodVar) and isinstance(
             var.self_var, (TensorVar, ListVar, DictVar, ConstVar)
         ):
@@ -260,6 +272,13 @@ class Rebuilder:
             f"returning or storing {type(var).__name__.removesuffix('Var').lower()} "
             "out of a compiled function"
         )
+
+    def _items_arg(self, items: DictBox | None) -> str:
+        if items is None:
+            return ""
+        return ", {" + ", ".join(
+            f"{self.constant(k)}: {self.expr(v)}" for k, v in items.items.items()
+        ) + "}"
 
     def constant(self, value: object) -> str:
         if value is None or isinstance(value, (bool, int, str, bytes)):

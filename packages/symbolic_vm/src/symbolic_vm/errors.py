@@ -69,3 +69,34 @@ class GraphBreakNeeded(Unsupported):
     """
 
     breaks: list[Any] = []  # noqa: RUF012 - replaced per instance by capture()
+
+
+class TracedException(SymbolicVMError):
+    """The traced program raised an exception: ``value`` is the exception object as a tracked
+    value (``values.ObjectVar``); handlers/exceptions.py and ``Interpreter.run`` route it to
+    the code's exception handlers, as CPython does."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(f"{type(value.value).__name__} raised while tracing")
+        self.value = value
+
+    @property
+    def exception(self) -> BaseException:
+        exc = self.value.value
+        assert isinstance(exc, BaseException)
+        return exc
+
+    def escaping(self) -> Unsupported:
+        """Leaving the compiled frame: the instruction then runs eagerly, raising it."""
+        exc = self.exception
+        return Unsupported(
+            f"{exc!r} escapes the compiled function (from a raise statement or a builtin "
+            "failing on traced values): that code runs eagerly, which raises it"
+        )
+
+
+def throw(exc_type: type[BaseException], *args: Any) -> TracedException:
+    """The TracedException for ``exc_type(*args)`` raised by a builtin on tracked values."""
+    from symbolic_vm.values import ObjectVar
+
+    return TracedException(ObjectVar(exc_type(*args)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dis
+import functools
 import linecache
 import logging
 import os
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import LocalSource
 from symbolic_vm.output import Output
 from symbolic_vm.region import Region
@@ -217,6 +218,7 @@ class Interpreter:
         self.stop_region: tuple[Region, Unsupported] | None = None  # from a RegionRestart
         # ((line, caller's line), text) of the newest graph nodes' stack trace
         self._stack_trace: tuple[tuple[int, int], str] | None = None
+        self.handling: Any = None  # the exception an except block handles (an ObjectVar)
 
     # -- running ----------------------------------------------------------------------------
 
@@ -243,7 +245,14 @@ class Interpreter:
             try:
                 if fn is None:
                     raise Unsupported(f"bytecode {inst.opname} is not supported by the VM")
-                fn(self, inst)
+                try:
+                    fn(self, inst)
+                except TracedException as raised:
+                    if self._catch(inst.offset, raised):
+                        continue
+                    if self.parent is not None:
+                        raise
+                    raise raised.escaping() from None
             except ReturnSignal as done:
                 self.returned = True
                 return done.value
@@ -297,6 +306,19 @@ class Interpreter:
                 trace = "".join(reversed(chain))
                 self._stack_trace = (key, trace)
             node.meta["stack_trace"] = trace
+
+    def _catch(self, offset: int, raised: TracedException) -> bool:
+        """Continue at the exception handler covering ``offset``, as CPython unwinds to it:
+        the stack cut to the handler's depth, [lasti,] the exception pushed. False: none."""
+        entry = next((e for e in _exception_table(self.code) if e.start <= offset < e.end), None)
+        if entry is None:
+            return False
+        del self.stack[entry.depth :]
+        if entry.lasti:
+            self.push(self.out.wrap(offset, None))
+        self.push(raised.value)
+        self.jump_to(entry.target)
+        return True
 
     def _snapshot(
         self, inst: dis.Instruction
@@ -379,6 +401,13 @@ class Interpreter:
     def take_kw_names(self) -> tuple[str, ...]:
         names, self.kw_names = self.kw_names, ()
         return names
+
+
+@functools.cache
+def _exception_table(code: types.CodeType) -> tuple[Any, ...]:
+    # Bytecode.exception_entries (3.11+) is missing from typeshed.
+    entries: tuple[Any, ...] = tuple(getattr(dis.Bytecode(code), "exception_entries"))  # noqa: B009
+    return entries
 
 
 def null() -> Var:

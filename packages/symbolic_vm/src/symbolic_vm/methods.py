@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.values import (
     ConstVar,
@@ -124,7 +124,7 @@ def next_value(iterator: IteratorVar) -> Var:
     """``next(iterator)``; exhausting it inside traced code is not supported."""
     box = iterator.box
     if box.index >= len(box.items):
-        raise Unsupported("StopIteration raised by next() on an exhausted iterator")
+        raise throw(StopIteration)
     value = box.items[box.index]
     box.index += 1
     return value

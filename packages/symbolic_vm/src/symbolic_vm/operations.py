@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import operator
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from guards import TypeSource
-from symbolic_vm import attr_stores
-from symbolic_vm.errors import Unsupported
+from symbolic_vm import attr_stores, object_attrs
+from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ItemSource, Source
 from symbolic_vm.output import AttrWrite, ContainerWrite, Output, is_constant_value
 from symbolic_vm.values import (
@@ -240,6 +237,10 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
     """``a <symbol> b`` for BINARY_OP."""
     fn = BINARY_OPS[symbol]
     if is_graph_value(a) or is_graph_value(b):
+        if not isinstance(a, TensorVar):
+            # ``n += t`` on an int (or SymInt) rebinds n: the plain op (fx would emit
+            # ``3 += t`` for an in-place node on a literal).
+            fn = _PLAIN_OF_INPLACE.get(fn, fn)
         return graph_call(out, fn, [a, b], {})
     plain = _PLAIN_OF_INPLACE.get(fn, fn)
     if isinstance(a, ListVar) and fn is operator.iadd:
@@ -506,7 +507,14 @@ def generator_next(out: Output, gen: GeneratorVar, sent: Var | None = None) -> V
     if sends_value:
         frame.stack[-1] = sent  # YIELD_VALUE left None there for the resumption
     box.started = True
-    value: Var = frame.run()
+    try:
+        value: Var = frame.run()
+    except TracedException as raised:
+        box.done = True
+        if isinstance(raised.exception, StopIteration):
+            # PEP 479: a StopIteration leaving a generator's frame is a RuntimeError.
+            raise Unsupported("StopIteration raised inside a generator") from None
+        raise
     if frame.returned:
         box.done = True
         box.result = value
@@ -533,12 +541,13 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
         try:
             item: Var = values[index]
         except (IndexError, TypeError) as exc:
-            raise Unsupported(f"{type(exc).__name__} raised by indexing: {exc}") from exc
+            raise throw(type(exc), *exc.args) from None
         return item
     if isinstance(obj, DictVar):
         k = const_value(out, key)
         if k not in obj.box.items:
-            raise Unsupported(f"KeyError {k!r} raised by a dict lookup")
+            out.depend(obj)
+            raise throw(KeyError, k)
         return obj.box.items[k]
     if isinstance(obj, ModuleVar):
         index = const_value(out, key)
@@ -548,7 +557,11 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
         except (IndexError, KeyError, TypeError) as exc:
             raise Unsupported(f"indexing module {type(obj.module).__name__}: {exc}") from exc
         if isinstance(index, slice):
-            raise Unsupported(f"slicing module {type(obj.module).__name__}")
+            if type(obj.module).__getitem__ is not torch.nn.ModuleList.__getitem__:
+                raise Unsupported(f"slicing module {type(obj.module).__name__}")
+            # A ModuleList slice (``self.layers[:n]``, to iterate): its submodules, read through
+            # the list's _modules. A tuple, not a new ModuleList (known limit: type() differs).
+            return TupleVar(tuple(iterate(out, obj)[index]))
         from symbolic_vm.modules import submodule_item
 
         return submodule_item(out, obj, index, sub)
@@ -617,17 +630,25 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
             return MethodVar(obj, name)
         out.depend(obj)
         return ConstVar(attr)
+    if isinstance(obj, (NewObjectVar, ObjectVar)):
+        from symbolic_vm import object_model
+
+        found = object_model.getattr_hook(vm, obj, name)
+        if found is not None:
+            return found
     if isinstance(obj, NewObjectVar):
-        return _new_object_attr(vm, obj, name)
+        return object_attrs.new_object_attr(vm, obj, name)
     if isinstance(obj, SuperVar):
-        return _super_attr(vm, obj, name)
+        return object_attrs.super_attr(vm, obj, name)
     if isinstance(obj, FunctionVar):
         out.depend(obj)
         return out.wrap(getattr(obj.fn, name), _attr(obj, name))
     if isinstance(obj, ObjectVar):
-        return _object_attr(vm, obj, name)
+        return object_attrs.object_attr(vm, obj, name)
     if isinstance(obj, GradModeVar):
         return MethodVar(obj, name)
+    if isinstance(obj, BoundMethodVar) and name in ("__func__", "__self__"):
+        return obj.func if name == "__func__" else obj.self_var
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
 
 
@@ -751,150 +772,16 @@ def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:
     return TupleVar(tuple(values), is_size=True)
 
 
-def _object_attr(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
-    out = vm.out
-    value = obj.value
-    overlay = out.attr_overlay.get((id(value), name))
-    if overlay is not None:
-        return overlay
-    out.depend(obj)
-    if isinstance(value, (types.ModuleType, type)):
-        try:
-            attr = inspect.getattr_static(value, name)
-        except AttributeError:
-            attr = _MISSING  # a module-level __getattr__ (torch._VF) may still answer
-        if attr is _MISSING or isinstance(attr, (staticmethod, classmethod, property)) or hasattr(
-            attr, "__get__"
-        ):
-            try:
-                attr = getattr(value, name)
-            except AttributeError as exc:
-                raise Unsupported(f"{value!r} has no attribute {name!r}") from exc
-        return out.wrap(attr, _attr(obj, name))
-    # A plain instance: instance dict first, then the class (methods bind to the instance).
-    instance_dict = getattr(value, "__dict__", {})
-    cls_attr = _class_lookup(type(value), name)
-    if isinstance(cls_attr, property) and cls_attr.fget is not None:
-        from symbolic_vm.calls import call
-
-        if obj.source is not None:
-            guard_class_attribute(out, TypeSource(obj.source), name, cls_attr)
-        return call(vm, out.wrap(cls_attr.fget, None), [obj], {})
-    if name in instance_dict:
-        return out.wrap(instance_dict[name], _attr(obj, name))
-    if obj.source is not None and cls_attr is not _MISSING:
-        guard_method_resolution(out, obj.source, value, name, cls_attr)
-    if isinstance(cls_attr, types.FunctionType):
-        return BoundMethodVar(obj, FunctionVar(cls_attr))
-    if isinstance(cls_attr, staticmethod):
-        return out.wrap(cls_attr.__func__, None)
-    if isinstance(cls_attr, classmethod):
-        return BoundMethodVar(out.wrap(type(value), None), out.wrap(cls_attr.__func__, None))
-    try:
-        attr = getattr(value, name)
-    except AttributeError as exc:
-        raise Unsupported(f"{type(value).__name__} object has no attribute {name!r}") from exc
-    return out.wrap(attr, _attr(obj, name))
-
-
-_MISSING = object()
-
-
 def guard_class_attribute(out: Output, cls_source: Source, name: str, found: object) -> None:
-    """Guard what ``cls.name`` resolved to (the function, property, static/class method), so
-    that monkeypatching the class after compiling recompiles instead of running the old code.
-
-    ``cls_source`` names the class (``type(L['obj'])`` or the class's own source).
-    """
-    attr = AttrSource(cls_source, name)
-    if isinstance(found, (types.FunctionType, property)):
-        out.request("ID_MATCH", attr, found)
-    elif isinstance(found, staticmethod):
-        out.request("ID_MATCH", attr, found.__func__)
-    elif isinstance(found, classmethod):
-        # Reading it through the class binds a fresh method object: guard the function.
-        out.request("ID_MATCH", AttrSource(attr, "__func__"), found.__func__)
+    """See object_attrs.guard_class_attribute."""
+    object_attrs.guard_class_attribute(out, cls_source, name, found)
 
 
 def guard_method_resolution(
     out: Output, source: Source, value: object, name: str, found: object
 ) -> None:
-    """``value.name`` (at ``source``) resolved to class attribute ``found``: guard that the
-    class still holds it and, for a non-data descriptor, that the instance does not shadow it."""
-    guard_class_attribute(out, TypeSource(source), name, found)
-    if hasattr(value, "__dict__") and not hasattr(type(found), "__set__"):
-        where = source.name()
-        out.predicate(
-            f"{name!r} not in {where}.__dict__", f"{where}.{name} is not set on the instance"
-        )
-
-
-def _class_lookup(cls: type, name: str) -> Any:
-    found = attr_stores.class_lookup(cls, name)
-    return _MISSING if found is attr_stores.MISSING else found
-
-
-def _new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
-    if name in obj.box.attrs:
-        return obj.box.attrs[name]
-    cls_attr = _class_lookup(obj.box.cls, name)
-    if cls_attr is _MISSING:
-        raise Unsupported(f"{obj.box.cls.__name__} object has no attribute {name!r}")
-    if obj.box.cls_source is not None:
-        guard_class_attribute(vm.out, obj.box.cls_source, name, cls_attr)
-    if isinstance(cls_attr, property) and cls_attr.fget is not None:
-        from symbolic_vm.calls import call
-
-        return call(vm, vm.out.wrap(cls_attr.fget, None), [obj], {})
-    if isinstance(cls_attr, types.FunctionType):
-        return BoundMethodVar(obj, FunctionVar(cls_attr))
-    if isinstance(cls_attr, staticmethod):
-        return vm.out.wrap(cls_attr.__func__, None)
-    if isinstance(cls_attr, classmethod):
-        return BoundMethodVar(vm.out.wrap(obj.box.cls, None), vm.out.wrap(cls_attr.__func__, None))
-    if isinstance(cls_attr, functools.cached_property):
-        return attr_stores.cached_property_of_new_object(vm, obj, name, cls_attr)
-    if hasattr(type(cls_attr), "__get__"):
-        # Any other descriptor (a property without a getter, a user __get__): its value is
-        # not the class attribute itself, and the VM cannot call __get__ on an object that
-        # only exists symbolically.
-        raise Unsupported(
-            f"reading {name!r} of a {obj.box.cls.__name__}: a {type(cls_attr).__name__} descriptor"
-        )
-    return vm.out.wrap(cls_attr, None)
-
-
-def _super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
-    obj = sup.obj
-    cls = obj.box.cls if isinstance(obj, NewObjectVar) else type(_real_object(obj))
-    mro = cls.__mro__
-    start = mro.index(sup.cls) + 1
-    for klass in mro[start:]:
-        if name in klass.__dict__:
-            attr = klass.__dict__[name]
-            if attr is object.__init__ or attr is torch.nn.Module.__init__:
-                return FunctionVar(_NOOP)
-            if isinstance(attr, types.FunctionType):
-                return BoundMethodVar(obj, FunctionVar(attr))
-            if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
-                return FunctionVar(_NOOP)
-            raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
-    raise Unsupported(f"super() has no attribute {name!r}")
-
-
-def _noop(*args: object, **kwargs: object) -> None:
-    """object.__init__ reached through super(): nothing to do."""
-
-
-_NOOP = cast(types.FunctionType, _noop)
-
-
-def _real_object(var: Var) -> Any:
-    if isinstance(var, ModuleVar):
-        return var.module
-    if isinstance(var, ObjectVar):
-        return var.value
-    raise Unsupported(f"super() on {describe(var)}")
+    """See object_attrs.guard_method_resolution."""
+    object_attrs.guard_method_resolution(out, source, value, name, found)
 
 
 def setattr_var(

@@ -726,7 +726,8 @@ def _is_user_instance(value: object) -> bool:
     """Instances of user classes are guarded by type (their attributes are guarded on use)."""
     return (
         not isinstance(value, _NOT_INSTANCES)
-        and not callable(getattr(value, "__torch_function__", None))
+        # On the class: an instance lookup could run the class's own __getattr__.
+        and not callable(getattr(type(value), "__torch_function__", None))
         and type(value).__module__ not in _LIBRARY_MODULES
     )
 

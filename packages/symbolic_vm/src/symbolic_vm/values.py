@@ -259,6 +259,9 @@ class ObjectBox:
     cls: type
     attrs: dict[str, Var]
     cls_source: Source | None = None  # where the class was read (guards its method lookups)
+    # The dict an instance of a dict/OrderedDict subclass is (ModelOutput): its items, apart
+    # from its attributes. None for other classes.
+    items: DictBox | None = None
 
 
 @attrs.frozen(eq=False)

@@ -6,6 +6,7 @@ import dis
 import operator
 from typing import Any
 
+from symbolic_vm import object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
@@ -216,7 +217,7 @@ def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:
 def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     key = vm.pop()
     obj = vm.pop()
-    vm.push(ops.getitem(vm.out, obj, key))
+    vm.push(object_model.getitem(vm, obj, key))
 
 
 @handler("BINARY_SLICE", versions=(3.12, 3.13))
@@ -236,7 +237,7 @@ def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
     key = vm.pop()
     obj = vm.pop()
     value = vm.pop()
-    ops.setitem(vm.out, obj, key, value)
+    object_model.setitem(vm, obj, key, value)
 
 
 @handler("STORE_SLICE", versions=(3.12, 3.13))
@@ -250,8 +251,11 @@ def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("DELETE_SUBSCR")
 def DELETE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
-    key = ops.const_value(vm.out, vm.pop())
+    key_var = vm.pop()
     obj = vm.pop()
+    if object_model.delitem(vm, obj, key_var):
+        return
+    key = ops.const_value(vm.out, key_var)
     if isinstance(obj, (ListVar, DictVar)):
         del obj.box.items[key]
         ops.note_mutation(vm.out, obj)

@@ -6,6 +6,7 @@ import dis
 
 import torch
 
+from symbolic_vm import object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
@@ -27,8 +28,13 @@ def JUMP_FORWARD(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.jump_to(inst.argval)
 
 
+def _truth(vm: Interpreter, var: Var) -> bool:
+    found = object_model.truth(vm, var)
+    return ops.truth(vm.out, var) if found is None else found
+
+
 def _branch(vm: Interpreter, inst: dis.Instruction, jump_if: bool) -> None:
-    if ops.truth(vm.out, vm.pop()) == jump_if:
+    if _truth(vm, vm.pop()) == jump_if:
         vm.jump_to(inst.argval)
 
 
@@ -65,7 +71,7 @@ def POP_JUMP_IF_NOT_NONE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("JUMP_IF_TRUE_OR_POP", versions=(3.11,))
 def JUMP_IF_TRUE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:
-    if ops.truth(vm.out, vm.peek()):
+    if _truth(vm, vm.peek()):
         vm.jump_to(inst.argval)
     else:
         vm.pop()
@@ -73,7 +79,7 @@ def JUMP_IF_TRUE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("JUMP_IF_FALSE_OR_POP", versions=(3.11,))
 def JUMP_IF_FALSE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:
-    if not ops.truth(vm.out, vm.peek()):
+    if not _truth(vm, vm.peek()):
         vm.jump_to(inst.argval)
     else:
         vm.pop()
@@ -81,7 +87,9 @@ def JUMP_IF_FALSE_OR_POP(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("GET_ITER")
 def GET_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.make_iterator(vm.out, vm.pop()))
+    obj = vm.pop()
+    found = object_model.iterate(vm, obj)
+    vm.push(ops.make_iterator(vm.out, obj if found is None else found))
 
 
 @handler("FOR_ITER")
@@ -163,16 +171,6 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
     entered = call(vm, ops.getattr_var(vm, manager, "__enter__"), [], {})
     vm.push(exit_fn)
     vm.push(entered)
-
-
-@handler("RAISE_VARARGS")
-def RAISE_VARARGS(vm: Interpreter, inst: dis.Instruction) -> None:
-    raise Unsupported("raise statement reached while tracing (exceptions are not captured)")
-
-
-@handler("RERAISE", "PUSH_EXC_INFO", "POP_EXCEPT", "CHECK_EXC_MATCH", "WITH_EXCEPT_START")
-def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:
-    raise Unsupported("exception handling code reached while tracing")
 
 
 @handler("RETURN_GENERATOR")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dis
 import operator
 
+from symbolic_vm import object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
@@ -57,6 +58,9 @@ def CONTAINS_OP(vm: Interpreter, inst: dis.Instruction) -> None:
 def contains(vm: Interpreter, container: Var, item: Var) -> bool:
     """``item in container``."""
     out = vm.out
+    found = object_model.contains(vm, container, item)
+    if found is not None:
+        return ops.truth(out, found)
     if isinstance(container, DictVar):
         out.depend(container)
         return ops.const_value(out, item) in container.box.items
@@ -93,4 +97,6 @@ def UNARY_INVERT(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("UNARY_NOT")
 def UNARY_NOT(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ConstVar(not ops.truth(vm.out, vm.pop())))
+    value = vm.pop()
+    found = object_model.truth(vm, value)
+    vm.push(ConstVar(not (ops.truth(vm.out, value) if found is None else found)))

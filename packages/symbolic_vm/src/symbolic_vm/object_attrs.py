@@ -1,0 +1,213 @@
+"""Attribute reads on Python objects as ``object.__getattribute__`` does them: real objects
+from the frame (instance dict, then the class: methods bound, properties called, descriptors),
+objects made while tracing (their box, then the class), and ``super()`` lookups; with the
+class-attribute guards that make monkeypatching a class recompile.
+
+``operations.getattr_var`` dispatches here; ``object_model`` calls ``object_attr(raw=True)``
+for ``object.__getattribute__`` itself (sources that bypass a class's own hook).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+
+from guards import TypeSource
+from symbolic_vm import attr_stores
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.guard_api import AttrSource, Source
+from symbolic_vm.values import (
+    BoundMethodVar,
+    FunctionVar,
+    ModuleVar,
+    NewObjectVar,
+    ObjectVar,
+    SuperVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+    from symbolic_vm.output import Output
+
+
+def _plain_attr(obj: Var, name: str) -> Any:
+    return AttrSource(obj.source, name) if obj.source is not None else None
+
+
+def _raw_attr(obj: Var, name: str) -> Any:
+    from symbolic_vm.object_model import InstanceAttrSource
+
+    return InstanceAttrSource(obj.source, name) if obj.source is not None else None
+
+
+def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False) -> Var:
+    """``obj.name`` on a real object, as ``object.__getattribute__`` finds it (``raw``: the
+    sources read it so too, bypassing a class's own ``__getattribute__``)."""
+    out = vm.out
+    value = obj.value
+    _attr = _raw_attr if raw else _plain_attr
+    overlay = out.attr_overlay.get((id(value), name))
+    if overlay is not None:
+        return overlay
+    out.depend(obj)
+    if isinstance(value, (types.ModuleType, type)):
+        try:
+            attr = inspect.getattr_static(value, name)
+        except AttributeError:
+            attr = _MISSING  # a module-level __getattr__ (torch._VF) may still answer
+        if attr is _MISSING or isinstance(attr, (staticmethod, classmethod, property)) or hasattr(
+            attr, "__get__"
+        ):
+            try:
+                attr = getattr(value, name)
+            except AttributeError as exc:
+                raise Unsupported(f"{value!r} has no attribute {name!r}") from exc
+        return out.wrap(attr, _attr(obj, name))
+    # A plain instance: instance dict first, then the class (methods bind to the instance).
+    instance_dict = getattr(value, "__dict__", {})
+    cls_attr = _class_lookup(type(value), name)
+    if isinstance(cls_attr, property) and cls_attr.fget is not None:
+        from symbolic_vm.calls import call
+
+        if obj.source is not None:
+            guard_class_attribute(out, TypeSource(obj.source), name, cls_attr)
+        return call(vm, out.wrap(cls_attr.fget, None), [obj], {})
+    if name in instance_dict:
+        return out.wrap(instance_dict[name], _attr(obj, name))
+    if obj.source is not None and cls_attr is not _MISSING:
+        guard_method_resolution(out, obj.source, value, name, cls_attr)
+    if isinstance(cls_attr, types.FunctionType):
+        return BoundMethodVar(obj, FunctionVar(cls_attr))
+    if isinstance(cls_attr, staticmethod):
+        return out.wrap(cls_attr.__func__, None)
+    if isinstance(cls_attr, classmethod):
+        return BoundMethodVar(out.wrap(type(value), None), out.wrap(cls_attr.__func__, None))
+    try:
+        attr = object.__getattribute__(value, name) if raw else getattr(value, name)
+    except AttributeError as exc:
+        if obj.source is not None:
+            where = obj.source.name()
+            # Without running the class's own __getattribute__/__getattr__ (the trace ran them).
+            test = (f"{name!r} not in object.__getattribute__({where}, '__dict__')" if raw
+                    else f"not hasattr({where}, {name!r})")
+            out.predicate(test, f"{where} has no attribute {name!r}")
+        raise throw(AttributeError, *exc.args) from None
+    return out.wrap(attr, _attr(obj, name))
+
+
+_MISSING = object()
+
+
+def guard_class_attribute(out: Output, cls_source: Source, name: str, found: object) -> None:
+    """Guard what ``cls.name`` resolved to (the function, property, static/class method), so
+    that monkeypatching the class after compiling recompiles instead of running the old code.
+
+    ``cls_source`` names the class (``type(L['obj'])`` or the class's own source).
+    """
+    attr = AttrSource(cls_source, name)
+    if isinstance(found, (types.FunctionType, property)):
+        out.request("ID_MATCH", attr, found)
+    elif isinstance(found, staticmethod):
+        out.request("ID_MATCH", attr, found.__func__)
+    elif isinstance(found, classmethod):
+        # Reading it through the class binds a fresh method object: guard the function.
+        out.request("ID_MATCH", AttrSource(attr, "__func__"), found.__func__)
+
+
+def guard_method_resolution(
+    out: Output, source: Source, value: object, name: str, found: object
+) -> None:
+    """``value.name`` (at ``source``) resolved to class attribute ``found``: guard that the
+    class still holds it and, for a non-data descriptor, that the instance does not shadow it."""
+    guard_class_attribute(out, TypeSource(source), name, found)
+    if hasattr(value, "__dict__") and not hasattr(type(found), "__set__"):
+        where = source.name()
+        out.predicate(
+            f"{name!r} not in {where}.__dict__", f"{where}.{name} is not set on the instance"
+        )
+
+
+def _class_lookup(cls: type, name: str) -> Any:
+    found = attr_stores.class_lookup(cls, name)
+    return _MISSING if found is attr_stores.MISSING else found
+
+
+def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
+    if name in obj.box.attrs:
+        return obj.box.attrs[name]
+    cls_attr = _class_lookup(obj.box.cls, name)
+    if name == "__dict__" or _is_c_method(cls_attr):
+        from symbolic_vm import object_model
+
+        if name == "__dict__":
+            return object_model.generic_getattr(vm, obj, name)
+        return BoundMethodVar(obj, ObjectVar(cls_attr))  # a dict method of a dict subclass
+    if cls_attr is _MISSING:
+        raise throw(AttributeError, f"{obj.box.cls.__name__!r} object has no attribute {name!r}")
+    if obj.box.cls_source is not None:
+        guard_class_attribute(vm.out, obj.box.cls_source, name, cls_attr)
+    if isinstance(cls_attr, property) and cls_attr.fget is not None:
+        from symbolic_vm.calls import call
+
+        return call(vm, vm.out.wrap(cls_attr.fget, None), [obj], {})
+    if isinstance(cls_attr, types.FunctionType):
+        return BoundMethodVar(obj, FunctionVar(cls_attr))
+    if isinstance(cls_attr, staticmethod):
+        return vm.out.wrap(cls_attr.__func__, None)
+    if isinstance(cls_attr, classmethod):
+        return BoundMethodVar(vm.out.wrap(obj.box.cls, None), vm.out.wrap(cls_attr.__func__, None))
+    if isinstance(cls_attr, functools.cached_property):
+        return attr_stores.cached_property_of_new_object(vm, obj, name, cls_attr)
+    if hasattr(type(cls_attr), "__get__"):
+        # Any other descriptor (a property without a getter, a user __get__): its value is
+        # not the class attribute itself, and the VM cannot call __get__ on an object that
+        # only exists symbolically.
+        raise Unsupported(
+            f"reading {name!r} of a {obj.box.cls.__name__}: a {type(cls_attr).__name__} descriptor"
+        )
+    return vm.out.wrap(cls_attr, None)
+
+
+def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
+    obj = sup.obj
+    cls = obj.box.cls if isinstance(obj, NewObjectVar) else type(_real_object(obj))
+    mro = cls.__mro__
+    start = mro.index(sup.cls) + 1
+    for klass in mro[start:]:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            if attr is object.__init__ or attr is torch.nn.Module.__init__:
+                return FunctionVar(_NOOP)
+            if isinstance(attr, types.FunctionType):
+                return BoundMethodVar(obj, FunctionVar(attr))
+            if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
+                return FunctionVar(_NOOP)
+            if _is_c_method(attr):  # object/dict slots: object_model.call_slot runs them
+                return BoundMethodVar(obj, ObjectVar(attr))
+            raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
+    raise Unsupported(f"super() has no attribute {name!r}")
+
+
+def _is_c_method(attr: object) -> bool:
+    return isinstance(attr, (types.WrapperDescriptorType, types.MethodDescriptorType))
+
+
+def _noop(*args: object, **kwargs: object) -> None:
+    """object.__init__ reached through super(): nothing to do."""
+
+
+_NOOP = cast(types.FunctionType, _noop)
+
+
+def _real_object(var: Var) -> Any:
+    if isinstance(var, ModuleVar):
+        return var.module
+    if isinstance(var, ObjectVar):
+        return var.value
+    raise Unsupported(f"super() on {ops.describe(var)}")

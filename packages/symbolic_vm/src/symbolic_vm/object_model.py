@@ -1,0 +1,516 @@
+"""Operations on values dispatched by their Python type: the registry, and user-defined objects.
+
+``tracker_for(cls)`` walks ``cls.__mro__`` and returns the ``TypeTracker`` registered for the
+nearest class (``register(cls)``), so an operation on a value is answered by the tracker of its
+type, as CPython answers it from the type's slots. A tracker method returns None (or False) for
+"not mine": the caller then keeps its own answer (the VM's built-in values: tensors, lists,
+dicts, constants), so kinds move onto the registry one at a time.
+
+Registered here:
+
+- ``object``: user-defined classes, dispatched like CPython: ``obj[k]``, ``obj[k] = v``,
+  ``del obj[k]``, ``k in obj``, ``len(obj)``, ``iter(obj)``, ``bool(obj)`` and stores through
+  a class's own ``__setattr__`` call the Python method the class defines (inlined, so user
+  hooks run exactly as often as in eager); a method that is a C slot of a builtin base is the
+  base's behaviour (``OrderedDict.__setitem__`` on a ``ModelOutput``).
+- ``dict``: instances of dict/OrderedDict subclasses made while tracing keep their items in
+  ``ObjectBox.items`` (a ``DictBox``), apart from their attributes; the dict's own methods
+  (``keys``, ``items``, ``get``, ``__setitem__`` reached through ``super()``, ...) act on it.
+
+Calls of C slots and method descriptors of ``object``/``dict`` on such values
+(``super().__setattr__``, ``super().__getattribute__``, ``dict.get(self, k)``) are answered by
+``call_slot``.
+"""
+
+from __future__ import annotations
+
+import collections
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from guards import TypeSource
+from symbolic_vm import object_attrs
+from symbolic_vm import operations as ops
+from symbolic_vm.attr_stores import MISSING, class_lookup
+from symbolic_vm.errors import TracedException, Unsupported
+from symbolic_vm.guard_api import AttrSource, Source
+from symbolic_vm.values import ConstVar, DictBox, DictVar, MethodVar, NewObjectVar, ObjectVar, Var
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+
+class TypeTracker:
+    """How the VM runs the operations of one Python type; each method answers None when the
+    value is not one it handles (the caller's own rules then apply)."""
+
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        return None
+
+    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
+        return False
+
+    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
+        return False
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        return None
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        return None
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        return None
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        return None
+
+    def setattr(self, vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
+        return False
+
+
+_TRACKERS: dict[type, TypeTracker] = {}
+_RESOLVED: dict[type, TypeTracker | None] = {}
+
+
+def register(*classes: type) -> Callable[[type[TypeTracker]], type[TypeTracker]]:
+    """Class decorator: one instance of the tracker answers for ``classes`` and subclasses."""
+
+    def add(tracker: type[TypeTracker]) -> type[TypeTracker]:
+        instance = tracker()
+        for cls in classes:
+            _TRACKERS[cls] = instance
+        _RESOLVED.clear()
+        return tracker
+
+    return add
+
+
+def tracker_for(cls: type) -> TypeTracker | None:
+    """The tracker registered for the nearest class in ``cls.__mro__`` (cached per class)."""
+    try:
+        return _RESOLVED[cls]
+    except KeyError:
+        pass
+    found = next((_TRACKERS[k] for k in cls.__mro__ if k in _TRACKERS), None)
+    _RESOLVED[cls] = found
+    return found
+
+
+def user_class(var: Var) -> type | None:
+    """The class of a user-defined object the registry dispatches on: an object made while
+    tracing, or a plain instance from the frame (never a class, module, function or builtin)."""
+    if isinstance(var, NewObjectVar):
+        return var.box.cls
+    if isinstance(var, ObjectVar):
+        value = var.value
+        if isinstance(value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+                              types.MethodType, types.WrapperDescriptorType,
+                              types.MethodDescriptorType, types.MethodWrapperType)):
+            return None
+        cls = type(value)
+        if cls.__module__ == "builtins":
+            return None
+        return cls
+    return None
+
+
+def _tracker(var: Var) -> TypeTracker | None:
+    cls = user_class(var)
+    return None if cls is None else tracker_for(cls)
+
+
+# -- entry points for the opcode handlers and builtins ------------------------------------------
+
+
+def getitem(vm: Interpreter, obj: Var, key: Var) -> Var:
+    """``obj[key]``."""
+    tracker = _tracker(obj)
+    found = tracker.getitem(vm, obj, key) if tracker is not None else None
+    return found if found is not None else ops.getitem(vm.out, obj, key)
+
+
+def setitem(vm: Interpreter, obj: Var, key: Var, value: Var) -> None:
+    """``obj[key] = value``."""
+    tracker = _tracker(obj)
+    if tracker is None or not tracker.setitem(vm, obj, key, value):
+        ops.setitem(vm.out, obj, key, value)
+
+
+def delitem(vm: Interpreter, obj: Var, key: Var) -> bool:
+    """``del obj[key]`` when the registry handles ``obj``'s type (else False)."""
+    tracker = _tracker(obj)
+    return tracker is not None and tracker.delitem(vm, obj, key)
+
+
+def contains(vm: Interpreter, obj: Var, item: Var) -> Var | None:
+    """``item in obj`` when the registry handles ``obj``'s type."""
+    tracker = _tracker(obj)
+    return tracker.contains(vm, obj, item) if tracker is not None else None
+
+
+def length(vm: Interpreter, obj: Var) -> Var | None:
+    """``len(obj)`` when the registry handles ``obj``'s type."""
+    tracker = _tracker(obj)
+    return tracker.length(vm, obj) if tracker is not None else None
+
+
+def iterate(vm: Interpreter, obj: Var) -> Var | None:
+    """``iter(obj)`` when the registry handles ``obj``'s type."""
+    tracker = _tracker(obj)
+    return tracker.iterate(vm, obj) if tracker is not None else None
+
+
+def truth(vm: Interpreter, obj: Var) -> bool | None:
+    """``bool(obj)`` when the registry handles ``obj``'s type."""
+    tracker = _tracker(obj)
+    found = tracker.truth(vm, obj) if tracker is not None else None
+    return None if found is None else ops.truth(vm.out, found)
+
+
+def store_attribute(vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
+    """``obj.name = value`` through the class's own ``__setattr__`` (True when done here)."""
+    tracker = _tracker(obj)
+    return tracker is not None and tracker.setattr(vm, obj, name, value)
+
+
+# -- user-defined classes ---------------------------------------------------------------------
+
+
+def _python_method(vm: Interpreter, obj: Var, name: str) -> Any:
+    """The Python function ``type(obj).name`` resolves to, guarded where the class has a
+    source; None when the class has no such attribute or it is not a Python function."""
+    cls = user_class(obj)
+    if cls is None:
+        return None
+    found = class_lookup(cls, name)
+    if found is MISSING or not isinstance(found, types.FunctionType):
+        return None
+    _guard_class_attr(vm, obj, name, found)
+    return found
+
+
+def _guard_class_attr(vm: Interpreter, obj: Var, name: str, found: object) -> None:
+    if isinstance(obj, NewObjectVar):
+        if obj.box.cls_source is not None:
+            vm.out.request("ID_MATCH", AttrSource(obj.box.cls_source, name), found)
+    elif obj.source is not None:
+        vm.out.depend(obj)
+        vm.out.request("ID_MATCH", AttrSource(TypeSource(obj.source), name), found)
+
+
+def _call_dunder(vm: Interpreter, obj: Var, name: str, args: list[Var]) -> Var | None:
+    from symbolic_vm.calls import call
+
+    method = _python_method(vm, obj, name)
+    if method is None:
+        return None
+    return call(vm, vm.out.wrap(method, None), [obj, *args], {})
+
+
+@register(object)
+class UserObjectTracker(TypeTracker):
+    """Instances of user classes: the class's own Python dunder methods, inlined."""
+
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        return _call_dunder(vm, obj, "__getitem__", [key])
+
+    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
+        return _call_dunder(vm, obj, "__setitem__", [key, value]) is not None
+
+    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
+        return _call_dunder(vm, obj, "__delitem__", [key]) is not None
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        found = _call_dunder(vm, obj, "__contains__", [item])
+        if found is not None or _python_method(vm, obj, "__iter__") is None:
+            return found
+        # No __contains__: Python compares against what __iter__ yields.
+        iterator = _call_dunder(vm, obj, "__iter__", [])
+        assert iterator is not None
+        for candidate in ops.iterate(vm.out, iterator):
+            if ops.identical(vm.out, candidate, item) or ops.truth(
+                vm.out, ops.compare(vm.out, "==", candidate, item)
+            ):
+                return ConstVar(True)
+        return ConstVar(False)
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        return _call_dunder(vm, obj, "__len__", [])
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        return _call_dunder(vm, obj, "__iter__", [])
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = _call_dunder(vm, obj, "__bool__", [])
+        if found is None and _python_method(vm, obj, "__len__") is not None:
+            size = _call_dunder(vm, obj, "__len__", [])
+            assert size is not None
+            return ops.compare(vm.out, "!=", size, ConstVar(0))
+        return found
+
+    def setattr(self, vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
+        if not isinstance(obj, NewObjectVar):
+            return False  # a frame object's store replays through its real __setattr__
+        return _call_dunder(vm, obj, "__setattr__", [ConstVar(name), value]) is not None
+
+
+@register(dict)
+class DictSubclassTracker(UserObjectTracker):
+    """Instances of dict/OrderedDict subclasses made while tracing: the class's Python
+    overrides first, else the dict they are."""
+
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        found = super().getitem(vm, obj, key)
+        view = dict_view(obj)
+        if found is not None or view is None:
+            return found
+        return ops.getitem(vm.out, view, key)
+
+    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
+        if super().setitem(vm, obj, key, value):
+            return True
+        view = dict_view(obj)
+        if view is None:
+            return False
+        ops.setitem(vm.out, view, key, value)
+        return True
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        found = _call_dunder(vm, obj, "__contains__", [item])
+        view = dict_view(obj)
+        if found is not None or view is None:
+            return found
+        return ConstVar(ops.const_value(vm.out, item) in view.box.items)
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = super().length(vm, obj)
+        view = dict_view(obj)
+        if found is not None or view is None:
+            return found
+        return ConstVar(len(view.box.items))
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = super().iterate(vm, obj)
+        view = dict_view(obj)
+        if found is not None or view is None:
+            return found
+        return ops.make_iterator(vm.out, view)
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = super().truth(vm, obj)
+        view = dict_view(obj)
+        if found is not None or view is None:
+            return found
+        return ConstVar(bool(view.box.items))
+
+
+def dict_view(obj: Var) -> DictVar | None:
+    """The items of a dict-subclass instance made while tracing, as a DictVar sharing them."""
+    if isinstance(obj, NewObjectVar) and obj.box.items is not None:
+        return DictVar(obj.box.items)
+    if isinstance(obj, DictVar):
+        return obj
+    return None
+
+
+def new_items(cls: type) -> DictBox | None:
+    """The (empty) items box of a new instance of ``cls``: a DictBox for dict subclasses."""
+    if not issubclass(cls, dict):
+        return None
+    base = builtin_base(cls)
+    if base not in (dict, collections.OrderedDict):
+        raise Unsupported(f"creating an instance of {cls.__name__}, a {base.__name__} subclass")
+    return DictBox({})
+
+
+def builtin_base(cls: type) -> type:
+    """The nearest class in ``cls.__mro__`` defined in C (``object``, ``dict``, OrderedDict)."""
+    return next(k for k in cls.__mro__ if not k.__flags__ & _HEAPTYPE)
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on classes made by a class statement
+
+
+# -- C slots of object and dict, called on tracked values ----------------------------------------
+
+_DICT_CLASSES = (dict, collections.OrderedDict)
+_DICT_DUNDERS: dict[str, str] = {
+    "__getitem__": "getitem", "__setitem__": "setitem", "__contains__": "contains",
+    "__len__": "len", "__iter__": "iter", "__delitem__": "delitem", "__init__": "init",
+}
+
+
+def call_slot(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
+    """``object.__getattribute__(obj, name)``, ``dict.__setitem__(obj, k, v)``, ... (the C
+    methods ``super()`` resolves to) on tracked values; None when ``fn`` is not one."""
+    owner = getattr(fn, "__objclass__", None)
+    name = getattr(fn, "__name__", None)
+    if owner is None or not isinstance(name, str) or not args:
+        return None
+    if (
+        owner is object and name == "__getattribute__" and len(args) == 2 and not kwargs
+        and isinstance(args[0], (ObjectVar, NewObjectVar))  # modules: their own lookup
+    ):
+        attr = ops.const_value(vm.out, args[1])
+        if not isinstance(attr, str):
+            raise Unsupported("object.__getattribute__ with a non-string name")
+        return generic_getattr(vm, args[0], attr)
+    if owner is object and name == "__init__" and isinstance(args[0], NewObjectVar):
+        return ConstVar(None)
+    if owner in _DICT_CLASSES:
+        view = dict_view(args[0])
+        if view is None and name in _READ_ONLY_DICT_METHODS:
+            view = _frame_dict_view(vm, args[0])
+        if view is None:
+            return None
+        return _dict_slot(vm, view, name, args[1:], kwargs)
+    return None
+
+
+_READ_ONLY_DICT_METHODS = frozenset({
+    "get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__",
+    "__iter__",
+})
+
+
+def _frame_dict_view(vm: Interpreter, obj: Var) -> DictVar | None:
+    """A dict subclass instance from the frame, read through ``dict``'s own methods (the
+    class's overrides bypassed, as ``super().get`` does): its items as a DictVar read from
+    ``dict.copy(obj)`` in guards and code, so that no user ``__getitem__``/``keys`` runs."""
+    if not (isinstance(obj, ObjectVar) and isinstance(obj.value, dict) and obj.source):
+        return None
+    view = vm.out.wrap(dict.copy(obj.value), DictCopySource(obj.source))
+    return view if isinstance(view, DictVar) else None
+
+
+@attrs.frozen
+class DictCopySource(Source):
+    """``dict.copy(base)``: a dict subclass's items as a plain dict (no user method runs)."""
+
+    base_source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return dict.copy(base_value)  # type: ignore[arg-type]
+
+    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
+        return f"{bind(dict.copy, 'dict_copy')}({base_expr})"
+
+    def describe(self) -> str:
+        return f"dict.copy({self.base_source.describe()})"
+
+
+def _dict_slot(
+    vm: Interpreter, view: DictVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    from symbolic_vm.methods import call_method
+
+    kind = _DICT_DUNDERS.get(name)
+    out = vm.out
+    if kind == "getitem":
+        return ops.getitem(out, view, args[0])
+    if kind == "setitem":
+        ops.setitem(out, view, args[0], args[1])
+        return ConstVar(None)
+    if kind == "contains":
+        return ConstVar(ops.const_value(out, args[0]) in view.box.items)
+    if kind == "len":
+        return ConstVar(len(view.box.items))
+    if kind == "iter":
+        return ops.make_iterator(out, view)
+    if kind == "delitem":
+        del view.box.items[ops.const_value(out, args[0])]
+        ops.note_mutation(out, view)
+        return ConstVar(None)
+    if kind == "init":
+        if args:
+            call_method(vm, MethodVar(view, "update"), args, kwargs)
+        elif kwargs:
+            view.box.items.update(kwargs)
+        return ConstVar(None)
+    return call_method(vm, MethodVar(view, name), args, kwargs)
+
+
+def generic_getattr(vm: Interpreter, obj: Var, name: str) -> Var:
+    """``object.__getattribute__(obj, name)``: the lookup without the class's own override."""
+    if name == "__dict__" and isinstance(obj, NewObjectVar):
+        return DictVar(DictBox(obj.box.attrs))
+    if isinstance(obj, ObjectVar):
+        return object_attrs.object_attr(vm, obj, name, raw=True)
+    if isinstance(obj, NewObjectVar):
+        return object_attrs.new_object_attr(vm, obj, name)
+    return ops.getattr_var(vm, obj, name)
+
+
+@attrs.frozen
+class InstanceAttrSource(Source):
+    """``object.__getattribute__(base, member)``: an attribute read that bypasses the class's
+    own ``__getattribute__`` (guards and the transformed code must not run user hooks, nor
+    recurse into a compiled ``__getattribute__``)."""
+
+    base_source: Source
+    member: str
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return object.__getattribute__(base_value, self.member)
+
+    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
+        return f"{bind(object.__getattribute__, 'getattribute')}({base_expr}, {self.member!r})"
+
+    def describe(self) -> str:
+        return f"{self.base_source.describe()}.{self.member}"
+
+
+def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
+    """``obj.name`` through the class's Python ``__getattribute__`` (traced as a call), or its
+    ``__getattr__`` for a name the normal lookup does not find; None: the normal lookup."""
+    from symbolic_vm.calls import call
+
+    cls = user_class(obj)
+    if cls is None or name == "__class__":
+        return None
+    hook = class_lookup(cls, "__getattribute__")
+    fallback = class_lookup(cls, "__getattr__")
+    if not isinstance(fallback, types.FunctionType):
+        fallback = None
+    if isinstance(hook, types.FunctionType):
+        _guard_class_attr(vm, obj, "__getattribute__", hook)
+        try:
+            return call(vm, vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
+        except TracedException as raised:
+            # As CPython's slot: an AttributeError from __getattribute__ asks __getattr__.
+            if fallback is None or not isinstance(raised.exception, AttributeError):
+                raise
+    elif fallback is None or not _missing(obj, cls, name):
+        return None
+    _guard_class_attr(vm, obj, "__getattr__", fallback)
+    return call(vm, vm.out.wrap(fallback, None), [obj, ConstVar(name)], {})
+
+
+def _missing(obj: Var, cls: type, name: str) -> bool:
+    """Whether the normal lookup of ``name`` fails (found without running user code)."""
+    if class_lookup(cls, name) is not MISSING:
+        return False
+    if isinstance(obj, NewObjectVar):
+        return name not in obj.box.attrs
+    assert isinstance(obj, ObjectVar)
+    try:
+        instance_dict = object.__getattribute__(obj.value, "__dict__")
+    except AttributeError:
+        return True
+    return name not in instance_dict

@@ -1,0 +1,67 @@
+"""Standard-library functions models call, answered by the VM instead of traced line by line
+(registered in builtins_'s ``@implements`` table): ``inspect.signature`` of a function the
+trace holds, ``id()`` of an object whose identity the guards pin.
+
+Importing this module registers them (symbolic_vm.calls imports it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING
+
+from symbolic_vm import operations as ops
+from symbolic_vm.builtins_ import implements
+from symbolic_vm.errors import Unsupported
+from symbolic_vm.values import ConstVar, FunctionVar, ModuleVar, ObjectVar, Var
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+
+def _real(vm: Interpreter, var: Var) -> object:
+    """The real object behind ``var``, pinned by identity: an ID_MATCH where it has a source;
+    without one only classes, functions and modules (reached through guarded lookups)."""
+    if isinstance(var, FunctionVar):
+        value: object = var.fn
+    elif isinstance(var, ModuleVar):
+        value = var.module
+    elif isinstance(var, ObjectVar):
+        value = var.value
+    else:
+        raise Unsupported(f"the identity of {ops.describe(var)} is not known while tracing")
+    if var.source is not None:
+        vm.out.request("ID_MATCH", var.source, value)
+    elif not isinstance(value, _STABLE):
+        raise Unsupported(f"the identity of {ops.describe(var)} is not known while tracing")
+    return value
+
+
+_STABLE = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
+
+@implements(inspect.signature)
+def _signature(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """A signature is computed from the function alone (its code, defaults, annotations):
+    the function is pinned by the guards, so its signature is a constant of the trace."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("inspect.signature with options")
+    target = _real(vm, args[0])
+    try:
+        return ObjectVar(inspect.signature(target))  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise Unsupported(f"{type(exc).__name__} raised by inspect.signature: {exc}") from exc
+
+
+@implements(id)
+def _id(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``id(x)`` of an object the guards pin by identity: the same number on every call the
+    code is reused for. Objects made while tracing get a new id per call: Unsupported."""
+    (obj,) = args
+    if isinstance(obj, ConstVar) and obj.value is None:
+        return ConstVar(id(None))
+    return ConstVar(id(_real(vm, obj)))
+
+
+__all__: list[str] = []
