@@ -96,7 +96,8 @@ def test_mode_with_the_eager_backend_warns_and_is_ignored() -> None:
 
 
 def _reads_env(x: torch.Tensor) -> torch.Tensor:
-    return x * int(os.environ.get("STRATA_TEST_FACTOR", "2"))
+    # os.environ.get itself traces (a Mapping of a dict); copying the environ still breaks.
+    return x * int(os.environ.copy().get("STRATA_TEST_FACTOR", "2"))
 
 
 def _calls_into_the_library(x: torch.Tensor) -> torch.Tensor:
@@ -113,7 +114,7 @@ def test_a_break_in_library_code_is_reported_with_the_users_call_chain(
     torch.testing.assert_close(out, _calls_into_the_library(x))
     text = caplog.text
     user = text.index("return _reads_env(y)  # the user's line that leads into os")
-    inner = text.index('return x * int(os.environ.get("STRATA_TEST_FACTOR", "2"))')
+    inner = text.index('return x * int(os.environ.copy().get("STRATA_TEST_FACTOR", "2"))')
     assert user < inner, text  # outermost first
     fn = compile_api.compile(_calls_into_the_library, backend="eager", fullgraph=True)
     with pytest.raises(compile_api.Unsupported) as info:

@@ -65,7 +65,6 @@ UNSUPPORTED: dict[str, str] = {
     "EXIT_INIT_CHECK": "internal to CPython (only in specialised calls)",
     "RESERVED": "internal to CPython",
     "PRINT_EXPR": "only the interactive prompt emits it",
-    "LOAD_ASSERTION_ERROR": "a failing assert raises in Python: the graph breaks there",
 }
 
 
