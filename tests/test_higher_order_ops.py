@@ -116,6 +116,33 @@ def test_checkpoint_passes_keyword_arguments_to_the_function(backend: str) -> No
     torch.testing.assert_close((x.grad, *(p.grad for p in block.parameters())), expected_grads)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_of_a_function_that_breaks_runs_eagerly_with_eager_gradients(
+    backend: str,
+) -> None:
+    # The checkpointed function cannot be traced: the checkpoint call runs eagerly, and neither
+    # its forward nor its backward recomputation is compiled (they would save different tensors).
+    block = Block()
+
+    def body(x: torch.Tensor) -> torch.Tensor:
+        h = block.lin1(x).relu()
+        torch._dynamo.graph_break()
+        return block.lin2(h)
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return checkpoint(body, x * 2, use_reentrant=False).sum()
+
+    x = torch.randn(4, 8, requires_grad=True)
+    expected = f(x)
+    (expected_grad,) = torch.autograd.grad(expected, x)
+    compiled = compile_api.compile(f, backend=backend)
+    for _ in range(2):
+        got = compiled(x)
+        (got_grad,) = torch.autograd.grad(got, x)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(got_grad, expected_grad)
+
+
 def test_checkpoint_is_one_graph_like_torch_compile(counter: GraphCounter) -> None:
     model = Checkpointed(use_reentrant=False)
     x = torch.randn(4, 8, requires_grad=True)

@@ -18,6 +18,7 @@ the function's identity is guarded (the same guard as any inlined call: nothing 
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -126,6 +127,12 @@ def _table() -> dict[int, tuple[object, _Handler]]:
 
 _TABLE: dict[int, tuple[object, _Handler]] = {}
 _TORCH_COND: Any = getattr(torch, "cond", None)
+_CHECKPOINT_IMPL: Any = getattr(torch.utils.checkpoint.checkpoint, "__wrapped__", None)
+if isinstance(_CHECKPOINT_IMPL, types.FunctionType):
+    # A checkpoint call that runs eagerly (its function breaks): a compiled forward and an
+    # uncompiled recomputation would save different tensors, so neither is compiled (torch
+    # disables its compiler under checkpoint the same way).
+    controls.run_unhooked(_CHECKPOINT_IMPL.__code__)
 if _TORCH_COND is not None:
     # Eager torch.cond (after a break, or in a frame run eagerly) compiles with torch's own
     # compiler: neither it nor anything it calls may be compiled by Strata too.
