@@ -62,6 +62,11 @@ def implements(*fns: object) -> Callable[[BuiltinImpl], BuiltinImpl]:
     return register
 
 
+def implementation(fn: object) -> BuiltinImpl | None:
+    """The VM's own implementation of ``fn`` registered with ``@implements``, if any."""
+    return _IMPLS.get(id(fn))
+
+
 # Pure functions on constants: folded by calling them on the Python values.
 _PURE: frozenset[int] = frozenset(
     id(f)

@@ -152,7 +152,7 @@ def _name(value: object) -> str:
 def _call_function(
     vm: Interpreter, fn: FunctionVar, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
-    from symbolic_vm import torch_calls
+    from symbolic_vm import builtins_, torch_calls
 
     # mypy reads a FunctionType attribute through an instance as a bound method.
     func = cast(types.FunctionType, fn.fn)  # type: ignore[redundant-cast]
@@ -170,6 +170,9 @@ def _call_function(
         return handled
     if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
         return torch_calls.opaque_call(out, func, args, kwargs)
+    modelled = builtins_.implementation(func)
+    if modelled is not None:  # a Python function the VM answers itself (inspect.signature)
+        return modelled(vm, args, kwargs)
     if torch_calls.is_torch_function(func) or func in torch_calls.MODE_QUERIES:
         handled = torch_calls.call_torch(vm, ObjectVar(func, source=fn.source), args, kwargs)
         if handled is not None:

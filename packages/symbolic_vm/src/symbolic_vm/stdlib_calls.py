@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.values import ConstVar, FunctionVar, ModuleVar, ObjectVar, Var
+from symbolic_vm.values import BoundMethodVar, ConstVar, FunctionVar, ModuleVar, ObjectVar, Var
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -47,11 +47,16 @@ def _signature(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     the function is pinned by the guards, so its signature is a constant of the trace."""
     if len(args) != 1 or kwargs:
         raise Unsupported("inspect.signature with options")
-    target = _real(vm, args[0])
+    bound = args[0]
+    target = _real(vm, bound.func if isinstance(bound, BoundMethodVar) else bound)
     try:
-        return ObjectVar(inspect.signature(target))  # type: ignore[arg-type]
+        signature = inspect.signature(target)  # type: ignore[arg-type]
     except (TypeError, ValueError) as exc:
         raise Unsupported(f"{type(exc).__name__} raised by inspect.signature: {exc}") from exc
+    if isinstance(bound, BoundMethodVar):
+        # A bound method's signature leaves out its first parameter, as inspect does.
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return ObjectVar(signature)
 
 
 @implements(id)
