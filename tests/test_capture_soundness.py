@@ -399,6 +399,8 @@ def _switch_on(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
+_TORCH_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
 _AOT_ENABLES_GRAD = pytest.mark.xfail(
     strict=True,
     reason="aot picks an inference graph from the grad mode at entry: a graph that enables grad "
@@ -424,7 +426,8 @@ def test_grad_mode_statement_is_left_as_eager_leaves_it(
     backend: str, fn: Callable[[torch.Tensor], torch.Tensor], entry: bool
 ) -> None:
     x = torch.ones(2, requires_grad=True)
-    compilers = _compilers(backend, reference=backend != "inductor")
+    # torch.compile 2.11's aot_eager leaves grad on here: the reference holds from 2.13 on.
+    compilers = _compilers(backend, reference=backend != "inductor" and _TORCH_2_13)
     try:
         torch.set_grad_enabled(entry)
         expected = fn(x)

@@ -10,7 +10,6 @@ object model's proof on real library code.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,12 +17,13 @@ import pytest
 import torch
 
 import compile_api
+from benchmarks.zoo.vision import import_transformers
 
-# The registry's torchvision wheel is a CUDA build whose ops fail to register on a CPU torch:
-# keep transformers from importing it (no model here needs it).
-if "torchvision" not in sys.modules:
-    sys.modules["torchvision"] = None  # type: ignore[assignment]
-tf = pytest.importorskip("transformers")
+try:
+    # transformers imports torchvision, whose registry wheel needs help on a CPU machine.
+    tf = import_transformers()
+except ImportError:
+    pytest.skip("transformers is not installed", allow_module_level=True)
 
 VOCAB = 100
 

@@ -8,6 +8,7 @@ arguments, and returns a ``TensorValue`` (or a tuple of them). Returning
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -354,6 +355,12 @@ def _masked_fill(
     return _where(L, node, mask, value, x)
 
 
+@functools.cache
+def _eager_clamp_propagates_nan() -> bool:
+    """Whether eager ``clamp`` with a NaN bound returns NaN (it changed between torch releases)."""
+    return bool(torch.tensor([1.0]).clamp(max=float("nan")).isnan().item())
+
+
 @register(aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default, aten.hardtanh.default)
 def _clamp(
     L: GraphLowering, node: torch.fx.Node, x: object, lo: object = None, hi: object = None
@@ -369,9 +376,10 @@ def _clamp(
         return NotImplemented
 
     def bound(kind: str, y: VExpr, value: object) -> VExpr:
-        # clamp_lo/clamp_hi keep a NaN input and are cheap compares; a NaN bound must give
-        # NaN too (eager's clamp propagates NaN from either side): maximum/minimum do
-        if isinstance(value, float) and math.isnan(value):
+        # clamp_lo/clamp_hi keep a NaN input and are cheap compares. A NaN bound gives what
+        # the running torch's eager clamp gives: NaN on torch 2.13 (maximum/minimum propagate
+        # it), the input unchanged on torch 2.11.
+        if isinstance(value, float) and math.isnan(value) and _eager_clamp_propagates_nan():
             return op("maximum" if kind == "clamp_lo" else "minimum", dt, y, c(value, dt))
         return op(kind, dt, y, c(value, dt))  # type: ignore[arg-type]
 
