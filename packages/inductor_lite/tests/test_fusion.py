@@ -224,28 +224,6 @@ def test_layer_norm_output_feeding_softmax_is_not_stored(check: Any) -> None:
     assert [s.name for s in full if not s.name.startswith("arg")] == [out.buf]
 
 
-def test_triton_wrappers_never_run_a_kernel_in_place(check: Any) -> None:
-    # Triton's autotuner launches a kernel several times on the same buffers: in place, the
-    # kernel would be applied to its own result
-    from inductor_lite.scheduler import Kernel, iter_loads
-    from inductor_lite.wrapper import build_wrapper
-
-    w = torch.randn(16, 16)
-    c = check(lambda x: torch.relu(x @ w) * 2, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
-    assert "# in place" in c.wrapper_source
-
-    def params(k: Kernel) -> tuple[str, ...]:
-        names = {s.node.buf for s in k.steps}
-        names |= {ld.buf for s in k.steps for ld in iter_loads(s.node.body)}
-        return tuple(sorted(names))
-
-    kernels: dict[str, Any] = {
-        k.name: (lambda *a: None, params(k)) for k in c.items if isinstance(k, Kernel)
-    }
-    _, triton_source = build_wrapper(c.lowered, c.items, kernels, pass_pointers=False)
-    assert "# in place" not in triton_source
-
-
 def test_small_node_runs_before_the_aten_calls_it_does_not_read(check: Any) -> None:
     w = torch.randn(64, 64)
 

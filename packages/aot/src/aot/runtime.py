@@ -222,8 +222,19 @@ def make_training_runtime(
             tensors = iter(ctx.saved_tensors)
             others = iter(ctx.saved_other)
             saved = [next(tensors) if is_t else next(others) for is_t in ctx.saved_layout]
-            tangents = [grad_outputs[k].contiguous() for k in diff]
-            grads = _as_list(compiled_bw(*saved, *tangents))
+            del tensors
+            saved.extend(grad_outputs[k].contiguous() for k in diff)
+            boxed = getattr(compiled_bw, "boxed_call", None)
+            if boxed is None:
+                grads = _as_list(compiled_bw(*saved))
+            else:
+                # the compiled backward takes the list and empties it, and lets each saved
+                # activation go at its last use; autograd's own references go first (unless
+                # the graph is retained for another backward)
+                clear = getattr(ctx, "maybe_clear_saved_tensors", None)
+                if clear is not None:
+                    clear()
+                grads = _as_list(boxed(saved))
             result: list[Any] = [None] * num_inputs
             for j, i in enumerate(grad_inputs):
                 result[i] = grads[j]

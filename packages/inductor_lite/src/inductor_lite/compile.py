@@ -24,7 +24,7 @@ from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
 from .tracing import extra_decompositions, trace_to_aten
-from .wrapper import build_input_check, build_wrapper, ctypes_kernels
+from .wrapper import build_input_check, build_wrapper, ctypes_kernels, kernel_local_buffers
 
 __all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
 
@@ -68,6 +68,9 @@ class CompiledGraph:
     static_scalars: tuple[int, ...] = field(default=())
     # compiled without aot's runtime around it: the inputs it writes are checked per call
     check_write_overlap: bool = field(default=False)
+    # the wrapper taking a list it empties, dropping each input at its last use (boxed_call)
+    run_boxed: Callable[[list[Any]], tuple[object, ...]] | None = field(default=None)
+    launched: bool = field(default=False)
 
     def _matches(self, args: Sequence[Any]) -> bool:
         if self.input_check is None:
@@ -108,6 +111,7 @@ class CompiledGraph:
             return self.gm(*args)
         try:
             flat = self.run(args)
+            self.launched = True
         except Exception as exc:
             # Triton compiles kernels at their first launch, and a wrapper or kernel of ours
             # can fail where eager would not: that must not surface as an error, nor give a
@@ -120,6 +124,39 @@ class CompiledGraph:
             warnings.warn(msg, RuntimeWarning, stacklevel=2)
             self.eager_calls += 1
             return result
+        return pytree.tree_unflatten(list(flat), self.out_spec)
+
+    def boxed_call(self, args: list[Any]) -> Any:
+        """Call with the inputs in a list, which is emptied: each input is released at its
+        last use inside the call rather than when the call returns (aot's runtime hands the
+        backward its saved activations this way, so they are freed as the backward goes).
+
+        Until a call has launched every kernel (Triton compiles at the first launch, and a
+        failure there reruns the graph eagerly, which needs the inputs) this is a plain call.
+        """
+        needs_grad = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in args
+        )
+        if (
+            self.run_boxed is None
+            or not self.launched
+            or self.broken
+            or needs_grad
+            or not self._matches(args)
+            or self._writes_overlap(args)
+        ):
+            out = self(*args)
+            args.clear()
+            return out
+        try:
+            flat = self.run_boxed(args)
+        except Exception as exc:
+            # the inputs are gone (that is the point of the boxed call): the graph cannot be
+            # rerun eagerly here, as __call__ does; later calls run it eagerly
+            self.broken = True
+            raise InductorError(
+                f"inductor_lite: a compiled graph failed after its inputs were released: {exc}"
+            ) from exc
         return pytree.tree_unflatten(list(flat), self.out_spec)
 
 
@@ -357,8 +394,17 @@ def _compile_with_aot(
 
     # inference graphs (an optimizer step) then end with copy_(input, new value): the kernel
     # computing the new value can store it straight into the input (input_writes.py)
+    # min-cut: the forward saves the cheapest set of values the backward can rebuild the rest
+    # from with pointwise ops (a GELU's output is recomputed from its input inside the
+    # backward's fused kernel instead of living in memory between the passes)
     return aot.aot_module_simplified(
-        gm, example_inputs, backend, backend, decompositions=table, keep_input_mutations=True
+        gm,
+        example_inputs,
+        backend,
+        backend,
+        partition_fn=aot.min_cut_partition,
+        decompositions=table,
+        keep_input_mutations=True,
     )
 
 
@@ -374,6 +420,7 @@ def _compile(
     kernels = [i for i in items if isinstance(i, Kernel)]
     in_place = in_place_writes(lowered, items) if config.write_inputs_in_place else {}
     cache_hit = False
+    run_boxed = None
     use_triton = config.codegen == "triton" or (
         config.codegen == "auto" and lowered.device.type == "cuda"
     )
@@ -382,11 +429,15 @@ def _compile(
         from .triton_runtime import triton_kernels
 
         interpret = os.environ.get("TRITON_INTERPRET") == "1"
-        kernel_source, tsources = generate_triton(kernels, lowered.buffers, interpret=interpret)
+        kernel_source, tsources = generate_triton(
+            kernels, lowered.buffers, interpret=interpret, local=kernel_local_buffers(lowered, items)
+        )
         fns = (
             triton_kernels(kernel_source, tsources, config.triton_autotune_cache) if kernels else {}
         )
         run, wrapper_source = build_wrapper(lowered, items, fns, pass_pointers=False)
+        if not in_place and not lowered.guards:
+            run_boxed, _ = build_wrapper(lowered, items, fns, pass_pointers=False, boxed=True)
         if in_place:
             copying = run
             stores, wrapper_source = build_wrapper(
@@ -450,4 +501,5 @@ def _compile(
         lowered,
         input_check=input_check,
         static_scalars=static_scalars,
+        run_boxed=run_boxed,
     )

@@ -402,13 +402,23 @@ def _reduction_lines(step: Step, n: int, body: _Body, acc: str, ct: str) -> tupl
 
 
 def _kernel(
-    kernel: Kernel, buffers: dict[str, BufferSpec], interpret: bool = False
-) -> tuple[str, TritonKernelSource]:
+    kernel: Kernel,
+    buffers: dict[str, BufferSpec],
+    interpret: bool = False,
+    elide: frozenset[str] = frozenset(),
+) -> tuple[str, TritonKernelSource, set[str]]:
+    """The kernel's source, its launch record, and the buffers it reads from memory.
+
+    ``elide``: buffers this kernel writes that nothing reads from memory (no other item reads
+    them, and each of this kernel's reads is served from registers): their stores and
+    pointers are left out, so they need no memory at all.
+    """
     used: list[str] = []
     for step in kernel.steps:
         for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
-            if name not in used:
+            if name not in used and name not in elide:
                 used.append(name)
+    memory_reads: set[str] = set()
     params = {name: f"p_{name}" for name in used}
     inners = [s.inner_numel for s in kernel.steps]
     symbolic_inner = not all(is_static(n) for n in inners)
@@ -461,7 +471,7 @@ def _kernel(
         lines += _var_defs(names[: step.split], step.outer_sizes, "o", "    ")
         has_inner = len(step.inner_sizes) > 0
         inner = step.inner_numel
-        store_ptr = params[node.buf]
+        store_ptr = params.get(node.buf, "")
         out_ty = _TL[buffers[node.buf].dtype]
         if isinstance(node, PointwiseNode):
             idx = " + ".join(
@@ -497,10 +507,11 @@ def _kernel(
                 lines.append(f"{body.indent}row{n} = ({val}).to({out_ty})")
                 rows[node.buf] = _RowValue(f"row{n}", tile, form)
                 val = f"row{n}"
-            lines.append(
-                f"{body.indent}tl.store({store_ptr} + {idx}, ({val}).to({out_ty}), "
-                f"mask={body.mask})"
-            )
+            if node.buf not in elide:
+                lines.append(
+                    f"{body.indent}tl.store({store_ptr} + {idx}, ({val}).to({out_ty}), "
+                    f"mask={body.mask})"
+                )
         else:
             acc = f"acc{n}"
             ct = _compute(node.dtype)
@@ -515,8 +526,10 @@ def _kernel(
                 val = f"tl.full([XBLOCK, RBLOCK], {val}, {ct})"
             lines.append(f"{ind2}{acc} = tl.where(m, {combine.format(v=val)}, {acc})")
             lines.append(f"    res{n} = ({final})[:, None]")
-            lines.append(f"    tl.store({store_ptr} + o, res{n}.to({out_ty}), mask=omask)")
+            if node.buf not in elide:
+                lines.append(f"    tl.store({store_ptr} + o, res{n}.to({out_ty}), mask=omask)")
             regs[node.buf] = f"res{n}"
+        memory_reads |= body.memory_reads
         if body.memory_reads & written_before:  # a read of this program's own stores
             lines.insert(barrier_at, "    tl.debug_barrier()")
     return "\n".join(lines), TritonKernelSource(
@@ -526,22 +539,33 @@ def _kernel(
         max_inner,
         persistent,
         symbols,
-        tuple(dict.fromkeys(step.node.buf for step in kernel.steps)),
-    )
+        tuple(dict.fromkeys(step.node.buf for step in kernel.steps if step.node.buf not in elide)),
+    ), memory_reads
 
 
 def generate_triton(
-    kernels: Sequence[Kernel], buffers: dict[str, BufferSpec], *, interpret: bool = False
+    kernels: Sequence[Kernel],
+    buffers: dict[str, BufferSpec],
+    *,
+    interpret: bool = False,
+    local: dict[str, frozenset[str]] | None = None,
 ) -> tuple[str, list[TritonKernelSource]]:
     """A Python module with one ``@triton.jit`` function per kernel.
 
     ``interpret``: the module runs under ``TRITON_INTERPRET=1`` (size symbols then become
-    constexpr parameters, see ``_kernel``).
+    constexpr parameters, see ``_kernel``). ``local``: per kernel name, the buffers it writes
+    that no other schedule item reads and that are no graph result
+    (``wrapper.kernel_local_buffers``); those the kernel itself only reads from registers
+    (a persistent row kernel's layer_norm output feeding its softmax, its row statistics)
+    are never stored: no memory traffic, no allocation.
     """
     parts = ["import triton", "import triton.language as tl", ""]
     sources = []
     for k in kernels:
-        text, src = _kernel(k, buffers, interpret)
+        text, src, reads = _kernel(k, buffers, interpret)
+        elide = (local or {}).get(k.name, frozenset()) - reads
+        if elide:
+            text, src, _ = _kernel(k, buffers, interpret, frozenset(elide))
         parts.append(text)
         parts.append("")
         sources.append(src)

@@ -27,7 +27,7 @@ from .ir import (
 from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads, kernel_symbols
 from .symbolic import Size, pyexpr, pysizes
 
-__all__ = ["build_input_check", "build_wrapper", "ctypes_kernels"]
+__all__ = ["build_input_check", "build_wrapper", "ctypes_kernels", "kernel_local_buffers"]
 
 
 _WRAPPER_FILENAME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<generated wrapper>")
@@ -90,6 +90,31 @@ def _reads(item: ScheduleItem) -> set[str]:
     return names
 
 
+def kernel_local_buffers(
+    graph: LoweredGraph, items: Sequence[ScheduleItem]
+) -> dict[str, frozenset[str]]:
+    """Per kernel, the buffers it writes that no other item reads and the graph does not
+    return, check or copy into an input: only the kernel itself may need their values."""
+    results = (
+        {o.ref.buf for o in graph.outputs if o.ref is not None}
+        | {g.buf for g in graph.guards}
+        | {w.value.buf for w in graph.input_writes}
+        | {s.name for s in graph.inputs}
+    )
+    readers: dict[str, set[int]] = {}
+    for k, item in enumerate(items):
+        for name in _reads(item):
+            readers.setdefault(name, set()).add(k)
+    out: dict[str, frozenset[str]] = {}
+    for k, item in enumerate(items):
+        if isinstance(item, Kernel):
+            written = {s.node.buf for s in item.steps}
+            out[item.name] = frozenset(
+                b for b in written if b not in results and readers.get(b, {k}) <= {k}
+            )
+    return out
+
+
 def ctypes_kernels(
     lib: ctypes.CDLL, sources: Sequence[KernelSource]
 ) -> dict[str, tuple[Callable[..., None], tuple[str, ...]]]:
@@ -112,8 +137,13 @@ def build_wrapper(
     index_check: Callable[[], int] | None = None,
     in_place: dict[str, str] | None = None,
     safe: Callable[[Sequence[Any]], tuple[object, ...]] | None = None,
+    boxed: bool = False,
 ) -> tuple[Callable[[Sequence[Any]], tuple[object, ...]], str]:
     """The callable running the schedule, and its Python source (for logs and tests).
+
+    ``boxed``: the callable takes a list that it empties once it has read its inputs, and drops
+    each input at its last use, so that the caller's tensors (a backward's saved activations)
+    can be freed during the call. Not for a graph with guards (its fallback reruns the inputs).
 
     Kernels get data pointers (C++) or the tensors themselves (Triton launchers). The graph's
     input writes are copied into the inputs at the end, except those of ``in_place``
@@ -165,10 +195,29 @@ def build_wrapper(
         lines.append(f"    {names}{',' if len(graph.inputs) == 1 else ''} = args")
     lines += _bind_symbols(graph)
     lines += _overlap_check(graph, set(in_place.values()))
+    boxed = boxed and not graph.guards
+    # inputs the call may let go of before it returns (boxed calls only)
+    droppable: set[str] = set()
+    if boxed:
+        written = {w.input for w in graph.input_writes} | set(in_place.values())
+        droppable = {s.name for s in graph.inputs} - output_bufs - written
+        lines.append("    args.clear()  # the caller's references go: inputs die at last use")
+        unread = sorted(n for n in droppable if n not in last_use)
+        if unread:
+            lines.append(f"    del {', '.join(unread)}")
     for buf, inp in in_place.items():
         # the kernel storing this value writes the input's memory (input_writes.py)
         lines.append(f"    {buf} = {_reuse(buffers[inp], buffers[buf])}  # into the input")
         allocated.add(buf)
+
+    def take(free: list[str], spec: BufferSpec) -> str:
+        """The expression giving ``spec`` a pooled dead buffer's memory; the dead buffer's name
+        is dropped once the new one holds it (it would keep the memory after the new buffer's
+        own last use)."""
+        old = free.pop()
+        if old != spec.name:
+            drops.append(old)
+        return _reuse(buffers[old], spec)
 
     def allocate(spec: BufferSpec) -> None:
         if spec.name in allocated or spec.name in external:
@@ -177,7 +226,7 @@ def build_wrapper(
         owned.add(spec.name)
         free = pool.get(_pool_key(spec))
         if free:
-            lines.append(f"    {spec.name} = {_reuse(buffers[free.pop()], spec)}  # reuse")
+            lines.append(f"    {spec.name} = {take(free, spec)}  # reuse")
         else:
             dtype = str(spec.dtype).split(".")[-1]
             shape = f"{pysizes(spec.sizes)}, {pysizes(spec.strides)}"
@@ -186,22 +235,36 @@ def build_wrapper(
     def reusable(name: str) -> bool:
         return name in owned and name not in pinned and name not in output_bufs
 
+    # names the call no longer needs: dropping them frees their memory at their last use
+    # rather than at the end of the call (CUDA's caching allocator hands it to the next
+    # allocation; on CPU the pool above keeps reusable ones instead)
+    drops: list[str] = []
+    pooling = pass_pointers
+    internal = set(buffers) - external - output_bufs
+
     for k, item in enumerate(items):
         if isinstance(item, Kernel):
             fn, params = kernels[item.name]
-            # C++ kernels only: Triton's autotuner launches a kernel several times on the
-            # same buffers, which an in-place kernel would apply to its own result
-            pair = _in_place(item, buffers) if pass_pointers else None
-            if pair is not None and pair[0] not in allocated and reusable(pair[1]):
+            # Triton's autotuner launches a kernel several times on the same buffers, but puts
+            # back what the kernel stores first (triton_runtime.TritonLauncher._tune), so an
+            # in-place kernel is applied once there too
+            pair = next(
+                (
+                    (out, src)
+                    for out, src in _in_place(item, buffers)
+                    if out not in allocated and reusable(src) and last_use.get(src) == k
+                ),
+                None,
+            )
+            if pair is not None:
                 out, src = pair
-                if last_use.get(src) == k:
-                    # the kernel reads each element of src just before writing it, at the same
-                    # address: write into src's memory instead of a fresh buffer (a new buffer
-                    # per call page-faulted ~900 times per CNN call); src is never pooled now
-                    lines.append(f"    {out} = {_reuse(buffers[src], buffers[out])}  # in place")
-                    allocated.add(out)
-                    owned.add(out)
-                    owned.discard(src)
+                # the kernel reads each element of src just before writing it, at the same
+                # address: write into src's memory instead of a fresh buffer (a new buffer
+                # per call page-faulted ~900 times per CNN call); src is never pooled now
+                lines.append(f"    {out} = {_reuse(buffers[src], buffers[out])}  # in place")
+                allocated.add(out)
+                owned.add(out)
+                owned.discard(src)
             for name in params:
                 allocate(buffers[name])
             ns[f"_{item.name}"] = fn
@@ -227,16 +290,24 @@ def build_wrapper(
                 if free and spec0.strides == contiguous_strides(spec0.sizes):
                     # a dead buffer of the result's layout takes the GEMM's result: a fresh
                     # 4 MB result page-faulted ~1000 times per call at the end of a GPT
-                    out_buf = _reuse(buffers[free.pop()], spec0)
+                    out_buf = take(free, spec0)
             lines.extend(_fallback_lines(k, item, buffers, consts, ns, out_buf))
             fresh = [s.name for s in item.outputs if s is not None]
             allocated.update(fresh)
+            drops.extend(n for n in fresh if n not in last_use and n in internal)
             if not any(r.alias_info is not None for r in item.target._schema.returns):
                 owned.update(fresh)  # a new tensor from aten: ours to reuse once it is dead
-        for name in _reads(item):
-            if last_use.get(name) == k and reusable(name):
+        for name in sorted(_reads(item)):
+            if last_use.get(name) != k:
+                continue
+            if pooling and reusable(name):
                 spec = buffers[name]
                 pool.setdefault(_pool_key(spec), []).append(name)
+            elif (name in internal and name in allocated) or name in droppable:
+                drops.append(name)
+        if drops:
+            lines.append(f"    del {', '.join(drops)}")
+            drops.clear()
     outs = []
     for o in graph.outputs:
         if o.ref is None and isinstance(o.constant, sympy.Expr):
@@ -271,8 +342,8 @@ def build_wrapper(
     return call, source
 
 
-def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, str] | None:
-    """(output, input) when ``item`` may write its output over its input's memory.
+def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> list[tuple[str, str]]:
+    """Every (output, input) such that ``item`` may write its output over the input's memory.
 
     That is a one-step pointwise kernel whose every load of the input is at the very address
     it stores to (an elementwise epilogue such as batch norm + ReLU after a convolution), the
@@ -281,11 +352,12 @@ def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, str] |
     code's restrict qualifiers are not relied on across iterations).
     """
     if len(item.steps) != 1 or not isinstance(item.steps[0].node, PointwiseNode):
-        return None
+        return []
     node = item.steps[0].node
     out = buffers[node.buf]
     if not all(isinstance(x, int) for x in (*node.sizes, *node.strides, node.offset)):
-        return None
+        return []
+    found: list[tuple[str, str]] = []
     dims = {f"i{k}": k for k in range(len(node.sizes))}
     store = {v: node.strides[k] for v, k in dims.items() if node.sizes[k] != 1}
     store = {v: st for v, st in store.items() if st != 0}
@@ -305,8 +377,8 @@ def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> tuple[str, str] |
                 ok = False
                 break
         if ok:
-            return node.buf, src
-    return None
+            found.append((node.buf, src))
+    return found
 
 
 def _pool_key(spec: BufferSpec) -> tuple[object, ...]:
@@ -352,6 +424,7 @@ def _fallback_lines(  # noqa: PLR0917
             if spec is not None:
                 sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
                 lines.append(f"    {spec.name} = _restride(_r{k}[{j}], {sizes}, {strides})")
+        lines.append(f"    del _r{k}")  # the results nobody reads die now
     else:
         spec = node.outputs[0]
         assert spec is not None

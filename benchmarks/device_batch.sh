@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One batched session on the GPU machine (the `run` tool): install the packages, run the CUDA
+# tests, profile compile time, then the side-by-side harness. Results go under $OUT.
+#   bash benchmarks/device_batch.sh [tests] [profile] [harness]
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+python -m pip install -q --no-deps --no-build-isolation packages/* >"$OUT/pip.txt" 2>&1 || tail -5 "$OUT/pip.txt"
+python -c "import torch, triton; print(torch.__version__, triton.__version__, torch.cuda.get_device_name())"
+python -c "import compile_api, inductor_lite, aot, evalframe; print('packages from', inductor_lite.__file__)" || {
+  which python pip; tail -20 "$OUT/pip.txt"; exit 1; }
+for phase in "$@"; do
+  case $phase in
+    tests)
+      timeout 240 python -m pytest -x -q -p no:cacheprovider \
+        packages/inductor_lite/tests/test_triton.py packages/inductor_lite/tests/test_triton_memory.py \
+        packages/inductor_lite/tests/test_triton_input_writes.py packages/inductor_lite/tests/test_triton_dynamic.py \
+        $(ls packages/*/tests/test_cudagraph*.py 2>/dev/null) 2>&1 | tail -25 | tee "$OUT/tests.txt" ;;
+    profile)
+      timeout 150 python benchmarks/compile_profile.py gpt4 transformer_block_train --out "$OUT/prof" ;;
+    harness)
+      timeout 540 python benchmarks/run.py --device cuda --timeout 100 --out-dir "$OUT/harness" 2>&1 \
+        | tail -40 ;;
+    strata)  # eager and strata only: correctness and memory, faster than the full harness
+      timeout 400 python benchmarks/run.py --device cuda --timeout 100 --impl eager,strata \
+        --repeats 5 --out-dir "$OUT/strata" 2>&1 | tail -30 ;;
+  esac
+done
