@@ -394,15 +394,17 @@ def _compile_with_aot(
 
     # inference graphs (an optimizer step) then end with copy_(input, new value): the kernel
     # computing the new value can store it straight into the input (input_writes.py)
-    # min-cut: the forward saves the cheapest set of values the backward can rebuild the rest
-    # from with pointwise ops (a GELU's output is recomputed from its input inside the
-    # backward's fused kernel instead of living in memory between the passes)
+    # min-cut on CUDA: the forward saves the cheapest set of values the backward can rebuild
+    # the rest from with pointwise ops (a GELU's output is recomputed from its input inside
+    # the backward's fused kernel instead of living in memory between the passes); the CPU
+    # route keeps the default partition until it is measured there
+    cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     return aot.aot_module_simplified(
         gm,
         example_inputs,
         backend,
         backend,
-        partition_fn=aot.min_cut_partition,
+        partition_fn=aot.min_cut_partition if cuda else aot.default_partition,
         decompositions=table,
         keep_input_mutations=True,
     )
@@ -429,8 +431,9 @@ def _compile(
         from .triton_runtime import triton_kernels
 
         interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        local = kernel_local_buffers(lowered, items)
         kernel_source, tsources = generate_triton(
-            kernels, lowered.buffers, interpret=interpret, local=kernel_local_buffers(lowered, items)
+            kernels, lowered.buffers, interpret=interpret, local=local
         )
         fns = (
             triton_kernels(kernel_source, tsources, config.triton_autotune_cache) if kernels else {}
