@@ -9,6 +9,7 @@ no more graphs and no more breaks, and where torch captures without a break, Str
 
 Cases Strata does not yet compile as torch does are strict xfails naming the cause, so they
 report XPASS (and fail) the day they are fixed: then delete their line in ``EXPECTED_FAILURES``.
+Transformers cases outside CI's tier are non-strict xfails until someone measures them.
 
 Tiers: the cases in ``CI_CASES`` run by default; every other case is marked ``zoo_full`` and
 runs with ``STRATA_ZOO=full`` (``STRATA_ZOO=full pytest tests/zoo``).
@@ -23,15 +24,22 @@ import pytest
 from benchmarks.zoo.measure import assert_matches, run_eager, run_strata, run_torch
 from benchmarks.zoo.models import CASES, MODELS, case
 
-# What Strata does not yet capture as torch.compile does, by model or by case name.
-_SUPER_IN_RESUME = (
-    "crash: zero-argument super() in a resume function of transformers' "
-    "PretrainedConfig.__getattribute__ (its first local is no longer self); symbolic_vm resume "
-    "functions, being fixed by the object-model work (issue 20)"
+# What Strata does not yet capture as torch.compile does, per test ("counts": the eager-backend
+# test against torch's graph/break counts; "aot_eager"; "inductor") and case, measured on main
+# after issue 20's object model landed (d1fc440).
+_MORE_THAN_TORCH = (
+    "more graphs or breaks than torch.compile, or not fullgraph where torch is "
+    "(transformers' Python after issue 20's object model, d1fc440)"
 )
-EXPECTED_FAILURES: dict[str, str] = {
-    name: _SUPER_IN_RESUME for name, m in MODELS.items() if m.library == "transformers"
+EXPECTED_FAILURES: dict[tuple[str, str], str] = {
+    ("counts", name): _MORE_THAN_TORCH
+    for name in ("gpt2-train", "bert-infer", "t5-infer", "distilbert-infer")
 }
+# Transformers cases outside CI's tier were not measured since d1fc440: non-strict until they are.
+_UNMEASURED = (
+    "transformers case outside CI's tier, not measured since d1fc440 (run STRATA_ZOO=full)"
+)
+
 
 # The default tier: every model's inference, and one case of each other mode.
 CI_CASES = {
@@ -47,18 +55,20 @@ INDUCTOR_CASES = ["resnet18-infer", "convnext_atto-infer", "gpt2-infer"]
 FULL = os.environ.get("STRATA_ZOO", "") == "full"
 
 
-def _param(name: str, tiered: bool = True) -> object:
+def _param(name: str, test: str, tiered: bool = True) -> object:
     marks = []
-    reason = EXPECTED_FAILURES.get(name) or EXPECTED_FAILURES.get(case(name).model.name)
+    reason = EXPECTED_FAILURES.get((test, name))
     if reason:
         marks.append(pytest.mark.xfail(strict=True, reason=reason))
+    elif case(name).model.library == "transformers" and name not in CI_CASES:
+        marks.append(pytest.mark.xfail(strict=False, reason=_UNMEASURED))
     if tiered and name not in CI_CASES:
         marks.append(pytest.mark.zoo_full)
         marks.append(pytest.mark.skipif(not FULL, reason="zoo_full: run with STRATA_ZOO=full"))
     return pytest.param(name, marks=marks, id=name)
 
 
-@pytest.mark.parametrize("name", [_param(c.name) for c in CASES])
+@pytest.mark.parametrize("name", [_param(c.name, "counts") for c in CASES])
 def test_zoo_case_matches_eager_with_no_more_graphs_or_breaks_than_torch(name: str) -> None:
     c = case(name)
     expected = run_eager(c)
@@ -71,7 +81,9 @@ def test_zoo_case_matches_eager_with_no_more_graphs_or_breaks_than_torch(name: s
     assert ours.breaks <= reference.breaks, f"breaks vs torch's {reference.breaks}:\n{why}"
 
 
-@pytest.mark.parametrize("name", [_param(c.name) for c in CASES if c.mode in ("infer", "train")])
+@pytest.mark.parametrize(
+    "name", [_param(c.name, "aot_eager") for c in CASES if c.mode in ("infer", "train")]
+)
 def test_zoo_case_under_aot_eager_matches_eager(name: str) -> None:
     c = case(name)
     expected = run_eager(c)
@@ -80,7 +92,7 @@ def test_zoo_case_under_aot_eager_matches_eager(name: str) -> None:
     assert ours.graphs >= 1, "nothing was compiled"
 
 
-@pytest.mark.parametrize("name", [_param(n, tiered=False) for n in INDUCTOR_CASES])
+@pytest.mark.parametrize("name", [_param(n, "inductor", tiered=False) for n in INDUCTOR_CASES])
 def test_zoo_case_under_inductor_matches_eager(name: str) -> None:
     c = case(name)
     expected = run_eager(c)
