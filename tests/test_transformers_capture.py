@@ -117,15 +117,26 @@ MODELS: dict[str, tuple[Callable[[], Any], Inputs]] = {
     "vit": (_vit, _pixels),
     "whisper_encoder": (_whisper_encoder, _mel),
 }
-# Models whose forward Strata captures whole today, as torch.compile does (1 graph).
-WHOLE = {"vit", "whisper_encoder"}
+# Models Strata does not yet capture in torch.compile's graph count, and why.
+NOT_WHOLE = {
+    "t5": "copy.deepcopy(config) inside T5's forward breaks the graph (deepcopy's dispatch table "
+    "is a real dict's bound method): 3 graphs where torch.compile makes 1",
+}
 
 
 def _first(output: Any) -> torch.Tensor:
     return output if isinstance(output, torch.Tensor) else output[0]
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_WHOLE[name]))
+        if name in NOT_WHOLE
+        else name
+        for name in sorted(MODELS)
+    ],
+)
 def test_tiny_transformers_model_matches_eager_in_no_more_graphs_than_torch(name: str) -> None:
     make, inputs = MODELS[name]
     torch.manual_seed(0)
@@ -141,8 +152,5 @@ def test_tiny_transformers_model_matches_eager_in_no_more_graphs_than_torch(name
         torch._dynamo.reset()
     assert type(got) is type(want)
     torch.testing.assert_close(_first(got), _first(want))
-    if name in WHOLE:
-        assert ours.count == theirs.count == 1
-    else:
-        # Not whole yet (see the README's known limits): correct, with graph breaks.
-        assert ours.count >= 1
+    assert theirs.count == 1
+    assert ours.count == 1
