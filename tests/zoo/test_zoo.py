@@ -26,14 +26,13 @@ from benchmarks.zoo.models import CASES, MODELS, case
 
 # What Strata does not yet capture as torch.compile does, per test ("counts": the eager-backend
 # test against torch's graph/break counts; "aot_eager"; "inductor") and case, measured on main
-# after issue 20's object model landed (d1fc440).
+# after issue 20's object model landed (d1fc440, 58664ed).
 _MORE_THAN_TORCH = (
     "more graphs or breaks than torch.compile, or not fullgraph where torch is "
     "(transformers' Python after issue 20's object model, d1fc440)"
 )
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
-    ("counts", name): _MORE_THAN_TORCH
-    for name in ("gpt2-train", "bert-infer", "t5-infer", "distilbert-infer")
+    ("counts", name): _MORE_THAN_TORCH for name in ("gpt2-train", "t5-infer")
 }
 # Transformers cases outside CI's tier were not measured since d1fc440: non-strict until they are.
 _UNMEASURED = (
