@@ -19,9 +19,9 @@ CI_PROGRAMS = 300
 CI_AVOID = frozenset(
     {
         "family:rng",  # item 20's class under aot_eager: regressions/test_rng_aot_eager.py
-        "set_resize",  # regressions/test_resize_input_aot_dynamic.py
+        "set_resize",  # fixed; its regression passes (re-admit after a campaign)
         "torch_function_log",  # regressions/test_torch_function_side_effects.py
-        "getattr_probe",  # regressions/test_getattr_side_effects.py
+        "getattr_probe",  # fixed; its regression passes (re-admit after a campaign)
         "class_descriptor",  # regressions/test_class_descriptor_side_effects.py
         "instance_descriptor",  # regressions/test_instance_descriptor_side_effects.py
     }

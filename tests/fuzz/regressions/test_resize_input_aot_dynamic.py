@@ -6,8 +6,6 @@ Found as: call 3: inputs: inputs[4]: torch.float32[1] vs torch.float32[3]
 # ruff: noqa: E501
 from __future__ import annotations
 
-import pytest
-
 from tests.fuzz.runner import check_source
 
 SOURCE = """\
@@ -33,10 +31,6 @@ INPUTS = [{'lst': [0.0, -0.49], 'n': 4, 'x': [0.75, 1.317], 'y': [-1.177, 0.858]
   'y': [-0.003, -1.642, -0.95, -1.936, -0.286]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="new (fuzz; item 16's class, not its listed crash): x.resize_(1) on an input under aot_eager is lost on call 3 (a new size of x: the dynamic-shape recompile) -- the input keeps 3 elements; eager and torch.compile(backend='aot_eager') shrink it",
-)
 def test_resize_input_aot_dynamic_compiled_matches_eager() -> None:
     failure = check_source(SOURCE, 'aot_eager', INPUTS)
     assert failure is None, str(failure)
