@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -25,6 +26,8 @@ import test_ddp_support as support  # noqa: E402
 
 STEPS = 3
 FORMS = ("compile(DDP)", "DDP(compile)")
+# nccl runs the same check on 2 GPUs (the device machine): STRATA_DDP_FORMS_BACKEND=nccl.
+DIST_BACKEND = os.environ.get("STRATA_DDP_FORMS_BACKEND", "gloo")
 
 
 def _model() -> nn.Module:
@@ -34,12 +37,17 @@ def _model() -> nn.Module:
     )
 
 
+def _device(rank: int) -> torch.device:
+    return torch.device("cuda", rank) if DIST_BACKEND == "nccl" else torch.device("cpu")
+
+
 def _train(model: nn.Module, rank: int) -> list[float]:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     losses = []
     for step in range(STEPS):
         g = torch.Generator().manual_seed(100 * step + rank)
         x, y = torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)
+        x, y = x.to(_device(rank)), y.to(_device(rank))
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
@@ -49,8 +57,10 @@ def _train(model: nn.Module, rank: int) -> list[float]:
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    if DIST_BACKEND == "nccl":
+        torch.cuda.set_device(rank)
     dist.init_process_group(
-        "gloo",
+        DIST_BACKEND,
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world,
@@ -62,7 +72,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 
         torch.set_num_threads(1)
         cap = 32 * 33 * 4 / 2**20  # about one Linear per bucket
-        eager_model = _model()
+        eager_model = _model().to(_device(rank))
         eager = _train(nn.parallel.DistributedDataParallel(eager_model, bucket_cap_mb=cap), rank)
         results = {}
         for form in FORMS:
@@ -73,7 +83,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
                 graphs.append(gm)
                 return gm.forward
 
-            model = _model()
+            model = _model().to(_device(rank))
             if form == "compile(DDP)":
                 wrapped = compile_api.compile(
                     nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap), backend=backend
@@ -102,6 +112,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
 def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
     if not dist.is_available():
         pytest.skip("torch.distributed is not available")
+    if DIST_BACKEND == "nccl" and torch.cuda.device_count() < 2:
+        pytest.skip("nccl needs 2 GPUs")
     out = tmp_path_factory.mktemp("ddp_forms")
     support.spawn_with_timeout(
         _worker, args=(2, support.free_port(), str(out)), nprocs=2, timeout_s=300
