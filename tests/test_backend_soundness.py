@@ -31,6 +31,9 @@ def _quiet_fallbacks() -> Iterator[None]:
         yield
 
 
+_TORCH_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
+
+
 def _compiled(fn: Callable[..., Any], backend: str) -> Callable[..., Any]:
     return compile_api.compile(fn, backend=backend)
 
@@ -111,7 +114,9 @@ def test_min_max_and_clamp_propagate_nan_as_eager_does(case: str) -> None:
     fn = NAN_CASES[case]
     x = torch.tensor([1.0, NAN, -1.0, 2.0, -3.0, 0.25])
     expected = fn(x.clone())
-    for run in (_compiled(fn, "inductor"), _reference(fn, "inductor")):
+    # torch inductor 2.11 propagates a NaN bound where its own eager clamp does not.
+    runs = [_compiled(fn, "inductor")] + ([_reference(fn, "inductor")] if _TORCH_2_13 else [])
+    for run in runs:
         _same(run(x.clone()), expected)
 
 

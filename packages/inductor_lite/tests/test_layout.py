@@ -30,6 +30,13 @@ def _convs(c: CompiledGraph) -> list[FallbackNode]:
     return [n for n in c.lowered.nodes if isinstance(n, FallbackNode) and n.target in _CONV_TARGETS]
 
 
+
+@pytest.fixture(autouse=True)
+def _channels_last_where_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Where a weight is within 4x of its output the layout is timed on the machine running
+    # (conv_select.py); these tests are about the channels-last path, so that choice is pinned.
+    monkeypatch.setattr(conv_lowerings, "measured_layout", lambda *args: "nhwc")
+
 class ConvBnRelu(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -51,12 +58,7 @@ class ConvBnRelu(nn.Module):
         return out
 
 
-def test_conv_bn_relu_runs_channels_last_and_matches_eager(
-    check: Any, config: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # conv2's weight is within 4x of its output, where the layout is timed on this machine
-    # (conv_select.py): this test is about the channels-last path, so that choice is pinned.
-    monkeypatch.setattr(conv_lowerings, "measured_layout", lambda *args: "nhwc")
+def test_conv_bn_relu_runs_channels_last_and_matches_eager(check: Any, config: Any) -> None:
     torch.manual_seed(0)
     model = ConvBnRelu()
     x = torch.randn(2, 3, 16, 16)
