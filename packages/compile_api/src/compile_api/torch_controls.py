@@ -17,7 +17,7 @@ import torch
 
 __all__ = ["RecompileForbidden", "marked_dims", "torch_stance"]
 
-_EVAL_FRAME = f"{torch.__name__}._{'dynamo'}.eval_frame"
+_EVAL_FRAME = "torch._dynamo.eval_frame"  # a sys.modules key: read, never imported or called
 _LOADED: list[types.ModuleType] = []
 
 # Tensor attributes torch's marks set (sets of dims), and what each asks for.

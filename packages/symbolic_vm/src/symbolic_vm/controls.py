@@ -41,7 +41,7 @@ __all__ = [
 
 # torch's public compiler package, and the name of its frontend package (read, never imported).
 _COMPILER: Any = getattr(torch, "compiler")  # noqa: B009 - spelled as an attribute on purpose
-_FRONTEND = f"{torch.__name__}._{'dynamo'}"
+_FRONTEND = "torch._dynamo"  # a sys.modules key: read for identities, never imported or called
 # The attributes torch's disable decorator sets on the wrapper it returns.
 _DISABLE_MARK = "_torchdynamo_disable"
 _RECURSIVE_MARK = "_torchdynamo_disable_recursive"
