@@ -1,4 +1,4 @@
-"""Adversarial differential tests of what landed in session 4 (2026-11-22), eager as reference.
+"""Differential tests (eager as reference) of graph breaks in user context managers and iterators.
 
 Targets: graph breaks inside user context managers (a ``with`` statement as a region, a manager
 handed on to the resume function), iterators and generators held in locals as regions, ``.grad``
