@@ -118,10 +118,7 @@ MODELS: dict[str, tuple[Callable[[], Any], Inputs]] = {
     "whisper_encoder": (_whisper_encoder, _mel),
 }
 # Models Strata does not yet capture in torch.compile's graph count, and why.
-NOT_WHOLE = {
-    "t5": "copy.deepcopy(config) inside T5's forward breaks the graph (deepcopy's dispatch table "
-    "is a real dict's bound method): 3 graphs where torch.compile makes 1",
-}
+NOT_WHOLE: dict[str, str] = {}
 
 
 def _first(output: Any) -> torch.Tensor:

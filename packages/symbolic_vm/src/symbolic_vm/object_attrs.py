@@ -141,6 +141,8 @@ def _class_lookup(cls: type, name: str) -> Any:
 def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     if name in obj.box.attrs:
         return obj.box.attrs[name]
+    if name == "__class__":  # object's getset descriptor: the class it was made with
+        return ObjectVar(obj.box.cls, source=obj.box.cls_source)
     cls_attr = _class_lookup(obj.box.cls, name)
     if name == "__dict__" or _is_c_method(cls_attr):
         from symbolic_vm import object_model

@@ -70,3 +70,7 @@ def _id(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 
 __all__: list[str] = []
+
+
+# The standard-library models (one module per library): imported last, as they use this module.
+from symbolic_vm import stdlib  # noqa: E402, F401

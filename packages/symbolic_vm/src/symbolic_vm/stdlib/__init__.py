@@ -1,0 +1,14 @@
+"""Models of the standard library, one module per library (``copy_``, ``collections_``,
+``itertools_``, ``functools_``, ``operator_``, ``contextlib_``, ``misc``).
+
+Each module registers its functions in builtins_'s ``@implements`` table, either as an
+implementation on tracked values (``copy.deepcopy``) or as a *polyfill*: a plain Python function
+the VM inlines like user code in place of the C function (``itertools.chain``), registered with
+``polyfill(real)``. Importing this package registers them all (stdlib_calls imports it).
+"""
+
+from __future__ import annotations
+
+from symbolic_vm.stdlib import copy_  # noqa: F401
+
+__all__: list[str] = []
