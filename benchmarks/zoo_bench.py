@@ -12,6 +12,7 @@ last column; torch's inductor gets a fresh on-disk cache, so both compile times 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -29,7 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from benchmarks.zoo.measure import _Counting, assert_matches  # noqa: E402
+from benchmarks.zoo.measure import (  # noqa: E402
+    _Counting,
+    assert_matches,
+    counting_torch_breaks,
+)
 from benchmarks.zoo.models import Case, iter_cases, make_step  # noqa: E402
 
 
@@ -44,7 +49,10 @@ def _timed(step: Callable[[], Any], repeats: int, warmup: int) -> float:
     return statistics.median(samples)
 
 
-def _strata(backend: str) -> tuple[Callable[[Any], Any], Callable[[], tuple[int, int]]]:
+Compiler = tuple[Callable[[bool | None], Callable[[Any], Any]], Callable[[], tuple[int, int]]]
+
+
+def _strata(backend: str, stack: contextlib.ExitStack) -> Compiler:
     import compile_api
     from compile_api.state import state
 
@@ -61,16 +69,16 @@ def _strata(backend: str) -> tuple[Callable[[Any], Any], Callable[[], tuple[int,
     return compiler, counts
 
 
-def _torch(backend: str) -> tuple[Callable[[Any], Any], Callable[[], tuple[int, int]]]:
+def _torch(backend: str, stack: contextlib.ExitStack) -> Compiler:
     import torch._dynamo
-    from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
-    counters.clear()
     counting = _Counting(torch._dynamo.lookup_backend(backend))
+    # One per frame that broke, as Strata's records count them.
+    reasons = stack.enter_context(counting_torch_breaks())
 
     def counts() -> tuple[int, int]:
-        return len(counting.graphs), int(sum(counters["graph_break"].values()))
+        return len(counting.graphs), len(reasons)
 
     def compiler(dynamic: bool | None) -> Callable[[Any], Any]:
         return lambda m: torch.compile(m, backend=counting, dynamic=dynamic)
@@ -85,8 +93,9 @@ def measure(case: Case, backend: str, repeats: int, warmup: int) -> dict[str, An
     row: dict[str, Any] = {"case": case.name, "eager_ms": 1000 * eager_s}
     dynamic = True if case.mode == "dynamic" else None
     for who, make in (("strata", _strata), ("torch", _torch)):
+        stack = contextlib.ExitStack()
         try:
-            compiler, counts = make(backend)
+            compiler, counts = make(backend, stack)
             step = make_step(case, case.model.build(), compiler(dynamic))
             start = time.perf_counter()
             got = step()
@@ -104,6 +113,8 @@ def measure(case: Case, backend: str, repeats: int, warmup: int) -> dict[str, An
             row[f"{who}_note"] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
             if os.environ.get("ZOO_BENCH_TRACEBACK"):
                 traceback.print_exc()
+        finally:
+            stack.close()
     return row
 
 

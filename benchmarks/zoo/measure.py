@@ -2,14 +2,17 @@
 
 Both compilers get the same kind of backend: the named one (``eager``, ``aot_eager``,
 ``inductor``) wrapped in a counter that records each graph it is handed. Breaks are Strata's
-records of the run (``compile_api``'s frame records) and torch's ``graph_break`` counters.
+records of the run (``compile_api``'s frame records) and torch's graph-break log records, each
+one per frame that broke.
 Every run starts from a reset compiler and a freshly built model, so runs are independent.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +20,15 @@ import torch
 
 from .models import Case, run_case
 
-__all__ = ["Outcome", "assert_matches", "run_eager", "run_strata", "run_torch", "tolerance"]
+__all__ = [
+    "Outcome",
+    "assert_matches",
+    "counting_torch_breaks",
+    "run_eager",
+    "run_strata",
+    "run_torch",
+    "tolerance",
+]
 
 
 @dataclass
@@ -94,8 +105,50 @@ def run_strata(case: Case, backend: str = "eager", *, fullgraph: bool = False) -
         compile_api.reset()
 
 
+class _BreakLog(logging.Handler):
+    """Collects torch's graph-break log records: one per frame whose trace broke."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.reasons: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.reasons.append(record.getMessage().splitlines()[0][:300])
+
+
+@contextlib.contextmanager
+def counting_torch_breaks() -> Iterator[list[str]]:
+    """The graph breaks torch.compile takes inside the block, one entry per broken frame.
+
+    torch's ``counters["graph_break"]`` leaves out a break it cannot resume from (a break
+    under a context manager it cannot split, where it compiles up to the last resumable point
+    and runs the rest of the frame eagerly), so it undercounts against Strata's records, which
+    hold one break per frame that broke. torch logs every break to its ``graph_breaks``
+    artifact logger, resumable or not: this counts those records, silently (the logger is
+    enabled with our handler only, for the block).
+    """
+    from torch._dynamo import symbolic_convert
+
+    logger = symbolic_convert.graph_break_log
+    handler = _BreakLog()
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        yield handler.reasons
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
 def run_torch(case: Case, backend: str = "eager") -> Outcome:
-    """The case under ``torch.compile(model, backend=<counting backend>)``: the reference."""
+    """The case under ``torch.compile(model, backend=<counting backend>)``: the reference.
+
+    Breaks are counted from torch's break log (``counting_torch_breaks``), as Strata's are
+    from its frame records: one per frame that broke.
+    """
     import torch._dynamo
     from torch._dynamo.utils import counters
 
@@ -106,13 +159,12 @@ def run_torch(case: Case, backend: str = "eager") -> Outcome:
     built = case.model.build()
     start = time.perf_counter()
     try:
-        tensors = run_case(
-            case, built, lambda m: torch.compile(m, backend=counting, dynamic=dynamic)
-        )
+        with counting_torch_breaks() as reasons:
+            tensors = run_case(
+                case, built, lambda m: torch.compile(m, backend=counting, dynamic=dynamic)
+            )
         seconds = time.perf_counter() - start
-        reasons = [str(r) for r in counters["graph_break"]]
-        breaks = int(sum(counters["graph_break"].values()))
-        return Outcome(tensors, len(counting.graphs), breaks, reasons, seconds)
+        return Outcome(tensors, len(counting.graphs), len(reasons), reasons, seconds)
     finally:
         torch._dynamo.reset()
         counters.clear()
