@@ -317,6 +317,77 @@ def test_autograd_grad_with_create_graph_inside_a_compiled_function() -> None:
     )
 
 
+# ---------------------------------------------------------------- item 15: grad-mode regions
+
+
+def _enable_block(x: torch.Tensor, lin: torch.nn.Linear) -> Any:
+    y = x + 1  # under the caller's no_grad: no gradient flows through y
+    with torch.enable_grad():
+        z = lin(y * x)
+        head = z[0]  # a view made with grad on
+    return z, y, head, z.sum() * 2
+
+
+def _enable_statement(x: torch.Tensor, lin: torch.nn.Linear) -> Any:
+    y = x.sin()
+    torch.set_grad_enabled(True)  # left on after the call, as eager leaves it
+    return lin(y * x).tanh(), y
+
+
+def _no_grad_block(x: torch.Tensor, lin: torch.nn.Linear) -> Any:
+    with torch.no_grad():
+        s = lin(x * 3)
+    return lin(x) * s, s
+
+
+# (function, grad mode at entry, whether torch.compile's gradients are a reference: 2.13's
+# differ from eager's for the enable_grad block, by up to 3.0 in the bias gradient)
+_GRAD_REGIONS = {
+    "enable_grad block under no_grad": (_enable_block, False, False),
+    "set_grad_enabled(True) statement under no_grad": (_enable_statement, False, True),
+    "no_grad block under grad": (_no_grad_block, True, True),
+}
+
+
+def _run_region(
+    run: Callable[..., Any], lin: torch.nn.Linear, entry: bool
+) -> tuple[list[torch.Tensor], list[bool], bool, list[torch.Tensor | None]]:
+    """Outputs, their requires_grad, the grad mode after the call, and the gradients of x and
+    of the parameters from a backward through every output that requires grad."""
+    lin.zero_grad(set_to_none=True)
+    x = torch.linspace(-1.0, 1.0, 12).reshape(3, 4).requires_grad_()
+    try:
+        torch.set_grad_enabled(entry)
+        outs = list(run(x, lin))
+        after = torch.is_grad_enabled()
+    finally:
+        torch.set_grad_enabled(True)
+    needs = [o.requires_grad for o in outs]
+    loss = sum((o * (k + 1)).sum() for k, o in enumerate(outs) if o.requires_grad)
+    if isinstance(loss, torch.Tensor):
+        loss.backward()
+    grads = [x.grad, *(p.grad for p in lin.parameters())]
+    return [o.detach() for o in outs], needs, after, grads
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(_GRAD_REGIONS))
+def test_grad_mode_regions_inside_the_graph_train_as_eager(backend: str, case: str) -> None:
+    fn, entry, torch_grads = _GRAD_REGIONS[case]
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 4)
+    expected = _run_region(fn, lin, entry)
+    compile_api.reset()
+    runs = {"strata": _compiled(fn, backend), "torch.compile": _reference(fn, backend)}
+    for name, run in runs.items():
+        for call in range(2):  # the compiling call and a cached one
+            got = _run_region(run, lin, entry)
+            torch.testing.assert_close(got[0], expected[0], msg=f"{name} call {call}")
+            assert got[1:3] == expected[1:3], (name, call, got[1:3], expected[1:3])
+            if name == "strata" or torch_grads:
+                torch.testing.assert_close(got[3], expected[3], msg=f"{name} call {call}")
+
+
 # ---------------------------------------------------------------- errors of our own machinery
 
 

@@ -401,25 +401,17 @@ def _switch_on(x: torch.Tensor) -> torch.Tensor:
 
 _TORCH_2_13 = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 13)
 
-_AOT_ENABLES_GRAD = pytest.mark.xfail(
-    strict=True,
-    reason="aot picks an inference graph from the grad mode at entry: a graph that enables grad "
-    "inside (this statement, or a torch.enable_grad() block under no_grad) returns outputs "
-    "that do not require grad (aot's training decision; the mode after the call is right)",
-)
-
 
 @pytest.mark.parametrize(
     ("backend", "fn", "entry"),
     [
-        pytest.param(backend, fn, entry, id=f"{name}-{backend}", marks=marks)
+        pytest.param(backend, fn, entry, id=f"{name}-{backend}")
         for backend in ("eager", "aot_eager", "inductor")
         for name, fn, entry in (
             ("off", _switch_off, True),
             ("off-then-break", _switch_off_then_break, True),
             ("on", _switch_on, False),
         )
-        for marks in [[_AOT_ENABLES_GRAD] if name == "on" and backend != "eager" else []]
     ],
 )
 def test_grad_mode_statement_is_left_as_eager_leaves_it(

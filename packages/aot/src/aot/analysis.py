@@ -138,6 +138,12 @@ class FunctionMeta:
     # ``aten.copy_(input, new_value)`` (a compiler that asked for it: it can then store the
     # new values straight into the inputs' memory); the runtime copies back only the others
     mutations_in_graph: tuple[int, ...] = ()
+    # Grad mode when the function is called and when it returns: a function may switch it
+    # (``torch.set_grad_enabled(b)`` as a statement, an ``enable_grad()`` block under no_grad).
+    # Ops run in the mode of their own region, so a graph entered under no_grad that enables
+    # grad inside is a training graph; the runtime leaves the mode as the function does.
+    grad_mode_at_entry: bool = True
+    grad_mode_at_exit: bool = True
 
     @property
     def grad_inputs(self) -> tuple[int, ...]:
@@ -423,18 +429,23 @@ def fresh_fake_inputs(
 
 
 def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> FunctionMeta:
-    """Run `flat_fn` once on `fake_inputs` (in the ambient grad mode) and describe it."""
+    """Run `flat_fn` once on `fake_inputs` (in the ambient grad mode) and describe it.
+
+    The function's own grad-mode switches take effect while it runs; the caller restores the
+    mode afterwards."""
     tensor_inputs = {id(x): i for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)}
     versions = {
         i: x._version for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)
     }
     layouts = {i: _layout(x) for i, x in enumerate(fake_inputs) if isinstance(x, torch.Tensor)}
     recorder = _ViewRecorder()
+    entry_mode = torch.is_grad_enabled()
     try:
         # The Python dispatcher routes ops with hidden mutations (training batch norm) to forms
         # that declare them, so they are seen here and functionalized in the trace.
         with enable_python_dispatcher(), fake_mode, recorder:
             outs = list(flat_fn(*fake_inputs))
+        exit_mode = torch.is_grad_enabled()
     except AotTracingError:
         raise
     except Exception as exc:
@@ -552,4 +563,6 @@ def analyse(flat_fn: FlatFn, fake_inputs: Sequence[object], fake_mode: Any) -> F
         outputs=tuple(infos),
         traced=tuple(traced),
         mutated_without_grad=without_grad,
+        grad_mode_at_entry=entry_mode,
+        grad_mode_at_exit=exit_mode,
     )

@@ -304,18 +304,18 @@ class AotFunction:
         if self.symbolic_inputs is not None:
             flat_args = self.symbolic_inputs  # sizes from here; requires_grad from the call
         fake_mode = _fake_mode_for(flat_args)
-        training = torch.is_grad_enabled() and any(rg)
-        if not training:
-            rg = [False] * len(rg)
         _drop_pending_unbacked(fake_mode)
-        with torch.set_grad_enabled(training):
+        # In the caller's grad mode, restored after (the function may switch it): whether any
+        # output needs grad is decided op by op, in the mode of each op's own region, so a
+        # function entered under no_grad that enables grad inside still trains.
+        with torch.set_grad_enabled(torch.is_grad_enabled()):
             meta = analyse(self._flat_fn, fresh_fake_inputs(flat_args, fake_mode, requires_grad=rg),
                            fake_mode)
         out_spec = self._out_spec
         assert out_spec is not None
         trace_inputs = fresh_fake_inputs(flat_args, fake_mode, requires_grad=[False] * len(rg))
         _drop_pending_unbacked(fake_mode)
-        if not training or not meta.differentiable_traced:
+        if not any(rg) or not meta.differentiable_traced:
             if self.keep_input_mutations and meta.mutated_inputs:
                 meta = attrs.evolve(meta, mutations_in_graph=meta.mutated_inputs)
             gm = trace_inference(self._flat_fn, meta, trace_inputs, fake_mode,

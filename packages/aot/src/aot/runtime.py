@@ -118,6 +118,11 @@ def _symbol_resolver(
 def _regenerate_view(
     base: torch.Tensor, info: OutputInfo, resolve: Callable[[Any], Any] | None
 ) -> torch.Tensor:
+    if info.requires_grad and not torch.is_grad_enabled():
+        # a view the function made inside an enable_grad() block of a call under no_grad
+        # carries a gradient (one made under no_grad does not: info says which)
+        with torch.enable_grad():
+            return _regenerate_view(base, info, resolve)
     if info.view_chain is not None:
         out = base
         for step in info.view_chain:
@@ -142,11 +147,14 @@ def _finish(
         if t.kind is TracedKind.MUTATION:
             target = flat_args[t.index]
             assert isinstance(target, torch.Tensor)
-            if t.index in meta.mutated_without_grad:
-                with torch.no_grad():  # as the program wrote it
-                    target.copy_(traced[k])
-            else:
+            # in the mode the program wrote it (a write inside an enable_grad() block of a
+            # function called under no_grad is recorded by autograd)
+            with_grad = t.index not in meta.mutated_without_grad
+            if with_grad == torch.is_grad_enabled():
                 target.copy_(traced[k])
+            else:
+                with torch.set_grad_enabled(with_grad):
+                    target.copy_(traced[k])
         k += 1
     outs: list[object] = []
     resolve = _symbol_resolver(meta, flat_args)
@@ -161,6 +169,8 @@ def _finish(
             outs.append(_regenerate_view(base, info, resolve) if info.view_chain != () else base)
         else:
             outs.append(_regenerate_view(traced[info.index], info, resolve))
+    if meta.grad_mode_at_exit != meta.grad_mode_at_entry:
+        torch._C._set_grad_enabled(meta.grad_mode_at_exit)  # left switched, as the function does
     return outs
 
 
@@ -241,7 +251,13 @@ def make_training_runtime(
             return tuple(result)
 
     def run(flat_args: Sequence[object]) -> list[object]:
-        traced = list(CompiledRegion.apply(*flat_args))  # type: ignore[no-untyped-call]
+        if meta.grad_mode_at_entry:
+            traced = list(CompiledRegion.apply(*flat_args))  # type: ignore[no-untyped-call]
+        else:
+            # called under no_grad, the function enables grad inside (a statement or an
+            # enable_grad() block): autograd records the region only with grad on at apply
+            with torch.enable_grad():
+                traced = list(CompiledRegion.apply(*flat_args))  # type: ignore[no-untyped-call]
         return _finish(meta, flat_args, traced)
 
     return run

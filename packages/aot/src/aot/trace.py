@@ -280,7 +280,10 @@ def trace_joint(
                         call_args.append(fp.clone() if i in mutated else fp)
                     else:
                         call_args.append(fp)
-                outs = run(call_args)
+                # the forward in the caller's grad mode: ops before an enable_grad() block of a
+                # function called under no_grad record no gradient, as in eager
+                with torch.set_grad_enabled(meta.grad_mode_at_entry):
+                    outs = run(call_args)
                 diff_outs = [outs[k] for k in diff]
                 grads: Sequence[torch.Tensor | None] = [None] * len(leaves)
                 if diff_outs and leaves:

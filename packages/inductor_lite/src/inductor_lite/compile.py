@@ -349,6 +349,8 @@ def _compile_for_inference(
     """
     if (
         torch.is_grad_enabled()
+        # a graph that switches grad mode may enable it inside: aot traces it per region
+        or any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes)
         or _symbolic_input(example_inputs) is not None
         # inside torch.compile (its tracing context, or its fake tensors): make_fx would trace
         # in its fake mode and add sizes to its shape environment that it cannot guard
