@@ -37,6 +37,7 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 _MODES = (None, "default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+_CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def _backend_name(backend: str | Backend) -> str:
@@ -225,6 +226,9 @@ def compile(
             f"A callable function is expected, but {type(model)} is provided "
             "(compile_api.compile takes a function or an nn.Module)."
         )
+    if mode in _CUDAGRAPH_MODES and backend == "inductor":
+        # torch's reduce-overhead and max-autotune record CUDA graphs; CPU graphs ignore it
+        options = {"cudagraphs": True}
     if options:
         if backend != "inductor":
             raise RuntimeError(

@@ -235,9 +235,18 @@ def compile_fx(
         aten_gm, out_spec = trace_to_aten(gm, example_inputs)
         compiled = _compile(gm, aten_gm, out_spec, example_inputs, config)
         compiled.check_write_overlap = True
-        return compiled
+        return _graphed(compiled, config)
     except Exception as exc:
         return _give_up(gm, exc, config)
+
+
+def _graphed(compiled: CompiledGraph, config: InductorConfig) -> Callable[..., Any]:
+    """``compiled``, replayed from CUDA graphs when the config asks for them."""
+    if not config.cudagraphs:
+        return compiled
+    from .cudagraphs import cudagraph_runner
+
+    return cudagraph_runner(compiled)
 
 
 def _subclass_input(example_inputs: Sequence[object]) -> str | None:
@@ -282,7 +291,7 @@ def compile_aten_graph(
     config = config or InductorConfig()
     try:
         out_spec = _output_spec(gm)
-        return _compile(gm, gm, out_spec, example_inputs, config)
+        return _graphed(_compile(gm, gm, out_spec, example_inputs, config), config)
     except Exception as exc:
         return _give_up(gm, exc, config)
 
@@ -377,7 +386,7 @@ def _compile_for_inference(
         for n in aten_gm.graph.nodes
     ):
         return None
-    return _compile(gm, aten_gm, out_spec, example_inputs, config)
+    return _graphed(_compile(gm, aten_gm, out_spec, example_inputs, config), config)
 
 
 def _compile_with_aot(

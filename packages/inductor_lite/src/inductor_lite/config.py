@@ -89,6 +89,9 @@ class InductorConfig:
     # store it into the input's memory where that is safe (input_writes.py); False computes
     # it into a new buffer and copies it into the input at the end.
     write_inputs_in_place: bool = True
+    # Record each CUDA graph's kernel launches into a CUDA graph and replay it per call
+    # (cudagraphs.py; compile_api's mode="reduce-overhead" sets it).
+    cudagraphs: bool = False
 
     def __post_init__(self) -> None:
         self.cache_dir = Path(self.cache_dir)
