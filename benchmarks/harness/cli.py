@@ -65,6 +65,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--strata-backend", default="inductor", help="backend= for compile_api.compile")
     p.add_argument("--torch-backend", default="inductor", help="backend= for torch.compile")
+    p.add_argument("--mode", default=None,
+                   help="mode= for compile_api.compile and torch.compile (reduce-overhead, ...)")
     p.add_argument("--warm-cache", action="store_true",
                    help="keep torch inductor's on-disk cache (default: a fresh one, so compile "
                         "times are cold)")
@@ -112,7 +114,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    return Options(strata_backend=args.strata_backend, torch_backend=args.torch_backend)
+    return Options(strata_backend=args.strata_backend, torch_backend=args.torch_backend,
+                   mode=args.mode)
 
 
 def run_in_process(workload: Workload, impls: Sequence[tuple[str, Callable[[], Impl]]],
@@ -141,6 +144,7 @@ def _child_args(args: argparse.Namespace, workload: Workload, out: Path,
              "--device", args.device, "--impl", ",".join(specs), "--repeats", str(args.repeats),
              "--warmup", str(args.warmup), "--min-sample-ms", str(args.min_sample_ms),
              "--strata-backend", args.strata_backend, "--torch-backend", args.torch_backend,
+             *(["--mode", args.mode] if args.mode else []),
              "--clock", args.clock]
     if args.threads is not None:
         child += ["--threads", str(args.threads)]

@@ -32,6 +32,7 @@ class Options:
 
     strata_backend: str = "inductor"
     torch_backend: str = "inductor"
+    mode: str | None = None  # mode= for both compilers (reduce-overhead: CUDA graphs)
 
 
 class Impl(Protocol):
@@ -71,6 +72,7 @@ class TorchCompile:
 
     def __init__(self, options: Options) -> None:
         self._backend = options.torch_backend
+        self._mode = options.mode
         self._before: tuple[int, int] | None = None
 
     @staticmethod
@@ -85,7 +87,7 @@ class TorchCompile:
         import torch
 
         self._before = self._counters()
-        return torch.compile(fn, backend=self._backend)
+        return torch.compile(fn, backend=self._backend, mode=self._mode)
 
     def graph_counts(self, fresh: Callable[[], Instance]) -> GraphCounts:
         if self._before is None:
@@ -104,13 +106,14 @@ class Strata:
 
     def __init__(self, options: Options) -> None:
         self._backend = options.strata_backend
+        self._mode = options.mode
 
     def compile(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         compile_api = importlib.import_module("compile_api")
         compile_fn = getattr(compile_api, "compile", None)
         if compile_fn is None:
             raise NotImplementedError("compile_api.compile does not exist yet")
-        return compile_fn(fn, backend=self._backend)  # type: ignore[no-any-return]
+        return compile_fn(fn, backend=self._backend, mode=self._mode)  # type: ignore[no-any-return]
 
     def graph_counts(self, fresh: Callable[[], Instance]) -> GraphCounts:
         compile_api = importlib.import_module("compile_api")

@@ -8,9 +8,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import os
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -182,6 +184,8 @@ class TritonLauncher:
     def _tune_blocks(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
         cands = block_candidates(self._rows(tensors), self.src.max_inner, self.src.persistent)
         cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors)
+        if cuda and len(cands) > 1:
+            _compile_in_parallel(self.fn, cands, tensors)
         best: tuple[float, tuple[int, int]] | None = None
         failures: list[str] = []
         for cfg in cands:
@@ -218,6 +222,43 @@ class TritonLauncher:
                 self._direct = False  # interpreted: never look again
             else:
                 self._fast[key] = fast
+
+
+class _CompilePool:
+    """The threads that compile a kernel's block-size candidates side by side.
+
+    Each candidate is a separate Triton compile (XBLOCK and RBLOCK are compile-time
+    constants), and compiling them one after the other was most of a large graph's compile
+    time. Triton's compiler lets go of the interpreter lock in its passes and runs ptxas as a
+    separate program, so threads overlap them; triton's own async-compile hook puts the
+    results in the kernel's cache, where the launches that time them find them.
+    """
+
+    executor: ThreadPoolExecutor | None = None
+
+    @classmethod
+    def get(cls) -> ThreadPoolExecutor:
+        if cls.executor is None:
+            workers = max(1, min(8, (os.cpu_count() or 1)))
+            cls.executor = ThreadPoolExecutor(workers, thread_name_prefix="strata-triton")
+        return cls.executor
+
+
+def _compile_in_parallel(
+    fn: Any, cands: list[tuple[int, int]], tensors: tuple[torch.Tensor, ...]
+) -> None:
+    """Compile every candidate of ``fn`` for these arguments at once (best effort: one that
+    fails here fails again, with its message, when the tuner launches it)."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:  # an older triton: the tuner compiles them one by one
+        return
+    try:
+        with AsyncCompileMode(_CompilePool.get(), ignore_errors=True):
+            for xblock, rblock in cands:
+                fn.warmup(*tensors, grid=(1,), XBLOCK=xblock, RBLOCK=rblock)
+    except Exception as exc:  # pragma: no cover - the serial path compiles what is missing
+        log.debug("parallel compile of %s failed: %s", getattr(fn, "__name__", fn), exc)
 
 
 def _rows_of(src: TritonKernelSource) -> Callable[[tuple[Any, ...]], int]:

@@ -163,6 +163,7 @@ def build_wrapper(
         "_dev": graph.device,
         "_index_error": index_check,
         "_safe": safe,
+        "_overlapping": _written_range_overlaps,
         "_bump": torch.autograd.graph.increment_version,
     }
     ns.update(graph.constants)
@@ -444,6 +445,16 @@ def _overlap_check(graph: LoweredGraph, written: set[str]) -> list[str]:
         return []
     lines = [f"    _p{s.name} = {s.name}.data_ptr()" for s in tensors]
     extent = {s.name: pyexpr(memory_extent(s)) for s in tensors}
+    pairs = len(written) * (len(tensors) - 1)
+    if pairs > _INLINE_OVERLAP_TESTS:
+        # an optimizer step writes hundreds of inputs: pairwise tests would grow with the
+        # square of their count; sorting the address ranges is n log n
+        ranges = ", ".join(
+            f"(_p{s.name}, _p{s.name} + {extent[s.name]}, {s.name in written})" for s in tensors
+        )
+        lines.append(f"    if _overlapping(({ranges},)):")
+        lines.append("        return _safe(args)")
+        return lines
     tests = []
     for w in sorted(written):
         for s in tensors:
@@ -455,6 +466,32 @@ def _overlap_check(graph: LoweredGraph, written: set[str]) -> list[str]:
     lines.append(f"    if {' or '.join(tests)}:")
     lines.append("        return _safe(args)")
     return lines
+
+
+# Up to this many pairwise address tests are written out inline (cheaper than a sort for
+# the few inputs most graphs have); beyond, the wrapper sorts the ranges.
+_INLINE_OVERLAP_TESTS = 12
+
+
+def _written_range_overlaps(ranges: Sequence[tuple[int, int, bool]]) -> bool:
+    """Whether a written range ``(start, end, written)`` intersects another range.
+
+    Sorted by start, ranges fall into groups where each overlaps an earlier member of its
+    group (or, for the first, the second): a group of two or more holding a written range
+    means that range shares memory with another. Empty ranges touch nothing.
+    """
+    end = -1
+    size = 0
+    has_written = False
+    for start, stop, written in sorted(r for r in ranges if r[1] > r[0]):
+        if start >= end:  # a new group
+            if size > 1 and has_written:
+                return True
+            end, size, has_written = stop, 0, False
+        size += 1
+        has_written = has_written or written
+        end = max(end, stop)
+    return size > 1 and has_written
 
 
 def _bind_symbols(graph: LoweredGraph) -> list[str]:
