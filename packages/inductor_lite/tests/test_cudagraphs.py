@@ -162,6 +162,19 @@ def test_cpu_graphs_are_never_recorded_and_say_why(
     assert any("not CUDA" in r.message for r in caplog.records)
 
 
+def test_compile_mode_reduce_overhead_reaches_the_backend_and_cpu_runs_unrecorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import compile_api
+
+    compiled = compile_api.compile(_mlp, mode="reduce-overhead")
+    x, w, b = torch.randn(4, 16), torch.randn(16, 8), torch.randn(8)
+    with caplog.at_level(logging.INFO, logger="strata.inductor_lite"), torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x, w, b), _mlp(x, w, b))
+    assert any("cudagraphs: running this graph unrecorded" in r.message for r in caplog.records)
+
+
 def _fake_cudagraphs(monkeypatch: pytest.MonkeyPatch) -> list[cg.CudaGraphRunner]:
     """compile_fx's cudagraphs=True records CPU graphs with the stand-in recorder."""
     made: list[cg.CudaGraphRunner] = []
