@@ -1430,5 +1430,5 @@ def test_a_region_returning_from_inside_no_grad_returns_like_eager(
     # body that always returns, so no back edge; a try whose except returns) made the return an
     # exit of the region: the residual code called the with's exit a second time with the
     # return value where __exit__ should be -- TypeError "'Tensor' object is not callable".
-    # Fixed in symbolic_vm/region.py (a return is never a region exit).
+    # Fixed in symbolic_vm/breaks/region.py (a return is never a region exit).
     assert_like_eager(fn, calls, backend=backend)

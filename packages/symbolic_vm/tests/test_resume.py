@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from symbolic_vm.bytecode import PY_VERSION, ResumeError
-from symbolic_vm.resume import (
+from symbolic_vm.breaks.resume import (
     BreakCode,
     BreakPlan,
     Const,
@@ -31,6 +30,7 @@ from symbolic_vm.resume import (
     WithExit,
     instructions_at,
 )
+from symbolic_vm.bytecode import PY_VERSION, ResumeError
 
 # --- helpers -------------------------------------------------------------------------------------
 

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 
-from symbolic_vm.break_policy import why_not_break_at, with_exit_slot, with_exit_slots
-from symbolic_vm.bytecode import PY_VERSION
-from symbolic_vm.resume import (
+from symbolic_vm.breaks.flow import why_not_break_at, with_exit_slot, with_exit_slots
+from symbolic_vm.breaks.resume import (
     BreakPlan,
     Const,
     Local,
@@ -32,6 +31,7 @@ from symbolic_vm.resume import (
     instructions_at,
     positional_helper,
 )
+from symbolic_vm.bytecode import PY_VERSION
 
 
 def call_slots(func: Slot, *args: Slot) -> tuple[Slot, ...]:

@@ -1,5 +1,5 @@
 """Region-level breaks on plain Python values (no torch): a loop or try statement of a frame
-runs as its own bytecode between a prologue helper and resume functions (symbolic_vm.region).
+runs as its own bytecode between a prologue helper and resume functions (symbolic_vm.breaks.region).
 
 Each case builds the residual code for the region around a call of ``note`` the way the VM
 would (the helper returns the frame's locals at the region's start), runs it and the original
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from symbolic_vm.bytecode import PY_VERSION, ResumeError
-from symbolic_vm.region import find_region, inside_loop_or_try, region_residual, with_slots
-from symbolic_vm.resume import (
+from symbolic_vm.breaks.flow import in_loop_or_try, with_slots
+from symbolic_vm.breaks.region import find_region, region_residual
+from symbolic_vm.breaks.resume import (
     UNBOUND,
     BreakPlan,
     Const,
@@ -33,6 +33,7 @@ from symbolic_vm.resume import (
     instructions_at,
     positional_helper,
 )
+from symbolic_vm.bytecode import PY_VERSION, ResumeError
 
 SEEN: list[object] = []
 
@@ -221,7 +222,7 @@ def not_in_a_loop(x: int) -> int:
 
 
 def test_a_break_outside_any_loop_or_try_has_no_region() -> None:
-    assert not inside_loop_or_try(not_in_a_loop.__code__, note_offset(not_in_a_loop))
+    assert not in_loop_or_try(not_in_a_loop.__code__, note_offset(not_in_a_loop))
     with pytest.raises(ResumeError):
         find_region(not_in_a_loop.__code__, note_offset(not_in_a_loop))
 

@@ -10,17 +10,14 @@ import types
 import torch
 
 from symbolic_vm import handlers
-from symbolic_vm.breaks import break_record, plan_break, reset_resumes, residual_code
+from symbolic_vm.breaks.decisions import Resume, Retrace, RunEagerly, RunRegion, Stop
+from symbolic_vm.breaks.flow import clear_flows
+from symbolic_vm.breaks.policy import break_record, build, decide, reset_resumes
+from symbolic_vm.breaks.region import Region
 from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, frame_names
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
 from symbolic_vm.guard_api import Source
-from symbolic_vm.interpreter import (
-    SUPPORTED_VERSIONS,
-    BreakAt,
-    Interpreter,
-    RegionRestart,
-    RetraceAt,
-)
+from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
 from symbolic_vm.output import CellWrite, Output
 from symbolic_vm.records import (
     CaptureConfig,
@@ -29,7 +26,6 @@ from symbolic_vm.records import (
     FrameLike,
     GraphBreak,
 )
-from symbolic_vm.region import Region
 from symbolic_vm.values import SymVar, TensorVar, Var
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -55,6 +51,7 @@ def reset() -> None:
     TorchDynamo's reset keeps them; reset_registries() forgets those too.
     """
     reset_resumes()
+    clear_flows()
 
 
 def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
@@ -64,10 +61,10 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     Otherwise it breaks the graph before the frame's instruction that failed (or whose inlined
     call failed): the graph so far, the instruction run for real, a resume function for the
     rest (``result.breaks``). A break inside a loop or try block stops the trace again at the
-    outermost loop/try statement around it, which then runs as bytecode (symbolic_vm.region).
-    Where no break is possible (a user context manager, a function made in the frame still
-    alive at the break) it raises :class:`GraphBreakNeeded` and the caller runs the frame
-    eagerly.
+    outermost loop/try statement around it, which then runs as bytecode. Where no break is
+    possible (a user context manager, a function made in the frame still alive at the break)
+    it raises :class:`GraphBreakNeeded` and the caller runs the frame eagerly. The decisions
+    are symbolic_vm.breaks.policy's (see symbolic_vm/breaks/__init__.py for the path).
     """
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
         raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")
@@ -75,16 +72,17 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     stop_at: tuple[int, Unsupported] | None = None
     region: tuple[Region, Unsupported] | None = None
     while True:  # at most 4 traces: a retrace, a region restart, a retrace
-        try:
-            return _capture_once(frame, config, number, stop_at, region)
-        except RetraceAt as retry:
+        outcome = _capture_once(frame, config, number, stop_at, region)
+        if isinstance(outcome, CaptureResult):
+            return outcome
+        if isinstance(outcome, Retrace):
             if stop_at is not None:  # the second trace must stop before reaching this
-                raise _eager(retry.error, config) from retry
-            stop_at = (retry.step, retry.error)
-        except RegionRestart as restart:
+                raise _eager(outcome.error, config)
+            stop_at = (outcome.step, outcome.error)
+        else:
             if region is not None:  # the restarted trace stops before any loop or try
-                raise _eager(restart.error, config) from restart
-            region, stop_at = (restart.region, restart.error), None
+                raise _eager(outcome.error, config)
+            region, stop_at = (outcome.region, outcome.error), None
 
 
 def _capture_once(
@@ -93,7 +91,8 @@ def _capture_once(
     number: int,
     stop_at: tuple[int, Unsupported] | None,
     region: tuple[Region, Unsupported] | None = None,
-) -> CaptureResult:
+) -> CaptureResult | Retrace | RunRegion:
+    """One trace of the frame: its result, or the next trace to make (capture() loops)."""
     code = frame.f_code
     out = Output(frame.f_globals, config, prefix=f"__strata_{number}")
     out.frame_names = frame_names(code)
@@ -116,12 +115,18 @@ def _capture_once(
             )
             vm.stop_at = stop_at
             vm.stop_region = region
-            try:
-                result = vm.run()
-            except BreakAt as brk:
+            result = vm.run_frame()
+            if isinstance(result, Retrace):
+                return result
+            if isinstance(result, Stop):
                 _leave_autocast(out)
                 torch._C._set_grad_enabled(grad_before)
-                return _finish_with_break(out, vm, brk, f"__compiled_fn_{number}")
+                decision = decide(out, vm, result)
+                if isinstance(decision, RunEagerly):
+                    raise decision.error
+                if isinstance(decision, RunRegion):
+                    return decision
+                return _finish_with_break(out, vm, result, decision, f"__compiled_fn_{number}")
             # Guards describe the state at frame entry, not after the trace changed it.
             _leave_autocast(out)
             torch._C._set_grad_enabled(grad_before)
@@ -212,21 +217,18 @@ def _finish(
 
 
 def _finish_with_break(
-    out: Output, vm: Interpreter, brk: BreakAt, graph_name: str
+    out: Output, vm: Interpreter, stop: Stop, resume: Resume, graph_name: str
 ) -> CaptureResult:
-    rebuilder, writes, return_expr, stack, live = plan_break(out, vm, brk)
-    graphs, graph_call, graph_args, guarded = _graph(out, rebuilder, graph_name)
-    code, resume_globals = residual_code(
-        out, vm.code, brk, (graph_call, graph_args, rebuilder, writes, return_expr), stack, live
-    )
-    log.debug("graph break in %s: %s", vm.code.co_name, brk.error.reason)
+    graphs, graph_call, graph_args, guarded = _graph(out, resume.rebuilder, graph_name)
+    code, resume_globals = build(out, vm.code, stop, resume, (graph_call, graph_args))
+    log.debug("graph break in %s: %s", vm.code.co_name, stop.error.reason)
     guards, rebuild_guards = out.capture_guards(guarded)
     return CaptureResult(
         code=code,
         graphs=graphs,
         guards=guards,
         rebuild_guards=rebuild_guards,
-        breaks=[break_record(brk.error)],
+        breaks=[break_record(stop.error)],
         globals_to_install={**out.installs, **resume_globals},
     )
 

@@ -14,10 +14,11 @@ from typing import Any
 
 import torch
 
+from symbolic_vm.breaks.decisions import Retrace, Stop
+from symbolic_vm.breaks.region import Region
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import LocalSource
 from symbolic_vm.output import Output
-from symbolic_vm.region import Region
 from symbolic_vm.values import NULL, Cell, Var
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -113,7 +114,7 @@ class ReturnSignal(Exception):
         self.value = value
 
 
-# Instructions the residual code of a graph break can run for real (see symbolic_vm.resume).
+# Instructions the residual code of a graph break can run for real (see symbolic_vm.breaks.resume).
 BREAKABLE = frozenset({
     "CALL", "PRECALL", "KW_NAMES", "CALL_FUNCTION_EX", "UNARY_NEGATIVE", "UNARY_NOT",
     "UNARY_INVERT", "GET_ITER", "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP",
@@ -123,54 +124,6 @@ BREAKABLE = frozenset({
     "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
 })
-
-
-class BreakAt(Exception):
-    """The root frame can break the graph before the instruction at ``offset``.
-
-    ``stack`` and ``local_vars`` are the VM state right before it; nothing the failed
-    instruction did is kept (it changed no graph, effect, box or cell: see Interpreter.run).
-    """
-
-    def __init__(
-        self,
-        offset: int,
-        stack: list[Var],
-        local_vars: dict[str, Var],
-        error: Unsupported,
-        *,
-        region: Region | None = None,
-    ) -> None:
-        super().__init__(error.reason)
-        self.offset = offset
-        self.stack = stack
-        self.local_vars = local_vars
-        self.error = error
-        self.region = region  # set when the whole region starting at ``offset`` runs eagerly
-
-
-class RetraceAt(Exception):
-    """A root instruction failed after changing the trace (an inlined call ran part way).
-
-    capture() traces the frame again and stops right before root step ``step`` (the same
-    instruction: the trace is deterministic), where nothing has been changed yet.
-    """
-
-    def __init__(self, step: int, error: Unsupported) -> None:
-        super().__init__(error.reason)
-        self.step = step
-        self.error = error
-
-
-class RegionRestart(Exception):
-    """A break inside a loop or try block: capture() traces the frame again and stops at the
-    start of ``region`` (the outermost loop/try statement around it), which then runs as
-    bytecode (see symbolic_vm.region). ``error`` is the break's reason, saying so."""
-
-    def __init__(self, region: Region, error: Unsupported) -> None:
-        super().__init__(error.reason)
-        self.region = region
-        self.error = error
 
 
 class Interpreter:
@@ -213,8 +166,8 @@ class Interpreter:
         # Graph breaks: only in the root frame, only when the caller allows them.
         self.may_break = False
         self.steps = 0  # root instructions started (identifies one dynamic instruction)
-        self.stop_at: tuple[int, Unsupported] | None = None  # (step, why) from a RetraceAt
-        self.stop_region: tuple[Region, Unsupported] | None = None  # from a RegionRestart
+        self.stop_at: tuple[int, Unsupported] | None = None  # (step, why) from a Retrace
+        self.stop_region: tuple[Region, Unsupported] | None = None  # from a RunRegion
         # ((line, caller's line), text) of the newest graph nodes' stack trace
         self._stack_trace: tuple[tuple[int, int], str] | None = None
         self.handling: Any = None  # the exception an except block handles (an ObjectVar)
@@ -222,7 +175,18 @@ class Interpreter:
     # -- running ----------------------------------------------------------------------------
 
     def run(self) -> Var:
-        """Interpret until the code returns; the returned value."""
+        """Interpret until the code returns; the returned value (an inlined call, a generator)."""
+        result = self._run()
+        assert not isinstance(result, Stop | Retrace), "only the root frame stops"
+        return result
+
+    def run_frame(self) -> Var | Stop | Retrace:
+        """Interpret the root frame: its returned value, or where and why the trace stopped
+        (a Stop before an instruction that failed cleanly or starts the region to run as
+        bytecode; a Retrace when a failed instruction had changed the trace)."""
+        return self._run()
+
+    def _run(self) -> Var | Stop | Retrace:
         while True:
             inst = self.instructions[self.ip]
             self.ip += 1
@@ -231,13 +195,11 @@ class Interpreter:
             fn = self.table.get(inst.opname)
             self.steps += 1
             if self.stop_at is not None and self.stop_at[0] == self.steps:
-                raise BreakAt(inst.offset, list(self.stack), dict(self.locals), self.stop_at[1])
+                return Stop(inst.offset, list(self.stack), dict(self.locals), self.stop_at[1])
             if self.stop_region is not None and self.stop_region[0].start == inst.offset:
                 # The region's start is outside every loop: the first arrival is its entry.
                 region, why = self.stop_region
-                raise BreakAt(
-                    inst.offset, list(self.stack), dict(self.locals), why, region=region
-                )
+                return Stop(inst.offset, list(self.stack), dict(self.locals), why, region=region)
             snapshot = self._snapshot(inst)
             nodes = self.out.builder.graph.nodes
             before = len(nodes)
@@ -260,11 +222,11 @@ class Interpreter:
             except Unsupported as exc:
                 located = exc.located(self.code.co_filename, self.lineno)
                 if snapshot is not None and snapshot[2] == self.out.change_marks():
-                    raise BreakAt(inst.offset, snapshot[0], snapshot[1], located) from exc
+                    return Stop(inst.offset, snapshot[0], snapshot[1], located)
                 if snapshot is not None or self.may_break:
                     # Traced again to stop right before it; an instruction a plain break
-                    # cannot run alone then has its statement run as bytecode (region.py).
-                    raise RetraceAt(self.steps, located) from exc
+                    # cannot run alone then has its statement run as bytecode (a region).
+                    return Retrace(self.steps, located)
                 raise located from exc.__cause__
             finally:
                 if len(nodes) != before:

@@ -25,28 +25,13 @@ it again (see ``ResumeBuilder.resume_at``). Imports no torch.
 
 from __future__ import annotations
 
-import dis
 import types
 from collections.abc import Sequence
 
 import attrs
 
-from symbolic_vm.bytecode import (
-    PY_VERSION,
-    ExceptHandler,
-    Instr,
-    Label,
-    ResumeError,
-    Signature,
-    assemble,
-    codegen,
-    decode,
-    instructions_only,
-    label_indices,
-)
-from symbolic_vm.bytecode.codegen import with_position
-from symbolic_vm.bytecode.opcodes import NO_FALLTHROUGH
-from symbolic_vm.resume import (
+from symbolic_vm.breaks.flow import TRY, WITH, CodeFlow, flow_of
+from symbolic_vm.breaks.resume import (
     UNBOUND,
     BreakCode,
     BreakPlan,
@@ -62,8 +47,20 @@ from symbolic_vm.resume import (
     slot_tag,
     with_cleanups,
 )
+from symbolic_vm.bytecode import (
+    PY_VERSION,
+    ExceptHandler,
+    Instr,
+    Label,
+    ResumeError,
+    Signature,
+    assemble,
+    codegen,
+)
+from symbolic_vm.bytecode.codegen import with_position
+from symbolic_vm.bytecode.opcodes import NO_FALLTHROUGH
 
-__all__ = ["Region", "find_region", "inside_loop_or_try", "region_residual", "with_slots"]
+__all__ = ["Region", "find_region", "region_residual"]
 
 Items = list[Instr | Label]
 
@@ -93,96 +90,7 @@ class Region:
     kind: str
 
 
-@attrs.frozen
-class _Flow:
-    """Control-flow facts of one code object, by instruction index."""
-
-    instrs: list[Instr]
-    items: list[Instr | Label]
-    label_at: dict[Label, int]
-    depth: dict[int, int]
-    main: frozenset[int]  # reachable from the entry without an exception
-
-    def successors(self, i: int) -> list[int]:
-        """Where control goes after instruction ``i`` without an exception."""
-        ins = self.instrs[i]
-        out: list[int] = []
-        if isinstance(ins.arg, Label):
-            out.append(self.label_at[ins.arg])
-        if ins.opname not in NO_FALLTHROUGH and i + 1 < len(self.instrs):
-            out.append(i + 1)
-        return out
-
-    def handler_index(self, handler: ExceptHandler) -> int:
-        return self.label_at[handler.target]
-
-
-def _oparg(ins: Instr) -> int | None:
-    if not dis.opmap.get(ins.opname, 0) >= dis.HAVE_ARGUMENT:
-        return None
-    if isinstance(ins.arg, int) and not isinstance(ins.arg, bool):
-        return ins.arg
-    return ins.flags or 0  # name-indexed ops keep their stack-changing bits in flags
-
-
-def _flow(code: types.CodeType) -> _Flow:
-    items = decode(code)
-    instrs = instructions_only(items)
-    label_at = label_indices(items)
-    depth: dict[int, int] = {}
-    main: set[int] = set()
-    work: list[tuple[int, int, bool]] = [(0, 0, True)]
-    while work:
-        i, d, normal = work.pop()
-        if i >= len(instrs):
-            continue
-        seen_main = i in main
-        if i in depth and (seen_main or not normal):
-            continue
-        depth.setdefault(i, d)
-        if normal:
-            main.add(i)
-        ins = instrs[i]
-        op = dis.opmap[ins.opname]
-        arg = _oparg(ins)
-        if ins.handler is not None:
-            h = ins.handler
-            work.append((label_at[h.target], h.depth + int(h.lasti) + 1, False))
-        if isinstance(ins.arg, Label):
-            work.append((label_at[ins.arg], d + dis.stack_effect(op, arg, jump=True), normal))
-            if ins.opname not in NO_FALLTHROUGH:
-                work.append((i + 1, d + dis.stack_effect(op, arg, jump=False), normal))
-        elif ins.opname not in NO_FALLTHROUGH:
-            work.append((i + 1, d + dis.stack_effect(op, arg), normal))
-    return _Flow(instrs, items, label_at, depth, frozenset(main))
-
-
-def _handler_kinds(flow: _Flow, i: int) -> list[tuple[ExceptHandler, str]]:
-    """Every exception handler around instruction ``i``, innermost first, with its kind:
-    "with" (a with block's cleanup), "try" (an except/finally clause) or "other" (3.12's
-    comprehension restore). A clause's own cleanup (the ``lasti`` block after PUSH_EXC_INFO)
-    leads to the handler around the whole statement."""
-    out: list[tuple[ExceptHandler, str]] = []
-    handler = flow.instrs[i].handler
-    seen: set[int] = set()
-    while handler is not None:
-        t = flow.handler_index(handler)
-        if t in seen:
-            break
-        seen.add(t)
-        first = flow.instrs[t]
-        kind = "other"
-        if first.opname == "PUSH_EXC_INFO":
-            then = flow.instrs[t + 1] if t + 1 < len(flow.instrs) else first
-            kind = "with" if then.opname == "WITH_EXCEPT_START" else "try"
-        out.append((handler, kind))
-        handler = first.handler
-        if first.opname == "PUSH_EXC_INFO" and handler is not None:
-            handler = flow.instrs[flow.handler_index(handler)].handler  # past the lasti cleanup
-    return out
-
-
-def _uses(flow: _Flow, names: frozenset[str]) -> list[int]:
+def _uses(flow: CodeFlow, names: frozenset[str]) -> list[int]:
     """The main-line instructions reading, writing or deleting one of the variables ``names``."""
     out = []
     for i in sorted(flow.main):
@@ -201,7 +109,7 @@ _VARIABLE_OPS = frozenset({
 
 
 def _span(
-    flow: _Flow, where: int, withs: frozenset[int] = frozenset(),
+    flow: CodeFlow, where: int, withs: frozenset[int] = frozenset(),
     cover: frozenset[str] = frozenset(),
 ) -> tuple[int, int, set[str], set[int]]:
     """The outermost loop/try statement around instruction ``where`` (or ``with`` statement
@@ -209,18 +117,15 @@ def _span(
     instruction index, which kinds of statement it is, and the handlers (target indices) of
     its try blocks and of those with blocks."""
     main = sorted(flow.main)
-    back_edges = [
-        (flow.label_at[ins.arg], i) for i in main
-        if isinstance((ins := flow.instrs[i]).arg, Label) and flow.label_at[ins.arg] <= i
-    ]
+    back_edges = flow.back_edges
     held = {
-        flow.handler_index(h) for h, kind in _handler_kinds(flow, where)
-        if kind == "with" and h.depth - 1 in withs
+        flow.handler_index(h) for h, kind in flow.handler_kinds(where)
+        if kind == WITH and h.depth - 1 in withs
     }
     covered: dict[int, list[int]] = {}
     for i in main:
-        for handler, kind in _handler_kinds(flow, i):
-            if kind == "try" or flow.handler_index(handler) in held:
+        for handler, kind in flow.handler_kinds(i):
+            if kind == TRY or flow.handler_index(handler) in held:
                 covered.setdefault(flow.handler_index(handler), []).append(i)
     lo = hi = where
     uses = _uses(flow, cover)
@@ -246,23 +151,6 @@ def _span(
     return lo, hi, kinds, tries
 
 
-def inside_loop_or_try(code: types.CodeType, offset: int) -> bool:
-    """Whether the instruction at ``offset`` is inside a loop or a try block of ``code``."""
-    flow = _flow(code)
-    where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
-    return where is not None and where in flow.depth and bool(_span(flow, where)[2])
-
-
-def with_slots(code: types.CodeType, offset: int) -> list[int]:
-    """The stack slots of the ``__exit__`` of every ``with`` block around the instruction at
-    ``offset``, innermost first, through try blocks too."""
-    flow = _flow(code)
-    where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
-    if where is None:
-        raise ResumeError(f"{code.co_name} has no instruction at offset {offset}")
-    return [h.depth - 1 for h, kind in _handler_kinds(flow, where) if kind == "with"]
-
-
 def find_region(
     code: types.CodeType, offset: int, *, statement: bool = False,
     withs: frozenset[int] = frozenset(), cover: frozenset[str] = frozenset(),
@@ -275,7 +163,7 @@ def find_region(
     variables ``cover`` (an iterator or generator held in a local: it then lives and dies in
     the region; kind "statements" when that is all). Raises ResumeError when there is none or
     it cannot run on its own."""
-    flow = _flow(code)
+    flow = flow_of(code)
     where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
     if where is None or where not in flow.depth:
         raise ResumeError(f"no traced instruction at offset {offset} of {code.co_name}")
@@ -290,8 +178,8 @@ def find_region(
     # loop's iterable is made before its FOR_ITER; a 3.12 inlined comprehension sits inside an
     # expression, whose statement is then the region).
     target = max(
-        (h.depth for h, kind in _handler_kinds(flow, lo)
-         if kind == "with" and flow.handler_index(h) not in tries),
+        (h.depth for h, kind in flow.handler_kinds(lo)
+         if kind == WITH and flow.handler_index(h) not in tries),
         default=0,
     )
     first_resume = next(
@@ -332,7 +220,7 @@ def find_region(
 
 
 def _grown_members(
-    flow: _Flow, start: int, hi: int, base: int, tries: set[int]
+    flow: CodeFlow, start: int, hi: int, base: int, tries: set[int]
 ) -> tuple[set[int], set[int]]:
     """:func:`_members`, with every exit from which control comes back into the region made a
     member (a branch of a conditional expression sits at the statement's depth too), until the
@@ -351,7 +239,7 @@ def _grown_members(
     raise ResumeError("the region does not settle")
 
 
-def _entries(flow: _Flow, start: int, members: set[int]) -> set[int]:
+def _entries(flow: CodeFlow, start: int, members: set[int]) -> set[int]:
     """The non-members with an edge into the region other than into its start."""
     out: set[int] = set()
     for i, ins in enumerate(flow.instrs):
@@ -365,7 +253,7 @@ def _entries(flow: _Flow, start: int, members: set[int]) -> set[int]:
     return out
 
 
-def _reaches(flow: _Flow, source: int, goals: set[int], members: set[int]) -> bool:
+def _reaches(flow: CodeFlow, source: int, goals: set[int], members: set[int]) -> bool:
     """Whether control from ``source`` reaches one of ``goals`` outside ``members``."""
     seen: set[int] = set()
     work = [source]
@@ -381,7 +269,7 @@ def _reaches(flow: _Flow, source: int, goals: set[int], members: set[int]) -> bo
 
 
 def _members(  # noqa: PLR0917 - the parts of one region
-    flow: _Flow, start: int, hi: int, base: int, tries: set[int], forced: set[int]
+    flow: CodeFlow, start: int, hi: int, base: int, tries: set[int], forced: set[int]
 ) -> tuple[set[int], set[int]]:
     """The instructions a region starting at ``start`` runs, and its exits (see find_region);
     ``forced`` are exits kept as members."""
@@ -408,7 +296,7 @@ def _members(  # noqa: PLR0917 - the parts of one region
             # where an exit expects a with's __exit__ (a return inside re-entered with blocks).
             if (
                 not start <= s <= hi and flow.depth.get(s) == base and s not in forced
-                and not any(flow.handler_index(h) in tries for h, _ in _handler_kinds(flow, s))
+                and not any(flow.handler_index(h) in tries for h, _ in flow.handler_kinds(s))
                 and not _plain_jump(flow, s) and not _return_epilogue(flow, s)
             ):
                 exits.add(s)
@@ -423,7 +311,7 @@ _JUMPS = frozenset({"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT
 _EPILOGUE = frozenset({"SWAP", "POP_TOP", "LOAD_CONST", "PRECALL", "CALL", "NOP"})
 
 
-def _return_epilogue(flow: _Flow, i: int) -> bool:
+def _return_epilogue(flow: CodeFlow, i: int) -> bool:
     """Whether instruction ``i`` only leads, straight on, through with exits to a return."""
     for _ in range(64):
         ins = flow.instrs[i]
@@ -436,18 +324,18 @@ def _return_epilogue(flow: _Flow, i: int) -> bool:
     return False
 
 
-def _plain_jump(flow: _Flow, i: int) -> bool:
+def _plain_jump(flow: CodeFlow, i: int) -> bool:
     """Whether instruction ``i`` only jumps forward (a with/try statement's paths meeting after
     it): the region takes it, so both paths leave at its target, through one resume function."""
     ins = flow.instrs[i]
     return ins.opname in _JUMPS and isinstance(ins.arg, Label) and flow.label_at[ins.arg] > i
 
 
-def _outer_handlers(flow: _Flow, start: int) -> set[int]:
+def _outer_handlers(flow: CodeFlow, start: int) -> set[int]:
     """The handlers (by target index) of the with blocks around a region starting at
     ``start``: not part of it. A try block covering the start is the region's own (the region
     holds every try block around the break, and starts at or before its first instruction)."""
-    return {flow.handler_index(h) for h, kind in _handler_kinds(flow, start) if kind != "try"}
+    return {flow.handler_index(h) for h, kind in flow.handler_kinds(start) if kind != TRY}
 
 
 _CELL_OPS = frozenset({
@@ -456,7 +344,7 @@ _CELL_OPS = frozenset({
 })
 
 
-def _check_cells(flow: _Flow, members: set[int], cell_names: frozenset[str]) -> None:
+def _check_cells(flow: CodeFlow, members: set[int], cell_names: frozenset[str]) -> None:
     """A cell captured by a function made inside the region must not be used outside it: the
     resume function gets the cell's value in a cell of its own, which that function (alive
     after the region) would not share. (3.13 loads a cell for a closure with LOAD_FAST.)"""
@@ -475,7 +363,7 @@ def _check_cells(flow: _Flow, members: set[int], cell_names: frozenset[str]) -> 
 
 
 def _bound_at_exits(
-    flow: _Flow, region: Region, bound: frozenset[str], names: frozenset[str]
+    flow: CodeFlow, region: Region, bound: frozenset[str], names: frozenset[str]
 ) -> dict[int, tuple[frozenset[str], frozenset[str]]]:
     """For each exit offset: the variables surely bound there, and those maybe bound."""
     index = {ins.offset: k for k, ins in enumerate(flow.instrs)}
@@ -600,7 +488,7 @@ def region_residual(builder: ResumeBuilder, plan: BreakPlan, region: Region) -> 
     if len(plan.stack) != region.base:
         raise ResumeError(f"the stack at the region's start holds {len(plan.stack)} values, "
                           f"the bytecode {region.base}")
-    flow = _flow(code)
+    flow = flow_of(code)
     local_slots = dict(plan.live_locals)
     names = frozenset(code.co_varnames) | frozenset(code.co_cellvars)
     bound_at = _bound_at_exits(flow, region, frozenset(local_slots) & names, names)
@@ -684,5 +572,5 @@ def region_residual(builder: ResumeBuilder, plan: BreakPlan, region: Region) -> 
     return BreakCode(residual, tuple(resumes))
 
 
-def _index_of(flow: _Flow, offset: int) -> int:
-    return next(k for k, ins in enumerate(flow.instrs) if ins.offset == offset)
+def _index_of(flow: CodeFlow, offset: int) -> int:
+    return flow.index[offset]
