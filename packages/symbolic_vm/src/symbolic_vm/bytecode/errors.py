@@ -33,6 +33,6 @@ class AssemblyError(BytecodeError):
 class ResumeError(BytecodeError):
     """A graph-break plan cannot be turned into residual code and resume functions.
 
-    Raised by ``symbolic_vm.breaks.resume`` for a break at an instruction it cannot run on its own (the
-    message names it), a generator, or a malformed stack description.
+    Raised by ``symbolic_vm.breaks.resume`` for a break at an instruction it cannot run on its
+    own (the message names it), a generator, or a malformed stack description.
     """

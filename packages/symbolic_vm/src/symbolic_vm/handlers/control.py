@@ -128,7 +128,8 @@ def END_FOR_313(vm: Interpreter, inst: dis.Instruction) -> None:
 @handler("TO_BOOL", versions=(3.13,))
 def TO_BOOL(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.13's truth test before a branch or ``not``; on a tensor's data it breaks the graph
-    (the residual code runs TO_BOOL and the jump after it together: see symbolic_vm.breaks.resume)."""
+    (the residual code runs TO_BOOL and the jump after it together: see
+    symbolic_vm.breaks.resume)."""
     vm.push(ConstVar(ops.truth(vm.out, vm.pop())))
 
 
