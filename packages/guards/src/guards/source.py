@@ -16,7 +16,7 @@ import keyword
 import math
 from collections.abc import Callable, Hashable
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import attrs
 
@@ -163,15 +163,21 @@ class GlobalSource(Source):
 
 
 @attrs.frozen
-class AttrSource(Source):
-    """``base.member``; members that are not identifiers render as ``getattr(base, 'm')``."""
+class _Derived(Source):
+    """A source read from another one, ``base_source`` (every source but the roots)."""
 
     base_source: Source
-    member: str
 
     @property
     def base(self) -> Source:
         return self.base_source
+
+
+@attrs.frozen
+class AttrSource(_Derived):
+    """``base.member``; members that are not identifiers render as ``getattr(base, 'm')``."""
+
+    member: str
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
@@ -199,19 +205,14 @@ def _check_index(instance: object, attribute: object, value: object) -> None:
 
 
 @attrs.frozen
-class ItemSource(Source):
+class ItemSource(_Derived):
     """``base[index]`` for a constant hashable index (int, str, enum member, ...).
 
     Indices with a faithful literal (see ``is_literal``) are written as ``repr(index)``;
     others are bound as constants in generated code (``name()`` then shows their repr).
     """
 
-    base_source: Source
     index: object = attrs.field(validator=_check_index)
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
@@ -230,14 +231,8 @@ class ItemSource(Source):
 
 
 @attrs.frozen
-class TypeSource(Source):
+class TypeSource(_Derived):
     """``type(base)``: lets a guard look at a value's class, e.g. a class attribute."""
-
-    base_source: Source
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
@@ -252,49 +247,36 @@ class TypeSource(Source):
 
 
 @attrs.frozen
-class SizeSource(Source):
-    """``base.size(dim)`` of a tensor source: what ShapeEnv symbols are bound to."""
+class _DimQuery(_Derived):
+    """``base.<query>(dim)`` of a tensor source; ``query`` is the subclass's method name."""
 
-    base_source: Source
     dim: int
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
+    query: ClassVar[str] = ""
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
     ) -> object:
-        return base_value.size(self.dim)  # type: ignore[attr-defined]
+        return getattr(base_value, self.query)(self.dim)
 
     def render(self, base_expr: str, bind: Binder) -> str:
-        return f"{base_expr}.size({self.dim})"
+        return f"{base_expr}.{self.query}({self.dim})"
 
     def describe(self) -> str:
-        return f"{self.base_source.describe()}.size({self.dim})"
+        return f"{self.base_source.describe()}.{self.query}({self.dim})"
 
 
 @attrs.frozen
-class StrideSource(Source):
+class SizeSource(_DimQuery):
+    """``base.size(dim)`` of a tensor source: what ShapeEnv symbols are bound to."""
+
+    query: ClassVar[str] = "size"
+
+
+@attrs.frozen
+class StrideSource(_DimQuery):
     """``base.stride(dim)`` of a tensor source."""
 
-    base_source: Source
-    dim: int
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
-
-    def get(
-        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
-    ) -> object:
-        return base_value.stride(self.dim)  # type: ignore[attr-defined]
-
-    def render(self, base_expr: str, bind: Binder) -> str:
-        return f"{base_expr}.stride({self.dim})"
-
-    def describe(self) -> str:
-        return f"{self.base_source.describe()}.stride({self.dim})"
+    query: ClassVar[str] = "stride"
 
 
 def _check_arguments(instance: object, attribute: object, value: object) -> None:
@@ -353,19 +335,14 @@ class CallSource(Source):
 
 
 @attrs.frozen
-class MethodCallSource(Source):
+class MethodCallSource(_Derived):
     """``base.method(*args, **kwargs)`` with constant arguments: a query on a value, e.g.
     ``L['x'].storage_offset()`` or ``L['x'].is_contiguous(memory_format=torch.channels_last)``.
     Only for methods without side effects (the guard calls it on every check)."""
 
-    base_source: Source
     method: str
     args: tuple[object, ...] = attrs.field(default=(), validator=_check_arguments)
     kwargs: tuple[tuple[str, object], ...] = attrs.field(default=(), validator=_check_arguments)
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
