@@ -46,8 +46,19 @@ if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
 
 BuiltinImpl = Callable[["Interpreter", list[Var], dict[str, Var]], Var]
-_IMPLS: dict[int, BuiltinImpl] = {}
+_IMPLS: dict[object, BuiltinImpl] = {}
 _KEEP: list[object] = []
+# Implementations for every instance of a type (functools' lru_cache wrappers): see stdlib/.
+_TYPE_IMPLS: dict[type, Callable[[Interpreter, ObjectVar, list[Var], dict[str, Var]], Var]] = {}
+
+
+def _key(fn: object) -> object:
+    """The table key of ``fn``: its identity, or for a C class method (``dict.fromkeys``,
+    ``itertools.chain.from_iterable``: a new bound object on every read) its class and name."""
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinMethodType) and isinstance(owner, type):
+        return (id(owner), fn.__name__)
+    return id(fn)
 
 
 def implements(*fns: object) -> Callable[[BuiltinImpl], BuiltinImpl]:
@@ -55,7 +66,7 @@ def implements(*fns: object) -> Callable[[BuiltinImpl], BuiltinImpl]:
 
     def register(impl: BuiltinImpl) -> BuiltinImpl:
         for fn in fns:
-            _IMPLS[id(fn)] = impl
+            _IMPLS[_key(fn)] = impl
             _KEEP.append(fn)
         return impl
 
@@ -64,7 +75,7 @@ def implements(*fns: object) -> Callable[[BuiltinImpl], BuiltinImpl]:
 
 def implementation(fn: object) -> BuiltinImpl | None:
     """The VM's own implementation of ``fn`` registered with ``@implements``, if any."""
-    return _IMPLS.get(id(fn))
+    return _IMPLS.get(_key(fn))
 
 
 # Pure functions on constants: folded by calling them on the Python values.
@@ -109,9 +120,12 @@ def call_builtin(
 ) -> Var | None:
     """The VM's answer to calling builtin ``fn``; None when it is not one of ours."""
     value = fn.value
-    impl = _IMPLS.get(id(value))
+    impl = _IMPLS.get(_key(value))
     if impl is not None:
         return impl(vm, _with_user_iterators(vm, value, args), kwargs)
+    per_type = _TYPE_IMPLS.get(type(value))
+    if per_type is not None:
+        return per_type(vm, fn, args, kwargs)
     if value in _OPERATOR_BINARY and not kwargs and len(args) == 2:
         return ops.binary(vm.out, _OPERATOR_BINARY[value], args[0], args[1])
     if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
@@ -418,12 +432,36 @@ def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> l
 
 
 def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pick: Any) -> Var:
-    if kwargs:
-        raise Unsupported(f"{pick.__name__}() with keyword arguments")
+    """``max``/``min`` with ``key=`` (called on each value, traced) and ``default=``; the
+    keys compared must be constants, the values need not be (``max(ts, key=len)``)."""
+    from symbolic_vm.calls import call
+
+    name = pick.__name__
+    if set(kwargs) - {"key", "default"}:
+        raise Unsupported(f"{name}() with keywords {sorted(set(kwargs) - {'key', 'default'})}")
+    if len(args) != 1 and "default" in kwargs:
+        raise throw(TypeError, f"Cannot specify a default for {name}() with multiple "
+                    "positional arguments")
     values = ops.iterate(vm.out, args[0]) if len(args) == 1 else list(args)
-    if any(ops.is_graph_value(v) for v in values):
-        raise Unsupported(f"{pick.__name__}() over tensors compares tensor data")
-    return ConstVar(pick(ops.const_value(vm.out, v) for v in values))
+    key = kwargs.get("key")
+    if isinstance(key, ConstVar) and key.value is None:
+        key = None
+    if not values:
+        if "default" in kwargs:
+            return kwargs["default"]
+        try:
+            pick(())
+        except ValueError as exc:  # the running Python's own message
+            raise throw(ValueError, *exc.args) from exc
+    if key is None and any(ops.is_graph_value(v) for v in values):
+        raise Unsupported(f"{name}() over tensors compares tensor data")
+    keyed = values if key is None else [call(vm, key, [v], {}) for v in values]
+    keys = [ops.const_value(vm.out, k) for k in keyed]
+    try:
+        index: int = pick(range(len(values)), key=keys.__getitem__)  # the first equal one wins
+    except TypeError as exc:
+        raise throw(TypeError, *exc.args) from exc
+    return values[index]
 
 
 @implements(builtins.max)

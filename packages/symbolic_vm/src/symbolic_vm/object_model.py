@@ -120,7 +120,13 @@ def user_class(var: Var) -> type | None:
 
 def _tracker(var: Var) -> TypeTracker | None:
     cls = user_class(var)
+    if cls is None and isinstance(var, ObjectVar) and isinstance(var.value, type):
+        return CLASS_TRACKERS.get(type(var.value))  # a class's own operations (``Color["RED"]``)
     return None if cls is None else tracker_for(cls)
+
+
+# Trackers for classes themselves, by their exact metaclass (enum.EnumMeta: stdlib/misc.py).
+CLASS_TRACKERS: dict[type, TypeTracker] = {}
 
 
 # -- entry points for the opcode handlers and builtins ------------------------------------------

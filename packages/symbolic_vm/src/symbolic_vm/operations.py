@@ -649,7 +649,15 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return MethodVar(obj, name)
     if isinstance(obj, BoundMethodVar) and name in ("__func__", "__self__"):
         return obj.func if name == "__func__" else obj.self_var
+    more = MORE_ATTRS.get(type(obj))  # registered by the stdlib models (partial.func, ...)
+    found = more(vm, obj, name) if more is not None else None
+    if found is not None:
+        return found
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+# Attribute reads on other kinds of tracked value, by the value's class; None: not one of its.
+MORE_ATTRS: dict[type, Callable[[Interpreter, Any, str], Var | None]] = {}
 
 
 def _attr(obj: Var, name: str) -> Any:

@@ -1,5 +1,5 @@
-"""Models of the standard library, one module per library (``copy_``, ``collections_``,
-``itertools_``, ``functools_``, ``operator_``, ``contextlib_``, ``misc``).
+"""Models of the standard library, one module per library (``copy_``, ``itertools_``,
+``functools_``, ``operator_``, ``collections_``, ``misc``).
 
 Each module registers its functions in builtins_'s ``@implements`` table, either as an
 implementation on tracked values (``copy.deepcopy``) or as a *polyfill*: a plain Python function
@@ -9,6 +9,6 @@ the VM inlines like user code in place of the C function (``itertools.chain``), 
 
 from __future__ import annotations
 
-from symbolic_vm.stdlib import copy_  # noqa: F401
+from symbolic_vm.stdlib import copy_, functools_, itertools_, misc, operator_  # noqa: F401
 
 __all__: list[str] = []

@@ -1,0 +1,106 @@
+"""Small builtins and class methods models use: number formatting (``hex``, ``oct``, ``bin``,
+``float.fromhex``, ``int.from_bytes``, ...) folded on constants, and ``dict.fromkeys``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import enum
+from typing import TYPE_CHECKING
+
+from symbolic_vm import operations as ops
+from symbolic_vm.builtins_ import BuiltinImpl, implements
+from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.object_model import CLASS_TRACKERS, TypeTracker
+from symbolic_vm.stdlib.polyfill import calls_of
+from symbolic_vm.values import ConstVar, DictBox, DictVar, IteratorVar, IterBox, ObjectVar, Var
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+# Pure functions of constants whose result is a constant: called on the Python values (an
+# exception they raise is raised in the traced code, as eager raises it).
+_FOLDED = (
+    builtins.hex, builtins.oct, builtins.bin, builtins.ascii, float.fromhex, float.hex,
+    int.from_bytes, int.bit_length, int.bit_count, float.is_integer, float.as_integer_ratio,
+    str.maketrans, bytes.fromhex,
+)
+
+
+def _folder(fn: object) -> BuiltinImpl:
+    def run(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        if any(ops.is_graph_value(a) for a in [*args, *kwargs.values()]):
+            raise Unsupported(f"{getattr(fn, '__qualname__', fn)} of a traced tensor or symbol")
+        py_args = [ops.const_value(vm.out, a) for a in args]
+        py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
+        try:
+            value = fn(*py_args, **py_kwargs)  # type: ignore[operator]
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise throw(type(exc), *exc.args) from exc
+        return vm.out.wrap(value, None)
+
+    return run
+
+
+for _fn in _FOLDED:
+    implements(_fn)(_folder(_fn))
+
+
+@implements(dict.fromkeys)
+def _fromkeys(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("dict.fromkeys with keyword arguments")
+    value = args[1] if len(args) > 1 else ConstVar(None)
+    items: dict[object, Var] = {}
+    for key in ops.iterate(vm.out, args[0]):
+        items[ops.const_value(vm.out, key)] = value  # one value object under every key
+    return DictVar(DictBox(items))
+
+
+@calls_of(enum.EnumMeta)
+def _enum_lookup(vm: Interpreter, cls: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``Color(value)``: the member with that value (a lookup in the pinned class; making a new
+    enum class with the functional API is Unsupported)."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported(f"calling the enum class {cls.value.__name__} to make a new enum")
+    vm.out.depend(cls)
+    value = ops.const_value(vm.out, args[0])
+    try:
+        member = cls.value(value)
+    except ValueError as exc:
+        raise throw(ValueError, *exc.args) from exc
+    return vm.out.wrap(member, None)
+
+
+class _EnumClassTracker(TypeTracker):
+    """An enum class read like a container of its members: ``Color["RED"]``, ``for c in
+    Color``, ``len(Color)``, ``x in Color``. The class is pinned by identity, and its members
+    are fixed once it is made."""
+
+    def _members(self, vm: Interpreter, obj: Var) -> list[Var]:
+        assert isinstance(obj, ObjectVar)
+        vm.out.depend(obj)
+        return [vm.out.wrap(m, None) for m in obj.value]
+
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        assert isinstance(obj, ObjectVar)
+        vm.out.depend(obj)
+        name = ops.const_value(vm.out, key)
+        try:
+            return vm.out.wrap(obj.value[name], None)
+        except KeyError as exc:
+            raise throw(KeyError, *exc.args) from exc
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        return IteratorVar(IterBox(self._members(vm, obj)))
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        return ConstVar(len(self._members(vm, obj)))
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        assert isinstance(obj, ObjectVar)
+        vm.out.depend(obj)
+        return ConstVar(ops.const_value(vm.out, item) in obj.value)
+
+
+CLASS_TRACKERS[enum.EnumMeta] = _EnumClassTracker()
