@@ -27,8 +27,10 @@ def test_layer_norm_is_one_kernel(check: Any) -> None:
 
     c = check(ln, [torch.randn(32, 96)], atol=1e-5, rtol=1e-5)
     assert c.kernel_count == 1
-    # sum(x - s) and sum((x - s)^2), s the first element: one pass, one shared loop
-    assert sum(isinstance(n, ReductionNode) for n in c.lowered.nodes) == 2
+    # the mean, then sum(x - m) and sum((x - m)^2) sharing one loop: two passes over the row
+    assert sum(isinstance(n, ReductionNode) for n in c.lowered.nodes) == 3
+    kernel = c.kernel_source[c.kernel_source.index('extern "C" void kernel0') :]
+    assert kernel.count("for (int64_t ri") == 3  # mean, deviations, normalise
 
 
 def test_softmax_reductions_and_normalisation_share_one_kernel(check: Any) -> None:

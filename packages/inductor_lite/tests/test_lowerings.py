@@ -340,19 +340,25 @@ def test_var_variants_and_special_values_match_eager(check: Any) -> None:
 
 def test_var_mean_mean_with_infinity_documented_behaviour(config: Any) -> None:
     # Both answers are artefacts of the algorithm. Eager's Welford gives NaN for the mean
-    # unless the infinity is the last element; ours gives torch.mean's +-inf unless the
-    # infinity is the first element (the shift), where it is NaN (as eager's). The variance
-    # is NaN in both.
-    x = torch.tensor([[1.0, float("inf"), 2.0], [float("inf"), 1.0, 2.0], [1.0, 2.0, 3.0]])
+    # unless the infinity is the last element; ours (the mean, then deviations from it: inf -
+    # inf) gives NaN wherever the row holds an infinity. The variance is NaN in both.
+    x = torch.tensor(
+        [
+            [1.0, float("inf"), 2.0],
+            [float("inf"), 1.0, 2.0],
+            [1.0, 2.0, float("inf")],
+            [1.0, 2.0, 3.0],
+        ]
+    )
     cfg = dataclasses.replace(config, use_aot=False)
     gm = torch.fx.symbolic_trace(lambda t: torch.var_mean(t, dim=-1))
     var, mean = compile_fx(gm, [x], config=cfg)(x)
     eager_var, eager_mean = torch.var_mean(x, dim=-1)
     torch.testing.assert_close(var, eager_var, equal_nan=True)
-    assert var[:2].isnan().all()
-    assert mean[0] == float("inf") and eager_mean[0].isnan()
-    assert mean[1].isnan() and eager_mean[1].isnan()
-    assert mean[2] == eager_mean[2] == 2.0
+    assert var[:3].isnan().all()
+    assert mean[:3].isnan().all()
+    assert eager_mean[:2].isnan().all() and eager_mean[2] == float("inf")
+    assert mean[3] == eager_mean[3] == 2.0
 
 
 def test_var_of_empty_reduction_matches_eager(check: Any) -> None:

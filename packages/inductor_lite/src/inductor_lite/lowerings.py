@@ -659,32 +659,28 @@ def _var(  # noqa: PLR0917
     keepdim: bool,
     dt: torch.dtype,
 ) -> tuple[TensorValue, TensorValue]:
-    """Variance and mean in one pass over the data, by shifted sums.
+    """Variance and mean in two passes: the mean, then the deviations from it.
 
-    With ``s`` the first element of each reduced slice, ``d = x - s``:
-    ``mean = s + sum(d) / n`` and ``var = (sum(d^2) - sum(d)^2 / n) / (n - correction)``.
-    Both sums read the same values, so the C++ code computes them in one shared loop (one
-    read of the row instead of two). Shifting by a sample of the data keeps the sums small
-    when the mean is large against the spread -- the ill-conditioned case, where
-    ``x - s`` is exact for nearby floats -- unlike the textbook ``sum(x^2) - sum(x)^2 / n``.
-    Welford's update needs a division per element and a custom lane combine that GCC does
-    not vectorise; this keeps two plain sum reductions.
+    With ``m`` the first pass's mean and ``d = x - m``: ``mean = m + sum(d) / n`` and
+    ``var = (sum(d^2) - sum(d)^2 / n) / (n - correction)`` (the corrected two-pass form: the
+    ``sum(d)`` terms remove what rounding left in ``m``). Both second-pass sums share one
+    inner loop, and the scheduler puts both passes in one kernel, so a row that fits in cache
+    is read from memory once. Shifting by a sample of the row instead (the one-pass form this
+    replaced) lost digits whenever that sample lay far from the mean, by the square of the
+    distance in standard deviations; Welford's update needs a division per element and a lane
+    combine that GCC does not vectorise.
     """
     n = _reduced_numel(x, dims)
-    if n == 0:
-        return _var_two_pass(L, x, dims, correction, keepdim, dt)
     red = {d % x.ndim for d in dims}
-
-    def shift(idx: Sequence[Any]) -> VExpr:
-        first = [IConst(0) if k in red else i for k, i in enumerate(idx)]
-        return cast(x.loader(first), dt)
+    mean_k = _mean_of(L, x, dims, True, dt)
+    first = broadcast_loader(mean_k, x.sizes)
 
     def centred(idx: Sequence[Any]) -> VExpr:
-        return op("sub", dt, cast(x.loader(idx), dt), shift(idx))
+        return op("sub", dt, cast(x.loader(idx), dt), first(idx))
 
     s1 = L.reduce(x, dims, True, "sum", dt, centred)
     s2 = L.reduce(x, dims, True, "sum", dt, lambda idx: op("mul", dt, centred(idx), centred(idx)))
-    s1_load, s2_load = s1.loader, s2.loader
+    m_load, s1_load, s2_load = mean_k.loader, s1.loader, s2.loader
     nn = size_value(n, dt)
     if is_static(n):
         denom = c(float(max(n - correction, 0)), dt)  # type: ignore[operator]
@@ -699,38 +695,13 @@ def _var(  # noqa: PLR0917
         return op("truediv", dt, m2, denom)
 
     def mean_at(idx: Sequence[Any]) -> VExpr:
-        return op("add", dt, shift(idx), op("truediv", dt, s1_load(idx), nn))
+        return op("add", dt, m_load(idx), op("truediv", dt, s1_load(idx), nn))
 
     var = TensorValue(s1.sizes, dt, var_at)
     mean = TensorValue(s1.sizes, dt, mean_at)
     if not keepdim:
         squeeze = sorted(red)
         var, mean = var.squeeze(squeeze), mean.squeeze(squeeze)
-    return var, mean
-
-
-def _var_two_pass(  # noqa: PLR0917
-    L: GraphLowering,
-    x: TensorValue,
-    dims: list[int],
-    correction: float,
-    keepdim: bool,
-    dt: torch.dtype,
-) -> tuple[TensorValue, TensorValue]:
-    # for empty reductions (no first element to shift by): mean, then squared deviations
-    n = _reduced_numel(x, dims)
-    mean_k = _mean_of(L, x, dims, True, dt)
-    centred = broadcast_loader(mean_k, x.sizes)
-
-    def body(idx: Sequence[Any]) -> VExpr:
-        d = op("sub", dt, cast(x.loader(idx), dt), centred(idx))
-        return op("mul", dt, d, d)
-
-    sq = L.reduce(x, dims, keepdim, "sum", dt, body)
-    denom = max(n - correction, 0)  # type: ignore[operator]  # n == 0 here: static
-    src = sq.loader
-    var = TensorValue(sq.sizes, dt, lambda idx: op("truediv", dt, src(idx), c(float(denom), dt)))
-    mean = mean_k if keepdim else mean_k.squeeze(sorted({d % x.ndim for d in dims}))
     return var, mean
 
 
