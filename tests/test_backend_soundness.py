@@ -388,6 +388,27 @@ def test_grad_mode_regions_inside_the_graph_train_as_eager(backend: str, case: s
                 torch.testing.assert_close(got[3], expected[3], msg=f"{name} call {call}")
 
 
+def _inner_backward(x: torch.Tensor, w0: torch.Tensor, w1: torch.Tensor) -> Any:
+    t = x * w0
+    t.sum().backward()  # a graph break; t's history is freed here
+    return t.detach() * 2, x * w1  # the resumed graph takes t as an input requiring grad
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_backward_after_an_inner_backward_skips_the_freed_history(backend: str) -> None:
+    def run(f: Callable[..., Any]) -> tuple[Any, ...]:
+        x = torch.linspace(-1.0, 1.0, 4)
+        w0, w1 = torch.tensor(0.7, requires_grad=True), torch.full((4,), 0.5, requires_grad=True)
+        a, b = f(x, w0, w1)
+        b.sum().backward()
+        return a, b.detach(), w0.grad, w1.grad
+
+    expected = run(_inner_backward)
+    for f in (_compiled(_inner_backward, backend), _reference(_inner_backward, backend)):
+        for _ in range(2):
+            torch.testing.assert_close(run(f), expected)
+
+
 # ---------------------------------------------------------------- errors of our own machinery
 
 

@@ -134,3 +134,28 @@ def test_is_recomputable_classifies_ops() -> None:
         "aten.bernoulli.default": False,
         "aten.sum.dim_IntList": False,
     }
+
+
+@pytest.mark.parametrize("partition", [aot.default_partition, aot.min_cut_partition])
+def test_an_unused_random_op_still_draws_in_the_forward(partition: aot.PartitionFn) -> None:
+    # eager draws rand_like's numbers though nothing reads them: dropout's mask and the
+    # generator state after the call follow from that
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        torch.rand_like(x)
+        h = torch.nn.functional.dropout(x * w, p=0.5, training=True)
+        torch.randn(3)
+        return h
+
+    x, w = torch.ones(16), torch.ones(16, requires_grad=True)
+    compiled = aot.aot_function(fn, aot.identity_compiler, partition_fn=partition)
+    for _ in range(2):
+        torch.manual_seed(3)
+        expected, state = fn(x, w), torch.get_rng_state()
+        torch.manual_seed(3)
+        got = compiled(x, w)
+        assert torch.equal(got, expected)
+        assert torch.equal(torch.get_rng_state(), state)
+    art = compiled.artifacts
+    assert art is not None and art.bw_gm is not None
+    fw_ops = [str(n.target) for n in art.fw_gm.graph.nodes if n.op == "call_function"]
+    assert "aten.rand_like.default" in fw_ops and "aten.randn.default" in fw_ops

@@ -1,12 +1,13 @@
 """Fuzz reproducer: program seed 2026000243, backend aot_eager (shrunk).
 
+Fixed: aot's partition dropped the unused rand_like from the forward graph, so dropout drew
+from an earlier generator state (torch.compile 2.13's aot_eager drops it too).
+
 Found as: call 0: value: result[1]: values [-0.23719586431980133, -0.12319611012935638] vs [-0.10268931090831757, 0.046198949217796326]
 """
 
 # ruff: noqa: E501
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.runner import check_source
 
@@ -37,10 +38,6 @@ INPUTS = [{'lst': [0.48], 'n': 0, 'x': [1.874, -1.4, -1.503], 'y': [0.744, 0.931
   'y': [0.037, -1.137, -1.573, -0.136, 0.737]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="new (fuzz; item 20's class, on a path its fix does not cover): torch.rand_like then Linear-Dropout-Linear in train mode, first call under aot_eager, gives other values than eager from the same seed (torch.compile(backend='aot_eager') matches eager)",
-)
 def test_rng_aot_eager_compiled_matches_eager() -> None:
     failure = check_source(SOURCE, 'aot_eager', INPUTS)
     assert failure is None, str(failure)

@@ -344,7 +344,8 @@ class AotFunction:
             "compiled forward (%d nodes) and backward (%d nodes); %d values (%d bytes) saved",
             len(fw_gm.graph.nodes), len(bw_gm.graph.nodes), stats.num_saved, stats.saved_bytes,
         )
-        run = make_training_runtime(meta, compiled_fw, compiled_bw, num_fwd_outputs)
+        run = make_training_runtime(meta, compiled_fw, compiled_bw, num_fwd_outputs,
+                                    gradless_inputs=joint.gradless_inputs(meta))
         return CompiledArtifacts(meta, out_spec, fw_gm, bw_gm, joint.gm, stats, run)
 
 

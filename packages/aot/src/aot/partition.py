@@ -105,8 +105,11 @@ class _JointParts:
     tangents: tuple[torch.fx.Node, ...]
     fwd_outputs: tuple[torch.fx.Node | None, ...]
     bwd_outputs: tuple[torch.fx.Node | None, ...]
-    forward_nodes: frozenset[torch.fx.Node]  # needed by the forward outputs
+    forward_nodes: frozenset[torch.fx.Node]  # needed by the forward outputs or effects
     tangent_free: frozenset[torch.fx.Node]  # nodes that do not depend on any tangent
+    # forward ops kept for their effect though nothing reads their value: a random op whose
+    # result is unused still advances the generator, so later draws match eager's
+    fwd_effects: tuple[torch.fx.Node, ...] = ()
 
 
 def _ancestors(
@@ -143,8 +146,13 @@ def _classify(joint_gm: torch.fx.GraphModule, num_fwd_outputs: int) -> _JointPar
     for n in nodes:
         if any(a in tangent_dependent for a in n.all_input_nodes):
             tangent_dependent.add(n)
-    forward_nodes = _ancestors([o for o in fwd_outputs if isinstance(o, torch.fx.Node)],
-                               frozenset())
+    fwd_effects = tuple(
+        n for n in nodes
+        if n.op == "call_function" and n not in tangent_dependent and n.is_impure()
+    )
+    forward_nodes = _ancestors(
+        [*(o for o in fwd_outputs if isinstance(o, torch.fx.Node)), *fwd_effects], frozenset()
+    )
     bad = forward_nodes & tangent_dependent
     if bad:
         raise PartitionError(f"forward outputs depend on tangents: {sorted(n.name for n in bad)}")
@@ -154,7 +162,7 @@ def _classify(joint_gm: torch.fx.GraphModule, num_fwd_outputs: int) -> _JointPar
             forward_nodes.add(n)
     tangent_free = frozenset(n for n in nodes if n.op != "output" and n not in tangent_dependent)
     return _JointParts(primals, tangents, fwd_outputs, bwd_outputs, frozenset(forward_nodes),
-                       tangent_free)
+                       tangent_free, fwd_effects)
 
 
 def _build(
@@ -162,9 +170,11 @@ def _build(
     inputs: Sequence[torch.fx.Node],
     outputs: Sequence[torch.fx.Node | None],
     name: str,
+    effects: Sequence[torch.fx.Node] = (),
 ) -> torch.fx.GraphModule:
-    """A new graph computing `outputs` from `inputs`, copying the joint's nodes in between."""
-    needed = _ancestors([o for o in outputs if o is not None], frozenset(inputs))
+    """A new graph computing `outputs` from `inputs`, copying the joint's nodes in between
+    (in the joint's order), and running `effects` though nothing reads them."""
+    needed = _ancestors([*(o for o in outputs if o is not None), *effects], frozenset(inputs))
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     for p in inputs:
@@ -185,7 +195,8 @@ def _build(
 def _split(
     joint_gm: torch.fx.GraphModule, parts: _JointParts, saved: Sequence[torch.fx.Node]
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-    fw = _build(joint_gm, parts.primals, [*parts.fwd_outputs, *saved], "ForwardGraph")
+    fw = _build(joint_gm, parts.primals, [*parts.fwd_outputs, *saved], "ForwardGraph",
+                parts.fwd_effects)
     bw = _build(joint_gm, [*saved, *parts.tangents], parts.bwd_outputs, "BackwardGraph")
     log.debug("saved for backward: %s", [n.name for n in saved])
     return fw, bw

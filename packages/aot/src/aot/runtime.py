@@ -192,8 +192,15 @@ def make_training_runtime(
     compiled_fw: CompiledCallable,
     compiled_bw: CompiledCallable,
     num_fwd_outputs: int,
+    *,
+    gradless_inputs: Sequence[int] = (),
 ) -> Callable[[Sequence[object]], list[object]]:
-    """Flat inputs -> flat user outputs, with gradients through one autograd.Function."""
+    """Flat inputs -> flat user outputs, with gradients through one autograd.Function.
+
+    ``gradless_inputs`` require grad but no output's gradient reaches them: they are handed
+    to the autograd.Function detached, so a backward through the outputs never walks into
+    their own history (eager's outputs have no edge to it: that history may already be
+    freed by a backward the function ran itself)."""
     grad_inputs = meta.grad_inputs
     diff = meta.differentiable_traced
     non_diff = tuple(k for k in range(num_fwd_outputs) if k not in diff)
@@ -250,14 +257,23 @@ def make_training_runtime(
                 result[i] = grads[j]
             return tuple(result)
 
+    detached = tuple(gradless_inputs)
+
     def run(flat_args: Sequence[object]) -> list[object]:
+        args = flat_args
+        if detached:
+            args = list(flat_args)
+            for i in detached:
+                arg = args[i]
+                assert isinstance(arg, torch.Tensor)
+                args[i] = arg.detach()
         if meta.grad_mode_at_entry:
-            traced = list(CompiledRegion.apply(*flat_args))  # type: ignore[no-untyped-call]
+            traced = list(CompiledRegion.apply(*args))  # type: ignore[no-untyped-call]
         else:
             # called under no_grad, the function enables grad inside (a statement or an
             # enable_grad() block): autograd records the region only with grad on at apply
             with torch.enable_grad():
-                traced = list(CompiledRegion.apply(*flat_args))  # type: ignore[no-untyped-call]
+                traced = list(CompiledRegion.apply(*args))  # type: ignore[no-untyped-call]
         return _finish(meta, flat_args, traced)
 
     return run

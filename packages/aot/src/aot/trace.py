@@ -242,6 +242,13 @@ class JointTrace:
         self.num_primals = num_primals
         self.num_fwd_outputs = num_fwd_outputs
 
+    def gradless_inputs(self, meta: FunctionMeta) -> tuple[int, ...]:
+        """Inputs that require grad but get none from this graph (no differentiable output
+        depends on them: ``t.detach()``, or ops under no_grad)."""
+        out = next(n for n in reversed(self.gm.graph.nodes) if n.op == "output")
+        grads = list(out.args[0])[self.num_fwd_outputs:]
+        return tuple(i for i, g in zip(meta.grad_inputs, grads, strict=True) if g is None)
+
     @property
     def example_inputs(self) -> list[object]:
         """Fake values of the joint graph's placeholders (primals then tangents)."""
