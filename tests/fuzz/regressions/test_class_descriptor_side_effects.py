@@ -1,12 +1,13 @@
 """Fuzz reproducer: program seed 5000002, backend eager (minimized by hand from the fuzzer's find).
 
 Found as: call 3: globals: globals['LOG']: length 4 vs 6: ['desc_get', 'desc_get', 'desc_get', 'desc_get'] vs ['desc_get', 'desc_get', 'desc_get', 'desc_get', 'desc_get', 'desc_get']
+
+Fixed (objcore, #20): a descriptor with a Python __get__ is traced as a call, and guards read
+the descriptor from the class dicts (guards.ClassDictSource) instead of running it.
 """
 
 # ruff: noqa: E501
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.runner import check_source
 
@@ -40,10 +41,6 @@ INPUTS = [{'lst': [0.96], 'n': 1, 'x': [-1.324, -1.698], 'y': [-1.384, -0.843]},
   'y': [1.627, -1.314, -1.25, 1.746]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='new (fuzz, not in issue 18): reading a descriptor on a class (Obj.d) whose __get__ has a side effect: the compiler runs __get__ again while tracing the recompile of call 3 (LOG has 6 entries, eager 4)',
-)
 def test_class_descriptor_side_effects_compiled_matches_eager() -> None:
     failure = check_source(SOURCE, 'eager', INPUTS)
     assert failure is None, str(failure)

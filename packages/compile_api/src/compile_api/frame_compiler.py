@@ -301,11 +301,15 @@ def _dynamic_dims(
                     value = source.resolve(f_locals, frame.f_globals)
                 except Exception:  # the source no longer resolves: nothing to compare
                     continue
-                if not isinstance(value, torch.Tensor) or value.dim() != len(sizes):
+                if not isinstance(value, torch.Tensor):
+                    continue
+                with torch._C.DisableTorchFunctionSubclass():  # no user __torch_function__
+                    shape = value.shape
+                if len(shape) != len(sizes):
                     continue
                 changed = {
                     i
-                    for i, (old, new) in enumerate(zip(sizes, value.shape, strict=True))
+                    for i, (old, new) in enumerate(zip(sizes, shape, strict=True))
                     if old is not None and old != new
                 }
                 name = source.name()

@@ -27,7 +27,10 @@ from guards.shape import shape_guards
 from guards.source import (
     AttrSource,
     CallSource,
+    ClassDictSource,
+    DictCopySource,
     GlobalSource,
+    InstanceAttrSource,
     ItemSource,
     LocalSource,
     MethodCallSource,
@@ -50,6 +53,9 @@ __all__ = [
     "StrideSource",
     "CallSource",
     "MethodCallSource",
+    "DictCopySource",
+    "InstanceAttrSource",
+    "ClassDictSource",
     # building guards
     "GuardSet",
     "shape_guards",

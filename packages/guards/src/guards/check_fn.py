@@ -31,7 +31,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from guards.guard import DispatchTls, Guard
+import torch
+
+from guards.guard import DispatchTls, Guard, TensorMatch
 from guards.guard_set import GuardSet
 from guards.native import native_module
 from guards.source import Source
@@ -111,6 +113,13 @@ def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
         body.extend(guard.emit(var, gen))
 
     lines = [f"def {_FN_NAME}(L):", "    try:"]
+    if any(isinstance(g, TensorMatch) and g.reads_through_override() for g in guards):
+        # Python reads of a tensor subclass's metadata (TENSOR_MATCH's Python path, sizes in
+        # SHAPE predicates) read what the TensorImpl holds, as the C++ check does: a guard
+        # never runs the user's __torch_function__.
+        no_override = gen.bind(torch._C.DisableTorchFunctionSubclass, "no_torch_function")
+        lines.append(f"        with {no_override}():")
+        body = [f"    {line}" for line in body]
     lines += [f"        {line}" for line in body]
     lines += ["    except Exception:", "        return False", "    return True"]
     return "\n".join(lines) + "\n", gen.consts
@@ -187,7 +196,8 @@ class CompiledGuards:
                     continue
                 value = values[guard.source]
             try:
-                problem = guard.explain(value, f_locals, self.f_globals)
+                with torch._C.DisableTorchFunctionSubclass():  # read as the check reads
+                    problem = guard.explain(value, f_locals, self.f_globals)
             except Exception as exc:
                 problem = (
                     f"{guard.kind} {guard._name()}: checking raised {type(exc).__name__}: {exc}"

@@ -21,7 +21,7 @@ from guards.errors import GuardError, UnsupportedGuardValue
 from guards.global_state import AUTOCAST_DEVICES, GlobalStateSnapshot, capture_global_state
 from guards.native import dispatch_tls_check, global_state_check, tensor_check
 from guards.source import Source, is_literal
-from guards.tensor_spec import StrideRel, TensorSpec
+from guards.tensor_spec import StrideRel, TensorSpec, plain_torch_function
 
 __all__ = [
     "CodeContext",
@@ -514,6 +514,11 @@ class TensorMatch(Guard):
         keys = ctx.bind(torch._C._dispatch_keys, "dispatch_keys")
         out.append(f"if {keys}({var}).raw_repr() != {s.dispatch_keys_raw}: return False")
         return out
+
+    def reads_through_override(self) -> bool:
+        """Whether Python reads of this tensor would run its class's ``__torch_function__``
+        (the check then runs under ``DisableTorchFunctionSubclass``, see check_fn)."""
+        return not plain_torch_function(self.spec.cls)
 
     def _label(self) -> str:
         return f"tensor '{self.source.describe()}'" if self.source is not None else "tensor"

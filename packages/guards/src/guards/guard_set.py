@@ -116,7 +116,8 @@ class GuardSet:
         """
         if not isinstance(tensor, torch.Tensor):
             raise UnsupportedGuardValue(f"TENSOR_MATCH on a {type(tensor).__name__}")
-        ndim = tensor.dim()
+        with torch._C.DisableTorchFunctionSubclass():  # as tensor_spec reads it
+            ndim = tensor.dim()
         bad = [d for d in dynamic_dims if not -ndim <= d < ndim]
         if bad:
             raise GuardError(

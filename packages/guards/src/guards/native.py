@@ -9,10 +9,10 @@ DEBUG line on ``strata.guards`` says why.
 ``STRATA_GUARDS_PURE_PYTHON=1`` forces the Python path; it is read each time a check is
 compiled, so tests can compile the same guards both ways.
 
-Both paths check the same properties.  Where they may differ, by design: the C++ check reads
-the TensorImpl's metadata directly, while Python attribute reads on a tensor subclass go
-through its ``__torch_function__``; so tensors whose class overrides ``__torch_function__``
-(other than torch's default and disabled implementations) stay on the Python path.
+Both paths check the same properties, as the TensorImpl holds them: the C++ check reads the
+TensorImpl directly, and the Python path reads a tensor whose class overrides
+``__torch_function__`` under ``torch._C.DisableTorchFunctionSubclass`` (a guard never runs the
+user's override: eager runs it only for the user's own operations).
 """
 
 from __future__ import annotations
@@ -119,18 +119,8 @@ def native_module() -> ModuleType | None:
     return _loaded[0]
 
 
-def _plain_torch_function(cls: type) -> bool:
-    """True when ``cls``'s attribute reads cannot be redirected by its ``__torch_function__``."""
-    tf = getattr(cls, "__torch_function__", None)
-    func = getattr(tf, "__func__", tf)
-    default = torch.Tensor.__torch_function__.__func__  # type: ignore[attr-defined]
-    return func is default or func is torch._C._disabled_torch_function_impl
-
-
 def tensor_check(mod: Any, spec: TensorSpec) -> object | None:
     """A ``TensorCheck`` for ``spec``, or None when the tensor must stay on the Python path."""
-    if not _plain_torch_function(spec.cls):
-        return None
     sizes = tuple(-1 if s is None else s for s in spec.sizes)
     if spec.strides is None:
         strides, rel = None, (-1,) * spec.ndim

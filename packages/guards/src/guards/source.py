@@ -33,6 +33,10 @@ __all__ = [
     "StrideSource",
     "CallSource",
     "MethodCallSource",
+    "DictCopySource",
+    "InstanceAttrSource",
+    "ClassDictSource",
+    "class_dict_lookup",
     "is_literal",
 ]
 
@@ -358,3 +362,70 @@ class MethodCallSource(_Derived):
     def describe(self) -> str:
         args = _arguments(self.args, self.kwargs, _repr_binder)
         return f"{self.base_source.describe()}.{self.method}({args})"
+
+
+# -- reads that run no user code: a guard must not call a class's hooks or descriptors ---------
+
+
+@attrs.frozen
+class DictCopySource(_Derived):
+    """``dict.copy(base)``: a dict subclass's items as a plain dict (no user method runs)."""
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return dict.copy(base_value)  # type: ignore[arg-type]
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"{bind(dict.copy, 'dict_copy')}({base_expr})"
+
+    def describe(self) -> str:
+        return f"dict.copy({self.base_source.describe()})"
+
+
+@attrs.frozen
+class InstanceAttrSource(_Derived):
+    """``object.__getattribute__(base, member)``: an attribute read that bypasses the class's
+    own ``__getattribute__`` (guards and the transformed code must not run user hooks, nor
+    recurse into a compiled ``__getattribute__``)."""
+
+    member: str
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return object.__getattribute__(base_value, self.member)
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"{bind(object.__getattribute__, 'getattribute')}({base_expr}, {self.member!r})"
+
+    def describe(self) -> str:
+        return f"{self.base_source.describe()}.{self.member}"
+
+
+def class_dict_lookup(cls: type, name: str) -> object:
+    """``name`` as stored in the first class dict along ``cls.__mro__`` (a descriptor is
+    returned, not called); AttributeError when no class defines it."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    raise AttributeError(name)
+
+
+@attrs.frozen
+class ClassDictSource(_Derived):
+    """``member`` as stored in the class dicts along ``base.__mro__`` (``base`` is a class):
+    a descriptor object itself, read without running its ``__get__``."""
+
+    member: str
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return class_dict_lookup(base_value, self.member)  # type: ignore[arg-type]
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"{bind(class_dict_lookup, 'class_dict')}({base_expr}, {self.member!r})"
+
+    def describe(self) -> str:
+        return f"{self.base_source.describe()}.__dict__[{self.member!r}]"

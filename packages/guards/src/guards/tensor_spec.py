@@ -88,11 +88,26 @@ def stride_rule(
     return tuple(out)
 
 
+def plain_torch_function(cls: type) -> bool:
+    """True when reading attributes of a ``cls`` tensor runs no user ``__torch_function__``."""
+    tf = getattr(cls, "__torch_function__", None)
+    func = getattr(tf, "__func__", tf)
+    default = torch.Tensor.__torch_function__.__func__  # type: ignore[attr-defined]
+    return func is default or func is torch._C._disabled_torch_function_impl
+
+
 def tensor_spec(tensor: torch.Tensor, dynamic_dims: Collection[int] = ()) -> TensorSpec:
     """Record ``tensor``'s checked properties; ``dynamic_dims`` may be negative (from the end).
 
-    Raises UnsupportedGuardValue for tensors without sizes (strided nested tensors).
+    Read as the TensorImpl holds them: a subclass's ``__torch_function__`` does not run (the
+    checks read them so too). Raises UnsupportedGuardValue for tensors without sizes (strided
+    nested tensors).
     """
+    with torch._C.DisableTorchFunctionSubclass():
+        return _tensor_spec(tensor, dynamic_dims)
+
+
+def _tensor_spec(tensor: torch.Tensor, dynamic_dims: Collection[int]) -> TensorSpec:
     ndim = tensor.dim()
     try:
         sizes = tuple(int(s) for s in tensor.size())

@@ -24,6 +24,7 @@ import torch
 
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.output import AttrWrite
+from symbolic_vm.tensor_attrs import set_tensor_grad
 from symbolic_vm.values import ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def setattr_var(
     here (its attributes are rebuilt into its ``__dict__``); on an argument it is Unsupported
     all the same, since the replay would go through the class's ``__setattr__``.
     """
-    from symbolic_vm.operations import describe, set_tensor_grad
+    from symbolic_vm.operations import describe
 
     out = vm.out
     if isinstance(obj, TensorVar) and name == "grad":

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm import operations as ops
+from symbolic_vm import tensor_attrs
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.values import (
@@ -42,7 +43,7 @@ _TENSOR_META_METHODS = frozenset({
 _DATA_DEPENDENT_METHODS = frozenset(
     {"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"}
 )
-# Answers TENSOR_MATCH does not check (see ops.tensor_fact): whether an input is a view.
+# Answers TENSOR_MATCH does not check (see tensor_attrs.tensor_fact): whether an input is a view.
 _FACT_METHODS = frozenset({"_is_view"})
 
 
@@ -165,7 +166,7 @@ def tensor_method(
             return ops.graph_method(out, name, [tensor, *args], kwargs)
         return ConstVar(value)
     if name in _FACT_METHODS and not args and not kwargs:
-        return ops.tensor_fact(out, tensor, MethodCallSource, name)
+        return tensor_attrs.tensor_fact(out, tensor, MethodCallSource, name)
     if name == "type" and not args and not kwargs:
         out.depend(tensor)
         return ConstVar(tensor.example.type())

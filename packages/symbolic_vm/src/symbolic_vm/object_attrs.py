@@ -16,13 +16,21 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from guards import TypeSource
 from symbolic_vm import attr_stores
 from symbolic_vm import operations as ops
+from symbolic_vm.attr_stores import is_data_descriptor
 from symbolic_vm.errors import Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, Source
+from symbolic_vm.guard_api import (
+    AttrSource,
+    ClassDictSource,
+    InstanceAttrSource,
+    ItemSource,
+    Source,
+    TypeSource,
+)
 from symbolic_vm.values import (
     BoundMethodVar,
+    ConstVar,
     FunctionVar,
     ModuleVar,
     NewObjectVar,
@@ -41,8 +49,6 @@ def _plain_attr(obj: Var, name: str) -> Any:
 
 
 def _raw_attr(obj: Var, name: str) -> Any:
-    from symbolic_vm.object_model import InstanceAttrSource
-
     return InstanceAttrSource(obj.source, name) if obj.source is not None else None
 
 
@@ -56,6 +62,11 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
     if overlay is not None:
         return overlay
     out.depend(obj)
+    if isinstance(value, type):
+        found = class_descriptor(value, name)
+        if found is not None:
+            stored = ClassDictSource(obj.source, name) if obj.source is not None else None
+            return descriptor_get(vm, found, stored, ConstVar(None), obj)
     if isinstance(value, (types.ModuleType, type)):
         try:
             attr = inspect.getattr_static(value, name)
@@ -78,8 +89,20 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
         if obj.source is not None:
             guard_class_attribute(out, TypeSource(obj.source), name, cls_attr)
         return call(vm, out.wrap(cls_attr.fget, None), [obj], {})
+    if python_get(cls_attr) and (is_data_descriptor(cls_attr) or name not in instance_dict):
+        # A user descriptor: its __get__ is traced as a call (run as often as eager runs it).
+        if obj.source is not None:
+            guard_method_resolution(out, obj.source, value, name, cls_attr)
+        stored = ClassDictSource(TypeSource(obj.source), name) if obj.source is not None else None
+        owner = out.wrap(type(value), TypeSource(obj.source) if obj.source is not None else None)
+        return descriptor_get(vm, cls_attr, stored, obj, owner)
     if name in instance_dict:
-        return out.wrap(instance_dict[name], _attr(obj, name))
+        if cls_attr is _MISSING or obj.source is None:
+            return out.wrap(instance_dict[name], _attr(obj, name))
+        # Shadowing a class attribute: read the instance dict itself, so that the guard
+        # fails (never runs a descriptor) once the instance stops shadowing it.
+        own = ItemSource(InstanceAttrSource(obj.source, "__dict__"), name)
+        return out.wrap(instance_dict[name], own)
     if obj.source is not None and cls_attr is not _MISSING:
         guard_method_resolution(out, obj.source, value, name, cls_attr)
     if isinstance(cls_attr, types.FunctionType):
@@ -102,6 +125,40 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
 
 
 _MISSING = object()
+
+
+def python_get(attr: object) -> bool:
+    """Whether ``attr``, found on a class, is a descriptor whose ``__get__`` is Python code."""
+    if attr is _MISSING or isinstance(attr, (property, functools.cached_property)):
+        return False
+    return isinstance(attr_stores.class_lookup(type(attr), "__get__"), types.FunctionType)
+
+
+def class_descriptor(cls: type, name: str) -> object | None:
+    """The user descriptor ``cls.name`` resolves to (its ``__get__(None, cls)`` runs), or None
+    when the lookup is anything else (a plain value, a method, a metaclass attribute)."""
+    meta = type(cls)
+    if meta.__getattribute__ is not type.__getattribute__:  # type: ignore[comparison-overlap]
+        return None
+    if attr_stores.class_lookup(meta, name) is not attr_stores.MISSING:
+        return None
+    found = _class_lookup(cls, name)
+    return found if python_get(found) else None
+
+
+def descriptor_get(
+    vm: Interpreter, desc: object, where: Source | None, instance: Var, owner: Var
+) -> Var:
+    """``type(desc).__get__(desc, instance, owner)`` traced as a call; the guards pin the
+    descriptor (read from the class dicts, so no ``__get__`` runs in them) and its ``__get__``."""
+    from symbolic_vm.calls import call
+
+    out = vm.out
+    getter = attr_stores.class_lookup(type(desc), "__get__")
+    if where is not None:
+        out.request("ID_MATCH", where, desc)
+        out.request("ID_MATCH", AttrSource(TypeSource(where), "__get__"), getter)
+    return call(vm, out.wrap(getter, None), [out.wrap(desc, where), instance, owner], {})
 
 
 def guard_class_attribute(out: Output, cls_source: Source, name: str, found: object) -> None:
@@ -139,11 +196,11 @@ def _class_lookup(cls: type, name: str) -> Any:
 
 
 def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
-    if name in obj.box.attrs:
+    cls_attr = _class_lookup(obj.box.cls, name)
+    if name in obj.box.attrs and not (python_get(cls_attr) and is_data_descriptor(cls_attr)):
         return obj.box.attrs[name]
     if name == "__class__":  # object's getset descriptor: the class it was made with
         return ObjectVar(obj.box.cls, source=obj.box.cls_source)
-    cls_attr = _class_lookup(obj.box.cls, name)
     if name == "__dict__" or _is_c_method(cls_attr):
         from symbolic_vm import object_model
 
@@ -166,6 +223,10 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
         return BoundMethodVar(vm.out.wrap(obj.box.cls, None), vm.out.wrap(cls_attr.__func__, None))
     if isinstance(cls_attr, functools.cached_property):
         return attr_stores.cached_property_of_new_object(vm, obj, name, cls_attr)
+    if python_get(cls_attr):
+        cls_source = obj.box.cls_source
+        where = ClassDictSource(cls_source, name) if cls_source is not None else None
+        return descriptor_get(vm, cls_attr, where, obj, vm.out.wrap(obj.box.cls, cls_source))
     if hasattr(type(cls_attr), "__get__"):
         # Any other descriptor (a property without a getter, a user __get__): its value is
         # not the class attribute itself, and the VM cannot call __get__ on an object that

@@ -29,14 +29,12 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from guards import TypeSource
 from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.errors import TracedException, Unsupported
-from symbolic_vm.guard_api import AttrSource, Source
+from symbolic_vm.guard_api import AttrSource, DictCopySource
 from symbolic_vm.values import ConstVar, DictBox, DictVar, MethodVar, NewObjectVar, ObjectVar, Var
 
 if TYPE_CHECKING:
@@ -393,28 +391,6 @@ def _frame_dict_view(vm: Interpreter, obj: Var) -> DictVar | None:
     return view if isinstance(view, DictVar) else None
 
 
-@attrs.frozen
-class DictCopySource(Source):
-    """``dict.copy(base)``: a dict subclass's items as a plain dict (no user method runs)."""
-
-    base_source: Source
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
-
-    def get(
-        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
-    ) -> object:
-        return dict.copy(base_value)  # type: ignore[arg-type]
-
-    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
-        return f"{bind(dict.copy, 'dict_copy')}({base_expr})"
-
-    def describe(self) -> str:
-        return f"dict.copy({self.base_source.describe()})"
-
-
 def _dict_slot(
     vm: Interpreter, view: DictVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
@@ -455,31 +431,6 @@ def generic_getattr(vm: Interpreter, obj: Var, name: str) -> Var:
     if isinstance(obj, NewObjectVar):
         return object_attrs.new_object_attr(vm, obj, name)
     return ops.getattr_var(vm, obj, name)
-
-
-@attrs.frozen
-class InstanceAttrSource(Source):
-    """``object.__getattribute__(base, member)``: an attribute read that bypasses the class's
-    own ``__getattribute__`` (guards and the transformed code must not run user hooks, nor
-    recurse into a compiled ``__getattribute__``)."""
-
-    base_source: Source
-    member: str
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
-
-    def get(
-        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
-    ) -> object:
-        return object.__getattribute__(base_value, self.member)
-
-    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
-        return f"{bind(object.__getattribute__, 'getattribute')}({base_expr}, {self.member!r})"
-
-    def describe(self) -> str:
-        return f"{self.base_source.describe()}.{self.member}"
 
 
 def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:

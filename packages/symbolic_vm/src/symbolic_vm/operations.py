@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm import attr_stores, object_attrs
+from symbolic_vm import attr_stores, object_attrs, tensor_attrs
 from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ItemSource, Source
-from symbolic_vm.output import AttrWrite, ContainerWrite, Output, is_constant_value
+from symbolic_vm.output import ContainerWrite, Output, is_constant_value
 from symbolic_vm.values import (
     NULL,
     BoundMethodVar,
@@ -642,7 +642,12 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return object_attrs.super_attr(vm, obj, name)
     if isinstance(obj, FunctionVar):
         out.depend(obj)
-        return out.wrap(getattr(obj.fn, name), _attr(obj, name))
+        try:
+            found = getattr(obj.fn, name)
+        except AttributeError as exc:
+            _guard_function_attr_missing(out, obj, name)
+            raise throw(AttributeError, *exc.args) from None
+        return out.wrap(found, _attr(obj, name))
     if isinstance(obj, ObjectVar):
         return object_attrs.object_attr(vm, obj, name)
     if isinstance(obj, GradModeVar):
@@ -658,6 +663,16 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
 
 # Attribute reads on other kinds of tracked value, by the value's class; None: not one of its.
 MORE_ATTRS: dict[type, Callable[[Interpreter, Any, str], Var | None]] = {}
+
+
+def _guard_function_attr_missing(out: Output, fn: FunctionVar, name: str) -> None:
+    """The trace relies on ``fn.name`` being absent: a function's own attributes live in its
+    ``__dict__`` (the type's are fixed), so the guard reads that dict, running no user code."""
+    if fn.source is None:
+        raise Unsupported(f"reading the missing attribute {name!r} of {fn.fn.__qualname__}, "
+                          "a function with no source to guard")
+    where = fn.source.name()
+    out.predicate(f"{name!r} not in {where}.__dict__", f"{where} has no attribute {name!r}")
 
 
 def _attr(obj: Var, name: str) -> Any:
@@ -688,76 +703,17 @@ def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
         out.depend(obj)
         return ConstVar(example.dim())
     if name in _HISTORY_ATTRS:
-        return tensor_fact(out, obj, AttrSource, name)
+        return tensor_attrs.tensor_fact(out, obj, AttrSource, name)
     if name in _TENSOR_TENSOR_ATTRS:
         return graph_call(out, getattr, [obj, ConstVar(name)], {})
     if name == "grad":
-        return _tensor_grad(out, obj)
+        return tensor_attrs.tensor_grad(out, obj)
     attr = getattr(torch.Tensor, name, None)
     if attr is None or not callable(attr):
         # Any other data attribute (_version, output_nr, names, ...) would be a value the
         # guards do not check.
         raise Unsupported(f"tensor attribute {name!r}")
     return MethodVar(obj, name)
-
-
-def tensor_fact(out: Output, obj: TensorVar, kind: Any, name: str) -> Var:
-    """``obj.name`` (``kind`` AttrSource) or ``obj.name()`` (MethodCallSource), a fact TENSOR_MATCH
-    does not check: for a graph input the real tensor's answer, guarded by value at
-    ``kind(source, name)``; for a tensor made in the graph, its fake's. Only None, bool and int
-    answers are folded (a grad_fn or a _base tensor is not)."""
-    real: Any = obj.example
-    if obj.node.op == "placeholder" and obj.source is not None:
-        real = out.real_input(obj)
-    value = getattr(real, name)
-    if kind is not AttrSource:
-        value = value()
-    if not (value is None or type(value) in (bool, int)):
-        raise Unsupported(f"tensor {name} that is not None (a value the VM does not model)")
-    if real is not obj.example:
-        out.depend(obj)
-        assert obj.source is not None
-        out.request("CONSTANT_MATCH", kind(obj.source, name), value)
-    return ConstVar(value)
-
-
-def _tensor_grad(out: Output, obj: TensorVar) -> Var:
-    """``x.grad``: an input's real ``.grad`` (itself an input, or None), guarded at its source.
-
-    A tensor made inside the graph has no gradient yet: backward cannot have run on it.
-    """
-    if obj.node.op != "placeholder" or obj.source is None:
-        return ConstVar(None)
-    written = out.attr_overlay.get((id(out.real_input(obj)), "grad"))
-    if written is not None:
-        return written  # assigned earlier in the trace (set_tensor_grad)
-    grad = out.real_input(obj).grad
-    return out.wrap(grad, AttrSource(obj.source, "grad"))
-
-
-def set_tensor_grad(out: Output, obj: TensorVar, value: Var) -> None:
-    """``x.grad = None`` / ``x.grad = t`` on a graph input or parameter: replayed on the real
-    tensor after the graph, in order with the other side effects (as torch.compile does); later
-    reads of ``x.grad`` in the trace see ``value``. A tensor made in the graph, or a gradient
-    eager would refuse (another shape, dtype or device, the tensor itself), is refused here too
-    (a graph break: the assignment then runs for real)."""
-    if obj.node.op != "placeholder" or obj.source is None:
-        raise Unsupported("assigning .grad of a tensor made inside the compiled function")
-    if isinstance(value, TensorVar):
-        if value is obj:
-            raise Unsupported("assigning a tensor as its own .grad")
-        out.depend(obj)
-        out.depend(value)
-        mine, given = obj.example, value.example
-        if (
-            given.shape != mine.shape or given.dtype != mine.dtype
-            or given.device != mine.device
-        ):
-            raise Unsupported("assigning a .grad of another shape, dtype or device")
-    elif not (isinstance(value, ConstVar) and value.value is None):
-        raise Unsupported(f"assigning {describe(value)} to a tensor's .grad")
-    out.attr_overlay[(id(out.real_input(obj)), "grad")] = value
-    out.side_effects.append(AttrWrite(obj, "grad", value))
 
 
 def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:

@@ -265,6 +265,12 @@ class Output:
         return ObjectVar(value, source=source)
 
     def _wrap_tensor(self, value: torch.Tensor, source: Source | None) -> TensorVar:
+        # Faking reads the real tensor's metadata: never through a subclass's
+        # __torch_function__ (user code eager runs only for the user's own operations).
+        with torch._C.DisableTorchFunctionSubclass():
+            return self._wrap_real_tensor(value, source)
+
+    def _wrap_real_tensor(self, value: torch.Tensor, source: Source | None) -> TensorVar:
         known = self._tensor_inputs.get(id(value))
         if known is not None:
             if source is not None and known.source is not None and source != known.source:
@@ -502,6 +508,12 @@ class Output:
         self, live_inputs: list[TensorVar | SymVar]
     ) -> tuple[GuardSet, dict[Any, Source]]:
         """guard_set, and each symbol of the guarded inputs -> its source."""
+        with torch._C.DisableTorchFunctionSubclass():  # as _wrap_tensor
+            return self._guard_set_of_inputs(live_inputs)
+
+    def _guard_set_of_inputs(
+        self, live_inputs: list[TensorVar | SymVar]
+    ) -> tuple[GuardSet, dict[Any, Source]]:
         guard_set = GuardSet()
         guard_set.GLOBAL_STATE()
         mentioned = self._mentioned_symbols()
