@@ -22,7 +22,8 @@ from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import TracedException, Unsupported
-from symbolic_vm.object_model import InstanceAttrSource, user_class
+from symbolic_vm.guard_api import InstanceAttrSource
+from symbolic_vm.object_model import user_class
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
