@@ -46,6 +46,7 @@ TORCH_FREE_SUITES = {
     "symbolic_vm.bytecode": ["packages/symbolic_vm/tests/bytecode"],
     # region-level graph breaks on plain values (its folder's conftest imports torch)
     "symbolic_vm.regions": ["packages/symbolic_vm/tests/test_resume_regions.py"],
+    "symbolic_vm.break_flow": ["packages/symbolic_vm/tests/test_break_flow.py"],
 }
 OTHER_PYTHONS = ["3.12", "3.13"]
 
