@@ -44,7 +44,17 @@ def main(argv: list[str] | None = None) -> int:
         "from families.FAMILIES) instead of a random pick",
     )
     parser.add_argument("--report", default="", help="write a JSON summary here")
+    parser.add_argument(
+        "--shard",
+        default="0/1",
+        help="K/N: run only the programs first+j with j %% N == K (N processes, one seed; "
+        "tests/fuzz/run_sharded.py starts them and merges their reports)",
+    )
     args = parser.parse_args(argv)
+    try:
+        shard_k, shard_n = (int(p) for p in args.shard.split("/"))
+    except ValueError:
+        parser.error(f"--shard {args.shard!r}: expected K/N, e.g. 3/16")
     logging.basicConfig(level=logging.WARNING)
     start = time.monotonic()
     summary = run_campaign(
@@ -59,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         log=lambda line: print(line, flush=True),
         avoid=frozenset(a for a in args.avoid.split(",") if a),
         families=[f for f in args.families.split(",") if f] or None,
+        shard=(shard_k, shard_n),
     )
     summary["seconds"] = round(time.monotonic() - start, 1)
     print(json.dumps(summary, indent=2))

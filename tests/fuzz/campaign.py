@@ -97,14 +97,23 @@ def run_campaign(
     log: Callable[[str], None] = lambda line: None,
     avoid: frozenset[str] = frozenset(),
     families: list[str] | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict[str, Any]:
-    """Run ``programs`` programs; a summary with every mismatch found."""
+    """Run ``programs`` programs; a summary with every mismatch found.
+
+    ``shard=(k, n)`` runs only the programs ``first + j`` with ``j % n == k``: n processes
+    given the same seed and program range split it between them, and each program keeps the
+    index (and seed) it has in the whole run.
+    """
+    k, n = shard
+    if not 0 <= k < n:
+        raise ValueError(f"shard {k}/{n}: need 0 <= k < n")
     stats = Stats()
     mismatches: list[dict[str, Any]] = []
     runs: Counter[str] = Counter()
     start = time.monotonic()
     done = 0
-    for index in range(first, first + programs):
+    for index in range(first + k, first + programs, n):
         if max_seconds is not None and time.monotonic() - start > max_seconds:
             break
         pseed = program_seed(seed, index)
@@ -143,6 +152,7 @@ def run_campaign(
         "first": first,
         "avoided": sorted(avoid),
         "families": families,
+        "shard": f"{k}/{n}",
         "programs": done,
         "runs": dict(runs),
         "graphs_compiled": stats.graphs,

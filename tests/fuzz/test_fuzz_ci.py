@@ -173,3 +173,38 @@ def test_ci_slice_compiled_matches_eager() -> None:
     assert summary["mismatches"] == [], "\n\n".join(
         f"{m['failure']}\n{m.get('source', '(same kind as above)')}" for m in summary["mismatches"]
     )
+
+
+def test_shards_split_one_run_and_their_reports_merge(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fuzz import campaign
+    from tests.fuzz.run_sharded import merge_reports
+
+    def every_program_fails(source: str, backend: str, inputs: object, stats: Stats) -> Failure:
+        stats.programs += 1
+        stats.graphs += 2
+        return Failure(0, "value", f"{backend} differs")
+
+    monkeypatch.setattr(campaign, "check_source", every_program_fails)
+    options = {"seed": 9, "first": 5, "programs": 11, "backends": ["eager", "inductor"],
+               "inductor_every": 4, "shrink_failures": False}
+    whole = run_campaign(**options)  # type: ignore[arg-type]
+    shards = [run_campaign(**options, shard=(k, 3)) for k in range(3)]  # type: ignore[arg-type]
+    for k, r in enumerate(shards):
+        assert {m["index"] for m in r["mismatches"]} == set(range(5 + k, 16, 3))
+        r["seconds"] = 1.5 + k
+    merged = merge_reports(shards)
+    assert merged["programs"] == whole["programs"] == 11
+    assert merged["runs"] == whole["runs"] == {"eager": 11, "inductor": 2}
+    assert merged["graphs_compiled"] == whole["graphs_compiled"] == 26
+    key = [(m["index"], m["backend"]) for m in whole["mismatches"]]
+    assert [(m["index"], m["backend"]) for m in merged["mismatches"]] == sorted(key)
+    assert merged["mismatch_programs"] == list(range(5, 16))
+    assert merged["mismatch_kinds"] == {"value/": 13}
+    assert merged["shards"] == ["0/3", "1/3", "2/3"] and merged["cpu_seconds"] == 7.5
+    # a merged summary merges again (two halves of a run made with --first)
+    again = merge_reports([merge_reports(shards[:2]), shards[2]])
+    assert {k: again[k] for k in ("programs", "runs", "mismatch_programs", "cpu_seconds")} == {
+        k: merged[k] for k in ("programs", "runs", "mismatch_programs", "cpu_seconds")
+    }
+    with pytest.raises(ValueError):
+        run_campaign(**options, shard=(3, 3))  # type: ignore[arg-type]
