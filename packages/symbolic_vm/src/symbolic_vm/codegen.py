@@ -20,6 +20,7 @@ each one's identity at its path (MODULE_PARAMS, else an ID_MATCH).
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
 import inspect
 import itertools
@@ -94,7 +95,11 @@ def make_object(
         made: Any = base.__new__(cls)
         for key, value in items.items():
             base.__setitem__(made, key, value)
-        made.__dict__.update(attributes)
+        state = dict(attributes)
+        if isinstance(made, collections.defaultdict):  # a C slot, not in __dict__
+            made.default_factory = state.pop("default_factory", None)  # type: ignore[assignment]
+        if state:
+            made.__dict__.update(state)
         return made
     obj: Any = object.__new__(cls)
     obj.__dict__.update(attributes)

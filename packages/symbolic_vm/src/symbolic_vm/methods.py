@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -114,7 +115,16 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         return value
     if isinstance(target, GeneratorContextVar):
         return _generator_context_method(vm, target, name, args)
+    more = MORE_METHODS.get(type(target))  # registered by the stdlib models (namedtuples)
+    found = more(vm, target, name, args, kwargs) if more is not None else None
+    if found is not None:
+        return found
     raise Unsupported(f"method {name}() of {ops.describe(target)}")
+
+
+# Methods of other kinds of tracked value, by the value's class; None: not one of its.
+MethodImpl = Callable[["Interpreter", Any, str, list[Var], dict[str, Var]], Var | None]
+MORE_METHODS: dict[type, MethodImpl] = {}
 
 
 def _const_items(vm: Interpreter, values: list[Var]) -> list[Any]:

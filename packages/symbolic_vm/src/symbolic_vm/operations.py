@@ -619,6 +619,10 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return module_attr(vm, obj, name)
     if isinstance(obj, TupleVar) and name in obj.fields:
         return obj.items[obj.fields.index(name)]
+    if isinstance(obj, TupleVar) and obj.named_type is not None and TupleVar in MORE_ATTRS:
+        found = MORE_ATTRS[TupleVar](vm, obj, name)  # a named tuple's class data (_fields)
+        if found is not None:
+            return found
     if isinstance(
         obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar, SetVar, GeneratorContextVar)
     ):

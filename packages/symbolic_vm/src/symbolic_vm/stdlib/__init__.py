@@ -9,6 +9,13 @@ the VM inlines like user code in place of the C function (``itertools.chain``), 
 
 from __future__ import annotations
 
-from symbolic_vm.stdlib import copy_, functools_, itertools_, misc, operator_  # noqa: F401
+from symbolic_vm.stdlib import (  # noqa: F401
+    collections_,
+    copy_,
+    functools_,
+    itertools_,
+    misc,
+    operator_,
+)
 
 __all__: list[str] = []

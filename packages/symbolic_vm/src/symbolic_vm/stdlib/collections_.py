@@ -1,0 +1,328 @@
+"""``collections``: namedtuple methods (``_replace``, ``_asdict``, ``_make``, the class's own
+methods) run as the Python the class defines; ``tuple.__new__(cls, iterable)`` (what ``_make``
+calls) builds the named tuple; Counter's C helper ``_count_elements`` and ``heapq.nlargest``/
+``nsmallest`` (``most_common(n)``) as polyfills, so a ``Counter`` made in the frame is traced
+through its own Python methods.
+"""
+
+from __future__ import annotations
+
+import collections
+import heapq
+import inspect
+import types
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from guards import TypeSource
+from symbolic_vm import methods, object_model
+from symbolic_vm import operations as ops
+from symbolic_vm.attr_stores import class_lookup
+from symbolic_vm.builtins_ import implements
+from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.guard_api import Source
+from symbolic_vm.stdlib.polyfill import polyfill, python_function
+from symbolic_vm.values import (
+    ConstVar,
+    DictBox,
+    DictVar,
+    NewObjectVar,
+    ObjectBox,
+    ObjectVar,
+    TupleVar,
+    Var,
+)
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+
+def _is_namedtuple_class(cls: object) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def _named_tuple_method(
+    vm: Interpreter, target: TupleVar, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
+    """``nt._replace(b=2)``, ``nt._asdict()``, ``nt._make(...)``, a method of a NamedTuple
+    class: the class's Python function, inlined with the tuple as ``self``."""
+    from symbolic_vm.calls import call
+
+    cls = target.named_type
+    if not _is_namedtuple_class(cls):
+        return None
+    assert cls is not None
+    try:
+        attr = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return None
+    if target.source is not None:  # a class monkeypatched later must not reuse this code
+        ops.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
+    cls_var = ObjectVar(cls)
+    if isinstance(attr, types.FunctionType):
+        return call(vm, python_function(attr), [target, *args], kwargs)
+    if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
+        return call(vm, python_function(attr.__func__), [cls_var, *args], kwargs)
+    if isinstance(attr, staticmethod) and isinstance(attr.__func__, types.FunctionType):
+        return call(vm, python_function(attr.__func__), args, kwargs)
+    return None
+
+
+methods.MORE_METHODS[TupleVar] = _named_tuple_method
+
+
+@implements(tuple.__new__)
+def _tuple_new(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``tuple.__new__(cls, iterable)``: a named tuple's ``_make``, or a plain tuple."""
+    if kwargs or len(args) not in (1, 2):
+        raise Unsupported("tuple.__new__ with keyword arguments")
+    cls = ops.const_value(vm.out, args[0])
+    items = tuple(ops.iterate(vm.out, args[1])) if len(args) > 1 else ()
+    if cls is tuple:
+        return TupleVar(items)
+    if not _is_namedtuple_class(cls) or cls.__new__ is tuple.__new__:
+        raise Unsupported(f"tuple.__new__ of {getattr(cls, '__name__', cls)!r}")
+    if len(items) != len(cls._fields):
+        raise Unsupported(f"{cls.__name__}._make with {len(items)} items")
+    return TupleVar(items, fields=tuple(cls._fields), named_type=cls)
+
+
+@polyfill(collections._count_elements)  # type: ignore[attr-defined]
+def count_elements(mapping: Any, iterable: Iterable[Any]) -> None:
+    # The C helper behind Counter.update: a get and a store per element, through the
+    # mapping's own methods (a Counter subclass's __setitem__ runs, as in CPython's).
+    get = mapping.get
+    for element in iterable:
+        mapping[element] = get(element, 0) + 1
+
+
+@polyfill(heapq.nlargest)
+def nlargest(
+    n: int, iterable: Iterable[Any], key: Callable[[Any], Any] | None = None
+) -> list[Any]:
+    # heapq's documented equivalent; the order among equal keys is the same (both stable).
+    return sorted(iterable, key=key, reverse=True)[:n]
+
+
+@polyfill(heapq.nsmallest)
+def nsmallest(
+    n: int, iterable: Iterable[Any], key: Callable[[Any], Any] | None = None
+) -> list[Any]:
+    return sorted(iterable, key=key)[:n]
+
+
+def _named_tuple_attr(vm: Interpreter, target: TupleVar, name: str) -> Var | None:
+    """A named tuple's class data read through an instance (``nt._fields``,
+    ``nt._field_defaults``); methods are left to MORE_METHODS."""
+    cls = target.named_type
+    if not _is_namedtuple_class(cls):
+        return None
+    attr = inspect.getattr_static(cls, name, None)
+    if attr is None or callable(attr) or hasattr(type(attr), "__get__"):
+        return None
+    if target.source is not None:
+        ops.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
+    return vm.out.wrap(attr, None)
+
+
+ops.MORE_ATTRS[TupleVar] = _named_tuple_attr
+
+
+# -- OrderedDict, defaultdict, Counter ----------------------------------------------------------
+#
+# Made in the frame they are objects with items (object_model's dict subclasses: an ObjectBox
+# whose ``items`` is a DictBox, rebuilt by codegen.make_object); their C methods are answered
+# here on those items, and Counter's Python methods are traced. Read from the frame (exact
+# classes only), their items are a snapshot ``dict(d)`` in guards and code; changing one from
+# the frame is Unsupported (a clean break: the statement runs eagerly).
+
+_FAMILY = (collections.OrderedDict, collections.defaultdict, collections.Counter)
+
+
+@attrs.frozen
+class MappingSnapshotSource(Source):
+    """``dict(base)``: an OrderedDict/defaultdict/Counter's items, in its own order, as a plain
+    dict (no ``__missing__``, no default made while reading)."""
+
+    base_source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return dict(base_value)  # type: ignore[call-overload]
+
+    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
+        return f"{bind(dict, 'dict')}({base_expr})"
+
+    def describe(self) -> str:
+        return f"dict({self.base_source.describe()})"
+
+
+def _items(vm: Interpreter, obj: Var) -> DictVar | None:
+    """The items of a family member: shared with a made object, a snapshot of a frame one."""
+    view = object_model.dict_view(obj)
+    if view is not None:
+        return view
+    if isinstance(obj, ObjectVar) and type(obj.value) in _FAMILY and obj.source is not None:
+        vm.out.depend(obj)
+        snapshot = vm.out.wrap(dict(obj.value), MappingSnapshotSource(obj.source))
+        return snapshot if isinstance(snapshot, DictVar) else None
+    return None
+
+
+def _from_frame(obj: Var) -> bool:
+    return isinstance(obj, ObjectVar)
+
+
+def _missing(vm: Interpreter, obj: Var, key: Var) -> Var:
+    """``d[key]`` for a key ``d`` lacks: the class's ``__missing__`` (defaultdict's factory,
+    Counter's 0), as dict.__getitem__ calls it."""
+    from symbolic_vm.calls import call
+
+    cls = object_model.user_class(obj)
+    assert cls is not None
+    hook = class_lookup(cls, "__missing__")
+    if isinstance(hook, types.FunctionType):
+        return call(vm, python_function(hook), [obj, key], {})
+    if hook is collections.defaultdict.__dict__["__missing__"]:
+        if _from_frame(obj):
+            raise Unsupported("a missing key of a defaultdict from the frame (it inserts)")
+        assert isinstance(obj, NewObjectVar)
+        factory = obj.box.attrs.get("default_factory", ConstVar(None))
+        if isinstance(factory, ConstVar) and factory.value is None:
+            raise throw(KeyError, ops.const_value(vm.out, key))
+        made = call(vm, factory, [], {})
+        view = object_model.dict_view(obj)
+        assert view is not None
+        ops.setitem(vm.out, view, key, made)
+        return made
+    raise throw(KeyError, ops.const_value(vm.out, key))
+
+
+class _FamilyTracker(object_model.DictSubclassTracker):
+    """OrderedDict, defaultdict and Counter (and subclasses): a user override first, then the
+    items, with ``__missing__`` for absent keys."""
+
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        if object_model._python_method(vm, obj, "__getitem__") is not None:
+            return super().getitem(vm, obj, key)
+        items = _items(vm, obj)
+        if items is None:
+            return None
+        vm.out.depend(items)
+        if ops.const_value(vm.out, key) in items.box.items:
+            return ops.getitem(vm.out, items, key)
+        return _missing(vm, obj, key)
+
+    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
+        own = object_model._python_method(vm, obj, "__setitem__")
+        if isinstance(obj, ObjectVar) and own is None:
+            raise Unsupported(f"changing a {type(obj.value).__name__} from the frame")
+        return super().setitem(vm, obj, key, value)
+
+    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
+        if _from_frame(obj):
+            raise Unsupported("deleting from a mapping from the frame")
+        if super().delitem(vm, obj, key):
+            return True
+        view = object_model.dict_view(obj)
+        if view is None:
+            return False
+        k = ops.const_value(vm.out, key)
+        if k not in view.box.items:
+            raise throw(KeyError, k)
+        del view.box.items[k]
+        return True
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        items = _items(vm, obj) if _from_frame(obj) else None
+        if items is None:
+            return super().contains(vm, obj, item)
+        vm.out.depend(items)
+        return ConstVar(ops.const_value(vm.out, item) in items.box.items)
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        items = _items(vm, obj) if _from_frame(obj) else None
+        if items is None:
+            return super().length(vm, obj)
+        vm.out.depend(items)
+        return ConstVar(len(items.box.items))
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        items = _items(vm, obj) if _from_frame(obj) else None
+        return super().iterate(vm, obj) if items is None else ops.make_iterator(vm.out, items)
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        items = _items(vm, obj) if _from_frame(obj) else None
+        if items is None:
+            return super().truth(vm, obj)
+        vm.out.depend(items)
+        return ConstVar(bool(items.box.items))
+
+
+object_model.register(*_FAMILY)(_FamilyTracker)
+
+
+@implements(collections.defaultdict)
+def _defaultdict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``defaultdict(factory, *args, **kwargs)`` made in the frame (its factory an attribute
+    of the object, its items a dict)."""
+    factory = args[0] if args else ConstVar(None)
+    if not (isinstance(factory, ConstVar) and factory.value is None) and not _callable(factory):
+        raise throw(TypeError, "first argument must be callable or None")
+    obj = NewObjectVar(ObjectBox(collections.defaultdict, {"default_factory": factory},
+                                 items=DictBox({})))
+    if len(args) > 1 or kwargs:
+        object_model.call_slot(vm, dict.__init__, [obj, *args[1:]], kwargs)
+    return obj
+
+
+def _callable(var: Var) -> bool:
+    if isinstance(var, (ObjectVar, ConstVar)):
+        return callable(var.value)
+    return True  # functions, methods, partials, modules the VM tracks
+
+
+@implements(collections.OrderedDict.move_to_end)
+def _move_to_end(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    obj, key, *rest = args
+    last = ops.truth(vm.out, rest[0] if rest else kwargs.get("last", ConstVar(True)))
+    items = _mutable_items(vm, obj, "move_to_end")
+    k = ops.const_value(vm.out, key)
+    if k not in items.box.items:
+        raise throw(KeyError, k)
+    value = items.box.items.pop(k)
+    if last:
+        items.box.items[k] = value
+    else:
+        rest_items = dict(items.box.items)
+        items.box.items.clear()
+        items.box.items[k] = value
+        items.box.items.update(rest_items)
+    return ConstVar(None)
+
+
+@implements(collections.OrderedDict.popitem)
+def _popitem(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    obj, *rest = args
+    last = ops.truth(vm.out, rest[0] if rest else kwargs.get("last", ConstVar(True)))
+    items = _mutable_items(vm, obj, "popitem")
+    if not items.box.items:
+        raise throw(KeyError, "dictionary is empty")
+    k = next(reversed(items.box.items)) if last else next(iter(items.box.items))
+    return TupleVar((ConstVar(k), items.box.items.pop(k)))
+
+
+def _mutable_items(vm: Interpreter, obj: Var, name: str) -> DictVar:
+    if _from_frame(obj):
+        raise Unsupported(f"OrderedDict.{name} on an OrderedDict from the frame")
+    view = object_model.dict_view(obj)
+    if view is None or not isinstance(obj, NewObjectVar):
+        raise Unsupported(f"OrderedDict.{name} on {ops.describe(obj)}")
+    return view

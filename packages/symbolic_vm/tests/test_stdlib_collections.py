@@ -1,0 +1,139 @@
+"""collections inside compiled code (symbolic_vm.stdlib.collections_): namedtuple methods,
+OrderedDict (move_to_end, popitem(last=)), defaultdict (its factory on missing keys) and
+Counter (update, most_common, missing keys), made in the frame and returned (rebuilt), or read
+from outside. Each equals eager (results and arguments), is captured whole, in no more graphs
+than torch.compile. Changing one that comes from outside is a clean break: eager's result."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pytest
+import torch
+from object_model_harness import run_three_ways, same
+from stdlib_harness import check_whole
+
+import compile_api
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
+    compile_api.reset()
+    yield
+    compile_api.reset()
+
+
+Point = collections.namedtuple("Point", "x y", defaults=(0,))
+
+
+class Span(NamedTuple):
+    start: torch.Tensor
+    length: int = 1
+
+    def end(self) -> torch.Tensor:
+        return self.start + self.length
+
+
+def _namedtuples(x: torch.Tensor, p: Point) -> Any:
+    q = Point(x, 2)._replace(y=3)
+    made = Point._make([x * 2, 4])
+    span = Span(x)._replace(length=5)
+    return (
+        q, q._asdict(), made, q._fields, p._replace(x=p.x + 1), p._asdict()["y"],
+        span.end(), span._field_defaults, Point(x),
+    )
+
+
+def test_namedtuple_methods_match_eager_in_one_graph() -> None:
+    check_whole(_namedtuples, lambda: (torch.arange(3.0), Point(torch.ones(3), 7)))
+
+
+def _ordered(x: torch.Tensor) -> Any:
+    d = collections.OrderedDict(a=x, b=1, c=2)
+    d.move_to_end("a")
+    d.move_to_end("c", last=False)
+    first = d.popitem(last=False)
+    d["z"] = x * 2
+    last = d.popitem()
+    del d["b"]
+    return d, first, last, list(d), len(d), "a" in d
+
+
+def test_an_ordered_dict_made_inside_matches_eager_and_is_rebuilt() -> None:
+    runs = check_whole(_ordered, lambda: (torch.arange(3.0),))
+    assert type(runs.ours[0]) is collections.OrderedDict
+
+
+def _defaults(x: torch.Tensor) -> Any:
+    groups: collections.defaultdict[str, list[Any]] = collections.defaultdict(list)
+    groups["a"].append(x)
+    groups["a"].append(x + 1)
+    groups["b"]
+    counts = collections.defaultdict(int, {"seen": 1})
+    counts["seen"] += 1
+    counts["new"] += 1
+    return groups, counts, len(groups), groups.default_factory, sorted(counts)
+
+
+def test_a_defaultdict_made_inside_calls_its_factory_as_eager() -> None:
+    runs = check_whole(_defaults, lambda: (torch.arange(3.0),))
+    assert runs.ours[0].default_factory is list
+
+
+def _counting(x: torch.Tensor) -> Any:
+    c = collections.Counter("abca")
+    c.update(["b", "b"])
+    c["z"] += 1
+    top = c.most_common(2)
+    return x * top[0][1] + c["missing"], c, top, sorted(c.elements()), c.total()
+
+
+def test_a_counter_made_inside_matches_eager_in_one_graph() -> None:
+    runs = check_whole(_counting, lambda: (torch.arange(3.0),))
+    assert type(runs.ours[1]) is collections.Counter
+
+
+def _read_outside(x: torch.Tensor, od: Any, dd: Any, c: Any) -> Any:
+    return (
+        od["b"] * x, list(od), len(od), "a" in od, dd["k"][0] * x, bool(dd), c["a"] * x,
+        c["absent"], [k for k in c],
+    )
+
+
+def _outside() -> tuple[Any, ...]:
+    od = collections.OrderedDict(a=1, b=2)
+    od.move_to_end("a")
+    return (torch.arange(3.0), od, collections.defaultdict(list, {"k": [3]}),
+            collections.Counter("aab"))
+
+
+def test_mappings_from_outside_are_read_in_one_graph() -> None:
+    check_whole(_read_outside, _outside)
+
+
+def test_a_mapping_from_outside_that_changes_is_recompiled_for() -> None:
+    compiled = compile_api.compile(_read_outside, backend="eager")
+    args = _outside()
+    same(compiled(*args), _read_outside(*args))
+    args[1]["b"] = 5
+    args[3]["a"] = 9
+    same(compiled(*args), _read_outside(*args))
+
+
+def _change_outside(x: torch.Tensor, od: Any, dd: Any, c: Any) -> Any:
+    od["new"] = 1
+    dd["missing"].append(x)
+    c["a"] += 1
+    return x + 1
+
+
+def test_changing_a_mapping_from_outside_breaks_and_matches_eager() -> None:
+    runs = run_three_ways(_change_outside, _outside)
+    same(runs.ours, runs.eager)
+    same(list(runs.our_args[1].items()), list(runs.eager_args[1].items()))
+    same(dict(runs.our_args[2]), dict(runs.eager_args[2]))
+    same(dict(runs.our_args[3]), dict(runs.eager_args[3]))
+    assert runs.our_graphs <= runs.their_graphs
