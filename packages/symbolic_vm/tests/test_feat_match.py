@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 import torch
-from test_feat_support import compiled, fresh_counter
+from feat_support import compiled, fresh_counter
 from vm_harness import check
 
 

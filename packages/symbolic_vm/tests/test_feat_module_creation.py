@@ -86,7 +86,7 @@ def test_user_module_creating_a_parameter_is_refused_cleanly():
 
 
 def test_parameter_module_made_inside_graph_breaks_under_compile_api():
-    from test_feat_support import compiled, fresh_counter
+    from feat_support import compiled, fresh_counter
 
     def fn(x):
         y = x + 1

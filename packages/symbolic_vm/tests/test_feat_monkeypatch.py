@@ -4,7 +4,7 @@ compile must recompile (the lookup's result is guarded), never run the old metho
 from __future__ import annotations
 
 import torch
-from test_feat_support import compiled, fresh_counter
+from feat_support import compiled, fresh_counter
 from vm_harness import check
 
 

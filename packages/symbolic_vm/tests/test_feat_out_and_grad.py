@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_feat_support import compiled, fresh_counter
+from feat_support import compiled, fresh_counter
 from vm_harness import check, run_vm
 
 from symbolic_vm import Unsupported
@@ -196,7 +196,7 @@ def test_resized_out_is_read_and_changed_later_in_the_same_graph():
 
 @pytest.mark.parametrize("backend", ["aot_eager"])
 def test_resizing_out_works_with_a_functionalizing_backend(backend):
-    from test_feat_support import compile_api
+    from feat_support import compile_api
 
     if compile_api is None:
         pytest.skip("compile_api cannot be imported")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_feat_support import compiled, fresh_counter
+from feat_support import compiled, fresh_counter
 from vm_harness import check, run_vm
 
 from symbolic_vm import Unsupported

@@ -1,4 +1,4 @@
-"""More whole programs: mixes of the features, each compared with eager."""
+"""Whole programs mixing the features, each compiled and compared with eager."""
 
 from __future__ import annotations
 
