@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import traceback
+import types
 
 import pytest
 from evalframe_testkit import Recorder, always, entry_for, installed
@@ -229,3 +230,25 @@ def test_guard_that_clears_the_cache_while_entries_are_tried_is_safe():
         assert add(5) == 15
     assert sizes == [0, 1, 0]
     assert evalframe.cache_entries(add.__code__) == []
+
+
+def test_callback_error_placed_in_the_frame_shows_only_the_users_frames():
+    """An error whose traceback holds an entry for the frame the callback was handed starts
+    there: the callback's frames and the entry at the function's def line are dropped."""
+
+    def cb(frame, size):
+        if frame.f_code is add.__code__:
+            err = LookupError("placed")
+            line = frame.f_code.co_firstlineno + 1
+            raise err.with_traceback(types.TracebackType(None, frame, -1, line))
+        return None
+
+    with installed(cb):
+        with pytest.raises(LookupError, match="placed") as info:
+            add(1)
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert [(f.name, f.lineno) for f in frames] == [
+        ("test_callback_error_placed_in_the_frame_shows_only_the_users_frames", frames[0].lineno),
+        ("add", add.__code__.co_firstlineno + 1),
+    ]
+    assert add(1) == 11

@@ -351,6 +351,14 @@ hook_body(PyThreadState *ts, _PyInterpreterFrame *frame, int throwflag, ef_threa
     PyObject *answer = PyObject_Vectorcall(callback, args, 2, NULL);
     Py_DECREF(callback);
     Py_DECREF(size);
+    if (answer == NULL) {
+        /* An error the callback placed in the frame (a traceback entry for fobj)
+         * is shown from there on: the callback's own frames are dropped. */
+        st->disabled--;
+        PyObject *result = ef_fail_callback(ts, frame, fobj);
+        Py_DECREF(fobj);
+        return result;
+    }
     Py_DECREF(fobj);
     /* The hook stays off while we look at the answer (it may run Python). */
     PyCodeObject *target = NULL;

@@ -144,6 +144,9 @@ ef_frame_is_fresh(_PyInterpreterFrame *frame)
 
 PyObject *ef_snapshot_frame(_PyInterpreterFrame *frame);
 PyObject *ef_fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame);
+/* Fail the frame with the callback's pending exception, placed in the frame when its
+ * traceback names the snapshot `fobj` the callback was handed. */
+PyObject *ef_fail_callback(PyThreadState *ts, _PyInterpreterFrame *frame, PyObject *fobj);
 PyObject *ef_guard_locals(_PyInterpreterFrame *frame);
 int ef_check_layout(PyCodeObject *orig, PyCodeObject *code);
 /* Run a frame of code marked SKIP_RECURSIVE with the thread's hook off. */

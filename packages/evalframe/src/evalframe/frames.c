@@ -122,6 +122,57 @@ ef_fail_frame(PyThreadState *ts, _PyInterpreterFrame *frame)
 #endif
 }
 
+/* If the pending exception's traceback has an entry for `fobj`, make the
+ * traceback start there: the entries before it are the callback's own frames
+ * (and on 3.13 the evaluator's entry for the unstarted frame), which the user
+ * does not need.  1 if it was placed, 0 if not (the exception is untouched). */
+static int
+place_in_frame(PyObject *fobj)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    PyObject *tb = exc ? PyException_GetTraceback(exc) : NULL;
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+#endif
+    PyObject *at = tb;
+    while (at != NULL && (PyObject *)((PyTracebackObject *)at)->tb_frame != fobj) {
+        at = (PyObject *)((PyTracebackObject *)at)->tb_next;
+    }
+    if (at != NULL && at != tb && exc != NULL) {
+        Py_INCREF(at);
+        Py_SETREF(tb, at);
+        PyException_SetTraceback(exc, tb);
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    Py_XDECREF(tb);
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(type, exc, tb);
+#endif
+    return at != NULL;
+}
+
+PyObject *
+ef_fail_callback(PyThreadState *ts, _PyInterpreterFrame *frame, PyObject *fobj)
+{
+    if (!place_in_frame(fobj)) {
+        return ef_fail_frame(ts, frame);
+    }
+    /* The callback placed its error in the frame: no entry at the def line. */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *result = ef_eval_default(ts, frame, 1);
+    place_in_frame(fobj); /* 3.13's evaluator prepends an entry for the frame */
+    return result;
+#else
+    (void)ts;
+    (void)frame;
+    return NULL;
+#endif
+}
+
 /* The dict handed to guards: arguments and free variables by name. */
 PyObject *
 ef_guard_locals(_PyInterpreterFrame *frame)
