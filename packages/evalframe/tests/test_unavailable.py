@@ -28,3 +28,11 @@ def test_unavailable_cache_api_still_answers():
     assert evalframe.cache_entries(f.__code__) == []
     evalframe.clear_cache(f.__code__)
     evalframe.clear_cache()
+
+
+def test_the_reason_names_what_a_newer_python_needs():
+    reason = evalframe._unavailable_reason((3, 14))
+    assert "not 3.14" in reason and "frames.c" in reason and "EF_HOOK" in reason
+    assert "predates" in evalframe._unavailable_reason((3, 10))
+    if evalframe.HOOK_AVAILABLE:
+        assert evalframe.UNAVAILABLE_REASON is None

@@ -54,3 +54,23 @@ def test_registration_refuses_a_second_handler_for_one_opcode() -> None:
     running = float(f"{sys.version_info[0]}.{sys.version_info[1]}")
     with pytest.raises(AssertionError, match="twice"):
         handler("BINARY_OP", versions=(running,))(lambda vm, inst: None)
+
+
+def test_an_unported_python_is_refused_naming_the_opcodes_no_handler_covers() -> None:
+    from symbolic_vm.versions import emitted_opnames, unsupported_python
+
+    assert unsupported_python() is None
+    new = {"LOAD_SMALL_INT", "POP_ITER"}  # two of 3.14's new opcodes
+    message = unsupported_python((3, 14), emitted_opnames() | new)
+    assert message is not None
+    assert "not 3.14" in message and "symbolic_vm/bytecode/opcodes.py" in message
+    assert message.endswith("opcodes of 3.14 no handler covers: LOAD_SMALL_INT, POP_ITER")
+
+
+def test_an_unported_python_without_its_opcodes_names_what_is_known_to_change() -> None:
+    from symbolic_vm.versions import unsupported_python
+
+    message = unsupported_python((3, 14))
+    assert message is not None and "LOAD_FAST_BORROW" in message
+    older = unsupported_python((3, 10))
+    assert older is not None and "predates" in older

@@ -27,6 +27,7 @@ from aot.runtime import (
     make_training_runtime,
     written_input_overlaps,
 )
+from aot.source_meta import SourceTracing
 from aot.trace import keep_mutations_in_forward, trace_inference, trace_joint
 
 __all__ = [
@@ -233,8 +234,14 @@ class AotFunction:
         *,
         symbolic_inputs: Sequence[object] | None = None,
         keep_input_mutations: bool = False,
+        traced_fn: Callable[..., Any] | None = None,
+        sources: SourceTracing | None = None,
     ) -> None:
         self.fn = fn
+        # What is traced, when it differs from fn: a captured graph run node by node so that
+        # the aten graphs keep its source lines (sources, see aot.source_meta).
+        self.traced_fn = traced_fn if traced_fn is not None else fn
+        self.sources = sources
         # inference graphs write mutated inputs themselves (final copy_ nodes)
         self.keep_input_mutations = keep_input_mutations
         # With dynamic shapes every compile traces these symbolic values (one per input),
@@ -290,7 +297,7 @@ class AotFunction:
         return art
 
     def _flat_fn(self, *flat_args: object) -> list[object]:
-        flat_out, self._out_spec = pytree.tree_flatten(self.fn(*flat_args))
+        flat_out, self._out_spec = pytree.tree_flatten(self.traced_fn(*flat_args))
         return list(flat_out)
 
     def _compile(self, flat_args: Sequence[object]) -> CompiledArtifacts:
@@ -325,7 +332,9 @@ class AotFunction:
             log.info("compiled an inference graph with %d nodes", len(gm.graph.nodes))
             return CompiledArtifacts(meta, out_spec, gm, None, None, None,
                                      make_inference_runtime(meta, compiled))
-        joint = trace_joint(self._flat_fn, meta, trace_inputs, fake_mode, self.decompositions)
+        annotate = self.sources.annotate_backward if self.sources else None
+        joint = trace_joint(self._flat_fn, meta, trace_inputs, fake_mode, self.decompositions,
+                            before_backward=annotate)
         fw_gm, bw_gm = self.partition_fn(
             joint.gm, joint.example_inputs, num_fwd_outputs=joint.num_fwd_outputs
         )
@@ -556,12 +565,21 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
                  if isinstance(v, torch.Tensor)}
         return torch.func.functional_call(gm, state, tuple(flat_args[num_owned:]))
 
+    sources = SourceTracing(gm) if isinstance(gm, torch.fx.GraphModule) else None
+
+    def traced(*flat_args: object) -> Any:
+        assert sources is not None
+        state = {n: v for n, v in zip(names, flat_args[:num_owned], strict=True)
+                 if isinstance(v, torch.Tensor)}
+        return sources.run(state, *flat_args[num_owned:])
+
     owned_values = [owned[n] for n in names]
     examples = _symbolic_examples(gm, example_inputs)
     compiled = AotFunction(
         with_state, fw_compiler, bw_compiler, partition_fn, decompositions,
         symbolic_inputs=None if examples is None else [*owned_values, *examples],
         keep_input_mutations=keep_input_mutations,
+        traced_fn=traced if sources is not None else None, sources=sources,
     )
     compiled.artifacts_for([*owned_values, *example_inputs])
     compiled.eager_on_error = True  # from now on (the first compile's errors go to the caller)

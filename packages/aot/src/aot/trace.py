@@ -261,8 +261,13 @@ def trace_joint(
     fake_inputs: Sequence[object],
     fake_mode: Any,
     decompositions: DecompositionTable | None,
+    *,
+    before_backward: Callable[[Sequence[object]], None] | None = None,
 ) -> JointTrace:
-    """Trace (primals, tangents) -> (traced outputs, grads of inputs requiring grad)."""
+    """Trace (primals, tangents) -> (traced outputs, grads of inputs requiring grad).
+
+    ``before_backward(outputs)`` runs before the outputs are differentiated (source lines for
+    the backward's nodes, aot.source_meta)."""
     run = traced_outputs_fn(flat_fn, meta)
     grad_inputs = meta.grad_inputs
     diff = meta.differentiable_traced
@@ -294,6 +299,8 @@ def trace_joint(
                 diff_outs = [outs[k] for k in diff]
                 grads: Sequence[torch.Tensor | None] = [None] * len(leaves)
                 if diff_outs and leaves:
+                    if before_backward is not None:
+                        before_backward(diff_outs)
                     grads = torch.autograd.grad(
                         diff_outs, leaves, ftangents, allow_unused=True  # type: ignore[arg-type]
                     )

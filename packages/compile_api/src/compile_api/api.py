@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -168,6 +169,23 @@ class _BadArgument(TypeError, AssertionError):
     """A compile() argument of the wrong kind: a TypeError, and an AssertionError as torch's."""
 
 
+def _refuse_unsupported_python() -> None:
+    """compile() on a Python the hook or the VM does not run on: one error, naming what is
+    missing, instead of frames that fail inside Strata (torch.compile also refuses at compile)."""
+    missing = [
+        reason
+        for reason in (
+            None if evalframe.HOOK_AVAILABLE else evalframe.UNAVAILABLE_REASON,
+            symbolic_vm.unsupported_python(),
+        )
+        if reason
+    ]
+    if missing:
+        raise RuntimeError(
+            f"Strata cannot compile on Python {sys.version.split()[0]}:\n- " + "\n- ".join(missing)
+        )
+
+
 def compile(
     model: Any = None,
     *,
@@ -226,6 +244,7 @@ def compile(
             f"A callable function is expected, but {type(model)} is provided "
             "(compile_api.compile takes a function or an nn.Module)."
         )
+    _refuse_unsupported_python()
     if mode in _CUDAGRAPH_MODES and backend == "inductor":
         # torch's reduce-overhead and max-autotune record CUDA graphs; CPU graphs ignore it
         options = {"cudagraphs": True}

@@ -46,6 +46,7 @@ __all__ = [
     "without_hook",
     "with_callback",
     "HOOK_AVAILABLE",
+    "UNAVAILABLE_REASON",
     "EvalFrameError",
     "HookUnavailableError",
 ]
@@ -53,10 +54,29 @@ __all__ = [
 log = logging.getLogger("strata.evalframe")
 
 HOOK_AVAILABLE: Final[bool] = _evalframe.HOOK_AVAILABLE
-_UNAVAILABLE = (
-    f"evalframe's frame-evaluation hook supports CPython 3.11, 3.12 and 3.13; this is "
-    f"{sys.version_info.major}.{sys.version_info.minor} (see packages/evalframe/README.md)"
+
+
+def _unavailable_reason(version: tuple[int, int]) -> str:
+    """What the hook lacks on ``version``, in words (see the README's "Missing or limited")."""
+    name = f"{version[0]}.{version[1]}"
+    if version < (3, 11):
+        return (
+            f"evalframe's frame-evaluation hook supports CPython 3.11, 3.12 and 3.13; {name} "
+            "predates the 3.11 frame layout it is written for"
+        )
+    return (
+        f"evalframe's frame-evaluation hook supports CPython 3.11, 3.12 and 3.13, not {name}: "
+        f"frames.c needs porting to {name}'s frame layout (on 3.14 the interpreter frame holds "
+        "tagged stack references, f_executable included, and a frame's stack pointer), and "
+        "_evalframe.h's EF_HOOK turned on for it (see packages/evalframe/README.md)"
+    )
+
+
+UNAVAILABLE_REASON: Final[str | None] = (
+    None if HOOK_AVAILABLE else _unavailable_reason(sys.version_info[:2])
 )
+"""None where the hook works; else what it lacks on this CPython."""
+_UNAVAILABLE = UNAVAILABLE_REASON or ""
 
 
 class Skip(enum.Enum):

@@ -1,4 +1,4 @@
-"""A symbolic interpreter of CPython 3.11/3.12 bytecode that captures torch ops into FX graphs.
+"""A symbolic interpreter of CPython 3.11/3.12/3.13 bytecode that captures torch ops into FX graphs.
 
 Importing this package does not import torch: the public names are loaded on first use
 (PEP 562), so ``import symbolic_vm.bytecode`` works in a torch-free interpreter.
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         nonstrict_trace,
         reset_registries,
     )
+    from symbolic_vm.versions import unsupported_python
 
 _EXPORTS = {
     "capture": "symbolic_vm.frame_capture",
@@ -51,6 +52,7 @@ _EXPORTS = {
     "reset_registries": "symbolic_vm.registries",
     "note_torch_disabled": "symbolic_vm.controls",
     "torch_disabled_code": "symbolic_vm.controls",
+    "unsupported_python": "symbolic_vm.versions",
 }
 
 __all__ = [
@@ -74,6 +76,7 @@ __all__ = [
     "torch_disabled_code",
     "reset_counters",
     "reset",
+    "unsupported_python",
 ]
 
 

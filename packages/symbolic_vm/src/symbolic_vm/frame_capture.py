@@ -27,6 +27,7 @@ from symbolic_vm.records import (
     GraphBreak,
 )
 from symbolic_vm.values import SymVar, TensorVar, Var
+from symbolic_vm.versions import unsupported_python
 
 log = logging.getLogger("strata.symbolic_vm")
 
@@ -67,7 +68,7 @@ def capture(frame: FrameLike, config: CaptureConfig) -> CaptureResult:
     are symbolic_vm.breaks.policy's (see symbolic_vm/breaks/__init__.py for the path).
     """
     if sys.version_info[:2] not in SUPPORTED_VERSIONS:
-        raise Unsupported(f"Python {sys.version_info[:2]} is not supported by the VM")
+        raise Unsupported(unsupported_python() or "this Python is not supported by the VM")
     number = next(_counter)
     stop_at: tuple[int, Unsupported] | None = None
     region: tuple[Region, Unsupported] | None = None

@@ -20,6 +20,7 @@ from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import LocalSource
 from symbolic_vm.output import Output
 from symbolic_vm.values import NULL, Cell, Var
+from symbolic_vm.versions import SUPPORTED
 
 log = logging.getLogger("strata.symbolic_vm")
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -27,7 +28,7 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 Handler = Callable[["Interpreter", dis.Instruction], None]
 
 Version = tuple[int, int]
-SUPPORTED_VERSIONS: tuple[Version, ...] = ((3, 11), (3, 12), (3, 13))
+SUPPORTED_VERSIONS: tuple[Version, ...] = SUPPORTED
 ALL_VERSIONS: tuple[float, ...] = (3.11, 3.12, 3.13)
 MAX_INLINE_DEPTH = 64
 _VERSION_MAP: dict[float, Version] = {3.11: (3, 11), 3.12: (3, 12), 3.13: (3, 13)}

@@ -37,9 +37,9 @@ __all__ = [
 
 PY_VERSION: tuple[int, int] = (sys.version_info.major, sys.version_info.minor)
 if PY_VERSION < (3, 11) or PY_VERSION > (3, 13):
-    raise UnsupportedPythonError(
-        f"symbolic_vm.bytecode supports CPython 3.11 to 3.13, not {PY_VERSION[0]}.{PY_VERSION[1]}"
-    )
+    from symbolic_vm.versions import unsupported_python
+
+    raise UnsupportedPythonError(unsupported_python(PY_VERSION) or "CPython 3.11 to 3.13 only")
 
 
 class ArgKind(enum.Enum):

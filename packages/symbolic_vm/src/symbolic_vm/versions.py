@@ -1,0 +1,90 @@
+"""Which CPython versions the VM interprets, and what a port to another one needs.
+
+Torch-free and import-light: compile_api asks it before anything else is imported, so a user on
+an unsupported Python gets one error naming what is missing instead of a failure deep inside.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+from collections.abc import Iterable
+
+__all__ = ["SUPPORTED", "emitted_opnames", "unsupported_python"]
+
+SUPPORTED: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
+RUNNING: tuple[int, int] = (sys.version_info[0], sys.version_info[1])
+
+# Opcode numbers from here up are the compiler's pseudo-instructions: never in a code object.
+_FIRST_PSEUDO = 256
+
+# What is known to change in a version not yet ported (from its "What's New" and dis docs); the
+# exact opcode list comes from the running interpreter when it is that version.
+_PORT_NOTES: dict[tuple[int, int], str] = {
+    (3, 14): (
+        "3.14 adds LOAD_SMALL_INT, LOAD_FAST_BORROW, LOAD_FAST_BORROW_LOAD_FAST_BORROW, "
+        "POP_ITER, NOT_TAKEN, LOAD_SPECIAL, LOAD_COMMON_CONSTANT, BUILD_TEMPLATE and "
+        "BUILD_INTERPOLATION; subscripts become BINARY_OP; RETURN_CONST and BEFORE_WITH are gone"
+    ),
+}
+
+
+def emitted_opnames(opmap: dict[str, int] | None = None) -> set[str]:
+    """The opcodes a compiler can put in a code object (no specialised, instrumented or
+    pseudo forms), of ``opmap`` (default: the running interpreter's)."""
+    specialised: set[str] = set()
+    for forms in getattr(dis, "_specializations", {}).values():
+        specialised.update(forms)
+    opmap = dis.opmap if opmap is None else opmap
+    return {
+        name for name, number in opmap.items()
+        if number < _FIRST_PSEUDO and name not in specialised
+        and not name.startswith("INSTRUMENTED_")
+    }
+
+
+def _unhandled(opnames: Iterable[str]) -> list[str] | None:
+    """Those of ``opnames`` that no version's handler table and no UNSUPPORTED entry names;
+    None when the tables cannot be loaded here (torch missing, or this very version)."""
+    try:
+        import symbolic_vm.handlers  # noqa: F401 - registers the handlers
+        from symbolic_vm.interpreter import SUPPORTED_VERSIONS, UNSUPPORTED, handlers_for
+    except Exception:  # an unported interpreter may fail anywhere in that import
+        return None
+    known = set(UNSUPPORTED)
+    for version in SUPPORTED_VERSIONS:
+        known.update(handlers_for(version))
+    return sorted(set(opnames) - known)
+
+
+def unsupported_python(
+    version: tuple[int, int] | None = None, opnames: Iterable[str] | None = None
+) -> str | None:
+    """None when the VM interprets ``version`` (default: the running one); else what is missing.
+
+    ``opnames``: that version's opcodes (default: the running interpreter's, when ``version``
+    is the running one), to name those no handler covers.
+    """
+    version = RUNNING if version is None else version
+    if version in SUPPORTED:
+        return None
+    name = f"{version[0]}.{version[1]}"
+    if version < SUPPORTED[0]:
+        return (
+            f"symbolic_vm interprets CPython 3.11 to 3.13 bytecode; {name} predates the 3.11 "
+            "frame and bytecode layout it is built on (use 3.11, 3.12 or 3.13)"
+        )
+    parts = [
+        f"symbolic_vm interprets CPython 3.11 to 3.13 bytecode, not {name}. A port needs the "
+        f"bytecode toolkit's encoding tables for {name} (symbolic_vm/bytecode/opcodes.py), a "
+        f"handler for each new opcode registered with versions=(..., {name}) or an UNSUPPORTED "
+        "reason (symbolic_vm/handlers), and a review of the opcodes whose meaning changed"
+    ]
+    if opnames is None and version == (sys.version_info[0], sys.version_info[1]):
+        opnames = emitted_opnames()
+    missing = _unhandled(opnames) if opnames is not None else None
+    if missing:
+        parts.append(f"opcodes of {name} no handler covers: {', '.join(missing)}")
+    elif version in _PORT_NOTES:
+        parts.append(_PORT_NOTES[version])
+    return "; ".join(parts)
