@@ -57,7 +57,8 @@ def test_registration_refuses_a_second_handler_for_one_opcode() -> None:
 
 
 def test_an_unported_python_is_refused_naming_the_opcodes_no_handler_covers() -> None:
-    from symbolic_vm.versions import emitted_opnames, unsupported_python
+    from symbolic_vm.version_check import unsupported_python
+    from symbolic_vm.versions import emitted_opnames
 
     assert unsupported_python() is None
     new = {"LOAD_SMALL_INT", "POP_ITER"}  # two of 3.14's new opcodes
@@ -68,7 +69,7 @@ def test_an_unported_python_is_refused_naming_the_opcodes_no_handler_covers() ->
 
 
 def test_an_unported_python_without_its_opcodes_names_what_is_known_to_change() -> None:
-    from symbolic_vm.versions import unsupported_python
+    from symbolic_vm.version_check import unsupported_python
 
     message = unsupported_python((3, 14))
     assert message is not None and "LOAD_FAST_BORROW" in message

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         nonstrict_trace,
         reset_registries,
     )
-    from symbolic_vm.versions import unsupported_python
+    from symbolic_vm.version_check import unsupported_python
 
 _EXPORTS = {
     "capture": "symbolic_vm.frame_capture",
@@ -52,7 +52,7 @@ _EXPORTS = {
     "reset_registries": "symbolic_vm.registries",
     "note_torch_disabled": "symbolic_vm.controls",
     "torch_disabled_code": "symbolic_vm.controls",
-    "unsupported_python": "symbolic_vm.versions",
+    "unsupported_python": "symbolic_vm.version_check",
 }
 
 __all__ = [

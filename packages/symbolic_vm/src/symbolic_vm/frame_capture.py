@@ -27,7 +27,7 @@ from symbolic_vm.records import (
     GraphBreak,
 )
 from symbolic_vm.values import SymVar, TensorVar, Var
-from symbolic_vm.versions import unsupported_python
+from symbolic_vm.version_check import unsupported_python
 
 log = logging.getLogger("strata.symbolic_vm")
 

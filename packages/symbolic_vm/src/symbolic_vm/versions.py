@@ -1,7 +1,7 @@
 """Which CPython versions the VM interprets, and what a port to another one needs.
 
-Torch-free and import-light: compile_api asks it before anything else is imported, so a user on
-an unsupported Python gets one error naming what is missing instead of a failure deep inside.
+Torch-free and import-light (the bytecode toolkit uses it for its own import-time refusal);
+symbolic_vm.version_check adds the handler tables' knowledge for compile_api.
 """
 
 from __future__ import annotations
@@ -43,27 +43,17 @@ def emitted_opnames(opmap: dict[str, int] | None = None) -> set[str]:
     }
 
 
-def _unhandled(opnames: Iterable[str]) -> list[str] | None:
-    """Those of ``opnames`` that no version's handler table and no UNSUPPORTED entry names;
-    None when the tables cannot be loaded here (torch missing, or this very version)."""
-    try:
-        import symbolic_vm.handlers  # noqa: F401 - registers the handlers
-        from symbolic_vm.interpreter import SUPPORTED_VERSIONS, UNSUPPORTED, handlers_for
-    except Exception:  # an unported interpreter may fail anywhere in that import
-        return None
-    known = set(UNSUPPORTED)
-    for version in SUPPORTED_VERSIONS:
-        known.update(handlers_for(version))
-    return sorted(set(opnames) - known)
-
-
 def unsupported_python(
-    version: tuple[int, int] | None = None, opnames: Iterable[str] | None = None
+    version: tuple[int, int] | None = None,
+    opnames: Iterable[str] | None = None,
+    handled: Iterable[str] | None = None,
 ) -> str | None:
     """None when the VM interprets ``version`` (default: the running one); else what is missing.
 
     ``opnames``: that version's opcodes (default: the running interpreter's, when ``version``
-    is the running one), to name those no handler covers.
+    is the running one); ``handled``: the opcodes some handler table or UNSUPPORTED names
+    (symbolic_vm.version_check passes them). With both, the message names the opcodes no
+    handler covers.
     """
     version = RUNNING if version is None else version
     if version in SUPPORTED:
@@ -82,7 +72,9 @@ def unsupported_python(
     ]
     if opnames is None and version == (sys.version_info[0], sys.version_info[1]):
         opnames = emitted_opnames()
-    missing = _unhandled(opnames) if opnames is not None else None
+    missing = (
+        sorted(set(opnames) - set(handled)) if opnames is not None and handled is not None else None
+    )
     if missing:
         parts.append(f"opcodes of {name} no handler covers: {', '.join(missing)}")
     elif version in _PORT_NOTES:
