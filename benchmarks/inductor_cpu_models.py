@@ -1,14 +1,19 @@
-"""inductor_lite on real CNN/ViT models (torchvision, timm), CPU inference: eager vs
-compile_fx vs torch.compile's inductor, side by side in one process.
+"""inductor_lite on real models (torchvision, timm, transformers), CPU inference: eager vs
+Strata vs torch.compile's inductor, side by side in one process.
 
-Each model gets one random input (batch 1, tiny images so that a run stays short on a small
-machine); the three implementations are timed interleaved (eager, ours, inductor, eager, ...)
-with the process CPU clock (``--threads 1`` makes that the kernel time), and the medians are
-reported with each compile time and the largest error against eager (relative to eager's
-largest output).
+Implementations: ``eager``; ``ours``: ``torch.compile(backend=compile_fx)`` (our backend under
+torch's frontend: its graphs reach us with fake inputs and go through aot's runtime);
+``strata``: ``compile_api.compile`` (Strata's own frontend with its default backend,
+inductor_lite); ``torch``: ``torch.compile`` with its inductor.
+
+Each model gets one random input (batch 1, tiny images and short sequences so that a run
+stays short on a small machine); the implementations are timed interleaved (eager, ours,
+inductor, eager, ...) with the process CPU clock (``--threads 1`` makes that the kernel
+time), and the medians are reported with each compile time and the largest error against
+eager (relative to eager's largest output).
 
     python benchmarks/inductor_cpu_models.py [--size 96] [--reps 10] [--only resnet18,...]
-        [--impl eager,ours,torch]
+        [--impl eager,ours,strata,torch]
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from zoo.vision import import_timm, import_torchvision  # noqa: E402
+from zoo.vision import import_timm, import_torchvision, import_transformers  # noqa: E402
 
 MODELS: dict[str, tuple[str, str]] = {
     "tv_efficientnet_b0": ("torchvision", "efficientnet_b0"),
@@ -37,15 +42,58 @@ MODELS: dict[str, tuple[str, str]] = {
     "timm_resnet18": ("timm", "resnet18"),
     "timm_vit_tiny": ("timm", "vit_tiny_patch16_224"),
     "timm_convnext_atto": ("timm", "convnext_atto"),
+    # transformers, random weights, small configs of the real architectures
+    "hf_gpt2": ("transformers", "gpt2"),
+    "hf_bert": ("transformers", "bert"),
+    "hf_vit": ("transformers", "vit"),
 }
+# tokens per sequence for the language models
+SEQ = 128
+
+
+def _hf(arch: str, size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    tf = import_transformers()
+    common: dict[str, Any] = {"num_hidden_layers": 4, "num_attention_heads": 4}
+    if arch == "gpt2":
+        cfg = tf.GPT2Config(
+            vocab_size=1024, n_positions=SEQ, n_embd=256, n_layer=4, n_head=4,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        )  # fmt: skip
+        ids = torch.randint(0, 1024, (1, SEQ))
+        return tf.GPT2LMHeadModel(cfg).eval(), (ids,)
+    if arch == "bert":
+        cfg = tf.BertConfig(
+            vocab_size=1024, hidden_size=256, intermediate_size=1024,
+            max_position_embeddings=SEQ, **common,
+        )  # fmt: skip
+        return tf.BertModel(cfg).eval(), (torch.randint(0, 1024, (1, SEQ)),)
+    cfg = tf.ViTConfig(
+        image_size=size, patch_size=16, hidden_size=192, intermediate_size=768, **common
+    )
+    return tf.ViTModel(cfg).eval(), (torch.randn(1, 3, size, size),)
+
+
+def first_tensor(out: Any) -> torch.Tensor:
+    """The model's main output: a tensor, a ModelOutput's first field, a tuple's first item."""
+    while not isinstance(out, torch.Tensor):
+        out = out[0]
+    return out
 
 
 def build(name: str, size: int) -> torch.nn.Module:
+    """A vision model (for the transformers ones use ``build_with_inputs``)."""
+    return build_with_inputs(name, size)[0]
+
+
+def build_with_inputs(name: str, size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     lib, arch = MODELS[name]
+    if lib == "transformers":
+        return _hf(arch, size)
+    image = (torch.randn(1, 3, size, size),)
     if lib == "torchvision":
-        return getattr(import_torchvision().models, arch)().eval()  # type: ignore[no-any-return]
+        return getattr(import_torchvision().models, arch)().eval(), image
     kwargs: dict[str, Any] = {"img_size": size} if "vit" in arch else {}
-    return import_timm().create_model(arch, pretrained=False, **kwargs).eval()  # type: ignore[no-any-return]
+    return import_timm().create_model(arch, pretrained=False, **kwargs).eval(), image
 
 
 def compiled(impl: str, model: torch.nn.Module) -> Callable[..., Any]:
@@ -55,6 +103,10 @@ def compiled(impl: str, model: torch.nn.Module) -> Callable[..., Any]:
         from inductor_lite import compile_fx
 
         return torch.compile(copy.deepcopy(model), backend=compile_fx)  # type: ignore[no-any-return]
+    if impl == "strata":
+        import compile_api
+
+        return compile_api.compile(copy.deepcopy(model))  # type: ignore[no-any-return]
     return torch.compile(copy.deepcopy(model), backend="inductor")  # type: ignore[no-any-return]
 
 
@@ -64,7 +116,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", default=None)
-    parser.add_argument("--impl", default="eager,ours,torch")
+    parser.add_argument("--impl", default="eager,ours,strata,torch")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     impls = args.impl.split(",")
@@ -82,28 +134,27 @@ def main() -> None:
     for name in names:
         torch.manual_seed(0)
         torch.compiler.reset()
-        model = build(name, args.size)
-        x = torch.randn(1, 3, args.size, args.size)
+        model, x = build_with_inputs(name, args.size)
         with torch.no_grad():
-            ref = model(x)
+            ref = first_tensor(model(*x))
         fns, ctime, errs = {}, {}, []
         for impl in impls:
             fn = compiled(impl, model)
             t0 = time.perf_counter()
             with torch.no_grad():
-                out = fn(x)
+                out = first_tensor(fn(*x))
             ctime[impl] = time.perf_counter() - t0
             errs.append(((out - ref).abs().max() / ref.abs().max()).item())
             fns[impl] = fn
         times: dict[str, list[float]] = {k: [] for k in impls}
         with torch.no_grad():
             for fn in fns.values():
-                fn(x)
-                fn(x)
+                fn(*x)
+                fn(*x)
             for _ in range(args.reps):
                 for impl, fn in fns.items():
                     t0 = time.process_time()
-                    fn(x)
+                    fn(*x)
                     times[impl].append(time.process_time() - t0)
         med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
         print(

@@ -67,6 +67,35 @@ def test_other_strides_at_call_time_run_the_original_graph(check: Any) -> None:
     assert c.eager_calls == 1
 
 
+@pytest.mark.parametrize(
+    "other",
+    [
+        lambda x, k: x.double(),  # dtype
+        lambda x, k: torch.randn(5, 6),  # sizes
+        lambda x, k: x.t().contiguous().t(),  # strides
+        lambda x, k: x[:, :3],  # sizes through a view
+    ],
+    ids=["dtype", "sizes", "strides", "view"],
+)
+def test_inputs_unlike_the_examples_run_the_original_graph(check: Any, other: Any) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor:
+        return x * k + y.sum()
+
+    args = [torch.randn(4, 6), torch.randn(3), 2]
+    c = check(fn, args)
+    assert c.eager_calls == 0
+    x = other(args[0], 2)
+    torch.testing.assert_close(c(x, args[1], 2), fn(x, args[1], 2))
+    assert c.eager_calls == 1
+    # a non-tensor input baked into the code: another value runs the graph as it came
+    torch.testing.assert_close(c(args[0], args[1], 3), fn(args[0], args[1], 3))
+    assert c.eager_calls == 2
+    # a tensor where a number was: eager's answer
+    k = torch.tensor(3.0)
+    torch.testing.assert_close(c(args[0], args[1], k), fn(args[0], args[1], k))
+    assert c.eager_calls == 3
+
+
 def test_call_needing_grad_runs_the_original_graph(check: Any) -> None:
     c = check(_fn, [torch.randn(4, 6)])
     x = torch.randn(4, 6, requires_grad=True)

@@ -23,6 +23,7 @@ from .input_writes import in_place_writes
 from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
+from .static_check import meta_key, static_input_check
 from .tracing import extra_decompositions, trace_to_aten
 from .wrapper import build_input_check, build_wrapper, ctypes_kernels, kernel_local_buffers
 
@@ -31,15 +32,7 @@ __all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
 log = logging.getLogger("strata.inductor_lite")
 
 
-def _meta_key(x: object) -> object:
-    if isinstance(x, torch.Tensor):
-        return (x.dtype, x.device, tuple(x.shape), tuple(x.stride()))
-    # non-tensor inputs are baked into the generated code: the value itself must match
-    try:
-        hash(x)
-    except TypeError:
-        return (type(x), id(x))
-    return (type(x), x)
+_meta_key = meta_key
 
 
 @dataclass
@@ -503,6 +496,8 @@ def _compile(
             for k, a in enumerate(example_inputs)
             if not isinstance(a, torch.Tensor) and k not in bound
         )
+    else:
+        input_check = static_input_check(example_inputs)
     return CompiledGraph(
         gm,
         run,
