@@ -137,3 +137,51 @@ def test_changing_a_mapping_from_outside_breaks_and_matches_eager() -> None:
     same(dict(runs.our_args[2]), dict(runs.eager_args[2]))
     same(dict(runs.our_args[3]), dict(runs.eager_args[3]))
     assert runs.our_graphs <= runs.their_graphs
+
+
+def _queue(x: torch.Tensor) -> Any:
+    d = collections.deque([1, 2], maxlen=3)
+    d.append(3)
+    d.appendleft(0)  # full: drops 3 from the right
+    d.rotate(1)
+    first, last = d.popleft(), d.pop()
+    d.extend([x, x * 2])  # drops from the left
+    d.extendleft([5])
+    d[1] = x + 1
+    window = collections.deque(maxlen=2)
+    for i in range(4):
+        window.append(x * i)
+    plain = collections.deque()
+    plain.append(x)
+    plain.insert(0, 7)
+    plain.remove(7)
+    consts = collections.deque([5, 6, 5])
+    consts.reverse()
+    return (x * first + last, d, len(d), d[0], list(window), window.maxlen, plain,
+            plain.copy(), bool(collections.deque()), consts.count(5), 6 in consts, consts.index(6))
+
+
+def test_a_deque_made_inside_matches_eager_and_is_rebuilt() -> None:
+    runs = check_whole(_queue, lambda: (torch.arange(3.0),))
+    assert type(runs.ours[1]) is collections.deque and runs.ours[1].maxlen == 3
+
+
+def test_deque_errors_are_eager_errors() -> None:
+    def f(x: torch.Tensor) -> Any:
+        return collections.deque().pop()
+
+    with pytest.raises(IndexError, match="pop from an empty deque"):
+        compile_api.compile(f, backend="eager")(torch.ones(1))
+
+
+def _deque_outside(x: torch.Tensor, d: Any) -> Any:
+    return x * d[0] + len(d), [v for v in d], 2 in d, d[-1], bool(d)
+
+
+def test_a_deque_from_outside_is_read_in_one_graph_and_changes_recompile() -> None:
+    check_whole(_deque_outside, lambda: (torch.ones(2), collections.deque([1, 2, 1])))
+    compiled = compile_api.compile(_deque_outside, backend="eager")
+    d = collections.deque([3])
+    same(compiled(torch.ones(2), d), _deque_outside(torch.ones(2), d))
+    d.appendleft(4)
+    same(compiled(torch.ones(2), d), _deque_outside(torch.ones(2), d))

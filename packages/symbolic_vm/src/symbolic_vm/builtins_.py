@@ -126,6 +126,10 @@ def call_builtin(
     per_type = _TYPE_IMPLS.get(type(value))
     if per_type is not None:
         return per_type(vm, fn, args, kwargs)
+    if value is builtins.bool and len(args) == 1 and not kwargs:
+        truth = object_model.truth(vm, args[0])  # a user __bool__/__len__, a deque's items
+        if truth is not None:
+            return ConstVar(truth)
     if value in _OPERATOR_BINARY and not kwargs and len(args) == 2:
         return ops.binary(vm.out, _OPERATOR_BINARY[value], args[0], args[1])
     if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:

@@ -88,6 +88,10 @@ def make_object(
         for name, value in attributes.items():
             setattr(module, name, value)
         return module
+    if cls is collections.deque:  # stdlib/deque_.py keeps its items under this name
+        items_of: Any = attributes["__strata_deque_items__"]
+        bound: Any = attributes["maxlen"]
+        return collections.deque(items_of, bound)
     if items is not None:
         # A dict/OrderedDict subclass: made and filled through its C base, so the class's
         # own __setitem__/__init__ (already traced) do not run again.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from symbolic_vm.stdlib import (  # noqa: F401
     collections_,
     copy_,
+    deque_,
     functools_,
     itertools_,
     misc,

@@ -164,6 +164,28 @@ class MappingSnapshotSource(Source):
         return f"dict({self.base_source.describe()})"
 
 
+@attrs.frozen
+class ListSnapshotSource(Source):
+    """``list(base)``: a deque's items, read without changing it."""
+
+    base_source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.base_source
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return list(base_value)  # type: ignore[call-overload]
+
+    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
+        return f"{bind(list, 'list')}({base_expr})"
+
+    def describe(self) -> str:
+        return f"list({self.base_source.describe()})"
+
+
 def _items(vm: Interpreter, obj: Var) -> DictVar | None:
     """The items of a family member: shared with a made object, a snapshot of a frame one."""
     view = object_model.dict_view(obj)

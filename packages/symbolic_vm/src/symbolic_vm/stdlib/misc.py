@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import types
 from typing import TYPE_CHECKING
 
 from symbolic_vm import operations as ops
@@ -13,7 +14,16 @@ from symbolic_vm.builtins_ import BuiltinImpl, implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.object_model import CLASS_TRACKERS, TypeTracker
 from symbolic_vm.stdlib.polyfill import calls_of
-from symbolic_vm.values import ConstVar, DictBox, DictVar, IteratorVar, IterBox, ObjectVar, Var
+from symbolic_vm.values import (
+    BoundMethodVar,
+    ConstVar,
+    DictBox,
+    DictVar,
+    IteratorVar,
+    IterBox,
+    ObjectVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -104,3 +114,11 @@ class _EnumClassTracker(TypeTracker):
 
 
 CLASS_TRACKERS[enum.EnumMeta] = _EnumClassTracker()
+
+
+@implements(types.MethodType)
+def _method_type(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``types.MethodType(func, obj)`` (contextlib's ExitStack binds ``__exit__`` so)."""
+    if len(args) != 2 or kwargs:
+        raise throw(TypeError, "method expected 2 arguments")
+    return BoundMethodVar(args[1], args[0])
