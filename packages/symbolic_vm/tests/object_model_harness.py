@@ -25,26 +25,32 @@ class Runs:
 
 
 def run_three_ways(
-    fn: Callable[..., Any], make_args: Callable[[], tuple[Any, ...]], *, calls: int = 1
+    fn: Callable[..., Any],
+    make_args: Callable[[], tuple[Any, ...]],
+    *,
+    calls: int = 1,
+    fresh: bool = False,
 ) -> Runs:
     """``fn(*make_args())`` eagerly, under compile_api.compile and under torch.compile (each
-    with its own fresh arguments, each called ``calls`` times); the last results, the graph
-    counts and the arguments eager and compile_api saw (to compare side effects)."""
-    eager_args = make_args()
-    for _ in range(calls):
-        eager = fn(*eager_args)
+    with its own fresh arguments, each called ``calls`` times, on new arguments each call when
+    ``fresh``); the last results, the graph counts and the (last) arguments eager and
+    compile_api saw (to compare side effects)."""
+
+    def run(call: Callable[..., Any]) -> tuple[Any, tuple[Any, ...]]:
+        args = make_args()
+        for i in range(calls):
+            if fresh and i:
+                args = make_args()
+            result = call(*args)
+        return result, args
+
+    eager, eager_args = run(fn)
     ours_backend = Counting()
     compile_api.reset()
-    our_args = make_args()
-    compiled = compile_api.compile(fn, backend=ours_backend)
-    for _ in range(calls):
-        ours = compiled(*our_args)
+    ours, our_args = run(compile_api.compile(fn, backend=ours_backend))
     theirs_backend = Counting()
     torch._dynamo.reset()
-    their_args = make_args()
-    reference = torch.compile(fn, backend=theirs_backend)
-    for _ in range(calls):
-        theirs = reference(*their_args)
+    theirs, _ = run(torch.compile(fn, backend=theirs_backend))
     torch._dynamo.reset()
     return Runs(eager, ours, theirs, ours_backend.count, theirs_backend.count, eager_args,
                 our_args)

@@ -61,6 +61,11 @@ def is_literal(value: object) -> bool:
 
 
 def _repr_binder(value: object, hint: str) -> str:
+    owner = getattr(value, "__objclass__", None)
+    if isinstance(owner, type) and owner.__module__ == "builtins":
+        # A C method of a builtin class (dict.copy, object.__getattribute__): its dotted name
+        # is an expression (SHAPE predicates are built from names).
+        return f"{owner.__name__}.{getattr(value, '__name__', '')}"
     return repr(value)
 
 

@@ -87,11 +87,12 @@ def setattr_var(
 
         if object_model.store_attribute(vm, obj, name, value):
             return  # the class's Python __setattr__, traced as a call
-    if _own_setattr(cls) and not (through_object and isinstance(obj, NewObjectVar)):
+    own_setattr = _own_setattr(cls)
+    if own_setattr and not (through_object and isinstance(obj, (NewObjectVar, ObjectVar))):
         raise Unsupported(f"storing {name!r} on a {cls.__name__}, whose class defines __setattr__")
     cls_attr = class_lookup(cls, name)
     if cls_attr is not MISSING and is_data_descriptor(cls_attr):
-        _store_through_descriptor(vm, obj, name, cls_attr, value)
+        _store_through_descriptor(vm, obj, name, cls_attr, value, raw=own_setattr)
         return
     if isinstance(obj, NewObjectVar):
         obj.box.attrs[name] = value
@@ -104,11 +105,12 @@ def setattr_var(
         raise Unsupported("assigning to a module parameter inside a compiled function")
     out.depend(obj)
     out.attr_overlay[(id(real), name)] = value
-    out.side_effects.append(AttrWrite(obj, name, value))
+    # Past the class's own __setattr__ (it ran in the trace): replayed as object.__setattr__.
+    out.side_effects.append(AttrWrite(obj, name, value, raw=own_setattr))
 
 
 def _store_through_descriptor(
-    vm: Interpreter, obj: Var, name: str, attr: object, value: Var
+    vm: Interpreter, obj: Var, name: str, attr: object, value: Var, *, raw: bool = False
 ) -> None:
     """A store to a name a data descriptor of the class owns: trace a property's setter."""
     from symbolic_vm.calls import call
@@ -129,7 +131,7 @@ def _store_through_descriptor(
         # A __slots__ member of an argument: setattr replays exactly this store.
         vm.out.depend(obj)
         vm.out.attr_overlay[(id(_real(obj)), name)] = value
-        vm.out.side_effects.append(AttrWrite(obj, name, value))
+        vm.out.side_effects.append(AttrWrite(obj, name, value, raw=raw))
         return
     raise Unsupported(
         f"storing {name!r}, a data descriptor ({type(attr).__name__}) of the class: "

@@ -33,8 +33,22 @@ from typing import Any
 import torch
 
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import GlobalSource, LocalSource, Source, params_reader
-from symbolic_vm.output import AttrWrite, CellWrite, ContainerWrite, GlobalWrite, Output
+from symbolic_vm.guard_api import (
+    DictCopySource,
+    GlobalSource,
+    LocalSource,
+    Source,
+    params_reader,
+)
+from symbolic_vm.output import (
+    AttrWrite,
+    CellWrite,
+    ContainerWrite,
+    DictSubclassWrite,
+    GlobalWrite,
+    Output,
+    replace_dict_items,
+)
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -330,7 +344,16 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
         if isinstance(effect, AttrWrite):
             target = temp(rebuilder.expr(effect.target))
             value = temp(rebuilder.expr(effect.value))
-            writes.append(f"setattr({target}, {effect.name!r}, {value})")
+            setter = rebuilder.constant(object.__setattr__) if effect.raw else "setattr"
+            writes.append(f"{setter}({target}, {effect.name!r}, {value})")
+        elif isinstance(effect, DictSubclassWrite):  # objcore (#20): a frame dict subclass
+            view = effect.target
+            assert isinstance(view, DictVar) and isinstance(view.source, DictCopySource)
+            target = temp(rebuilder.source(view.source.base_source))
+            contents = temp("{" + ", ".join(
+                f"{rebuilder.constant(k)}: {rebuilder.expr(v)}" for k, v in view.box.items.items()
+            ) + "}")
+            writes.append(f"{rebuilder.constant(replace_dict_items)}({target}, {contents})")
         elif isinstance(effect, CellWrite):
             value = temp(rebuilder.expr(effect.value))
             writes.append(f"{effect.name} = {value}")

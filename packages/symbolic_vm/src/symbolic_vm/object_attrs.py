@@ -31,6 +31,7 @@ from symbolic_vm.guard_api import (
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
+    DictVar,
     FunctionVar,
     ModuleVar,
     NewObjectVar,
@@ -83,6 +84,12 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
     # A plain instance: instance dict first, then the class (methods bind to the instance).
     instance_dict = getattr(value, "__dict__", {})
     cls_attr = _class_lookup(type(value), name)
+    written = out.tracked(instance_dict)  # obj.__dict__ read (and maybe written) in the trace
+    if (
+        isinstance(written, DictVar) and written.box.mutated and name in written.box.items
+        and not is_data_descriptor(cls_attr)
+    ):
+        return written.box.items[name]
     if isinstance(cls_attr, property) and cls_attr.fget is not None:
         from symbolic_vm.calls import call
 
@@ -107,6 +114,14 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
         guard_method_resolution(out, obj.source, value, name, cls_attr)
     if isinstance(cls_attr, types.FunctionType):
         return BoundMethodVar(obj, FunctionVar(cls_attr))
+    if (
+        _is_c_method(cls_attr) and isinstance(value, dict) and obj.source is not None
+        and type(value).__flags__ & _HEAPTYPE
+    ):
+        # A dict/OrderedDict method of a user dict subclass: object_model.call_slot runs it
+        # on the instance's items (as read and changed by the trace).
+        out.request("ID_MATCH", ClassDictSource(TypeSource(obj.source), name), cls_attr)
+        return BoundMethodVar(obj, ObjectVar(cls_attr))
     if isinstance(cls_attr, staticmethod):
         return out.wrap(cls_attr.__func__, None)
     if isinstance(cls_attr, classmethod):
@@ -125,6 +140,7 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
 
 
 _MISSING = object()
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 def python_get(attr: object) -> bool:

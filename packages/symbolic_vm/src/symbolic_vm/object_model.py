@@ -33,7 +33,7 @@ from guards import TypeSource
 from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
-from symbolic_vm.errors import TracedException, Unsupported
+from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, DictCopySource
 from symbolic_vm.values import ConstVar, DictBox, DictVar, MethodVar, NewObjectVar, ObjectVar, Var
 
@@ -257,8 +257,8 @@ class UserObjectTracker(TypeTracker):
         return found
 
     def setattr(self, vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
-        if not isinstance(obj, NewObjectVar):
-            return False  # a frame object's store replays through its real __setattr__
+        if isinstance(obj, ObjectVar) and obj.source is None:
+            return False  # a frame object the guards cannot name
         return _call_dunder(vm, obj, "__setattr__", [ConstVar(name), value]) is not None
 
 
@@ -269,47 +269,78 @@ class DictSubclassTracker(UserObjectTracker):
 
     def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
         found = super().getitem(vm, obj, key)
-        view = dict_view(obj)
-        if found is not None or view is None:
+        if found is not None:
             return found
+        view = _items_view(vm, obj)
+        if view is None:
+            return None
         return ops.getitem(vm.out, view, key)
 
     def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
         if super().setitem(vm, obj, key, value):
             return True
-        view = dict_view(obj)
+        view = _items_view(vm, obj)
         if view is None:
             return False
         ops.setitem(vm.out, view, key, value)
         return True
 
+    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
+        if super().delitem(vm, obj, key):
+            return True
+        view = _items_view(vm, obj)
+        if view is None:
+            return False
+        _dict_slot(vm, view, "__delitem__", [key], {})
+        return True
+
     def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
         found = _call_dunder(vm, obj, "__contains__", [item])
-        view = dict_view(obj)
-        if found is not None or view is None:
+        if found is not None:
             return found
+        view = _items_view(vm, obj)
+        if view is None:
+            return None
+        vm.out.depend(view)  # a frame instance's keys (at dict.copy(obj))
         return ConstVar(ops.const_value(vm.out, item) in view.box.items)
 
     def length(self, vm: Interpreter, obj: Var) -> Var | None:
         found = super().length(vm, obj)
-        view = dict_view(obj)
-        if found is not None or view is None:
+        if found is not None:
             return found
+        view = _items_view(vm, obj)
+        if view is None:
+            return None
+        vm.out.depend(view)
         return ConstVar(len(view.box.items))
 
     def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
         found = super().iterate(vm, obj)
-        view = dict_view(obj)
-        if found is not None or view is None:
+        if found is not None:
             return found
+        view = _items_view(vm, obj)
+        if view is None:
+            return None
         return ops.make_iterator(vm.out, view)
 
     def truth(self, vm: Interpreter, obj: Var) -> Var | None:
         found = super().truth(vm, obj)
-        view = dict_view(obj)
-        if found is not None or view is None:
+        if found is not None:
             return found
+        view = _items_view(vm, obj)
+        if view is None:
+            return None
+        vm.out.depend(view)
         return ConstVar(bool(view.box.items))
+
+
+def _items_view(vm: Interpreter, obj: Var) -> DictVar | None:
+    """dict_view, and for an instance of a user dict subclass from the frame its items read
+    through ``dict.copy`` (mutations replayed by ``output.DictSubclassWrite``)."""
+    view = dict_view(obj)
+    if view is None and isinstance(obj, ObjectVar) and type(obj.value).__flags__ & _HEAPTYPE:
+        view = _frame_dict_view(vm, obj)
+    return view
 
 
 def dict_view(obj: Var) -> DictVar | None:
@@ -366,7 +397,7 @@ def call_slot(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Va
     if owner is object and name == "__init__" and isinstance(args[0], NewObjectVar):
         return ConstVar(None)
     if owner in _DICT_CLASSES:
-        view = dict_view(args[0])
+        view = _items_view(vm, args[0])
         if view is None and name in _READ_ONLY_DICT_METHODS:
             view = _frame_dict_view(vm, args[0])
         if view is None:
@@ -410,7 +441,11 @@ def _dict_slot(
     if kind == "iter":
         return ops.make_iterator(out, view)
     if kind == "delitem":
-        del view.box.items[ops.const_value(out, args[0])]
+        key = ops.const_value(out, args[0])
+        if key not in view.box.items:
+            out.depend(view)
+            raise throw(KeyError, key)
+        del view.box.items[key]
         ops.note_mutation(out, view)
         return ConstVar(None)
     if kind == "init":

@@ -11,8 +11,8 @@ import torch
 
 from symbolic_vm import attr_stores, object_attrs, tensor_attrs
 from symbolic_vm.errors import TracedException, Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, ItemSource, Source
-from symbolic_vm.output import ContainerWrite, Output, is_constant_value
+from symbolic_vm.guard_api import AttrSource, DictCopySource, ItemSource, Source
+from symbolic_vm.output import ContainerWrite, DictSubclassWrite, Output, is_constant_value
 from symbolic_vm.values import (
     NULL,
     BoundMethodVar,
@@ -598,7 +598,10 @@ def note_mutation(out: Output, var: Var) -> None:
         return
     if not var.box.mutated:
         var.box.mutated = True
-        out.side_effects.append(ContainerWrite(var))
+        if isinstance(var.source, DictCopySource):  # a frame dict subclass's items
+            out.side_effects.append(DictSubclassWrite(var))
+        else:
+            out.side_effects.append(ContainerWrite(var))
 
 
 # -- attributes -------------------------------------------------------------------------------

@@ -99,11 +99,13 @@ class GuardRequest:
 
 @attrs.frozen
 class AttrWrite:
-    """``setattr(target, name, value)`` to replay after the graph runs."""
+    """``setattr(target, name, value)`` to replay after the graph runs; ``raw``: as
+    ``object.__setattr__`` (the class's own ``__setattr__`` ran in the trace already)."""
 
     target: Var
     name: str
     value: Var
+    raw: bool = False
 
 
 @attrs.frozen
@@ -129,7 +131,27 @@ class CellWrite:
     value: Var
 
 
-SideEffect = AttrWrite | GlobalWrite | ContainerWrite | CellWrite
+@attrs.frozen
+class DictSubclassWrite:
+    """A dict/OrderedDict subclass instance from the frame whose items changed (``target``: its
+    items as a DictVar at ``DictCopySource(obj)``): replayed through the C base's own methods
+    (``replace_dict_items``), so the class's Python ``__setitem__`` does not run again."""
+
+    target: Var
+
+
+def replace_dict_items(obj: dict[Any, Any], items: dict[Any, Any]) -> None:
+    """Make ``obj``'s items ``items`` (in order) through its C base class, running no override."""
+    base: Any = next(k for k in type(obj).__mro__ if not k.__flags__ & _HEAPTYPE)
+    base.clear(obj)
+    for key, value in items.items():
+        base.__setitem__(obj, key, value)
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on classes made by a class statement
+
+
+SideEffect = AttrWrite | GlobalWrite | ContainerWrite | CellWrite | DictSubclassWrite
 
 
 class Output:
@@ -157,6 +179,7 @@ class Output:
         self._symbol_sources: dict[Any, Source] = {}
         self._by_source: dict[str, Var] = {}
         self._by_id: dict[int, Var] = {}
+        self._at_entry: dict[int, list[Any] | int] = {}  # box id -> keys / length at entry
         self._keep_alive: list[object] = []
         self._depended: set[int] = set()  # ids of placeholder nodes whose metadata was read
         self._guards: dict[tuple[str, str], GuardRequest] = {}
@@ -201,6 +224,9 @@ class Output:
                     return known
             var = self._wrap(value, source)
             self._by_source[key] = var
+            if isinstance(var, (ListVar, DictVar)) and isinstance(value, (list, dict)):
+                # Guards check the contents at entry, not after the trace changed them.
+                self._at_entry[id(var.box)] = list(value) if isinstance(value, dict) else len(value)
             if isinstance(value, (list, dict, set)):
                 self._by_id[id(value)] = var
                 self._keep_alive.append(value)
@@ -211,6 +237,10 @@ class Output:
                 self.request("TYPE_MATCH", source, value)
             return var
         return self._wrap(value, source)
+
+    def tracked(self, value: object) -> Var | None:
+        """The var already tracking list/dict/set ``value`` (read at some source), if any."""
+        return self._by_id.get(id(value))
 
     def _wrap(self, value: object, source: Source | None) -> Var:
         if isinstance(value, torch.Tensor):
@@ -409,10 +439,14 @@ class Output:
             elif isinstance(var, TupleVar):
                 self.request("LENGTH", source, (None,) * len(var.items))
             else:
-                self.request("LENGTH", source, [None] * len(var.box.items))
+                length = self._at_entry.get(id(var.box), len(var.box.items))
+                assert isinstance(length, int)
+                self.request("LENGTH", source, [None] * length)
         elif isinstance(var, DictVar):
             self.request("TYPE_MATCH", source, {})
-            self.request("DICT_KEYS", source, dict.fromkeys(var.box.items))
+            keys = self._at_entry.get(id(var.box), list(var.box.items))
+            assert isinstance(keys, list)
+            self.request("DICT_KEYS", source, dict.fromkeys(keys))
         elif isinstance(var, SetVar) and var.box.original is not None:
             # Contents and iteration order (equal sets can iterate differently), compared by
             # repr: its elements are constants whose repr reads back (values.is_set_element),
