@@ -235,8 +235,8 @@ class _FamilyTracker(object_model.DictSubclassTracker):
         if object_model._python_method(vm, obj, "__getitem__") is not None:
             return super().getitem(vm, obj, key)
         items = _items(vm, obj)
-        if items is None:
-            return None
+        if items is None:  # objcore: a user subclass from the frame (object_model's view)
+            return super().getitem(vm, obj, key)
         vm.out.depend(items)
         if ops.const_value(vm.out, key) in items.box.items:
             return ops.getitem(vm.out, items, key)
@@ -244,12 +244,12 @@ class _FamilyTracker(object_model.DictSubclassTracker):
 
     def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
         own = object_model._python_method(vm, obj, "__setitem__")
-        if isinstance(obj, ObjectVar) and own is None:
+        if isinstance(obj, ObjectVar) and own is None and type(obj.value) in _FAMILY:
             raise Unsupported(f"changing a {type(obj.value).__name__} from the frame")
         return super().setitem(vm, obj, key, value)
 
     def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
-        if _from_frame(obj):
+        if isinstance(obj, ObjectVar) and type(obj.value) in _FAMILY:
             raise Unsupported("deleting from a mapping from the frame")
         if super().delitem(vm, obj, key):
             return True
