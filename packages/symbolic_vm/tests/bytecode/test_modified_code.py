@@ -388,3 +388,33 @@ def test_assembler_refuses_a_position_ending_before_it_starts() -> None:
     items += [load_const(None), Instr("RETURN_VALUE")]
     with pytest.raises(AssemblyError, match="ends before it starts"):
         assemble(items, template=_tmpl())
+
+
+def _pairs(a, b):
+    x = a + 1
+    y = b + 2
+    x, y = y, x
+    return x * y, a * b
+
+
+def test_pairs_whose_locals_move_past_slot_15_are_split_and_run() -> None:
+    """3.13 packs two locals into 4 bits each (LOAD_FAST_LOAD_FAST, STORE_FAST_STORE_FAST...);
+    new locals placed before them (as resume functions and transformed code add) push them
+    past slot 15, where the pair must become its two plain instructions."""
+    code = _pairs.__code__
+    body = decode(code)
+    pairs = [
+        i for i in body
+        if isinstance(i, Instr) and i.opname in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST")
+    ]
+    if sys.version_info >= (3, 13):
+        assert pairs, "the compiler emitted no pair here"
+    padding = tuple(f"pad{k}" for k in range(16))
+    names = (*code.co_varnames[: code.co_argcount], *padding, *code.co_varnames[code.co_argcount :])
+    wide = assemble(body, template=code, co_varnames=names)
+    left = [
+        i.argval for i in dis.get_instructions(wide)
+        if i.opname in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST")
+    ]
+    assert all(set(names_) <= {"a", "b"} for names_ in left), left  # slots 0 and 1 only
+    assert rebuild_function(_pairs, wide)(3, 4) == _pairs(3, 4)

@@ -154,6 +154,53 @@ def _choose_jumps(items: Sequence[Instr | Label]) -> list[Instr | Label]:
     return out
 
 
+def _place_labels(items: Sequence[Instr | Label]) -> tuple[list[Instr], dict[Label, int]]:
+    """The instructions, and each label's index among them."""
+    instrs: list[Instr] = []
+    label_index: dict[Label, int] = {}
+    for item in items:
+        if isinstance(item, Label):
+            if item in label_index:
+                raise AssemblyError(f"{item!r} is placed twice in the instruction list")
+            label_index[item] = len(instrs)
+        else:
+            instrs.append(item)
+    if not instrs:
+        raise AssemblyError("cannot assemble an empty instruction list")
+    return instrs, label_index
+
+
+# 3.13's superinstructions on two locals, as the plain instructions they stand for, in order.
+_PAIR_PARTS = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+}
+
+
+def _pair_too_wide(ins: Instr, slot_of: Callable[[object], int]) -> bool:
+    if opcodes.arg_kind(ins.opname) is not ArgKind.LOCAL_PAIR:
+        return False
+    assert isinstance(ins.arg, tuple)
+    return any(slot_of(v) > 15 for v in ins.arg)
+
+
+def _split_wide_pairs(
+    items: Sequence[Instr | Label], slot_of: Callable[[object], int]
+) -> list[Instr | Label]:
+    """Each pair instruction with a local past slot 15 as its two plain instructions (same
+    position and handler): its oparg has 4 bits per local."""
+    out: list[Instr | Label] = []
+    for item in items:
+        if isinstance(item, Label) or not _pair_too_wide(item, slot_of):
+            out.append(item)
+            continue
+        assert isinstance(item.arg, tuple)
+        for opname, name in zip(_PAIR_PARTS[item.opname], item.arg, strict=True):
+            out.append(attrs.evolve(item, opname=opname, arg=name, flags=None, offset=None))
+    return out
+
+
 def assemble(
     instructions: Iterable[Instr | Label],
     *,
@@ -169,17 +216,7 @@ def assemble(
     from the template's, so that decoding and reassembling a code object gives it back unchanged.
     """
     items = _choose_jumps(list(instructions))
-    instrs: list[Instr] = []
-    label_index: dict[Label, int] = {}
-    for item in items:
-        if isinstance(item, Label):
-            if item in label_index:
-                raise AssemblyError(f"{item!r} is placed twice in the instruction list")
-            label_index[item] = len(instrs)
-        else:
-            instrs.append(item)
-    if not instrs:
-        raise AssemblyError("cannot assemble an empty instruction list")
+    instrs, label_index = _place_labels(items)
 
     def target_of(i: int, label: Label) -> int:
         t = label_index.get(label)
@@ -231,6 +268,12 @@ def assemble(
         assert isinstance(v, str)
         return local_index[v]
 
+    # A 3.13 pair whose locals moved past slot 15 (new locals before them) becomes two
+    # instructions; the tables do not change, so this needs no second pass over them.
+    if any(_pair_too_wide(ins, slot_of) for ins in instrs):
+        items = _split_wide_pairs(items, slot_of)
+        instrs, label_index = _place_labels(items)
+
     slots: list[_Slot] = []
     for i, ins in enumerate(instrs):
         slot = _Slot(ins, ins.opname)
@@ -264,8 +307,7 @@ def assemble(
         elif kind is ArgKind.LOCAL_PAIR:
             assert isinstance(arg, tuple)
             a, b = (slot_of(v) for v in arg)
-            if a > 15 or b > 15:
-                raise AssemblyError(f"{_where(i, ins)}: both locals must be among the first 16")
+            assert a <= 15 and b <= 15  # wider pairs were split above
             oparg = a << 4 | b
         elif kind is ArgKind.COMPARE:
             assert isinstance(arg, str)
