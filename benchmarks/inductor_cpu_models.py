@@ -58,6 +58,7 @@ def _hf(arch: str, size: int) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]
         cfg = tf.GPT2Config(
             vocab_size=1024, n_positions=SEQ, n_embd=256, n_layer=4, n_head=4,
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            use_cache=False, bos_token_id=0, eos_token_id=0,
         )  # fmt: skip
         ids = torch.randint(0, 1024, (1, SEQ))
         return tf.GPT2LMHeadModel(cfg).eval(), (ids,)

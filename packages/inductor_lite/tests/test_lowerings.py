@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -400,3 +401,23 @@ def test_clamp_with_a_nan_bound_is_nan_as_in_eager(check: Any) -> None:
         [x],
     )
     assert compiled.kernel_count >= 1
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -1, -2, 1.7])
+def test_pow_by_a_constant_matches_eager(check: Any, exponent: float) -> None:
+    # 2, 3, -1, -2 are multiplications, as in eager's kernel: equal to the last bit
+    x = torch.randn(64, 33).abs() + 0.1
+    x[0, :4] = torch.tensor([0.0, float("inf"), float("nan"), -0.0])
+    c = check(lambda t: torch.pow(t, exponent), [x])
+    got, want = c(x), torch.pow(x, exponent)
+    if exponent in (2, 3, -1, -2):
+        assert torch.equal(got.nan_to_num(7.0), want.nan_to_num(7.0))
+
+
+def test_gpt2_gelu_matches_eager(check: Any) -> None:
+    def gelu_new(x: torch.Tensor) -> torch.Tensor:
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+
+    c = check(gelu_new, [torch.randn(16, 256) * 3], atol=1e-6, rtol=1e-5)
+    assert "std::pow" not in c.kernel_source

@@ -24,7 +24,7 @@ from .ir import LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
 from .static_check import meta_key, static_input_check
-from .tracing import extra_decompositions, trace_to_aten
+from .tracing import extra_decompositions, kept_as_aten, trace_to_aten
 from .wrapper import build_input_check, build_wrapper, ctypes_kernels, kernel_local_buffers
 
 __all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
@@ -392,6 +392,8 @@ def _compile_with_aot(
 
     table = dict(aot.core_decompositions())
     table.update(extra_decompositions())
+    for op in kept_as_aten():
+        table.pop(op, None)
 
     def backend(graph: torch.fx.GraphModule, inputs: Sequence[object]) -> Callable[..., Any]:
         return compile_aten_graph(graph, inputs, config=config)
