@@ -149,5 +149,5 @@ def test_tiny_transformers_model_matches_eager_in_no_more_graphs_than_torch(name
         torch._dynamo.reset()
     assert type(got) is type(want)
     torch.testing.assert_close(_first(got), _first(want))
-    assert theirs.count == 1
     assert ours.count == 1
+    assert ours.count <= theirs.count  # torch 2.13 captures each in 1 graph, 2.11 T5 in 3

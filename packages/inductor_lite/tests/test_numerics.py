@@ -16,8 +16,11 @@ import torch.nn.functional as F
 
 from inductor_lite import compile_fx
 
-# float32's unit roundoff: the floor of the bound when torch's error happens to be ~0
-EPS32 = float(torch.finfo(torch.float32).eps)
+# The floor of the bound, for when torch's error happens to be a few roundoffs: a 64-term
+# gradient sum's rounding depends on the machine's vector width and blocking (4 * torch's 1.6e-7
+# failed at 1.1e-6 on the GPU machine's CPU), while the shifted one-pass variance this file
+# guards against errs by 4.7e-5 and more.
+FLOOR = 16 * float(torch.finfo(torch.float32).eps)
 
 
 def _bn_train(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -88,4 +91,4 @@ def test_reductions_are_as_accurate_as_torch_inductor(
     theirs = _errors(torch.compile(fn, backend="inductor", dynamic=False), args)
     torch.compiler.reset()
     for k, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-        assert a <= max(4 * b, 4 * EPS32), (name, k, ours, theirs)
+        assert a <= max(4 * b, FLOOR), (name, k, ours, theirs)
