@@ -1,7 +1,8 @@
 """The transformed code: call the compiled graph, replay side effects, rebuild the return value.
 
-It is generated as Python source with the original's argument layout, free and cell variables,
-then compiled, and runs with the frame's globals. Sources are read by name: an argument or free
+It is written as a few Python statements (the printout logs and dumps show) and assembled into
+instructions (symbolic_vm.emit, symbolic_vm.bytecode) with the original's argument layout, free
+and cell variables; it runs with the frame's globals. Sources are read by name: an argument or free
 variable ``L['x']`` is the plain name ``x`` (LOAD_FAST / LOAD_DEREF), a global ``G['w']`` is
 ``w`` (LOAD_GLOBAL), attribute and item steps follow (``self._modules['0']._parameters['weight']``).
 Only a global shadowed by one of the function's own names (or a name that is not an identifier)
@@ -24,6 +25,7 @@ import collections
 import copy
 import inspect
 import itertools
+import logging
 import math
 import re
 import types
@@ -32,6 +34,9 @@ from typing import Any
 
 import torch
 
+from symbolic_vm.bytecode import Signature, assemble
+from symbolic_vm.bytecode.codegen import prologue
+from symbolic_vm.emit import emit_statements
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import (
     DictCopySource,
@@ -67,6 +72,8 @@ from symbolic_vm.values import (
     TupleVar,
     Var,
 )
+
+log = logging.getLogger("strata.symbolic_vm")
 
 _OUT = "__strata_out"
 # Lines binding a shared source prefix: reads of the frame's state at entry, hoisted by
@@ -410,17 +417,50 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     return_expr: str,
     nonlocals: list[str] | None = None,
 ) -> types.CodeType:
-    """Compile the transformed function and return its code object.
+    """Assemble the transformed function and return its code object.
 
-    ``reads`` binding a shared source prefix (``__strata_s<k> = ...``, see Rebuilder.source)
-    are moved above the graph call, since the graph arguments may read through them.
+    Its statements (what :func:`transformed_source` prints) become instructions through
+    symbolic_vm.emit and symbolic_vm.bytecode, with the original's argument layout, free and
+    cell variables. ``reads`` binding a shared source prefix (``__strata_s<k> = ...``, see
+    Rebuilder.source) are moved above the graph call, since the graph arguments may read
+    through them.
     """
+    body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("transformed code of %s:\n%s", original.co_name, transformed_source(
+            original, graph_call, graph_args, reads, writes, return_expr, nonlocals))
+    nargs = _total_args(original)
+    signature = Signature.from_code(original)
+    instructions = emit_statements(
+        body, params=original.co_varnames[:nargs],
+        derefs=(*original.co_cellvars, *original.co_freevars), first_line=_FIRST_BODY_LINE,
+    )
+    code = assemble(
+        [*prologue(signature), *instructions],
+        template=original,
+        co_consts=(),
+        co_names=(),
+        co_varnames=original.co_varnames[:nargs],
+        co_filename=f"<strata transformed {original.co_name}>",
+        co_firstlineno=1,
+    )
+    _check_layout(original, code)
+    return code
+
+
+# The printout's first body line: line 1 is the def.
+_FIRST_BODY_LINE = 2
+
+
+def _statements(  # noqa: PLR0917 - the parts of one generated function
+    graph_call: str | None,
+    graph_args: list[str],
+    reads: list[str],
+    writes: list[str],
+    return_expr: str,
+    nonlocals: list[str] | None,
+) -> list[str]:
     body = [f"nonlocal {name}" for name in nonlocals or []]
-    body += [
-        "if False:",
-        f"    ({', '.join([*original.co_freevars, ''])})",
-        f"    (lambda: ({', '.join([*original.co_cellvars, ''])}))",
-    ]
     body.extend(line for line in reads if _PREFIX_LINE.match(line))
     if graph_call is not None:
         body.append(f"{_OUT} = {graph_call}({', '.join(_spread_readers(graph_args))})")
@@ -428,20 +468,24 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     body.append(f"__strata_result = {return_expr}")
     body.extend(writes)
     body.append("return __strata_result")
-    free_init = "".join(f"    {name} = None\n" for name in original.co_freevars)
-    source = (
-        "def __strata_outer():\n"
-        f"{free_init}"
-        f"    def __strata_transformed({signature_text(original)}):\n"
-        + "".join(f"        {line}\n" for line in body)
-        + "    return __strata_transformed\n"
+    return body
+
+
+def transformed_source(  # noqa: PLR0917 - the parts of one generated function
+    original: types.CodeType,
+    graph_call: str | None,
+    graph_args: list[str],
+    reads: list[str],
+    writes: list[str],
+    return_expr: str,
+    nonlocals: list[str] | None = None,
+) -> str:
+    """The transformed function as Python text, for logs and dumps (:func:`build_code` builds
+    the code object itself; line ``k`` of this text is line ``k`` of its positions)."""
+    body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
+    return f"def {original.co_name}({signature_text(original)}):\n" + "".join(
+        f"    {line}\n" for line in body
     )
-    module_code = compile(source, f"<strata transformed {original.co_name}>", "exec")
-    outer = next(c for c in module_code.co_consts if isinstance(c, types.CodeType))
-    inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType))
-    code = inner.replace(co_name=original.co_name, co_qualname=original.co_qualname)
-    _check_layout(original, code)
-    return code
 
 
 def _spread_readers(graph_args: list[str]) -> list[str]:
@@ -494,4 +538,4 @@ def _total_args(code: types.CodeType) -> int:
     return n
 
 
-__all__ = ["Rebuilder", "build_code", "frame_names", "make_object"]
+__all__ = ["Rebuilder", "build_code", "frame_names", "make_object", "transformed_source"]

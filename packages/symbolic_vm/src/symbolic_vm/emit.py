@@ -1,0 +1,175 @@
+"""The transformed code's statements as instructions, through symbolic_vm.bytecode.codegen.
+
+codegen.Rebuilder writes the transformed code as a few Python statements (what logs and dumps
+print: ``__strata_out = __compiled_fn_0(x, *__strata_p0)``, ``setattr(...)``, ``return ...``).
+:func:`emit_statements` turns them into instructions with the bytecode toolkit, the same
+emitter the residual code and resume functions use: the statements are parsed (``ast``) and
+each construct of the small subset the Rebuilder writes becomes its instructions, with names
+resolved as CPython resolves them in the original function (its cell and free variables as
+derefs, parameters and temporaries as fast locals, anything else as a global). Anything
+outside the subset is an AssertionError: the Rebuilder never writes it. Imports no torch.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+
+import attrs
+
+from symbolic_vm.bytecode import PY_VERSION, Instr, Label, Position, codegen
+from symbolic_vm.bytecode.codegen import with_position
+
+__all__ = ["emit_statements"]
+
+Items = list[Instr | Label]
+
+_LIST_TO_TUPLE = 6  # CALL_INTRINSIC_1's operand for list -> tuple (3.12, 3.13)
+
+
+class _Emitter:
+    def __init__(self, params: Sequence[str], derefs: Sequence[str], stored: set[str]) -> None:
+        self.derefs = set(derefs)
+        self.fast = set(params) | stored
+
+    def load(self, name: str) -> Instr:
+        if name in self.derefs:
+            return codegen.load_deref(name)
+        if name in self.fast:
+            return codegen.load_fast(name)
+        return codegen.load_global(name)
+
+    def store(self, name: str) -> Instr:
+        if name in self.derefs:
+            return codegen.store_deref(name)
+        return codegen.store_fast(name)
+
+    # --- statements ----------------------------------------------------------------------
+
+    def statement(self, node: ast.stmt) -> Items:
+        if isinstance(node, ast.Nonlocal):
+            self.derefs.update(node.names)
+            return []
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            return [*self.expr(node.value), *self.store_target(node.targets[0])]
+        if isinstance(node, ast.Expr):
+            return [*self.expr(node.value), Instr("POP_TOP")]
+        if isinstance(node, ast.Return) and node.value is not None:
+            return [*self.expr(node.value), codegen.return_value()]
+        raise AssertionError(f"not a statement the transformed code has: {ast.dump(node)}")
+
+    def store_target(self, target: ast.expr) -> Items:
+        if isinstance(target, ast.Name):
+            return [self.store(target.id)]
+        if isinstance(target, ast.Subscript):
+            return [*self.expr(target.value), *self.index(target.slice), Instr("STORE_SUBSCR")]
+        if isinstance(target, ast.Attribute):
+            return [*self.expr(target.value), codegen.store_attr(target.attr)]
+        raise AssertionError(f"not a target the transformed code has: {ast.dump(target)}")
+
+    # --- expressions ---------------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> Items:
+        if isinstance(node, ast.Name):
+            return [self.load(node.id)]
+        if isinstance(node, ast.Constant):
+            return [codegen.load_const(node.value)]
+        if (
+            isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant)
+            and isinstance(node.operand.value, int | float)
+        ):
+            return [codegen.load_const(-node.operand.value)]  # a negative literal: repr(-1)
+        if isinstance(node, ast.Attribute):
+            return [*self.expr(node.value), codegen.load_attr(node.attr)]
+        if isinstance(node, ast.Subscript):
+            return [*self.expr(node.value), *self.index(node.slice), Instr("BINARY_SUBSCR")]
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            kind = {ast.Tuple: "tuple", ast.List: "list", ast.Set: "set"}[type(node)]
+            items = [i for item in node.elts for i in self.expr(item)]
+            return [*items, codegen.build(kind, len(node.elts))]
+        if isinstance(node, ast.Dict):
+            pairs: Items = []
+            for key, value in zip(node.keys, node.values, strict=True):
+                if key is None:
+                    raise AssertionError("a ** display in the transformed code")
+                pairs.extend([*self.expr(key), *self.expr(value)])
+            return [*pairs, codegen.build("dict", len(node.keys))]
+        raise AssertionError(f"not an expression the transformed code has: {ast.dump(node)}")
+
+    def index(self, node: ast.expr) -> Items:
+        if isinstance(node, ast.Slice):
+            if node.lower or node.upper or node.step:
+                raise AssertionError("only a whole-sequence slice in the transformed code")
+            none = codegen.load_const(None)
+            return [none, none, Instr("BUILD_SLICE", 2)]
+        return self.expr(node)
+
+    def call(self, node: ast.Call) -> Items:
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}
+        if len(kwargs) != len(node.keywords):
+            raise AssertionError("a ** argument in the transformed code")
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            if kwargs:
+                raise AssertionError("a starred call with keywords in the transformed code")
+            return [*self.callee(node.func), *self.spread(node.args),
+                    Instr("CALL_FUNCTION_EX", 0)]
+        args = [self.expr(a) for a in node.args]
+        func = node.func
+        if isinstance(func, ast.Attribute):  # obj.name(...): CPython's method-call form
+            return codegen.call_method(self.expr(func.value), func.attr, args, kwargs)
+        return codegen.call_function(self.expr(func), args, kwargs)
+
+    def callee(self, func: ast.expr) -> Items:
+        """The callable and the NULL a call expects (a global's NULL bit, as CPython emits)."""
+        loads = self.expr(func)
+        if len(loads) == 1 and isinstance(loads[0], Instr) and loads[0].opname == "LOAD_GLOBAL":
+            return [attrs.evolve(loads[0], flags=1)]
+        if PY_VERSION >= (3, 13):
+            return [*loads, Instr("PUSH_NULL")]
+        return [Instr("PUSH_NULL"), *loads]
+
+    def spread(self, args: Sequence[ast.expr]) -> Items:
+        """A tuple of ``args`` where starred ones are unpacked in place (``f(x, *p)``): the
+        leading plain ones in one BUILD_LIST, as CPython emits it."""
+        lead = 0
+        out: Items = []
+        while lead < len(args) and not isinstance(args[lead], ast.Starred):
+            out.extend(self.expr(args[lead]))
+            lead += 1
+        out.append(codegen.build("list", lead))
+        for arg in args[lead:]:
+            if isinstance(arg, ast.Starred):
+                out.extend([*self.expr(arg.value), Instr("LIST_EXTEND", 1)])
+            else:
+                out.extend([*self.expr(arg), Instr("LIST_APPEND", 1)])
+        if PY_VERSION >= (3, 12):
+            out.append(Instr("CALL_INTRINSIC_1", _LIST_TO_TUPLE))
+        else:
+            out.append(Instr("LIST_TO_TUPLE"))
+        return out
+
+
+def emit_statements(
+    lines: Sequence[str], *, params: Sequence[str], derefs: Sequence[str], first_line: int = 1
+) -> Items:
+    """The instructions of the statements ``lines`` in a function whose parameters are
+    ``params`` and whose cell and free variables are ``derefs``; every other name assigned in
+    them is a fast local, every name read and never assigned a global. Statement ``k`` gets the
+    source line ``first_line + k`` (as the printout numbers them)."""
+    tree = ast.parse("\n".join(lines))
+    stored = {
+        target.id
+        for node in tree.body if isinstance(node, ast.Assign)
+        for target in node.targets if isinstance(target, ast.Name)
+    }
+    nonlocal_names = {name for node in tree.body if isinstance(node, ast.Nonlocal)
+                      for name in node.names}
+    emitter = _Emitter(params, [*derefs, *nonlocal_names], stored - nonlocal_names)
+    out: Items = []
+    for node in tree.body:
+        line = first_line + node.lineno - 1
+        out.extend(with_position(emitter.statement(node), Position(line, line)))
+    return out
