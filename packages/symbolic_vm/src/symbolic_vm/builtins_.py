@@ -49,7 +49,9 @@ BuiltinImpl = Callable[["Interpreter", list[Var], dict[str, Var]], Var]
 _IMPLS: dict[object, BuiltinImpl] = {}
 _KEEP: list[object] = []
 # Implementations for every instance of a type (functools' lru_cache wrappers): see stdlib/.
-_TYPE_IMPLS: dict[type, Callable[[Interpreter, ObjectVar, list[Var], dict[str, Var]], Var]] = {}
+_TYPE_IMPLS: dict[
+    type, Callable[[Interpreter, ObjectVar, list[Var], dict[str, Var]], Var | None]
+] = {}
 
 
 def _key(fn: object) -> object:
@@ -124,8 +126,9 @@ def call_builtin(
     if impl is not None:
         return impl(vm, _with_user_iterators(vm, value, args), kwargs)
     per_type = _TYPE_IMPLS.get(type(value))
-    if per_type is not None:
-        return per_type(vm, fn, args, kwargs)
+    found = per_type(vm, fn, args, kwargs) if per_type is not None else None
+    if found is not None:
+        return found
     if value is builtins.bool and len(args) == 1 and not kwargs:
         truth = object_model.truth(vm, args[0])  # a user __bool__/__len__, a deque's items
         if truth is not None:

@@ -9,7 +9,7 @@ import types
 
 import torch
 
-from symbolic_vm import handlers
+from symbolic_vm import handlers, stdlib  # noqa: F401 (stdlib: its trackers, before a trace)
 from symbolic_vm.breaks.decisions import Resume, Retrace, RunEagerly, RunRegion, Stop
 from symbolic_vm.breaks.flow import clear_flows
 from symbolic_vm.breaks.policy import break_record, build, decide, reset_resumes

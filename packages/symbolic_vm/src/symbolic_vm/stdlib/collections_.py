@@ -20,14 +20,15 @@ from guards import TypeSource
 from symbolic_vm import methods, object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import class_lookup
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtins_ import implementation, implements
 from symbolic_vm.errors import Unsupported, throw
-from symbolic_vm.guard_api import Source
-from symbolic_vm.stdlib.polyfill import polyfill, python_function
+from symbolic_vm.guard_api import AttrSource, Source
+from symbolic_vm.stdlib.polyfill import calls_of, polyfill, python_function
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
     DictVar,
+    MethodVar,
     NewObjectVar,
     ObjectBox,
     ObjectVar,
@@ -163,6 +164,9 @@ class MappingSnapshotSource(Source):
     def describe(self) -> str:
         return f"dict({self.base_source.describe()})"
 
+    def name(self) -> str:  # an expression over L and G (predicates are evaluated from it)
+        return f"dict({self.base_source.name()})"
+
 
 @attrs.frozen
 class ListSnapshotSource(Source):
@@ -185,6 +189,9 @@ class ListSnapshotSource(Source):
     def describe(self) -> str:
         return f"list({self.base_source.describe()})"
 
+    def name(self) -> str:  # an expression over L and G (predicates are evaluated from it)
+        return f"list({self.base_source.name()})"
+
 
 def _items(vm: Interpreter, obj: Var) -> DictVar | None:
     """The items of a family member: shared with a made object, a snapshot of a frame one."""
@@ -202,6 +209,26 @@ def _from_frame(obj: Var) -> bool:
     return isinstance(obj, ObjectVar)
 
 
+def _writable(vm: Interpreter, obj: Var) -> DictVar:
+    """The items to change: a made object's own, or for an exact OrderedDict/defaultdict/
+    Counter from the frame its snapshot's items, under the object's own source, recorded as
+    changed: after the graph the code replays ``d.clear(); d.update(items)`` on the real
+    object (the order, missing-key defaults and Counter counts come out as eager's)."""
+    if isinstance(obj, ObjectVar):
+        if type(obj.value) not in _FAMILY or obj.source is None:
+            raise Unsupported(f"changing a {type(obj.value).__name__} from the frame")
+        items = _items(vm, obj)
+        assert items is not None
+        vm.out.depend(items)
+        writable = DictVar(items.box, source=obj.source)
+        ops.note_mutation(vm.out, writable)
+        return writable
+    view = object_model.dict_view(obj)
+    if view is None:
+        raise Unsupported(f"changing the items of {ops.describe(obj)}")
+    return view
+
+
 def _missing(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``d[key]`` for a key ``d`` lacks: the class's ``__missing__`` (defaultdict's factory,
     Counter's 0), as dict.__getitem__ calls it."""
@@ -213,16 +240,11 @@ def _missing(vm: Interpreter, obj: Var, key: Var) -> Var:
     if isinstance(hook, types.FunctionType):
         return call(vm, python_function(hook), [obj, key], {})
     if hook is collections.defaultdict.__dict__["__missing__"]:
-        if _from_frame(obj):
-            raise Unsupported("a missing key of a defaultdict from the frame (it inserts)")
-        assert isinstance(obj, NewObjectVar)
-        factory = obj.box.attrs.get("default_factory", ConstVar(None))
+        factory = ops.getattr_var(vm, obj, "default_factory")
         if isinstance(factory, ConstVar) and factory.value is None:
             raise throw(KeyError, ops.const_value(vm.out, key))
         made = call(vm, factory, [], {})
-        view = object_model.dict_view(obj)
-        assert view is not None
-        ops.setitem(vm.out, view, key, made)
+        _writable(vm, obj).box.items[ops.const_value(vm.out, key)] = made
         return made
     raise throw(KeyError, ops.const_value(vm.out, key))
 
@@ -243,23 +265,25 @@ class _FamilyTracker(object_model.DictSubclassTracker):
         return _missing(vm, obj, key)
 
     def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
-        own = object_model._python_method(vm, obj, "__setitem__")
-        if isinstance(obj, ObjectVar) and own is None and type(obj.value) in _FAMILY:
-            raise Unsupported(f"changing a {type(obj.value).__name__} from the frame")
-        return super().setitem(vm, obj, key, value)
+        if object_model._python_method(vm, obj, "__setitem__") is not None or (
+            isinstance(obj, ObjectVar) and type(obj.value) not in _FAMILY
+        ):  # objcore: a user subclass from the frame goes to object_model's view
+            return super().setitem(vm, obj, key, value)
+        if not isinstance(obj, (ObjectVar, NewObjectVar)):
+            return False
+        _writable(vm, obj).box.items[ops.const_value(vm.out, key)] = value
+        return True
 
     def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
-        if isinstance(obj, ObjectVar) and type(obj.value) in _FAMILY:
-            raise Unsupported("deleting from a mapping from the frame")
+        if isinstance(obj, ObjectVar) and type(obj.value) not in _FAMILY:
+            return super().delitem(vm, obj, key)
         if super().delitem(vm, obj, key):
             return True
-        view = object_model.dict_view(obj)
-        if view is None:
-            return False
         k = ops.const_value(vm.out, key)
-        if k not in view.box.items:
+        items = _writable(vm, obj)
+        if k not in items.box.items:
             raise throw(KeyError, k)
-        del view.box.items[k]
+        del items.box.items[k]
         return True
 
     def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
@@ -342,9 +366,59 @@ def _popitem(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 
 def _mutable_items(vm: Interpreter, obj: Var, name: str) -> DictVar:
-    if _from_frame(obj):
-        raise Unsupported(f"OrderedDict.{name} on an OrderedDict from the frame")
-    view = object_model.dict_view(obj)
-    if view is None or not isinstance(obj, NewObjectVar):
+    if not isinstance(obj, (ObjectVar, NewObjectVar)):
         raise Unsupported(f"OrderedDict.{name} on {ops.describe(obj)}")
-    return view
+    return _writable(vm, obj)
+
+
+_READING = frozenset({"get", "keys", "values", "items", "copy", "__contains__", "__len__"})
+_CHANGING = frozenset({"update", "pop", "setdefault", "clear", "__setitem__"})
+
+
+@calls_of(types.BuiltinMethodType)
+def _bound_c_method(
+    vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
+    """``d.get(k)``, ``d.items()``, ``d.update(...)``, ``od.move_to_end(k)`` on an exact
+    OrderedDict/defaultdict/Counter from the frame (the bound C method read from it): its
+    snapshot read, or changed and replayed. None: not one of those."""
+    owner = getattr(fn.value, "__self__", None)
+    name = fn.value.__name__
+    if type(owner) not in _FAMILY or not isinstance(fn.source, AttrSource):
+        return None
+    obj = vm.out.wrap(owner, fn.source.base)
+    if not isinstance(obj, ObjectVar):
+        return None
+    unbound = getattr(type(owner), name, None)
+    modelled = implementation(unbound)
+    if modelled is not None:  # move_to_end, popitem
+        return modelled(vm, [obj, *args], kwargs)
+    if name in _READING:
+        items = _items(vm, obj)
+        assert items is not None
+        return methods.call_method(vm, MethodVar(items, name), args, kwargs)
+    if name in _CHANGING and not (name == "update" and type(owner) is collections.Counter):
+        return methods.call_method(vm, MethodVar(_writable(vm, obj), name), args, kwargs)
+    return None
+
+
+@implements(dict.__delitem__)
+def _dict_delitem(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``dict.__delitem__(d, k)`` (Counter's ``super().__delitem__``): on a family member's
+    items (replayed for one from the frame), else object_model's dict-subclass slots."""
+    obj = args[0]
+    cls = object_model.user_class(obj)
+    ours = cls is not None and isinstance(object_model.tracker_for(cls), _FamilyTracker) and (
+        not isinstance(obj, ObjectVar) or type(obj.value) in _FAMILY
+    )  # a user subclass from the frame: object_model's own dict-subclass view
+    if len(args) == 2 and not kwargs and ours:
+        k = ops.const_value(vm.out, args[1])
+        items = _writable(vm, obj)
+        if k not in items.box.items:
+            raise throw(KeyError, k)
+        del items.box.items[k]
+        return ConstVar(None)
+    found = object_model.call_slot(vm, dict.__delitem__, args, kwargs)
+    if found is None:
+        raise Unsupported(f"dict.__delitem__ on {ops.describe(obj)}")
+    return found

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-TypeImpl = Callable[["Interpreter", ObjectVar, list[Var], dict[str, Var]], Var]
+TypeImpl = Callable[["Interpreter", ObjectVar, list[Var], dict[str, Var]], Var | None]
 
 
 def polyfill(*reals: object) -> Callable[[F], F]:
@@ -46,7 +46,8 @@ def python_function(fn: Callable[..., Any]) -> FunctionVar:
 
 
 def calls_of(cls: type) -> Callable[[TypeImpl], TypeImpl]:
-    """Register how calling any instance of ``cls`` (a C type) is traced."""
+    """Register how calling any instance of ``cls`` (a C type) is traced (the impl answers
+    None for an instance it leaves to the VM's other rules)."""
 
     def register(impl: TypeImpl) -> TypeImpl:
         _TYPE_IMPLS[cls] = impl
