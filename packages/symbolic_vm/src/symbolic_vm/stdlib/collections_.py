@@ -22,7 +22,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import class_lookup
 from symbolic_vm.builtins_ import implementation, implements
 from symbolic_vm.errors import Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, Source
+from symbolic_vm.guard_api import AttrSource, DictCopySource, Source
 from symbolic_vm.stdlib.polyfill import calls_of, polyfill, python_function
 from symbolic_vm.values import (
     ConstVar,
@@ -194,8 +194,11 @@ class ListSnapshotSource(Source):
 
 
 def _items(vm: Interpreter, obj: Var) -> DictVar | None:
-    """The items of a family member: shared with a made object, a snapshot of a frame one."""
-    view = object_model.dict_view(obj)
+    """The items of a family member: shared with a made object; for a Counter (a Python
+    class) from the frame, object_model's ``dict.copy`` view; for an exact OrderedDict or
+    defaultdict from the frame (C classes, whose order ``dict.copy`` does not keep) a
+    ``dict(d)`` snapshot."""
+    view = object_model._items_view(vm, obj)
     if view is not None:
         return view
     if isinstance(obj, ObjectVar) and type(obj.value) in _FAMILY and obj.source is not None:
@@ -220,7 +223,11 @@ def _writable(vm: Interpreter, obj: Var) -> DictVar:
         items = _items(vm, obj)
         assert items is not None
         vm.out.depend(items)
-        writable = DictVar(items.box, source=obj.source)
+        # A snapshot's items written back under the object's own source (ContainerWrite:
+        # d.clear(); d.update(...)); a dict.copy view is written back by object_model's rule.
+        writable = items if isinstance(items.source, DictCopySource) else DictVar(
+            items.box, source=obj.source
+        )
         ops.note_mutation(vm.out, writable)
         return writable
     view = object_model.dict_view(obj)
