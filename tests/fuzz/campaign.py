@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .generator import generate_inputs, generate_program
-from .runner import Failure, Stats, check_source
+from .runner import Failure, Stats, _call, check_source, load_module
 from .shrinker import shrink
 
 __all__ = ["program_seed", "run_campaign", "save_regression"]
@@ -30,15 +30,28 @@ def backends_for(index: int, backends: list[str], inductor_every: int) -> list[s
     ]
 
 
+def _eager_misses_a_name(text: str, inputs: list[dict[str, Any]]) -> bool:
+    """Whether ``fn`` of ``text`` raises NameError/UnboundLocalError eagerly on some input (a
+    deletion left a name undefined: both runs then raise, and a difference found after that
+    would not be the program's)."""
+    module, _ = load_module(text, "shrink_eager")
+    return any(
+        isinstance(_call(module.fn, module, spec, i).exc, NameError)  # UnboundLocalError too
+        for i, spec in enumerate(inputs)
+    )
+
+
 def _shrink(source: str, backend: str, inputs: list[dict[str, Any]], failure: Failure) -> str:
     def still_fails(text: str) -> bool:
         try:
             got = check_source(text, backend, inputs, tag="shrink")
+            if got is None or got.signature != failure.signature:
+                return False
+            if "NameError" in got.detail or "UnboundLocalError" in got.detail:
+                return False
+            return not _eager_misses_a_name(text, inputs)
         except Exception:  # the candidate broke the module itself (a deleted import)
             return False
-        if got is None or got.signature != failure.signature:
-            return False
-        return "NameError" not in got.detail and "UnboundLocalError" not in got.detail
 
     return shrink(source, still_fails)
 

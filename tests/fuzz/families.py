@@ -352,7 +352,8 @@ def side_effect_attrs(rng: random.Random, k: str, avoid: frozenset[str]) -> Fami
             rng,
             6,
             avoid,
-            {"getattr_probe": {1, 4}, "class_descriptor": {5}, "instance_descriptor": {2}},
+            {"getattr_probe": {1, 4}, "hasattr_probe": {4}, "class_descriptor": {5},
+             "instance_descriptor": {2}},
         )
         if form == 0:
             f.head.append(f"{t} = x * {o}.scale")
@@ -507,6 +508,11 @@ def grad_mode(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
     if rng.random() < 0.5 and "grad_mode_stmt" not in avoid:
         lines.append("torch.set_grad_enabled(False)")  # grad mode stays off after the call
     f.tail = lines
+    if rng.random() < 0.5 and "no_grad_calls" not in avoid:
+        # some calls under no_grad: enable_grad blocks and statements then switch it on inside
+        # (issue 18 item 15), and the recompile for the other entry mode is exercised
+        calls = sorted(rng.sample(range(CALLS), rng.randint(1, 2)))
+        f.prelude = [f"NO_GRAD_CALLS = {tuple(calls)!r}"]
     return f
 
 
@@ -640,6 +646,7 @@ CONSTRUCTS = {
     "module_truthiness": "truthiness of an empty/non-empty module container (item 10)",
     "torch_function_log": "a __torch_function__ subclass whose override has side effects",
     "getattr_probe": "a user class with __getattr__ that has side effects",
+    "hasattr_probe": "hasattr() answered by such a __getattr__ (regressions/test_hasattr_...)",
     "class_descriptor": "a descriptor read on the class (Obj.d) whose __get__ has side effects",
     "instance_descriptor": "o.d = v; o.d through a data descriptor whose __get__ has side effects",
     "channels_last_query": "is_contiguous(memory_format=channels_last) (item 6)",
@@ -647,6 +654,7 @@ CONSTRUCTS = {
     "size_stride_kw": "size(dim=)/stride(dim=) (item 9)",
     "float_tensor_isinstance": "isinstance(t, torch.FloatTensor) (item 10)",
     "grad_mode_stmt": "torch.set_grad_enabled(...) as a statement (item 15)",
+    "no_grad_calls": "some calls of a grad_mode program made under no_grad (item 15)",
     "backward_in_fn": "backward()/autograd.grad inside the compiled function",
 }
 

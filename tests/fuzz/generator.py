@@ -521,7 +521,9 @@ def generate_program(
         lines[1:1] = ["import collections", "import functools", "import math"]
         lines.append("LOG = []")
         for fam in fams:
-            lines += fam.prelude
+            # a backward inside fn needs grad on at entry: no calls under no_grad then
+            lines += [ln for ln in fam.prelude if not (
+                ln.startswith("NO_GRAD_CALLS") and any(f.name == "backward" for f in fams))]
             gen.features.add(f"family:{fam.name}")
         lines.append("")
     helpers: list[str] = []

@@ -12,7 +12,8 @@ after a backward through every result that requires grad.
 A program may define ``extra_args(call, x, y, n)`` (more arguments for ``fn``, built afresh for
 each call from the same ``x``/``y``, so they can alias them), ``RANDOM = True`` (draws random
 numbers: values are not compared on inductor, whose RNG differs from eager by design) and
-``PROFILE_CALLS`` (calls run inside ``torch.autograd.profiler.profile()``); ``CHECK_RNG_STATE =
+``PROFILE_CALLS`` (calls run inside ``torch.autograd.profiler.profile()``), ``NO_GRAD_CALLS``
+(calls made with grad mode off); ``CHECK_RNG_STATE =
 False`` leaves out the RNG-state comparison (a known bug, ``--avoid rng_state``).
 """
 
@@ -200,6 +201,7 @@ def _call(
     torch.manual_seed(1000 + call)  # the same RNG state for eager and compiled
     torch.set_grad_enabled(True)
     args = _materialize(spec, mod, call)
+    torch.set_grad_enabled(call not in getattr(mod, "NO_GRAD_CALLS", ()))
     out = io.StringIO()
     exc: BaseException | None = None
     value: Any = None

@@ -18,10 +18,8 @@ CI_PROGRAMS = 300
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
 CI_AVOID = frozenset(
     {
-        "family:rng",  # item 20's class under aot_eager: regressions/test_rng_aot_eager.py
-        "set_resize",  # fixed; its regression passes (re-admit after a campaign)
         "torch_function_log",  # regressions/test_torch_function_side_effects.py
-        "getattr_probe",  # fixed; its regression passes (re-admit after a campaign)
+        "hasattr_probe",  # regressions/test_hasattr_getattr_side_effects.py
         "class_descriptor",  # regressions/test_class_descriptor_side_effects.py
         "instance_descriptor",  # regressions/test_instance_descriptor_side_effects.py
     }
