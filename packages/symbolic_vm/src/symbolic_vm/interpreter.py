@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dis
-import functools
 import linecache
 import logging
 import os
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -365,10 +365,19 @@ class Interpreter:
         return names
 
 
-@functools.cache
+# Weak keys: a traced code object is released with its function (a functools.cache kept every
+# code object ever traced alive for the whole process).
+_EXCEPTION_TABLES: weakref.WeakKeyDictionary[types.CodeType, tuple[Any, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _exception_table(code: types.CodeType) -> tuple[Any, ...]:
-    # Bytecode.exception_entries (3.11+) is missing from typeshed.
-    entries: tuple[Any, ...] = tuple(getattr(dis.Bytecode(code), "exception_entries"))  # noqa: B009
+    entries = _EXCEPTION_TABLES.get(code)
+    if entries is None:
+        # Bytecode.exception_entries (3.11+) is missing from typeshed.
+        entries = tuple(getattr(dis.Bytecode(code), "exception_entries"))  # noqa: B009
+        _EXCEPTION_TABLES[code] = entries
     return entries
 
 
