@@ -173,6 +173,9 @@ def _call_function(
     modelled = builtins_.implementation(func)
     if modelled is not None:  # a Python function the VM answers itself (inspect.signature)
         return modelled(vm, args, kwargs)
+    effects = torch_calls.effect_reason(func)
+    if effects is not None:  # before any of its code runs on fake values
+        raise Unsupported(f"{effects}: it runs eagerly, at a graph break")
     if torch_calls.is_torch_function(func) or func in torch_calls.MODE_QUERIES:
         handled = torch_calls.call_torch(vm, ObjectVar(func, source=fn.source), args, kwargs)
         if handled is not None:

@@ -5,11 +5,50 @@ from __future__ import annotations
 import linecache
 from typing import Any
 
+from symbolic_vm.values import ObjectVar
+
 HINT = (
     "rewrite the code so the construct is not reached while tracing, move it out of the compiled "
-    "function, wrap the call with symbolic_vm.nonstrict_trace, or register it as a "
-    "torch.library custom_op"
+    "function, wrap the call with compile_api.nonstrict_trace, or register it as a "
+    "torch.library custom_op; compile_api.compile(fn) without fullgraph=True runs it eagerly at "
+    "a graph break (compile_api.explain(fn)(*args) lists the breaks)"
 )
+_EAGER = "or compile without fullgraph=True, which runs it eagerly at a graph break"
+# The most common reasons, each with what to change (matched on the reason's text; the first
+# match wins). They name compile_api, the user-facing package, never internal modules.
+_HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("graph_break() called",),
+     "remove the compile_api.graph_break() (torch._dynamo.graph_break()) call, " + _EAGER),
+    (("disabled for compilation", "(without_hook)"),
+     "the function is wrapped in compile_api.disable (torch.compiler.disable): remove the "
+     "wrapper to trace it, " + _EAGER),
+    (("effects outside the program", "outside the program (files", "process-wide state"),
+     "do the I/O, printing, saving or setting outside the function given to "
+     "compile_api.compile (before or after calling it), " + _EAGER + " once per call"),
+    (("data-dependent", "truth value of"),
+     "the code needs a tensor's value while tracing: branch with torch.where or torch.cond, "
+     "keep the value a tensor instead of calling .item()/bool(), " + _EAGER),
+    (("is not supported", "cannot be passed to a torch operation"),
+     "a call into code the tracer cannot follow: compile_api.allow_in_graph(fn) puts a function "
+     "of tensors into the graph as one call, compile_api.nonstrict_trace(fn) runs it as an "
+     "opaque call, " + _EAGER),
+    (("whose class defines __setattr__", "data descriptor"),
+     "store the attribute outside the compiled function or through a plain attribute, "
+     + _EAGER),
+    (("is a generator or coroutine", "yield from"),
+     "consume the generator into a list outside the compiled function, " + _EAGER),
+    (("hooks registered", "forward hook registered"),
+     "backward hooks and always_call forward hooks are not traced: remove them from the modules "
+     "the compiled function calls, " + _EAGER),
+)
+
+
+def hint_for(reason: str) -> str:
+    """What to change for an Unsupported ``reason``: specific to the construct where known."""
+    for needles, hint in _HINTS:
+        if any(needle in reason for needle in needles):
+            return hint
+    return HINT
 
 
 class SymbolicVMError(Exception):
@@ -29,13 +68,13 @@ class Unsupported(SymbolicVMError):
         filename: str = "<unknown>",
         lineno: int = 0,
         source_line: str = "",
-        hint: str = HINT,
+        hint: str | None = None,
     ) -> None:
         self.reason = reason
         self.filename = filename
         self.lineno = lineno
         self.source_line = source_line
-        self.hint = hint
+        self.hint = hint_for(reason) if hint is None else hint
         # (filename, lineno) of each caller the error passed out through, innermost first: a
         # construct inside an inlined library call is reported with the user's line that led
         # there.
@@ -97,6 +136,4 @@ class TracedException(SymbolicVMError):
 
 def throw(exc_type: type[BaseException], *args: Any) -> TracedException:
     """The TracedException for ``exc_type(*args)`` raised by a builtin on tracked values."""
-    from symbolic_vm.values import ObjectVar
-
     return TracedException(ObjectVar(exc_type(*args)))

@@ -779,8 +779,6 @@ def _is_user_instance(value: object) -> bool:
 
 
 def _item(source: Source | None, index: object) -> Source | None:
-    from symbolic_vm.guard_api import ItemSource
-
     return None if source is None else ItemSource(source, index)
 
 

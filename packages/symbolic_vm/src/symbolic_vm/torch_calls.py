@@ -82,6 +82,52 @@ _UNSUPPORTED: dict[Any, str] = {
 }
 
 
+# torch functions with effects outside the program (files, the network, process-wide
+# settings): never run on fake values while tracing, nor put in a graph a backend may drop or
+# reorder. A call of one breaks the graph before it runs (under fullgraph=True it raises
+# without having run), and runs eagerly at the break.
+_EFFECT_MODULES = (
+    "torch.serialization", "torch.hub", "torch.onnx", "torch.jit", "torch.package",
+    "torch.profiler", "torch.distributed.checkpoint", "torch.utils.tensorboard",
+    "torch.cuda.memory",
+)
+_GLOBAL_SETTERS: tuple[Any, ...] = tuple(
+    fn
+    for fn in (
+        getattr(torch, name, None)
+        for name in (
+            "set_num_threads", "set_num_interop_threads", "set_printoptions",
+            "use_deterministic_algorithms", "set_deterministic_debug_mode",
+            "set_float32_matmul_precision", "set_warn_always", "set_default_device",
+            "set_default_tensor_type", "set_flush_denormal", "set_anomaly_enabled",
+            "set_rng_state", "set_autocast_enabled",
+        )
+    )
+    if fn is not None
+)
+
+
+# torch._C setters the VM models itself (grad mode is a graph node and a tracer state).
+_TRACED_SETTERS: tuple[Any, ...] = (torch._C._set_grad_enabled,)
+
+
+def effect_reason(value: object) -> str | None:
+    """Why calling torch's ``value`` must not be traced (its effects), or None."""
+    if value in _GLOBAL_SETTERS:
+        return f"{_name(value)}() changes process-wide state"
+    if (
+        isinstance(value, types.BuiltinFunctionType)
+        and _name(value).startswith(("_set_", "set_"))
+        and getattr(getattr(value, "__self__", None), "__name__", "") == "torch._C"
+        and value not in _TRACED_SETTERS
+    ):
+        return f"torch._C.{_name(value)}() changes process-wide state"
+    module = getattr(value, "__module__", None) or ""
+    if isinstance(value, types.FunctionType) and module.startswith(_EFFECT_MODULES):
+        return f"{module}.{_name(value)}() reads or writes outside the program (files, devices)"
+    return None
+
+
 def is_torch_function(value: object) -> bool:
     """True for a callable from the torch namespace that should become one graph node."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
@@ -135,6 +181,9 @@ def call_torch(
         return ops.graph_call(out, value._opoverload, args, kwargs)
     if value in _UNSUPPORTED:
         raise Unsupported(_UNSUPPORTED[value])
+    effects = effect_reason(value)
+    if effects is not None:
+        raise Unsupported(f"{effects}: it runs eagerly, at a graph break")
     if value in MODE_QUERIES:
         if args or kwargs:
             raise Unsupported(f"{_name(value)} called with arguments")
