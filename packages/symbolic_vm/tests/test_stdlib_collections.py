@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import pytest
 import torch
-from object_model_harness import same
+from object_model_harness import run_three_ways, same
 from stdlib_harness import check_whole
 
 import compile_api
@@ -191,13 +191,28 @@ def test_deque_errors_are_eager_errors() -> None:
 
 
 def _deque_outside(x: torch.Tensor, d: Any) -> Any:
-    return x * d[0] + len(d), [v for v in d], 2 in d, d[-1], bool(d)
+    return x * d[0] + len(d), [v for v in d], 2 in d, d[-1], bool(d), d.count(1), d.index(2)
 
 
 def test_a_deque_from_outside_is_read_in_one_graph_and_changes_recompile() -> None:
     check_whole(_deque_outside, lambda: (torch.ones(2), collections.deque([1, 2, 1])))
     compiled = compile_api.compile(_deque_outside, backend="eager")
-    d = collections.deque([3])
+    d = collections.deque([3, 2, 1])
     same(compiled(torch.ones(2), d), _deque_outside(torch.ones(2), d))
     d.appendleft(4)
     same(compiled(torch.ones(2), d), _deque_outside(torch.ones(2), d))
+
+
+def test_changing_a_deque_from_outside_breaks_and_matches_eager() -> None:
+    def f(x: torch.Tensor, d: Any) -> Any:
+        d.append(x)
+        return x * len(d)
+
+    runs = run_three_ways(f, lambda: (torch.ones(2), collections.deque([1])))
+    same(runs.ours, runs.eager)
+    same(_comparable_deque(runs.our_args[1]), _comparable_deque(runs.eager_args[1]))
+    assert runs.our_graphs <= runs.their_graphs
+
+
+def _comparable_deque(d: Any) -> Any:
+    return type(d), list(d)

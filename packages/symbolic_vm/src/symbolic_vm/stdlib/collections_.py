@@ -388,17 +388,18 @@ def _bound_c_method(
 ) -> Var | None:
     """``d.get(k)``, ``d.items()``, ``d.update(...)``, ``od.move_to_end(k)`` on an exact
     OrderedDict/defaultdict/Counter from the frame (the bound C method read from it): its
-    snapshot read, or changed and replayed. None: not one of those."""
+    snapshot read, or changed and replayed; ``q.count(v)``/``q.index(v)`` on a deque from the
+    frame (its other methods change it: Unsupported). None: not one of those."""
     owner = getattr(fn.value, "__self__", None)
     name = fn.value.__name__
-    if type(owner) not in _FAMILY or not isinstance(fn.source, AttrSource):
+    if type(owner) not in (*_FAMILY, collections.deque) or not isinstance(fn.source, AttrSource):
         return None
     obj = vm.out.wrap(owner, fn.source.base)
     if not isinstance(obj, ObjectVar):
         return None
     unbound = getattr(type(owner), name, None)
     modelled = implementation(unbound)
-    if modelled is not None:  # move_to_end, popitem
+    if modelled is not None:  # move_to_end, popitem; a deque's methods (stdlib/deque_.py)
         return modelled(vm, [obj, *args], kwargs)
     if name in _READING:
         items = _items(vm, obj)
