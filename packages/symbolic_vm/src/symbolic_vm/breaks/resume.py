@@ -71,6 +71,7 @@ from symbolic_vm.bytecode import (
     instructions_only,
 )
 from symbolic_vm.bytecode.codegen import with_position
+from symbolic_vm.bytecode.opcodes import PAIR_PARTS
 
 __all__ = [
     "BreakCode",
@@ -605,15 +606,26 @@ def _resume_code(  # noqa: PLR0917 - one resume function's parts
         co_varnames=varnames,
     )
     # The rest of the original assembles one to one (decode/assemble round-trip), after the
-    # generated prologue and entry: pair the offsets up.
-    mine = instructions_only(decode(built))
-    pre = len(instructions_only([*head, *entry]))
-    theirs = instructions_only(rest)
+    # generated prologue and entry: pair the offsets up. A 3.13 pair of locals pushed past
+    # slot 15 by the new arguments comes back as its two plain instructions (both map to it).
+    mine = instructions_only(decode(built))[len(instructions_only([*head, *entry])):]
     offsets: dict[int, int] = {}
-    for new, old in zip(mine[pre:], theirs, strict=True):
-        if new.opname != old.opname or new.offset is None or old.offset is None:
+    k = 0
+    for old in instructions_only(rest):
+        parts = PAIR_PARTS.get(old.opname)
+        span = 2 if parts and k < len(mine) and mine[k].opname == parts[0] else 1
+        news = mine[k:k + span]
+        expected = list(parts) if span == 2 and parts else [old.opname]
+        if [n.opname for n in news] != expected or old.offset is None or any(
+            n.offset is None for n in news
+        ):
             raise ResumeError(f"{name}: cannot map offsets back to {code.co_name}")
-        offsets[new.offset] = old.offset
+        for new in news:
+            assert new.offset is not None
+            offsets[new.offset] = old.offset
+        k += span
+    if k != len(mine):
+        raise ResumeError(f"{name}: cannot map offsets back to {code.co_name}")
     return built, offsets
 
 

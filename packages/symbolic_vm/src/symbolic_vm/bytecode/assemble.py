@@ -170,14 +170,6 @@ def _place_labels(items: Sequence[Instr | Label]) -> tuple[list[Instr], dict[Lab
     return instrs, label_index
 
 
-# 3.13's superinstructions on two locals, as the plain instructions they stand for, in order.
-_PAIR_PARTS = {
-    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
-    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
-    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
-}
-
-
 def _pair_too_wide(ins: Instr, slot_of: Callable[[object], int]) -> bool:
     if opcodes.arg_kind(ins.opname) is not ArgKind.LOCAL_PAIR:
         return False
@@ -196,7 +188,7 @@ def _split_wide_pairs(
             out.append(item)
             continue
         assert isinstance(item.arg, tuple)
-        for opname, name in zip(_PAIR_PARTS[item.opname], item.arg, strict=True):
+        for opname, name in zip(opcodes.PAIR_PARTS[item.opname], item.arg, strict=True):
             out.append(attrs.evolve(item, opname=opname, arg=name, flags=None, offset=None))
     return out
 

@@ -32,6 +32,7 @@ __all__ = [
     "negated_conditional",
     "NO_FALLTHROUGH",
     "opcode_of",
+    "PAIR_PARTS",
     "VIRTUAL_OPNAMES",
 ]
 
@@ -138,7 +139,14 @@ for _name in _names(dis.hascompare):
     _KIND[_name] = ArgKind.COMPARE
 for _name in _JUMPS:
     _KIND[_name] = ArgKind.JUMP
-for _name in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
+# 3.13's superinstructions on two locals, as the plain instructions they stand for, in order
+# (the assembler splits a pair whose locals do not fit in 4 bits each).
+PAIR_PARTS: dict[str, tuple[str, str]] = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+}
+for _name in PAIR_PARTS:
     if _name in _REAL_OPS:
         _KIND[_name] = ArgKind.LOCAL_PAIR
 for _name in VIRTUAL_OPNAMES:
