@@ -3,6 +3,7 @@ training), compared with eager and with torch.compile's inductor."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -66,3 +67,12 @@ def test_attention_training_gradients_match_eager_and_torch_inductor(
     for a, b, e in zip(ours, theirs, expected, strict=True):
         torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(b, e, atol=1e-5, rtol=1e-5)
+
+
+def test_kernel_choices_channel_reports_attention_kept_as_aten(
+    check: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="strata.kernel_choices"):
+        check(_causal, _qkv(2, 4, 32, 16), atol=1e-5, rtol=1e-5)
+    lines = [r.getMessage() for r in caplog.records if r.name == "strata.kernel_choices"]
+    assert any("_scaled_dot_product_flash_attention_for_cpu" in m and ": aten" in m for m in lines)

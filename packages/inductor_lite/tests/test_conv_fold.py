@@ -306,7 +306,7 @@ def test_a_weight_larger_than_its_activation_is_not_folded(check: Any, caplog: A
     def fn(x: torch.Tensor) -> torch.Tensor:
         return F.relu(F.conv2d(x, w, padding=1) * scale + shift.view(1, -1, 1, 1))
 
-    with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
+    with caplog.at_level("DEBUG", logger="strata.kernel_choices"):
         c = check(fn, [torch.randn(1, 128, 2, 2)], atol=1e-4, rtol=1e-4)
     assert pointwise_conv not in _targets(c)
     assert not c.lowered.guards
@@ -388,3 +388,16 @@ def test_a_close_layout_call_is_measured_once_and_cached(
     with caplog.at_level("DEBUG", logger="strata.inductor_lite"):
         check(fn, [x], config=cfg, atol=1e-4, rtol=1e-4)
     assert "(measured)" not in caplog.text
+
+
+def test_kernel_choices_channel_reports_each_convolution_decision(check: Any, caplog: Any) -> None:
+    model = nn.Sequential(
+        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.BatchNorm2d(16),
+    ).eval()  # fmt: skip
+    with caplog.at_level("DEBUG", logger="strata.kernel_choices"):
+        check(model, [torch.randn(1, 8, 16, 16)], atol=1e-4, rtol=1e-4)
+    lines = [r.getMessage() for r in caplog.records if r.name == "strata.kernel_choices"]
+    # a folding decision per convolution and the unfolded one's layout, each with its reason
+    assert any("w(16, 1, 3, 3): channels-last" in m for m in lines), lines
+    assert sum("epilogue" in m and "elements of traffic" in m for m in lines) == 2, lines

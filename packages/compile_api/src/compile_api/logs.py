@@ -36,6 +36,8 @@ CHANNELS = (
     "aot_graphs",
     "output_code",
     "perf_hints",
+    # Strata's own: inductor_lite's layout/fusion/aten-or-kernel decisions and their numbers
+    "kernel_choices",
 )
 
 # torch's names that mean one of our channels.
@@ -167,6 +169,7 @@ def set_logs(
     aot_graphs: bool | None = None,
     output_code: bool | None = None,
     perf_hints: bool | None = None,
+    kernel_choices: bool | None = None,
     dynamo: int | None = None,
 ) -> None:
     """Turn log channels on (True) or off (False); None leaves a channel as it is.
@@ -184,6 +187,7 @@ def set_logs(
         "aot_graphs": aot_graphs,
         "output_code": output_code,
         "perf_hints": perf_hints,
+        "kernel_choices": kernel_choices,
     }
     for name, on in wanted.items():
         if on is not None:

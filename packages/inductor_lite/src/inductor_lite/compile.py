@@ -16,11 +16,12 @@ import torch.utils._pytree as pytree
 from torch._subclasses.fake_tensor import FakeTensor
 
 from .cache import libmvec_available, load_library
+from .choices import choice
 from .config import InductorConfig
 from .cpp import generate_cpp
 from .errors import CompilerError, InductorError, UnsupportedGraph
 from .input_writes import in_place_writes
-from .ir import LoweredGraph
+from .ir import FallbackNode, LoweredGraph
 from .lowering import lower_graph
 from .scheduler import Kernel, ScheduleItem, schedule
 from .static_check import meta_key, static_input_check
@@ -425,6 +426,9 @@ def _compile(
 ) -> CompiledGraph:
     lowered = lower_graph(aten_gm, example_inputs, config)
     items = schedule(lowered)
+    for item in items:
+        if isinstance(item, FallbackNode) and item.target in kept_as_aten():
+            choice(str(item.target), "aten", "its fused kernel beats its decomposition")
     kernels = [i for i in items if isinstance(i, Kernel)]
     in_place = in_place_writes(lowered, items) if config.write_inputs_in_place else {}
     cache_hit = False

@@ -37,6 +37,8 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from .choices import choice
+
 __all__ = ["FINITE_LIMIT", "GUARD_KEY", "fold_conv_epilogues"]
 
 log = logging.getLogger("strata.inductor_lite")
@@ -380,15 +382,11 @@ def _worth_folding(
     saved = 0 if absorbed else 2 * _numel(conv)
     x, weight = conv.args[0], conv.args[1]
     cost = 3 * _numel(weight) + (0 if x in folded else _numel(x))
-    if cost >= saved:
-        log.debug(
-            "convolution %s not folded: %d elements of traffic added, %d saved",
-            conv.name,
-            cost,
-            saved,
-        )
-        return False
-    return True
+    verdict = "epilogue folded into oneDNN" if cost < saved else "epilogue not folded"
+    choice(
+        f"convolution {conv.name}", verdict, "%d elements of traffic added, %d saved", cost, saved
+    )
+    return cost < saved
 
 
 def fold_conv_epilogues(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

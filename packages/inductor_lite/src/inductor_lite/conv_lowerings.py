@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import torch
 import torch.fx
 
+from .choices import choice
 from .conv_select import measured_layout
 from .ir import FallbackNode, TensorRef, contiguous_strides
 from .lowering import GraphLowering
@@ -95,16 +96,24 @@ def _weight_dominates(L: GraphLowering, node: torch.fx.Node, weight: TensorValue
     val = meta(node)
     if not isinstance(val, torch.Tensor):
         return False
+    what = f"convolution {node.name} w{tuple(weight.sizes)}"
     if weight.ref is not None and _is_channels_last(weight):
+        choice(what, "channels-last", "its weight is stored channels-last already")
         return False
     _, ci, kh, kw = (int(s) for s in weight.sizes)
     if ci == 1 or kh * kw == 1:
+        choice(what, "channels-last", "a 1x1 or depthwise weight needs no copy")
         return False
     w_numel, out_numel = int(weight.numel), int(val.numel())
-    if 4 * w_numel <= out_numel or w_numel >= 4 * out_numel:
-        return w_numel > out_numel
     x_val = meta(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
-    if not isinstance(x_val, torch.Tensor) or len(node.args) != 9:
+    if (
+        4 * w_numel <= out_numel
+        or w_numel >= 4 * out_numel
+        or not isinstance(x_val, torch.Tensor)
+        or len(node.args) != 9
+    ):
+        layout = "NCHW" if w_numel > out_numel else "channels-last"
+        choice(what, layout, "weight %d vs output %d elements", w_numel, out_numel)
         return w_numel > out_numel
     _, _, _, stride, padding, dilation, _, _, groups = node.args
     layout = measured_layout(
@@ -115,6 +124,14 @@ def _weight_dominates(L: GraphLowering, node: torch.fx.Node, weight: TensorValue
         padding,  # type: ignore[arg-type]
         dilation,  # type: ignore[arg-type]
         int(groups),  # type: ignore[arg-type]
+    )
+    chosen = "NCHW" if layout == "nchw" else "channels-last"
+    choice(
+        what,
+        chosen,
+        "timed once per shape (conv_layouts.json), weight %d vs output %d",
+        w_numel,
+        out_numel,
     )
     return layout == "nchw"
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from .cache import _atomic_write, _trusted, ensure_private_dir
+from .choices import choice as choice_log
 
 __all__ = ["measured_layout"]
 
@@ -100,6 +101,13 @@ def measured_layout(  # noqa: PLR0917
     with torch.no_grad():
         t_nhwc, t_nchw = _best(nhwc), _best(nchw)
     choice = "nhwc" if t_nhwc <= t_nchw else "nchw"
+    choice_log(
+        f"convolution x{tuple(x_sizes)} w{tuple(w_sizes)}",
+        "channels-last" if choice == "nhwc" else "NCHW",
+        "timed: channels-last %.0f us, NCHW %.0f us",
+        t_nhwc * 1e6,
+        t_nchw * 1e6,
+    )
     log.debug(
         "convolution x%s w%s: channels-last %.0f us, NCHW %.0f us -> %s (measured)",
         tuple(x_sizes),

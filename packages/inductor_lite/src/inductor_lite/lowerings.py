@@ -17,6 +17,7 @@ import sympy
 import torch
 import torch.fx
 
+from .choices import choice
 from .ir import (
     IConst,
     IExpr,
@@ -589,6 +590,7 @@ def _sum(
 ) -> object:
     dt = out_dtype(node)
     if _column_like(x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()}):
+        choice(f"sum {node.name} of {tuple(x.sizes)}", "aten", "a column reduction")
         return NotImplemented
     return L.reduce(x, _dims(x, dims), keepdim, "sum", dt, _acc_cast(x, dt))
 
@@ -659,6 +661,7 @@ def _mean(
         # a stored channels-last activation averaged over H, W (a CNN's pooling): a row
         # kernel reads it with a stride of C floats, aten vectorises across the channels
         # (8x64x16x16: 104 us -> 9 us)
+        choice(f"mean {node.name} of {tuple(x.sizes)}", "aten", "a column or channels-last pool")
         return NotImplemented
     return _mean_of(L, x, _dims(x, dims), keepdim, dt)
 
