@@ -109,6 +109,13 @@ def _unflattener(spec: pytree.TreeSpec) -> Callable[[list[object]], Any]:
     return lambda flat: pytree.tree_unflatten(flat, spec)
 
 
+def _overlap(flat_args: Sequence[object], written: Sequence[int]) -> bool:
+    # A tensor subclass's __torch_function__ is user code: reading strides and offsets must not
+    # run it (eager would not), so the check reads them with overrides off.
+    with torch._C.DisableTorchFunctionSubclass():
+        return written_input_overlaps(flat_args, written)
+
+
 def _placeholder_vals(gm: torch.fx.GraphModule) -> list[object]:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -275,7 +282,7 @@ class AotFunction:
                 return self.fn(*flat_args)
         else:
             art = self.artifacts_for(flat_args)
-        if art.meta.mutated_inputs and written_input_overlaps(flat_args, art.meta.mutated_inputs):
+        if art.meta.mutated_inputs and _overlap(flat_args, art.meta.mutated_inputs):
             # the graphs assume separate inputs; the function itself is eager-correct
             log.debug("a mutated input overlaps another input: running the function eagerly")
             return self.fn(*flat_args)
@@ -283,7 +290,8 @@ class AotFunction:
 
     def artifacts_for(self, flat_args: Sequence[object]) -> CompiledArtifacts:
         """The compiled graphs for this input signature, compiling them on a miss."""
-        key = (torch.is_grad_enabled(), tuple(_leaf_key(a, self.dynamic) for a in flat_args))
+        with torch._C.DisableTorchFunctionSubclass():  # metadata reads run no user override
+            key = (torch.is_grad_enabled(), tuple(_leaf_key(a, self.dynamic) for a in flat_args))
         if key in self.cache:
             art = self.cache[key]
             if art is None:
@@ -574,7 +582,8 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
         return sources.run(state, *flat_args[num_owned:])
 
     owned_values = [owned[n] for n in names]
-    examples = _symbolic_examples(gm, example_inputs)
+    with torch._C.DisableTorchFunctionSubclass():  # as artifacts_for reads them
+        examples = _symbolic_examples(gm, example_inputs)
     compiled = AotFunction(
         with_state, fw_compiler, bw_compiler, partition_fn, decompositions,
         symbolic_inputs=None if examples is None else [*owned_values, *examples],
