@@ -446,7 +446,11 @@ def _compile(
             kernels, lowered.buffers, interpret=interpret, local=local
         )
         fns = (
-            triton_kernels(kernel_source, tsources, config.triton_autotune_cache) if kernels else {}
+            triton_kernels(
+                kernel_source, tsources, config.triton_autotune_cache, config.triton_compile_threads
+            )
+            if kernels
+            else {}
         )
         run, wrapper_source = build_wrapper(lowered, items, fns, pass_pointers=False)
         if not in_place and not lowered.guards:

@@ -64,6 +64,8 @@ class InductorConfig:
     codegen: Literal["auto", "cpp", "triton"] = "auto"
     # (kernel source hash, kernel name) -> chosen (XBLOCK, RBLOCK): timed once, then reused
     triton_autotune_cache: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    # threads compiling a kernel's block-size candidates side by side (1: one at a time)
+    triton_compile_threads: int = 8
     # reach aten through the aot layer (training works); False traces for inference only
     use_aot: bool = True
     # Below this many scalar iterations a kernel runs on one thread: forking costs more.

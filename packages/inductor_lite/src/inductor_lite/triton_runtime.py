@@ -15,7 +15,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -134,8 +134,10 @@ class TritonLauncher:
         src: TritonKernelSource,
         key: tuple[str, str],
         choices: dict[tuple[str, str], tuple[int, int]],
+        compile_threads: int = 8,
     ) -> None:
         self.fn = fn
+        self.compile_threads = compile_threads
         self.src = src
         self.key = key
         self.choices = choices
@@ -184,8 +186,8 @@ class TritonLauncher:
     def _tune_blocks(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
         cands = block_candidates(self._rows(tensors), self.src.max_inner, self.src.persistent)
         cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors)
-        if cuda and len(cands) > 1:
-            _compile_in_parallel(self.fn, cands, tensors)
+        if cuda and len(cands) > 1 and self.compile_threads > 1:
+            _compile_in_parallel(self.fn, cands, tensors, self.compile_threads)
         best: tuple[float, tuple[int, int]] | None = None
         failures: list[str] = []
         for cfg in cands:
@@ -234,18 +236,21 @@ class _CompilePool:
     results in the kernel's cache, where the launches that time them find them.
     """
 
-    executor: ThreadPoolExecutor | None = None
+    executors: ClassVar[dict[int, ThreadPoolExecutor]] = {}  # by thread count
 
     @classmethod
-    def get(cls) -> ThreadPoolExecutor:
-        if cls.executor is None:
-            workers = max(1, min(8, (os.cpu_count() or 1)))
-            cls.executor = ThreadPoolExecutor(workers, thread_name_prefix="strata-triton")
-        return cls.executor
+    def get(cls, threads: int) -> ThreadPoolExecutor:
+        threads = max(1, min(threads, os.cpu_count() or 1))
+        pool = cls.executors.get(threads)
+        if pool is None:
+            pool = cls.executors[threads] = ThreadPoolExecutor(
+                threads, thread_name_prefix="strata-triton"
+            )
+        return pool
 
 
 def _compile_in_parallel(
-    fn: Any, cands: list[tuple[int, int]], tensors: tuple[torch.Tensor, ...]
+    fn: Any, cands: list[tuple[int, int]], tensors: tuple[torch.Tensor, ...], threads: int
 ) -> None:
     """Compile every candidate of ``fn`` for these arguments at once (best effort: one that
     fails here fails again, with its message, when the tuner launches it)."""
@@ -254,7 +259,7 @@ def _compile_in_parallel(
     except ImportError:  # an older triton: the tuner compiles them one by one
         return
     try:
-        with AsyncCompileMode(_CompilePool.get(), ignore_errors=True):
+        with AsyncCompileMode(_CompilePool.get(threads), ignore_errors=True):
             for xblock, rblock in cands:
                 fn.warmup(*tensors, grid=(1,), XBLOCK=xblock, RBLOCK=rblock)
     except Exception as exc:  # pragma: no cover - the serial path compiles what is missing
@@ -275,11 +280,14 @@ def triton_kernels(
     source: str,
     sources: list[TritonKernelSource],
     choices: dict[tuple[str, str], tuple[int, int]],
+    compile_threads: int = 8,
 ) -> dict[str, tuple[Callable[..., None], tuple[str, ...]]]:
     """Launchers for every kernel of a generated module, keyed by kernel name."""
     module = load_triton_module(source)
     digest = hashlib.sha256(source.encode()).hexdigest()
     return {
-        s.name: (TritonLauncher(getattr(module, s.name), s, (digest, s.name), choices), s.params)
+        s.name: (TritonLauncher(
+            getattr(module, s.name), s, (digest, s.name), choices, compile_threads
+        ), s.params)
         for s in sources
     }
