@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One batched session on the GPU machine (the `run` tool): install the packages, run the CUDA
 # tests, profile compile time, then the side-by-side harness. Results go under $OUT.
-#   bash benchmarks/device_batch.sh [tests] [profile] [harness]
+#   bash benchmarks/device_batch.sh [tests] [profile] [harness] [graphs] [some] [compile_ab] [mempeak]
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -22,6 +22,22 @@ for phase in "$@"; do
     harness)
       timeout 540 python benchmarks/run.py --device cuda --timeout 100 --out-dir "$OUT/harness" 2>&1 \
         | tail -40 ;;
+    graphs)  # CUDA graphs: mode="reduce-overhead" for both compilers, the launch-bound workloads
+      timeout 300 python benchmarks/run.py --device cuda --timeout 100 --mode reduce-overhead \
+        --only "${GRAPHS_ONLY:-mlp,mlp_train,layernorm_softmax,transformer_block}" \
+        --out-dir "$OUT/graphs" --no-plot 2>&1 | tail -30 ;;
+    some)  # the default harness on a few workloads ($SOME_ONLY)
+      timeout 400 python benchmarks/run.py --device cuda --timeout 100 --only "$SOME_ONLY" \
+        --out-dir "$OUT/some" --no-plot 2>&1 | tail -30 ;;
+    compile_ab)  # cold first calls, autotune candidates compiled one by one vs side by side
+      for t in 1 8; do
+        export TRITON_CACHE_DIR=$(mktemp -d) STRATA_CACHE_DIR=$(mktemp -d)
+        timeout 150 python benchmarks/compile_profile.py ${AB_ONLY:-gpt4 transformer_block_train} \
+          --compile-threads $t --out "$OUT/prof"
+      done
+      unset TRITON_CACHE_DIR STRATA_CACHE_DIR ;;
+    mempeak)
+      timeout 200 python benchmarks/gpu_memory_peak.py ${MEM_ONLY:-gpt4 transformer_block_train} ;;
     strata)  # eager and strata only: correctness and memory, faster than the full harness
       timeout 400 python benchmarks/run.py --device cuda --timeout 100 --impl eager,strata \
         --repeats 5 --out-dir "$OUT/strata" 2>&1 | tail -30 ;;
