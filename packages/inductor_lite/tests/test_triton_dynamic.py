@@ -53,7 +53,11 @@ def test_reductions_views_and_symint_scalar(triton_recorder: Any) -> None:
     def f(x: torch.Tensor, n: int) -> torch.Tensor:
         return (x.t() * n).sum(1) + x.amax(1).mean() + x.var(0) + n
 
-    triton_recorder.sweep(f, lambda n: (torch.randn(n + 2, n, device=DEV), n), sizes=SMALL)
+    # terms up to ~n * 4 summed over n + 2 of them: a few float32 ulps of ~100 apart with
+    # another summation order (the block size the tuner picks)
+    triton_recorder.sweep(
+        f, lambda n: (torch.randn(n + 2, n, device=DEV), n), sizes=SMALL, atol=2e-4
+    )
     triton_recorder.assert_generated_code_ran()
 
 

@@ -9,7 +9,9 @@ that reads a buffer written earlier in the same program waits at a barrier first
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -355,6 +357,10 @@ class TritonKernelSource:
     persistent: bool
     symbols: tuple[str, ...] = ()  # size symbols, plain int arguments after the tensors
     stores: tuple[str, ...] = ()  # the params the kernel writes (restored after autotuning)
+    # the earlier kernel of the module this one is a renamed copy of (the same program over
+    # other buffers: a model's repeated blocks); it is that kernel's function, compiled and
+    # tuned once
+    same_as: str = ""
 
 
 PERSISTENT_LIMIT = 4096
@@ -543,6 +549,26 @@ def _kernel(
     ), memory_reads
 
 
+def _canonical(text: str, kernel: Kernel) -> str:
+    """The kernel's text with its name and every buffer name replaced by its position of
+    first use: equal for two kernels running the same program over other buffers."""
+    names: list[str] = []
+    for step in kernel.steps:
+        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
+            if name not in names:
+                names.append(name)
+    text = text.replace(f"def {kernel.name}(", "def KERNEL(", 1)
+    if not names:
+        return text
+    index = {name: k for k, name in enumerate(names)}
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9])("
+        + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+        + r")(?![A-Za-z0-9])"
+    )
+    return pattern.sub(lambda m: f"B{index[m.group(1)]}", text)
+
+
 def generate_triton(
     kernels: Sequence[Kernel],
     buffers: dict[str, BufferSpec],
@@ -561,12 +587,21 @@ def generate_triton(
     """
     parts = ["import triton", "import triton.language as tl", ""]
     sources = []
+    seen: dict[str, str] = {}  # canonical text -> the first kernel's name
     for k in kernels:
         text, src, reads = _kernel(k, buffers, interpret)
         elide = (local or {}).get(k.name, frozenset()) - reads
         if elide:
             text, src, _ = _kernel(k, buffers, interpret, frozenset(elide))
-        parts.append(text)
+        key = _canonical(text, k)
+        first = seen.setdefault(key, k.name)
+        if first != k.name:
+            # each Triton function is compiled (per block-size candidate) on its own, and
+            # a 12-block model repeats every kernel 12 times: the copies share the first
+            parts.append(f"{k.name} = {first}")
+            src = dataclasses.replace(src, same_as=first)
+        else:
+            parts.append(text)
         parts.append("")
         sources.append(src)
     return "\n".join(parts) + "\n", sources

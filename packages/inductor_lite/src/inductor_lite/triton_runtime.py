@@ -287,7 +287,7 @@ def triton_kernels(
     digest = hashlib.sha256(source.encode()).hexdigest()
     return {
         s.name: (TritonLauncher(
-            getattr(module, s.name), s, (digest, s.name), choices, compile_threads
+            getattr(module, s.name), s, (digest, s.same_as or s.name), choices, compile_threads
         ), s.params)
         for s in sources
     }

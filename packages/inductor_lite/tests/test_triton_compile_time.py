@@ -1,0 +1,61 @@
+"""Compile time of the Triton path: repeated kernels are compiled and tuned once.
+
+On CUDA tensors when a GPU is present, else through Triton's interpreter. Results are
+compared with eager.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+pytest.importorskip("triton")
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+from inductor_lite import InductorConfig  # noqa: E402
+from inductor_lite.triton_runtime import TritonLauncher  # noqa: E402
+
+
+class Blocks(torch.nn.Module):
+    """Four blocks of one shape with weights of their own: blocks 2-4 run the same kernel
+    (the previous block's GELU fused into this block's layer norm)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln = torch.nn.ModuleList(torch.nn.LayerNorm(48) for _ in range(4))
+        self.fc = torch.nn.ModuleList(torch.nn.Linear(48, 48) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for ln, fc in zip(self.ln, self.fc, strict=True):
+            x = F.gelu(fc(ln(x)))
+        return x
+
+
+def test_repeated_blocks_share_one_kernel_function_and_one_tuning(
+    check: Any, config: InductorConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = dataclasses.replace(config, codegen="triton", triton_autotune_cache={})
+    tuned: list[str] = []
+    real = TritonLauncher._tune
+
+    def counting(self: TritonLauncher, tensors: Any) -> Any:
+        tuned.append(self.src.name)
+        return real(self, tensors)
+
+    monkeypatch.setattr(TritonLauncher, "_tune", counting)
+    torch.manual_seed(0)
+    model = Blocks().to(DEV)
+    c = check(model, [torch.randn(10, 48, device=DEV)], config=cfg, atol=1e-5, rtol=1e-4)
+    defs = c.kernel_source.count("@triton.jit")
+    aliases = [line for line in c.kernel_source.splitlines() if " = kernel" in line]
+    assert c.kernel_count == defs + len(aliases)
+    assert len(aliases) == 2  # blocks 3 and 4 reuse block 2's kernel
+    assert len(tuned) == defs  # one tuning per distinct kernel
+    assert len(cfg.triton_autotune_cache) == defs
