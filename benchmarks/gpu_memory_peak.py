@@ -11,6 +11,8 @@ innermost frames that are not torch's own (the generated wrapper's line, aot's r
 from __future__ import annotations
 
 import argparse
+import linecache
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,14 +22,34 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+_WRAPPERS: list[list[str]] = []  # inductor_lite's generated wrappers, from its output_code log
+
+
+class _Wrappers(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        marker = "# ---- wrapper (Python) ----\n"
+        if marker in text:
+            _WRAPPERS.append(text.split(marker, 1)[1].splitlines())
+
+
+def _source(filename: str, line: int) -> str:
+    if filename.endswith("<generated wrapper>"):
+        # every wrapper shares the file name: show the line of each that has it
+        return " | ".join(w[line - 1].strip() for w in _WRAPPERS if len(w) >= line)
+    return linecache.getline(filename, line).strip()
+
+
 def _frames(event: dict[str, Any]) -> str:
     keep = []
     for f in event.get("frames", []):
         name = f.get("filename", "")
-        if "/torch/" in name or name.startswith("??") or "/triton/" in name:
+        python = name.endswith(".py") or name.endswith("<generated wrapper>")
+        if not python or "/site-packages/torch/" in name or "/triton/" in name:
             continue
-        keep.append(f"{Path(name).name}:{f.get('line')}:{f.get('name')}")
-        if len(keep) == 3:
+        line = int(f.get("line", 0))
+        keep.append(f"{Path(name).name}:{line}:{f.get('name')}  [{_source(name, line)[:160]}]")
+        if len(keep) == 2:
             break
     return " < ".join(keep) or "(torch only)"
 
@@ -59,9 +81,13 @@ def main() -> None:
     p.add_argument("--top", type=int, default=15)
     opts = p.parse_args()
     dev = torch.device("cuda")
+    code_log = logging.getLogger("strata.output_code")
+    code_log.setLevel(logging.DEBUG)
+    code_log.addHandler(_Wrappers())
     for name in opts.workloads:
         w = BY_NAME[name]
         for spec in opts.impl.split(","):
+            _WRAPPERS.clear()
             inst = w.build(dev, False)
             fn = make_impl(spec, Options()).compile(inst.fn)
             grad = torch.enable_grad() if w.kind == TRAINING else torch.no_grad()

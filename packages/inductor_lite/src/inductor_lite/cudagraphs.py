@@ -360,6 +360,8 @@ def cudagraph_runner(compiled: CompiledGraph) -> CompiledGraph | CudaGraphRunner
     reason = None
     if lowered.device.type != "cuda":
         reason = f"the graph runs on {lowered.device.type}, not CUDA"
+    elif not compiled.items:
+        reason = "the graph launches nothing"
     elif lowered.symbols:
         reason = "the graph has symbolic sizes (dynamic shapes)"
     elif lowered.guards:
