@@ -66,7 +66,7 @@ def live_at_peak(trace: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]
             now += ev["size"]
             if now > peak:
                 peak, at_peak = now, list(live.values())
-        elif action == "free_completed" and ev["addr"] in live:
+        elif action in ("free_requested", "free_completed") and ev["addr"] in live:
             now -= live.pop(ev["addr"])["size"]
     return peak, at_peak
 

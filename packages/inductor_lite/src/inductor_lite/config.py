@@ -75,6 +75,10 @@ class InductorConfig:
     inline_cost_limit: int = 24
     # ... and while it reads at most this many buffers (each consumer re-reads them all)
     inline_load_limit: int = 3
+    # ... on CUDA (Triton): each buffer an inlined value reads stays alive until its last
+    # reader runs, so a residual stream x + attn + mlp inlined into the next layer kept three
+    # buffers where one stored sum does (peak memory, gpt4)
+    triton_inline_load_limit: int = 2
     # Let float and double sin/cos/tan/log/exp2/expm1/log1p/atan/pow/... vectorise through
     # glibc's libmvec when a probe shows it links and runs (else they stay scalar libm).
     vector_libm: bool = True

@@ -564,7 +564,11 @@ class GraphLowering:
                 or len(
                     self._full_size_reads(value, result) if self._for_cpp() else buffers_read(value)
                 )
-                > self.config.inline_load_limit
+                > (
+                    self.config.inline_load_limit
+                    if self._for_cpp()
+                    else self.config.triton_inline_load_limit
+                )
             ):
                 return self.realize(result)
         return result
