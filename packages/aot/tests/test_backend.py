@@ -196,3 +196,27 @@ def test_a_later_signature_that_fails_to_compile_runs_the_graph_with_a_warning()
     torch.testing.assert_close(out, f(x))
     out.sum().backward()
     torch.testing.assert_close(x.grad, 2 * torch.cos(2 * x.detach()))
+
+
+class _Logged(torch.Tensor):
+    calls: list[str] = []
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        cls.calls.append(getattr(func, "__name__", str(func)))
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_a_torch_function_subclass_input_is_refused_before_any_read() -> None:
+    # the subclass's hook is the user's: eager runs it for the user's ops only, never for
+    # aot's own reads of the input's sizes, strides or dtype
+    gm = torch.fx.symbolic_trace(lambda x, y: x + y)
+    x = torch.ones(3).as_subclass(_Logged)
+    _Logged.calls.clear()
+    with pytest.raises(aot.AotUnsupportedError, match="tensor subclass"):
+        aot.aot_module_simplified(gm, [torch.ones(3), x], aot.identity_compiler)
+    assert _Logged.calls == []
+    run = aot.aot_function(lambda a, b: a * b, aot.identity_compiler)
+    with pytest.raises(aot.AotUnsupportedError, match="tensor subclass"):
+        run(torch.ones(3), x)
+    assert _Logged.calls == []

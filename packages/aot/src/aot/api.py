@@ -129,8 +129,33 @@ def _is_symbolic(value: object) -> bool:
     return False
 
 
+_OVERRIDES_BY_TYPE: dict[type, bool] = {}
+
+
+def _overrides(value: torch.Tensor) -> bool:
+    """``has_torch_overrides``, cached per type (parameters pass here on every call)."""
+    cls = type(value)
+    known = _OVERRIDES_BY_TYPE.get(cls)
+    if known is None:
+        known = _OVERRIDES_BY_TYPE[cls] = has_torch_overrides(value)
+    return known
+
+
+def _refuse_overrides(flat_args: Sequence[object]) -> None:
+    for i, a in enumerate(flat_args):
+        if isinstance(a, torch.Tensor) and type(a) is not torch.Tensor and _overrides(a):
+            raise AotUnsupportedError(
+                f"input {i} is a {type(a).__name__}, a tensor subclass that takes part in "
+                "torch ops; aot traces plain tensors (its type and overrides would be lost)"
+            )
+
+
 def _leaf_key(value: object, dynamic: bool) -> Hashable:
     if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor and _overrides(value):
+            # refused by _compile; reading its sizes here would run the subclass's
+            # __torch_function__ (a user hook eager never runs for this)
+            return ("overrides", type(value))
         if dynamic:  # sizes are symbols in the graphs; whoever made them guards the shapes
             return ("T", value.dim(), value.dtype, value.device.type, value.device.index,
                     bool(value.requires_grad))
@@ -309,12 +334,7 @@ class AotFunction:
         return list(flat_out)
 
     def _compile(self, flat_args: Sequence[object]) -> CompiledArtifacts:
-        for i, a in enumerate(flat_args):
-            if has_torch_overrides(a):
-                raise AotUnsupportedError(
-                    f"input {i} is a {type(a).__name__}, a tensor subclass that takes part in "
-                    "torch ops; aot traces plain tensors (its type and overrides would be lost)"
-                )
+        _refuse_overrides(flat_args)
         rg = [isinstance(a, torch.Tensor) and bool(a.requires_grad) for a in flat_args]
         if self.symbolic_inputs is not None:
             flat_args = self.symbolic_inputs  # sizes from here; requires_grad from the call
@@ -560,6 +580,7 @@ def aot_module_simplified(  # noqa: PLR0917 (signature fixed by docs/INTERFACES.
     grad mode). `keep_input_mutations` as for `aot_function`.
     """
     _refuse_autograd_calls(gm)
+    _refuse_overrides(example_inputs)  # before anything reads them (user hooks would run)
     names = [n for n, _ in gm.named_parameters(remove_duplicate=False)]
     names += [n for n, _ in gm.named_buffers(remove_duplicate=False)]
     owned: dict[str, torch.Tensor] = dict(gm.named_parameters(remove_duplicate=False))
