@@ -130,3 +130,16 @@ def test_process_wide_setters_break_and_are_not_run_while_tracing(
         torch.set_num_threads(threads)
         torch.set_float32_matmul_precision(precision)
         torch.set_warn_always(warn)
+
+
+def test_queries_of_those_modules_trace_without_a_break() -> None:
+    # transformers' attention asks torch.jit.is_tracing() in every layer: a question, no effect
+    def asks(x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_tracing() or torch.jit.is_scripting() or torch.onnx.is_in_onnx_export():
+            return x - 1
+        return x * 2 + 1
+
+    counting = Counting()
+    got = compile_api.compile(asks, backend=counting, fullgraph=True)(torch.ones(2))
+    assert torch.equal(got, asks(torch.ones(2)))
+    assert counting.count == 1

@@ -123,9 +123,20 @@ def effect_reason(value: object) -> str | None:
     ):
         return f"torch._C.{_name(value)}() changes process-wide state"
     module = getattr(value, "__module__", None) or ""
-    if isinstance(value, types.FunctionType) and module.startswith(_EFFECT_MODULES):
+    if (
+        isinstance(value, types.FunctionType)
+        and module.startswith(_EFFECT_MODULES)
+        and not _is_pure_query(value)
+    ):
         return f"{module}.{_name(value)}() reads or writes outside the program (files, devices)"
     return None
+
+
+def _is_pure_query(fn: types.FunctionType) -> bool:
+    # The questions of those modules (torch.jit.is_tracing/is_scripting,
+    # torch.onnx.is_in_onnx_export) change nothing: models ask them on every forward
+    # (transformers' attention asks torch.jit.is_tracing() in each layer), so they trace.
+    return fn.__name__.startswith(("is_", "_is_"))
 
 
 def is_torch_function(value: object) -> bool:
