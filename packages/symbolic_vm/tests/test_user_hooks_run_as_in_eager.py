@@ -34,7 +34,9 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 LOG: list[str] = []
 
 
-def _calls_like_eager(fn: Callable[..., Any], inputs: list[tuple[Any, ...]]) -> tuple[int, int]:
+def _calls_like_eager(
+    fn: Callable[..., Any], inputs: list[tuple[Any, ...]], *, reference: bool = True
+) -> tuple[int, int]:
     """Runs ``fn`` on each of ``inputs`` eagerly, then compiled (compile_api, then
     torch.compile), asserting equal results and an equal LOG after every call; the graph
     counts (ours, torch's)."""
@@ -44,7 +46,7 @@ def _calls_like_eager(fn: Callable[..., Any], inputs: list[tuple[Any, ...]]) -> 
         eager_results.append(fn(*args))
         eager_logs.append(list(LOG))
     counts = []
-    for compiler in ("ours", "torch"):
+    for compiler in ("ours", "torch") if reference else ("ours",):
         backend = Counting()
         torch._dynamo.reset()
         compiled = (compile_api.compile(fn, backend=backend) if compiler == "ours"
@@ -57,7 +59,7 @@ def _calls_like_eager(fn: Callable[..., Any], inputs: list[tuple[Any, ...]]) -> 
                 assert LOG == want_log
         counts.append(backend.count)
     torch._dynamo.reset()
-    return counts[0], counts[1]
+    return counts[0], counts[1] if reference else 0
 
 
 # -- descriptors -------------------------------------------------------------------------------
@@ -224,3 +226,25 @@ def test_missing_function_attribute_is_answered_and_setting_it_recompiles() -> N
         del _helper.__strata_cached  # type: ignore[attr-defined]
     ours, theirs = _calls_like_eager(call_wrapped, [(x,)])
     assert ours <= theirs
+
+
+# -- __getattr__ ---------------------------------------------------------------------------------
+
+
+class Fallback:
+    def __getattr__(self, name: str) -> float:
+        LOG.append(f"getattr {name}")
+        return 1.5
+
+
+def probe(x: torch.Tensor, obj: Fallback) -> torch.Tensor:
+    return x * obj.missing if hasattr(obj, "nothing") else x
+
+
+def test_hasattr_and_getattr_fallback_run_the_hook_as_in_eager() -> None:
+    shadowed = Fallback()
+    shadowed.__dict__["missing"] = 4.0  # later: the instance answers itself, no hook runs
+    inputs = [(torch.ones(2), Fallback()), (torch.ones(2), Fallback()), (torch.ones(2), shadowed)]
+    # torch.compile 2.13 fails here ("Guard failed on the same frame it was created").
+    ours, _ = _calls_like_eager(probe, inputs, reference=False)
+    assert ours == 2  # the shadowing instance recompiles (its dict is guarded, not the hook)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
 from symbolic_vm.output import AttrWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
 from symbolic_vm.values import ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
@@ -121,11 +122,13 @@ def _store_through_descriptor(
             if obj.box.cls_source is not None:
                 guard_class_attribute(vm.out, obj.box.cls_source, name, attr)
         elif obj.source is not None:
-            from guards import TypeSource
-
             vm.out.depend(obj)
             guard_class_attribute(vm.out, TypeSource(obj.source), name, attr)
         call(vm, vm.out.wrap(attr.fset, None), [obj, value], {})
+        return
+    setter = class_lookup(type(attr), "__set__")
+    if isinstance(setter, types.FunctionType) and isinstance(obj, (ObjectVar, NewObjectVar)):
+        _call_user_set(vm, obj, name, attr, setter=setter, value=value)
         return
     if isinstance(attr, types.MemberDescriptorType) and not isinstance(obj, NewObjectVar):
         # A __slots__ member of an argument: setattr replays exactly this store.
@@ -137,6 +140,27 @@ def _store_through_descriptor(
         f"storing {name!r}, a data descriptor ({type(attr).__name__}) of the class: "
         "the store runs eagerly"
     )
+
+
+def _call_user_set(
+    vm: Interpreter, obj: ObjectVar | NewObjectVar, name: str, desc: object, *, setter: Any,
+    value: Var,
+) -> None:
+    """``type(desc).__set__(desc, obj, value)`` traced as a call (its effects replayed, run as
+    often as eager runs it); guards pin the descriptor, read from the class dicts."""
+    from symbolic_vm.calls import call
+
+    out = vm.out
+    if isinstance(obj, NewObjectVar):
+        cls_source = obj.box.cls_source
+    else:
+        out.depend(obj)
+        cls_source = TypeSource(obj.source) if obj.source is not None else None
+    where = ClassDictSource(cls_source, name) if cls_source is not None else None
+    if where is not None:
+        out.request("ID_MATCH", where, desc)
+        out.request("ID_MATCH", AttrSource(TypeSource(where), "__set__"), setter)
+    call(vm, out.wrap(setter, None), [out.wrap(desc, where), obj, value], {})
 
 
 def _real(obj: Var) -> Any:

@@ -213,6 +213,16 @@ def python_type(vm: Interpreter, var: Var) -> type:
 
 def has_attribute(vm: Interpreter, obj: Var, name: str) -> bool:
     """``hasattr(obj, name)``; an attribute found missing on a frame object is guarded so."""
+    if object_model.attribute_hooks(obj):
+        # As hasattr does: the lookup, the class's __getattribute__/__getattr__ traced as calls
+        # (run as often as eager runs them; guards never call them).
+        try:
+            ops.getattr_var(vm, obj, name)
+        except TracedException as raised:
+            if not isinstance(raised.exception, AttributeError):
+                raise
+            return False
+        return True
     found = _has_attr(vm, obj, name)
     if not found and isinstance(obj, ObjectVar) and obj.source is not None:
         where = obj.source.name()

@@ -34,7 +34,7 @@ from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.errors import TracedException, Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, DictCopySource
+from symbolic_vm.guard_api import AttrSource, DictCopySource, InstanceAttrSource
 from symbolic_vm.values import ConstVar, DictBox, DictVar, MethodVar, NewObjectVar, ObjectVar, Var
 
 if TYPE_CHECKING:
@@ -468,6 +468,16 @@ def generic_getattr(vm: Interpreter, obj: Var, name: str) -> Var:
     return ops.getattr_var(vm, obj, name)
 
 
+def attribute_hooks(obj: Var) -> bool:
+    """Whether ``obj``'s class reads attributes through its own Python ``__getattribute__`` or
+    ``__getattr__`` (user code the VM traces; a guard must not run it)."""
+    cls = user_class(obj)
+    return cls is not None and any(
+        isinstance(class_lookup(cls, hook), types.FunctionType)
+        for hook in ("__getattribute__", "__getattr__")
+    )
+
+
 def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
     """``obj.name`` through the class's Python ``__getattribute__`` (traced as a call), or its
     ``__getattr__`` for a name the normal lookup does not find; None: the normal lookup."""
@@ -490,8 +500,24 @@ def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
                 raise
     elif fallback is None or not _missing(obj, cls, name):
         return None
+    else:
+        _guard_missing(vm, obj, name)
     _guard_class_attr(vm, obj, "__getattr__", fallback)
     return call(vm, vm.out.wrap(fallback, None), [obj, ConstVar(name)], {})
+
+
+def _guard_missing(vm: Interpreter, obj: Var, name: str) -> None:
+    """The normal lookup of ``name`` failed on a frame object (so ``__getattr__`` answers):
+    guard that its instance dict still lacks it, read without running the class's hooks (the
+    class attributes are fixed by the class guards)."""
+    if not isinstance(obj, ObjectVar) or obj.source is None:
+        return
+    try:
+        object.__getattribute__(obj.value, "__dict__")
+    except AttributeError:
+        return  # no instance dict: nothing can shadow the class
+    where = InstanceAttrSource(obj.source, "__dict__").name()
+    vm.out.predicate(f"{name!r} not in {where}", f"{obj.source.describe()}.{name} is still unset")
 
 
 def _missing(obj: Var, cls: type, name: str) -> bool:

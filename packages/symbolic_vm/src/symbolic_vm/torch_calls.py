@@ -86,10 +86,23 @@ _UNSUPPORTED: dict[Any, str] = {
 # settings): never run on fake values while tracing, nor put in a graph a backend may drop or
 # reorder. A call of one breaks the graph before it runs (under fullgraph=True it raises
 # without having run), and runs eagerly at the break.
-_EFFECT_MODULES = (
-    "torch.serialization", "torch.hub", "torch.onnx", "torch.jit", "torch.package",
-    "torch.profiler", "torch.distributed.checkpoint", "torch.utils.tensorboard",
-    "torch.cuda.memory",
+_EFFECT_MODULES = ("torch.hub", "torch.package", "torch.distributed.checkpoint")
+# By name where the module also holds queries models call while tracing (torch.jit.is_tracing,
+# torch.onnx.is_in_onnx_export, torch.cuda.memory_allocated): those stay traced.
+_EFFECT_FUNCTIONS: tuple[Any, ...] = tuple(
+    fn
+    for fn in (
+        getattr(owner, name, None)
+        for owner, names in (
+            (torch, ("save", "load")),
+            (torch.serialization, ("save", "load")),
+            (torch.jit, ("save", "load", "trace", "trace_module", "script", "freeze")),
+            (torch.onnx, ("export", "dynamo_export")),
+            (torch.cuda.memory, ("_dump_snapshot", "_record_memory_history")),
+        )
+        for name in names
+    )
+    if fn is not None
 )
 _GLOBAL_SETTERS: tuple[Any, ...] = tuple(
     fn
@@ -123,7 +136,7 @@ def effect_reason(value: object) -> str | None:
     ):
         return f"torch._C.{_name(value)}() changes process-wide state"
     module = getattr(value, "__module__", None) or ""
-    if (
+    if value in _EFFECT_FUNCTIONS or (
         isinstance(value, types.FunctionType)
         and module.startswith(_EFFECT_MODULES)
         and not _is_pure_query(value)
