@@ -154,11 +154,29 @@ class CodeFlow:
 
     @functools.cached_property
     def back_edges(self) -> list[tuple[int, int]]:
-        """(target, source) of every main-line jump back to an instruction at or before it."""
+        """(target, source) of every main-line jump back to an instruction at or before it that
+        the target's own flow reaches again (a loop). 3.12+ put an except clause after the
+        function's return, jumping back to the code after the ``try``: in a resume function that
+        enters there, that jump is main-line but closes no loop."""
         return [
             (self.label_at[ins.arg], i) for i in sorted(self.main)
             if isinstance((ins := self.instrs[i]).arg, Label) and self.label_at[ins.arg] <= i
+            and self._reaches(self.label_at[ins.arg], i)
         ]
+
+    def _reaches(self, start: int, goal: int) -> bool:
+        """Whether ``goal`` is reached from ``start`` without an exception."""
+        seen = {start}
+        work = [start]
+        while work:
+            i = work.pop()
+            if i == goal:
+                return True
+            for j in self.successors(i):
+                if j not in seen:
+                    seen.add(j)
+                    work.append(j)
+        return False
 
     @functools.cached_property
     def try_ranges(self) -> list[tuple[int, int]]:
