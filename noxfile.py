@@ -153,6 +153,12 @@ def tests_313(session: nox.Session) -> None:
 
     Not part of CI: our machines hold a CPU torch wheel for 3.11 only, so pip takes torch 2.13
     for 3.13 from the registry as a CUDA build (gigabytes; it runs on CPU). Run it by hand.
+    Session 6 ran it slice by slice (docs/python313-2026-11-26.md): every slice passed, about
+    59 minutes on the loaded 2-core machine without inductor_lite's three Triton-interpreter
+    files, which need no frame hook or bytecode and are the slowest; to leave them out:
+    ``nox -s tests-3.13 -- packages tests --ignore=packages/inductor_lite/tests/test_triton.py
+    --ignore=packages/inductor_lite/tests/test_triton_input_writes.py
+    --ignore=packages/inductor_lite/tests/test_triton_memory.py``.
     """
     python = next((p for p in _other_interpreters() if p.endswith("3.13")), None)
     if python is None:
