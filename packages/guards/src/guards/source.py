@@ -61,6 +61,8 @@ def is_literal(value: object) -> bool:
 
 
 def _repr_binder(value: object, hint: str) -> str:
+    if isinstance(value, type) and value.__module__ == "builtins":
+        return value.__name__  # dict, object: names of builtins read back
     owner = getattr(value, "__objclass__", None)
     if isinstance(owner, type) and owner.__module__ == "builtins":
         # A C method of a builtin class (dict.copy, object.__getattribute__): its dotted name
@@ -374,18 +376,19 @@ class MethodCallSource(_Derived):
 
 @attrs.frozen
 class DictCopySource(_Derived):
-    """``dict.copy(base)``: a dict subclass's items as a plain dict (no user method runs)."""
+    """``dict(dict.items(base))``: a dict subclass's items as a plain dict, read from its
+    storage (``dict.copy`` would call an OrderedDict subclass's own ``__getitem__``)."""
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
     ) -> object:
-        return dict.copy(base_value)  # type: ignore[arg-type]
+        return dict(dict.items(base_value))  # type: ignore[arg-type]
 
     def render(self, base_expr: str, bind: Binder) -> str:
-        return f"{bind(dict.copy, 'dict_copy')}({base_expr})"
+        return f"{bind(dict, 'dict')}({bind(dict.items, 'dict_items')}({base_expr}))"
 
     def describe(self) -> str:
-        return f"dict.copy({self.base_source.describe()})"
+        return f"dict.items({self.base_source.describe()})"
 
 
 @attrs.frozen

@@ -301,7 +301,7 @@ class DictSubclassTracker(UserObjectTracker):
         view = _items_view(vm, obj)
         if view is None:
             return None
-        vm.out.depend(view)  # a frame instance's keys (at dict.copy(obj))
+        vm.out.depend(view)  # a frame instance's keys (at dict.items(obj))
         return ConstVar(ops.const_value(vm.out, item) in view.box.items)
 
     def length(self, vm: Interpreter, obj: Var) -> Var | None:
@@ -336,7 +336,7 @@ class DictSubclassTracker(UserObjectTracker):
 
 def _items_view(vm: Interpreter, obj: Var) -> DictVar | None:
     """dict_view, and for an instance of a user dict subclass from the frame its items read
-    through ``dict.copy`` (mutations replayed by ``output.DictSubclassWrite``)."""
+    through ``dict.items`` (mutations replayed by ``output.DictSubclassWrite``)."""
     view = dict_view(obj)
     if view is None and isinstance(obj, ObjectVar) and type(obj.value).__flags__ & _HEAPTYPE:
         view = _frame_dict_view(vm, obj)
@@ -415,10 +415,11 @@ _READ_ONLY_DICT_METHODS = frozenset({
 def _frame_dict_view(vm: Interpreter, obj: Var) -> DictVar | None:
     """A dict subclass instance from the frame, read through ``dict``'s own methods (the
     class's overrides bypassed, as ``super().get`` does): its items as a DictVar read from
-    ``dict.copy(obj)`` in guards and code, so that no user ``__getitem__``/``keys`` runs."""
+    ``dict(dict.items(obj))`` in guards and code, so that no user ``__getitem__``/``keys`` runs."""
     if not (isinstance(obj, ObjectVar) and isinstance(obj.value, dict) and obj.source):
         return None
-    view = vm.out.wrap(dict.copy(obj.value), DictCopySource(obj.source))
+    where = DictCopySource(obj.source)
+    view = vm.out.wrap(where.get(obj.value, {}, {}), where)
     return view if isinstance(view, DictVar) else None
 
 
