@@ -632,7 +632,11 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         return MethodVar(obj, name)
     if isinstance(obj, ConstVar):
         value = obj.value
-        attr = getattr(value, name)
+        try:
+            attr = getattr(value, name)
+        except AttributeError as missing:  # eager raises it here: getattr's default, except
+            out.depend(obj)
+            raise throw(AttributeError, str(missing)) from None
         if callable(attr):
             return MethodVar(obj, name)
         out.depend(obj)
