@@ -18,10 +18,10 @@ CI_PROGRAMS = 300
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
 CI_AVOID = frozenset(
     {
-        "torch_function_log",  # regressions/test_torch_function_side_effects.py
         "hasattr_probe",  # regressions/test_hasattr_getattr_side_effects.py
-        "class_descriptor",  # regressions/test_class_descriptor_side_effects.py
-        "instance_descriptor",  # regressions/test_instance_descriptor_side_effects.py
+        # a logging __torch_function__ input beside a logging __getattr__/property object: one
+        # 'tf' entry lost on call 0 (CI seed 2026, program 59; regressions/test_torch_function_...)
+        "torch_function_log",
     }
 )
 
