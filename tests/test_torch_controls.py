@@ -279,3 +279,62 @@ def test_profiler_range_is_ignored_without_a_break(
     torch.testing.assert_close(got, eager(f, (x,)))
     assert counter.count == torch_count == 1
     compile_api.compile(f, backend="eager", fullgraph=True)(x)
+
+
+def _call_reset_call(compiled: Callable[..., Any], x: torch.Tensor) -> list[Any]:
+    first = compiled(x)
+    torch.compiler.reset()
+    return [first, compiled(x)]
+
+
+def test_torch_compiler_reset_outside_compiled_code_recompiles_as_torch_does(
+    counter: GraphCounter,
+) -> None:
+    x = torch.randn(3)
+    theirs = GraphCounter()
+    _call_reset_call(torch.compile(f_sin, backend=theirs), x)
+    got = _call_reset_call(compile_api.compile(f_sin, backend=counter), x)
+    torch.testing.assert_close(got, [f_sin(x), f_sin(x)])
+    # Each compiles again after the reset: the cached entry was forgotten.
+    assert counter.count == theirs.count == 2
+
+
+def test_torch_compiler_reset_inside_compiled_code_runs_eagerly_and_recompiles(
+    counter: GraphCounter,
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x.cos() * 2
+        torch.compiler.reset()
+        return y + 1
+
+    calls = [(torch.randn(3),), (torch.randn(3),)]
+    theirs, torch_count = torch_graphs(f, *calls)
+    got = ours(f, counter, *calls)
+    torch.testing.assert_close(got, eager(f, *calls))
+    # Two graphs around the reset per call: the reset forgets the frame's entry each time.
+    assert counter.count == torch_count == 4
+
+
+def test_torch_mark_static_under_dynamic_true_keeps_that_dim_static(
+    counter: GraphCounter,
+) -> None:
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return x.sin() * x.shape[0]
+
+    calls = []
+    for n in (3, 5):
+        x = torch.randn(n, 4)
+        torch._dynamo.mark_static(x, 0)
+        calls.append((x,))
+    theirs = GraphCounter()
+    compiled = torch.compile(f, backend=theirs, dynamic=True)
+    for args in calls:
+        compiled(*args)
+    torch._dynamo.reset()
+    compiled_ours = compile_api.compile(f, backend=counter, dynamic=True)
+    got = [compiled_ours(*args) for args in calls]
+    torch.testing.assert_close(got, eager(f, *calls))
+    assert counter.count == theirs.count == 2  # a recompile per size of the static dim
+    for gm, n in zip(counter.graphs, (3, 5), strict=True):
+        shape = next(p.meta["example_value"].shape for p in gm.graph.find_nodes(op="placeholder"))
+        assert shape[0] == n and isinstance(shape[1], torch.SymInt)

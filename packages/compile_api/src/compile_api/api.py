@@ -24,6 +24,7 @@ from .ddp import warn_if_fsdp
 from .errors import NotCallableError
 from .frame_compiler import CompileContext, context_token, make_callback
 from .state import FrameRecord, state
+from .torch_controls import on_torch_reset
 
 __all__ = [
     "OptimizedModule",
@@ -349,6 +350,21 @@ def reset() -> None:
     vm_reset = getattr(symbolic_vm, "reset", None)
     if vm_reset is not None:
         vm_reset()
+
+
+def _reset_after_torch() -> None:
+    """``torch.compiler.reset()`` was called: recompile everything, as torch does.
+
+    It may run inside a compiled function (eagerly, between graphs), whose transformed code
+    still looks up its graphs and resume functions by global name: those globals stay (and
+    the VM keeps numbering them on, so no later name reuses theirs).
+    """
+    evalframe.clear_cache()
+    state.clear(keep_installed=True)
+    observe.reset()
+
+
+on_torch_reset(_reset_after_torch)
 
 
 def mark_dynamic(t: torch.Tensor, index: int | list[int] | tuple[int, ...]) -> None:

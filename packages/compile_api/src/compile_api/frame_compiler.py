@@ -326,6 +326,17 @@ def _dynamic_dims(
     return {name: frozenset(d) for name, d in dims.items()}
 
 
+def _static_dims(f_locals: dict[str, Any]) -> dict[str, frozenset[int]]:
+    """Dims torch's ``mark_static`` pinned, kept static even under ``dynamic=True``."""
+    static = {}
+    for name, value in f_locals.items():
+        if isinstance(value, torch.Tensor):
+            dims = marked_dims(value)[1]
+            if dims:
+                static[f"L[{name!r}]"] = dims
+    return static
+
+
 def _dynamic_ints(
     frame: types.FrameType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
 ) -> frozenset[str]:
@@ -577,6 +588,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         fullgraph=ctx.fullgraph,
         dynamic=ctx.dynamic,
         dynamic_dims=_dynamic_dims(frame, f_locals, ctx, recompiling),
+        static_dims=_static_dims(f_locals),
         dynamic_ints=_dynamic_ints(frame, f_locals, ctx, recompiling),
     )
     try:

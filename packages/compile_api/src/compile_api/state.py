@@ -72,7 +72,9 @@ class State:
     installed: list[tuple[dict[str, Any], str]] = attrs.field(factory=list)
     skip_codes: set[types.CodeType] = attrs.field(factory=set)
 
-    def clear(self) -> None:
+    def clear(self, *, keep_installed: bool = False) -> None:
+        """Forget everything; ``keep_installed`` leaves the installed globals in place (code
+        that is running may still look them up)."""
         with self.lock:
             self.records.clear()
             self.times.clear()
@@ -81,6 +83,8 @@ class State:
             self.auto_dynamic.clear()
             self.int_values.clear()
             self.auto_dynamic_ints.clear()
+            if keep_installed:
+                return
             for namespace, name in self.installed:
                 namespace.pop(name, None)
             self.installed.clear()

@@ -1,4 +1,4 @@
-"""torch's compiler settings that live outside traced code: stance, tensor marks, limits.
+"""torch's compiler settings that live outside traced code: stance, tensor marks, reset.
 
 ``torch.compiler.set_stance`` and torch's ``mark_dynamic``/``maybe_mark_dynamic``/``mark_static``
 are called by users outside any compiled function, so the VM never sees them (the calls made
@@ -6,16 +6,25 @@ inside traced code are symbolic_vm's ``controls``). compile_api reads the state 
 the stance torch's frontend keeps, and the dims torch's marks store on the tensor. It reads that
 state only (the frontend's package is looked up in ``sys.modules``, never imported or called),
 so with torch's frontend never loaded everything is at its default.
+
+``torch.compiler.reset()`` must forget Strata's compiled code too, whether the user calls it
+outside compiled code or inside it (where it runs eagerly, as a break). Nothing of torch calls
+out when it resets, so ``on_torch_reset`` watches an object torch's reset replaces: the side
+table of ``torch._higher_order_ops.wrap`` (loaded with torch itself, so the watch holds before
+torch's frontend is ever imported). A finalizer on the table torch drops runs the moment reset
+replaces it, then watches the new one. Nothing of torch is called or written.
 """
 
 from __future__ import annotations
 
 import sys
 import types
+import weakref
+from collections.abc import Callable
 
 import torch
 
-__all__ = ["RecompileForbidden", "marked_dims", "torch_stance"]
+__all__ = ["RecompileForbidden", "marked_dims", "on_torch_reset", "torch_stance"]
 
 _EVAL_FRAME = "torch._dynamo.eval_frame"  # a sys.modules key: read, never imported or called
 _LOADED: list[types.ModuleType] = []
@@ -53,3 +62,36 @@ def marked_dims(t: torch.Tensor) -> tuple[frozenset[int], frozenset[int]]:
         dynamic.update(getattr(t, attr, ()))
     static = frozenset(getattr(t, _STATIC_MARK, ()))
     return frozenset(dynamic) - static, static
+
+
+# The module whose side table torch's reset replaces, and the table's attribute.
+_RESET_WATCHED = ("torch._higher_order_ops.wrap", "inductor_code_side_table", "id_to_callable")
+_RESET_CALLBACKS: list[Callable[[], None]] = []
+
+
+def _watch_reset() -> None:
+    module_name, holder_name, attr = _RESET_WATCHED
+    holder = getattr(sys.modules.get(module_name), holder_name, None)
+    table = getattr(holder, attr, None)
+    if table is None:
+        return  # another torch: reset is then not followed (documented in the README)
+    try:
+        weakref.finalize(table, _torch_reset)
+    except TypeError:  # not weak-referenceable in this torch
+        return
+
+
+def _torch_reset() -> None:
+    # The dropped table dies inside reset's assignment, after the new one is stored.
+    _watch_reset()
+    for callback in _RESET_CALLBACKS:
+        callback()
+
+
+def on_torch_reset(callback: Callable[[], None]) -> None:
+    """Call ``callback`` whenever torch's compiler is reset (``torch.compiler.reset()``)."""
+    if not _RESET_CALLBACKS:
+        import torch._higher_order_ops.wrap  # noqa: F401 - loaded by torch itself; made sure
+
+        _watch_reset()
+    _RESET_CALLBACKS.append(callback)

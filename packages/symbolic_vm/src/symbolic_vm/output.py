@@ -318,6 +318,10 @@ class Output:
         # Module parameters and buffers keep static sizes under dynamic=True, as torch.compile's
         # force_parameter_static_shapes does (they are guarded together by MODULE_PARAMS).
         static = isinstance(value, torch.nn.Parameter) or "._buffers[" in source.name()
+        kept = self.config.static_dims.get(source.name())
+        if kept and self.config.dynamic and not static:
+            # mark_static under dynamic=True: only the other dims are symbolic.
+            static, dims = True, frozenset(range(value.dim())) - kept
         shape_env = self.builder.shape_env
         symbols_before = set(shape_env.var_to_sources)
         node = self.builder.placeholder(name, value, dynamic_dims=dims, static=static)

@@ -70,12 +70,14 @@ class CaptureConfig:
 
     ``dynamic_ints`` names frame-local int sources (``L['n']``, ``L['sizes'][0]``) to trace as
     SymInt graph inputs (automatic dynamic after their value changed); with ``dynamic=True``
-    every such int is symbolic anyway.
+    every such int is symbolic anyway. ``static_dims`` (torch's ``mark_static``) stay static
+    even under ``dynamic=True``.
     """
 
     fullgraph: bool = False
     dynamic: bool | None = None
     dynamic_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
+    static_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
     dynamic_ints: frozenset[str] = frozenset()
 
 
