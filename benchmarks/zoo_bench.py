@@ -1,6 +1,8 @@
 """The model zoo side by side: Strata vs torch.compile on real transformers/torchvision/timm models.
 
-``python benchmarks/zoo_bench.py [--only gpt2,resnet18] [--modes infer,train] [--backend inductor]``
+``python benchmarks/zoo_bench.py`` runs a small default set (``DEFAULT_CASES``: tiny configs,
+CPU, 1 thread, a few minutes); ``--only gpt2,resnet18-train`` picks models or cases, ``--all``
+runs every case of ``--modes`` (default infer,train), ``--backend`` (default inductor).
 
 Per case (``benchmarks/zoo/models.py``), in one process: graphs and breaks of Strata and of
 torch.compile (same backend, counted by a wrapping backend), whether each result matches eager,
@@ -36,6 +38,19 @@ from benchmarks.zoo.measure import (  # noqa: E402
     counting_torch_breaks,
 )
 from benchmarks.zoo.models import Case, iter_cases, make_step  # noqa: E402
+
+# The default set: a transformer decoder and encoder, a Llama, a CNN of each library and a
+# ViT in inference; one language model and one CNN in training.
+DEFAULT_CASES = (
+    "gpt2-infer",
+    "bert-infer",
+    "llama-infer",
+    "resnet18-infer",
+    "mobilenetv3-infer",
+    "vit_tiny-infer",
+    "gpt2-train",
+    "resnet18-train",
+)
 
 
 def _timed(step: Callable[[], Any], repeats: int, warmup: int) -> float:
@@ -145,23 +160,30 @@ def table(rows: list[dict[str, Any]], backend: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="models or cases, comma-separated")
+    parser.add_argument("--all", action="store_true", help="every case of --modes")
     parser.add_argument("--modes", default="infer,train", help="infer,train,dynamic,generate")
     parser.add_argument("--backend", default="inductor", help="eager, aot_eager or inductor")
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: keep)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (0: keep)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     modes = set(args.modes.split(","))
-    names = [n for n in args.only.split(",") if n] or None
+    names = [n for n in args.only.split(",") if n] or (None if args.all else list(DEFAULT_CASES))
     rows = []
     for case in iter_cases(names):
         if case.mode not in modes:
             continue
+        start = time.perf_counter()
         rows.append(measure(case, args.backend, args.repeats, args.warmup))
-        print(f"{case.name}: done", file=sys.stderr, flush=True)
+        # The row as it comes, so a run cut short still says what it measured.
+        print(
+            f"{case.name} ({time.perf_counter() - start:.0f} s): {rows[-1]}",
+            file=sys.stderr,
+            flush=True,
+        )
     print(table(rows, args.backend))
     return 0
 
