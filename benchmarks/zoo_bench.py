@@ -2,7 +2,8 @@
 
 ``python benchmarks/zoo_bench.py`` runs a small default set (``DEFAULT_CASES``: tiny configs,
 CPU, 1 thread, a few minutes); ``--only gpt2,resnet18-train`` picks models or cases, ``--all``
-runs every case of ``--modes`` (default infer,train), ``--backend`` (default inductor).
+runs every case of ``--modes`` (default infer,train), ``--backend`` (default aot_eager;
+``inductor`` for code-generation speedups, much slower to compile).
 
 Per case (``benchmarks/zoo/models.py``), in one process: graphs and breaks of Strata and of
 torch.compile (same backend, counted by a wrapping backend), whether each result matches eager,
@@ -162,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="models or cases, comma-separated")
     parser.add_argument("--all", action="store_true", help="every case of --modes")
     parser.add_argument("--modes", default="infer,train", help="infer,train,dynamic,generate")
-    parser.add_argument("--backend", default="inductor", help="eager, aot_eager or inductor")
+    # aot_eager by default: a cold inductor compile of one tiny model took torch 467 s on the
+    # shared 2-core machine, too long for a default run; --backend inductor for speed figures.
+    parser.add_argument("--backend", default="aot_eager", help="eager, aot_eager or inductor")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (0: keep)")
