@@ -12,6 +12,16 @@ as eager torch.cond does; a tensor predicate is a graph break naming the constru
 ``torch.func.functional_call`` swaps tensors into a module for one call; tracing that needs
 temporary attribute writes on a real module, so it is a graph break with that reason.
 
+``torch.func.vmap`` / ``torch.vmap``, ``torch.func.grad`` and ``grad_and_value``: calling the
+transform gives a pending call (a partial of ``_apply_transform``); calling that adds one graph
+node that runs the transform on the function when the graph runs (``_transform_node``). The
+tensors the function reads from outside (its closure cells, the globals its code names) become
+that node's inputs, and the function is rebuilt around them at run time, so aot traces through
+the transform with them as graph inputs (their gradients flow). The function runs once on
+fakes while tracing (Python side effects in it happen there too); anything it reaches that is
+not a tensor input, a constant or a plain function (a module's parameters, a global tensor of
+a callee) fails that fake run, and the call is a graph break with the reason.
+
 ``dispatch`` is consulted where Python functions are called (``calls._call_function``), after
 the function's identity is guarded (the same guard as any inlined call: nothing extra).
 """
@@ -20,7 +30,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.utils.checkpoint
@@ -28,7 +38,16 @@ import torch.utils.checkpoint
 from symbolic_vm import controls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.values import SymVar, TensorVar, Var
+from symbolic_vm.values import (
+    ConstVar,
+    FunctionVar,
+    NestedFunctionVar,
+    ObjectVar,
+    PartialVar,
+    SymVar,
+    TensorVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -39,8 +58,14 @@ _Handler = Callable[["Interpreter", list[Var], dict[str, Var]], Var]
 
 # checkpoint's own keywords; the rest go to the checkpointed function (non-reentrant only).
 _CHECKPOINT_OPTIONS = frozenset(
-    {"use_reentrant", "context_fn", "determinism_check", "debug", "early_stop",
-     "preserve_rng_state"}
+    {
+        "use_reentrant",
+        "context_fn",
+        "determinism_check",
+        "debug",
+        "early_stop",
+        "preserve_rng_state",
+    }
 )
 
 
@@ -68,8 +93,10 @@ def _checkpoint(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
             )
     if reentrant and fn_kwargs:
         raise Unsupported("reentrant checkpoint with keyword arguments (eager raises ValueError)")
-    if reentrant and torch.is_grad_enabled() and not any(
-        isinstance(a, TensorVar) and bool(a.example.requires_grad) for a in fn_args
+    if (
+        reentrant
+        and torch.is_grad_enabled()
+        and not any(isinstance(a, TensorVar) and bool(a.example.requires_grad) for a in fn_args)
     ):
         # Eager's reentrant checkpoint is an autograd.Function: with no input that requires
         # grad, its outputs are cut from the parameters' gradients. Inlining would not cut them.
@@ -108,10 +135,167 @@ def _functional_call(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -
     )
 
 
+# Each transform's parameters after the function, in order, with their defaults.
+_TRANSFORMS: dict[str, tuple[Any, tuple[tuple[str, object], ...]]] = {
+    "vmap": (
+        torch.func.vmap,
+        (("in_dims", 0), ("out_dims", 0), ("randomness", "error"), ("chunk_size", None)),
+    ),
+    "grad": (torch.func.grad, (("argnums", 0), ("has_aux", False))),
+    "grad_and_value": (torch.func.grad_and_value, (("argnums", 0), ("has_aux", False))),
+}
+
+
+def _apply_transform(*args: Any, **kwargs: Any) -> Any:
+    """The pending call a traced ``vmap(fn, ...)`` returns (never run: dispatched below)."""
+    raise AssertionError("traced only")
+
+
+def _make_transform(kind: str) -> _Handler:
+    def handler(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        params = _TRANSFORMS[kind][1]
+        if not args or len(args) > 1 + len(params):
+            raise Unsupported(f"torch.func.{kind}() with these arguments is not traced")
+        given = dict(zip((p for p, _ in params), args[1:], strict=False))
+        for key, value in kwargs.items():
+            if key not in dict(params) or key in given:
+                raise Unsupported(f"torch.func.{kind}() got an unexpected argument {key!r}")
+            given[key] = value
+        options = {p: ops.const_value(vm.out, given[p]) for p, _ in params if p in given}
+        return PartialVar(
+            func=FunctionVar(cast(types.FunctionType, _apply_transform)),
+            args=(ConstVar(kind), ConstVar(tuple(sorted(options.items()))), args[0]),
+            kwargs={},
+        )
+
+    return handler
+
+
+def _global_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+def _plain_value(vm: Interpreter, var: Var, what: str) -> object:
+    """The real value of a non-tensor the function reads (guarded as the VM guards it)."""
+    if isinstance(var, (ConstVar, FunctionVar)) or (
+        isinstance(var, ObjectVar) and not isinstance(var.value, torch.nn.Module)
+    ):
+        return ops.const_value(vm.out, var)
+    raise Unsupported(
+        f"a function passed to a torch.func transform reads {what}, which is not a tensor, a "
+        "constant or a plain function: the call runs eagerly"
+    )
+
+
+def _lifted_globals(
+    vm: Interpreter, code: types.CodeType, f_globals: dict[str, Any], lifted: list[TensorVar]
+) -> dict[str, int]:
+    """Global name -> index in ``lifted`` of each tensor global the function's code names."""
+    from symbolic_vm.handlers.loads import load_global
+
+    tensors = [n for n in sorted(_global_names(code)) if isinstance(f_globals.get(n), torch.Tensor)]
+    if tensors and f_globals is not vm.out.f_globals:
+        raise Unsupported("a torch.func transform of another module's function reading tensors")
+    slots = {}
+    for name in tensors:
+        var = load_global(vm, name)
+        if not isinstance(var, TensorVar):
+            raise Unsupported(f"global {name!r} read by a torch.func transform's function")
+        slots[name] = len(lifted)
+        lifted.append(var)
+    return slots
+
+
+Rebuild = Callable[[tuple[Any, ...]], Any]
+
+
+def _rebuild_plan(vm: Interpreter, fn: Var, lifted: list[TensorVar]) -> Rebuild:
+    """How to remake the traced function at run time from the lifted tensors."""
+    if isinstance(fn, ObjectVar) and not isinstance(
+        fn.value, (types.FunctionType, torch.nn.Module)
+    ):
+        value = ops.const_value(vm.out, fn)  # a torch op or builtin: used as it is
+        return lambda tensors: value
+    if isinstance(fn, FunctionVar):
+        real = ops.const_value(vm.out, fn)
+        cells = real.__closure__ or ()
+        if any(isinstance(c.cell_contents, torch.Tensor) for c in cells):
+            raise Unsupported("a torch.func transform of a closure over tensors from outside")
+        code, f_globals = real.__code__, real.__globals__
+        defaults, kwdefaults, closure = real.__defaults__, real.__kwdefaults__, cells or None
+    elif isinstance(fn, NestedFunctionVar):
+        code, f_globals = fn.code, fn.f_globals
+        defaults = tuple(_plain_value(vm, d, "a default") for d in fn.defaults) or None
+        kwdefaults = {k: _plain_value(vm, d, "a default") for k, d in fn.kwdefaults.items()}
+        contents: list[tuple[str, object]] = []  # ("tensor", index) or ("value", value)
+        for name, cell in zip(code.co_freevars, fn.closure, strict=True):
+            if cell.value is None:
+                raise Unsupported(f"free variable {name!r} referenced before assignment")
+            if isinstance(cell.value, TensorVar):
+                contents.append(("tensor", len(lifted)))
+                lifted.append(cell.value)
+            else:
+                contents.append(("value", _plain_value(vm, cell.value, f"the variable {name!r}")))
+        closure = None
+    else:
+        raise Unsupported(
+            f"a torch.func transform of a {type(fn).__name__} is not traced; it runs eagerly"
+        )
+    slots = _lifted_globals(vm, code, f_globals, lifted)
+    fixed_closure = closure
+
+    def rebuild(tensors: tuple[Any, ...]) -> Any:
+        namespace = f_globals
+        if slots:
+            namespace = dict(f_globals)
+            namespace.update({name: tensors[i] for name, i in slots.items()})
+        cells = fixed_closure
+        if cells is None and code.co_freevars:
+            cells = tuple(
+                types.CellType(tensors[cast(int, v)] if kind == "tensor" else v)
+                for kind, v in contents
+            )
+        made = types.FunctionType(code, namespace, code.co_name, defaults, cells)
+        made.__kwdefaults__ = kwdefaults or None
+        return made
+
+    return rebuild
+
+
+def _transform_node(kind: str, options: dict[str, Any], n_lifted: int, rebuild: Rebuild) -> Any:
+    transform = _TRANSFORMS[kind][0]
+
+    def run(*tensors: Any) -> Any:
+        return transform(rebuild(tensors[:n_lifted]), **options)(*tensors[n_lifted:])
+
+    run.__name__ = run.__qualname__ = f"torch_func_{kind}"
+    return run
+
+
+def _apply(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    kind_var, options_var, fn, *call_args = args
+    assert isinstance(kind_var, ConstVar) and isinstance(options_var, ConstVar)
+    if kwargs or not all(isinstance(a, TensorVar) for a in call_args):
+        raise Unsupported(
+            f"torch.func.{kind_var.value} called with keyword or non-tensor arguments is not "
+            "traced; it runs eagerly"
+        )
+    lifted: list[TensorVar] = []
+    rebuild = _rebuild_plan(vm, fn, lifted)
+    target = _transform_node(kind_var.value, dict(options_var.value), len(lifted), rebuild)
+    return ops.graph_call(vm.out, target, [*lifted, *call_args], {})
+
+
 def _table() -> dict[int, tuple[object, _Handler]]:
     if _TABLE:
         return _TABLE
     entries: list[tuple[object, _Handler]] = [
+        *((fn, _make_transform(kind)) for kind, (fn, _) in _TRANSFORMS.items()),
+        (_apply_transform, _apply),
         (torch.utils.checkpoint.checkpoint, _checkpoint),
         # The undecorated function under torch's wrapper, should code reach it directly.
         (getattr(torch.utils.checkpoint.checkpoint, "__wrapped__", None), _checkpoint),
