@@ -76,9 +76,12 @@ def _watch_reset() -> None:
     if table is None:
         return  # another torch: reset is then not followed (documented in the README)
     try:
-        weakref.finalize(table, _torch_reset)
+        watch = weakref.finalize(table, _torch_reset)
     except TypeError:  # not weak-referenceable in this torch
         return
+    # Not at interpreter exit: there the finalizer would run, watch the table again and be run
+    # again, for ever (every script that compiled anything hung at exit).
+    watch.atexit = False
 
 
 def _torch_reset() -> None:
