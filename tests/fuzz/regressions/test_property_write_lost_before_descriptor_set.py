@@ -1,13 +1,13 @@
 """Fuzz reproducer: program seed 190000024, backend eager (shrunk; side_effect_attrs family,
-seed 190: 19 of 100 programs, eager and aot_eager backends, on main after aca22eb).
+seed 190: 19 of 100 programs, eager and aot_eager backends, on main after aca22eb). The
+descriptor wrote obj.__dict__, whose view (read at entry) was written back after the
+attribute store and undid it; attr_stores now shows stores in a tracked __dict__ view.
 
 Found as: call 0: inputs: inputs[4].__dict__['hits']: 1 vs 0
 """
 
 # ruff: noqa: E501
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.runner import check_source
 
@@ -65,10 +65,6 @@ INPUTS = [{'lst': [-0.01],
   'y': [0.494, -1.246, 0.467, 1.45, 1.447, 0.411, 1.652]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="new (fuzz, on main after aca22eb 'user __set__ traced'; symbolic_vm object model, objcore's): a property that writes self.hits read in a branch, then o.d = x.sum() through a data descriptor's __set__: the property's write to hits is lost (1 in eager, 0 compiled) -- a wrong result",
-)
 def test_property_write_lost_before_descriptor_set_compiled_matches_eager() -> None:
     failure = check_source(SOURCE, 'eager', INPUTS)
     assert failure is None, str(failure)

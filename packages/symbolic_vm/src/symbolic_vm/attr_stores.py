@@ -24,12 +24,13 @@ import torch
 
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
-from symbolic_vm.output import AttrWrite
+from symbolic_vm.output import AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
-from symbolic_vm.values import ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
+from symbolic_vm.values import DictVar, ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
+    from symbolic_vm.output import Output
 
 MISSING = object()  # what class_lookup returns for a name no class defines
 
@@ -108,6 +109,23 @@ def setattr_var(
     out.attr_overlay[(id(real), name)] = value
     # Past the class's own __setattr__ (it ran in the trace): replayed as object.__setattr__.
     out.side_effects.append(AttrWrite(obj, name, value, raw=own_setattr))
+    _show_in_dict_view(out, real, name, value)
+
+
+def _show_in_dict_view(out: Output, real: object, name: str, value: Var) -> None:
+    """``obj.__dict__``, once read in the trace, is a second view of the attributes stored
+    here: the store shows in it too. Else a later read of the view misses the store, and
+    writing the view back after the graph (a descriptor's ``obj.__dict__[k] = v``) undoes it."""
+    try:
+        instance_dict = object.__getattribute__(real, "__dict__")
+    except AttributeError:
+        return  # __slots__ only
+    view = out.tracked(instance_dict)
+    if isinstance(view, DictVar):
+        view.box.items[name] = value
+        if not view.box.mutated:
+            view.box.mutated = True
+            out.side_effects.append(ContainerWrite(view))
 
 
 def _store_through_descriptor(

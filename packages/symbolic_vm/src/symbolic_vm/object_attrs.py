@@ -56,6 +56,18 @@ def _raw_attr(obj: Var, name: str) -> Any:
 def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False) -> Var:
     """``obj.name`` on a real object, as ``object.__getattribute__`` finds it (``raw``: the
     sources read it so too, bypassing a class's own ``__getattribute__``)."""
+    found = _object_attr(vm, obj, name, raw=raw)
+    if name == "__dict__" and isinstance(found, DictVar):
+        # The instance dict as the trace left it: attributes stored before it was read show
+        # in it (attr_stores keeps the two views one after that).
+        owner = id(obj.value)
+        for (stored_on, attr_name), value in vm.out.attr_overlay.items():
+            if stored_on == owner:
+                found.box.items[attr_name] = value
+    return found
+
+
+def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Var:
     out = vm.out
     value = obj.value
     _attr = _raw_attr if raw else _plain_attr
