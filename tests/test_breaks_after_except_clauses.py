@@ -60,7 +60,8 @@ def _loop_holding_a_try(
     sys.version_info >= (3, 12), strict=True,
     reason="3.12 and 3.13 (3.12.3 on the GPU machine): the region around a break in a loop "
     "whose try has an out-of-line except clause is taken as a statement after the loop, "
-    "which cannot run alone, so the whole frame runs eagerly (0 graphs; 3.11 gives 3: before the loop, after it, after the print); "
+    "which cannot run alone, so the whole frame runs eagerly (0 graphs; 3.11 gives 3: "
+    "before the loop, after it, after the print); "
     "fuzz seed 0 program 21 (symbolic_vm/breaks/region.py)",
 )
 def test_a_break_in_a_loop_holding_a_try_compiles_the_code_around_the_loop(counter) -> None:
