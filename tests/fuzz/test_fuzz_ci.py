@@ -18,11 +18,9 @@ CI_PROGRAMS = 300
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
 CI_AVOID = frozenset(
     {
-        "hasattr_probe",  # regressions/test_hasattr_getattr_side_effects.py
         # a logging __torch_function__ input beside a logging __getattr__/property object: one
         # 'tf' entry lost on call 0 (CI seed 2026, program 59; regressions/test_torch_function_...)
         "torch_function_log",
-        "instance_descriptor",  # regressions/test_property_write_lost_before_descriptor_set.py
     }
 )
 
