@@ -18,7 +18,7 @@ _EAGER = "or compile without fullgraph=True, which runs it eagerly at a graph br
 # match wins). They name compile_api, the user-facing package, never internal modules.
 _HINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("graph_break() called",),
-     "remove the compile_api.graph_break() (torch._dynamo.graph_break()) call, " + _EAGER),
+     "remove the compile_api.graph_break() (or torch's graph_break()) call, " + _EAGER),
     (("disabled for compilation", "(without_hook)"),
      "the function is wrapped in compile_api.disable (torch.compiler.disable): remove the "
      "wrapper to trace it, " + _EAGER),

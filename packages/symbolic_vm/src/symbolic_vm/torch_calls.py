@@ -87,8 +87,8 @@ _UNSUPPORTED: dict[Any, str] = {
 # reorder. A call of one breaks the graph before it runs (under fullgraph=True it raises
 # without having run), and runs eagerly at the break.
 _EFFECT_MODULES = ("torch.hub", "torch.package", "torch.distributed.checkpoint")
-# By name where the module also holds queries models call while tracing (torch.jit.is_tracing,
-# torch.onnx.is_in_onnx_export, torch.cuda.memory_allocated): those stay traced.
+# By name where the module also holds queries models call while tracing (jit's is_tracing,
+# onnx's is_in_onnx_export, torch.cuda.memory_allocated): those stay traced.
 _EFFECT_FUNCTIONS: tuple[Any, ...] = tuple(
     fn
     for fn in (
@@ -146,9 +146,9 @@ def effect_reason(value: object) -> str | None:
 
 
 def _is_pure_query(fn: types.FunctionType) -> bool:
-    # The questions of those modules (torch.jit.is_tracing/is_scripting,
-    # torch.onnx.is_in_onnx_export) change nothing: models ask them on every forward
-    # (transformers' attention asks torch.jit.is_tracing() in each layer), so they trace.
+    # The questions of those modules (jit's is_tracing/is_scripting, onnx's
+    # is_in_onnx_export) change nothing: models ask them on every forward (transformers'
+    # attention asks jit's is_tracing() in each layer), so they trace.
     return fn.__name__.startswith(("is_", "_is_"))
 
 

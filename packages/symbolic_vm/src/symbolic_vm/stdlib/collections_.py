@@ -12,7 +12,7 @@ import heapq
 import inspect
 import types
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
@@ -143,10 +143,11 @@ _FAMILY = (collections.OrderedDict, collections.defaultdict, collections.Counter
 
 
 @attrs.frozen
-class MappingSnapshotSource(Source):
-    """``dict(base)``: an OrderedDict/defaultdict/Counter's items, in its own order, as a plain
-    dict (no ``__missing__``, no default made while reading)."""
+class _SnapshotSource(Source):
+    """``builder(base)``: the items of a container from the frame, copied by the builtin
+    ``builder`` (the subclasses name it), read without changing the container."""
 
+    builder: ClassVar[type[Any]]
     base_source: Source
 
     @property
@@ -156,41 +157,31 @@ class MappingSnapshotSource(Source):
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
     ) -> object:
-        return dict(base_value)  # type: ignore[call-overload]
+        return self.builder(base_value)
 
     def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
-        return f"{bind(dict, 'dict')}({base_expr})"
+        return f"{bind(self.builder, self.builder.__name__)}({base_expr})"
 
     def describe(self) -> str:
-        return f"dict({self.base_source.describe()})"
+        return f"{self.builder.__name__}({self.base_source.describe()})"
 
     def name(self) -> str:  # an expression over L and G (predicates are evaluated from it)
-        return f"dict({self.base_source.name()})"
+        return f"{self.builder.__name__}({self.base_source.name()})"
 
 
 @attrs.frozen
-class ListSnapshotSource(Source):
+class MappingSnapshotSource(_SnapshotSource):
+    """``dict(base)``: an OrderedDict/defaultdict/Counter's items, in its own order, as a plain
+    dict (no ``__missing__``, no default made while reading)."""
+
+    builder = dict
+
+
+@attrs.frozen
+class ListSnapshotSource(_SnapshotSource):
     """``list(base)``: a deque's items, read without changing it."""
 
-    base_source: Source
-
-    @property
-    def base(self) -> Source:
-        return self.base_source
-
-    def get(
-        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
-    ) -> object:
-        return list(base_value)  # type: ignore[call-overload]
-
-    def render(self, base_expr: str, bind: Callable[[object, str], str]) -> str:
-        return f"{bind(list, 'list')}({base_expr})"
-
-    def describe(self) -> str:
-        return f"list({self.base_source.describe()})"
-
-    def name(self) -> str:  # an expression over L and G (predicates are evaluated from it)
-        return f"list({self.base_source.name()})"
+    builder = list
 
 
 def _items(vm: Interpreter, obj: Var) -> DictVar | None:
