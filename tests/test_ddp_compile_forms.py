@@ -9,7 +9,6 @@ skipped as library code).
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
@@ -59,14 +58,7 @@ def _train(model: nn.Module, rank: int) -> list[float]:
 def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
     if DIST_BACKEND == "nccl":
         torch.cuda.set_device(rank)
-    dist.init_process_group(
-        DIST_BACKEND,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
-    try:
+    with support.rank_group(DIST_BACKEND, rank, world, port, out_dir):
         import compile_api
         from compile_api.state import state
 
@@ -104,8 +96,6 @@ def _worker(rank: int, world: int, port: int, out_dir: str) -> None:
                 "breaks": [b.reason for r in state.records for b in r.breaks],
             }
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +106,11 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]
         pytest.skip("nccl needs 2 GPUs")
     out = tmp_path_factory.mktemp("ddp_forms")
     support.spawn_with_timeout(
-        _worker, args=(2, support.free_port(), str(out)), nprocs=2, timeout_s=300
+        _worker,
+        args=(2, support.free_port(), str(out)),
+        nprocs=2,
+        timeout_s=300,
+        fault_dir=str(out),
     )
     return [json.loads(Path(out, f"rank{r}.json").read_text()) for r in range(2)]
 

@@ -57,6 +57,7 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             args=(WORLD, support.free_port(), str(out), cases, STEPS),
             nprocs=WORLD,
             timeout_s=480,
+            fault_dir=str(out),
         )
     results = [torch.load(out / f"rank{r}.pt") for r in range(WORLD)] if cases else []
     yield {"results": results, "problems": usable}

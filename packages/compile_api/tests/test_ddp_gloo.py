@@ -36,6 +36,7 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[dict[str, A
         args=(WORLD, support.free_port(), str(out), CASES, STEPS),
         nprocs=WORLD,
         timeout_s=240,
+        fault_dir=str(out),
     )
     yield [torch.load(Path(out) / f"rank{r}.pt") for r in range(WORLD)]
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import faulthandler
 import math
 import os
 import socket
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -269,10 +271,44 @@ def single_process_group() -> Iterator[None]:
             dist.destroy_process_group()
 
 
+@contextlib.contextmanager
+def rank_group(
+    backend: str, rank: int, world: int, port: int, out_dir: str, timeout_s: float = 60
+) -> Iterator[None]:
+    """This rank's process group, for a worker started by ``spawn_with_timeout``.
+
+    A fatal signal's Python traceback goes to ``out_dir/rank<N>.fault`` (the parent shows it). On a
+    normal exit every rank meets at a barrier before the group is destroyed: a rank that tears its
+    gloo connections down while a peer still reads from them can abort that peer (SIGABRT).
+    """
+    fault = open(os.path.join(out_dir, f"rank{rank}.fault"), "w")  # noqa: SIM115 (kept open)
+    faulthandler.enable(file=fault)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    try:
+        yield
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
 def spawn_with_timeout(
-    fn: Callable[..., None], args: tuple[Any, ...], nprocs: int, timeout_s: float
+    fn: Callable[..., None],
+    args: tuple[Any, ...],
+    nprocs: int,
+    timeout_s: float,
+    fault_dir: str | None = None,
 ) -> None:
-    """torch.multiprocessing.spawn that kills its processes and raises after ``timeout_s``."""
+    """torch.multiprocessing.spawn that kills its processes and raises after ``timeout_s``.
+
+    When a process dies, the error carries the fault tracebacks ``rank_group`` left in
+    ``fault_dir`` (where the process was when it died).
+    """
     import time
 
     import torch.multiprocessing as mp
@@ -280,12 +316,31 @@ def spawn_with_timeout(
     context = mp.spawn(fn, args=args, nprocs=nprocs, join=False)
     assert context is not None
     deadline = time.monotonic() + timeout_s
-    while not context.join(timeout=max(0.1, deadline - time.monotonic())):
-        if time.monotonic() >= deadline:
-            for process in context.processes:
-                if process.is_alive():
-                    process.kill()
-            raise TimeoutError(f"the {nprocs} DDP processes did not finish in {timeout_s:.0f} s")
+    try:
+        while not context.join(timeout=max(0.1, deadline - time.monotonic())):
+            if time.monotonic() >= deadline:
+                for process in context.processes:
+                    if process.is_alive():
+                        process.kill()
+                raise TimeoutError(
+                    f"the {nprocs} DDP processes did not finish in {timeout_s:.0f} s"
+                )
+    except Exception as exc:
+        faults = _fault_reports(fault_dir)
+        if not faults:
+            raise
+        raise RuntimeError(f"{exc}\n{faults}") from exc
+
+
+def _fault_reports(fault_dir: str | None) -> str:
+    if fault_dir is None:
+        return ""
+    reports = []
+    for path in sorted(Path(fault_dir).glob("rank*.fault")):
+        text = path.read_text().strip()
+        if text:
+            reports.append(f"--- {path.name} ---\n{text[-4000:]}")
+    return "\n".join(reports)
 
 
 def ddp_bucket_count(ddp: nn.Module) -> int:
@@ -379,14 +434,7 @@ def gloo_worker(
     rank: int, world: int, port: int, out_dir: str, cases: list[tuple[str, str]], steps: int
 ) -> None:
     """One rank of the CPU test: every (model, backend) case, results saved for the parent."""
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
-    try:
+    with rank_group("gloo", rank, world, port, out_dir, timeout_s=60):
         torch.set_num_threads(1)
         results = {
             f"{case}/{backend}": guarded(
@@ -395,8 +443,6 @@ def gloo_worker(
             for case, backend in cases
         }
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,14 +567,7 @@ def e2e_worker(
     rank: int, world: int, port: int, out_dir: str, cases: list[tuple[str, str]], steps: int
 ) -> None:
     """One rank of the end-to-end CPU test; results saved for the parent."""
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=60),
-    )
-    try:
+    with rank_group("gloo", rank, world, port, out_dir, timeout_s=60):
         torch.set_num_threads(1)
         results = {
             f"{case}/{backend}": guarded(
@@ -537,8 +576,6 @@ def e2e_worker(
             for case, backend in cases
         }
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
 
 
 def nccl_worker(
@@ -554,14 +591,7 @@ def nccl_worker(
         os.environ[name] = value  # NVLink multicast stays off on the shared GPU hosts
     device = torch.device("cuda", rank)
     torch.cuda.set_device(device)
-    dist.init_process_group(
-        "nccl",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world,
-        timeout=datetime.timedelta(seconds=120),
-    )
-    try:
+    with rank_group("nccl", rank, world, port, out_dir, timeout_s=120):
         results: dict[str, Any] = {}
         for path, case, backend in cases:
             compare = compare_in_rank if path == "runner" else compare_compiled_in_rank
@@ -569,8 +599,6 @@ def nccl_worker(
                 compare, case, backend, rank, device, steps
             )
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-    finally:
-        dist.destroy_process_group()
 
 
 def sleeping_worker(rank: int, seconds: float) -> None:
