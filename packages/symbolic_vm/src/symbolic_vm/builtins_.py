@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import math
 import operator
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -491,12 +492,58 @@ def _min(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return _reduce_minmax(vm, args, kwargs, min)
 
 
+_NUMBERS = (int, float, bool, complex)
+
+
 @implements(builtins.sum)
 def _sum(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    total: Var = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
-    for value in ops.iterate(vm.out, args[0]):
+    start: Var = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+    values = ops.iterate(vm.out, args[0])
+    # CPython adds a run of numbers in C, and from 3.12 sums floats with compensation
+    # (Neumaier): a left fold of `+` differs in the last bits (sum([-0.77, 0.18, 0.59]) is
+    # -5.55e-17 on 3.12, -1.11e-16 folded). So the builtin itself adds the leading run of
+    # constant numbers; what follows a tensor or another object is added by `+` as CPython
+    # does once it leaves that run.
+    run = 0
+    if isinstance(start, ConstVar) and type(start.value) in _NUMBERS:
+        while (
+            run < len(values)
+            and isinstance(values[run], ConstVar)
+            and type(values[run].value) in _NUMBERS  # type: ignore[attr-defined]
+        ):
+            run += 1
+    if sys.version_info >= (3, 12) and _float_run_meets_symbol([start, *values]):
+        # the compensation term of a float run is not a graph op: the frame runs eagerly
+        raise Unsupported("sum() of floats with a symbolic number (CPython compensates float sums)")
+    total = (
+        ConstVar(
+            builtins.sum(
+                [ops.const_value(vm.out, v) for v in values[:run]],
+                ops.const_value(vm.out, start),
+            )
+        )
+        if run
+        else start
+    )
+    for value in values[run:]:
         total = ops.binary(vm.out, "+", total, value)
     return total
+
+
+def _float_run_meets_symbol(values: list[Var]) -> bool:
+    """Whether the leading run of numbers of ``values`` (start first) holds a float and a
+    symbolic number: CPython 3.12+ carries a compensation term through that run, which the
+    graph cannot; after the run (a tensor or another object) it adds with `+`."""
+    floating = symbolic = False
+    for v in values:
+        if isinstance(v, SymVar):
+            symbolic = True
+            floating = floating or isinstance(v.example, (float, torch.SymFloat))
+        elif isinstance(v, ConstVar) and type(v.value) in _NUMBERS:
+            floating = floating or type(v.value) is float
+        else:
+            break
+    return floating and symbolic
 
 
 @implements(builtins.abs)
