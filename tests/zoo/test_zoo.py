@@ -29,15 +29,7 @@ from benchmarks.zoo.models import CASES, MODELS, case
 # measured on this branch (STRATA_ZOO=full, CPU, torch 2.13, transformers 5.24); all the others
 # match torch's counts (gpt2-train: 2 graphs and 4 broken frames each, at transformers'
 # logger.warning_once, which torch breaks on too).
-_T5 = (
-    "T5ForConditionalGeneration's forward takes the config's decoder half "
-    "(configuration_utils.get_text_config: delattr on the deep-copied config, a setattr "
-    "through the config class's __setattr__) and reads ModelOutput.keys()/items(): 4 graphs "
-    "and 18 broken frames where torch.compile makes 1 graph (objcore/stdlib, #20)"
-)
-EXPECTED_FAILURES: dict[tuple[str, str], str] = {
-    ("counts", name): _T5 for name in ("t5-infer", "t5-train", "t5-dynamic")
-}
+EXPECTED_FAILURES: dict[tuple[str, str], str] = {}
 
 
 # The default tier: every model's inference, and one case of each other mode.

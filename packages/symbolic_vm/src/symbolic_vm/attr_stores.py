@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
 from symbolic_vm.output import AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
-from symbolic_vm.values import DictVar, ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
+from symbolic_vm.values import ConstVar, DictVar, ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -189,6 +189,41 @@ def _real(obj: Var) -> Any:
     raise Unsupported("a store on an object the VM does not hold")
 
 
+def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = False) -> None:
+    """``del obj.name`` / ``delattr(obj, name)`` on an object made while tracing, as
+    ``object.__delattr__`` does it: a class's own Python ``__delattr__`` is traced as a call, a
+    property's deleter is called, else the name leaves the instance dict (AttributeError when it
+    is not there). The object is rebuilt after the graph from its attributes, so nothing is
+    replayed. On an object from the frame it is Unsupported: the deletion runs eagerly."""
+    from symbolic_vm.calls import call
+    from symbolic_vm.operations import describe, guard_class_attribute
+
+    if not isinstance(obj, NewObjectVar):
+        raise Unsupported(f"deleting attribute {name!r} of {describe(obj)}")
+    cls = obj.box.cls
+    hook = class_lookup(cls, "__delattr__")
+    if hook is not object.__delattr__ and not through_object:
+        if not isinstance(hook, types.FunctionType):
+            raise Unsupported(f"deleting {name!r} of a {cls.__name__}: its __delattr__ is C code")
+        if obj.box.cls_source is not None:
+            guard_class_attribute(vm.out, obj.box.cls_source, "__delattr__", hook)
+        call(vm, vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
+        return
+    cls_attr = class_lookup(cls, name)
+    if cls_attr is not MISSING and is_data_descriptor(cls_attr):
+        if isinstance(cls_attr, property) and cls_attr.fdel is not None:
+            if obj.box.cls_source is not None:
+                guard_class_attribute(vm.out, obj.box.cls_source, name, cls_attr)
+            call(vm, vm.out.wrap(cls_attr.fdel, None), [obj], {})
+            return
+        raise Unsupported(
+            f"deleting {name!r}, a data descriptor ({type(cls_attr).__name__}) of the class"
+        )
+    if name not in obj.box.attrs:
+        raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+    del obj.box.attrs[name]
+
+
 def cached_property_of_new_object(
     vm: Interpreter, obj: NewObjectVar, name: str, attr: functools.cached_property[Any]
 ) -> Var:
@@ -205,6 +240,7 @@ __all__ = [
     "MISSING",
     "cached_property_of_new_object",
     "class_lookup",
+    "delattr_var",
     "is_data_descriptor",
     "setattr_var",
 ]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from guards import TypeSource
-from symbolic_vm import object_model
+from symbolic_vm import attr_stores, object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.values import (
@@ -412,7 +412,10 @@ def _dict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     items: dict[Any, Var] = {}
     if args:
         source = args[0]
-        if isinstance(source, DictVar):
+        mapping = object_model.mapping_items(vm, source)
+        if mapping is not None:
+            items.update(mapping)
+        elif isinstance(source, DictVar):
             vm.out.depend(source)
             items.update(source.box.items)
         else:
@@ -596,6 +599,26 @@ def _hasattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _setattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     ops.setattr_var(vm, args[0], ops.const_value(vm.out, args[1]), args[2])
     return ConstVar(None)
+
+
+@implements(builtins.delattr)
+def _delattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    attr_stores.delattr_var(vm, args[0], _attr_name(vm, args[1]))
+    return ConstVar(None)
+
+
+@implements(object.__delattr__)
+def _object_delattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    # Skips the class's own __delattr__, as object.__setattr__ skips its __setattr__.
+    attr_stores.delattr_var(vm, args[0], _attr_name(vm, args[1]), through_object=True)
+    return ConstVar(None)
+
+
+def _attr_name(vm: Interpreter, var: Var) -> str:
+    name = ops.const_value(vm.out, var)
+    if not isinstance(name, str):
+        raise throw(TypeError, f"attribute name must be string, not '{type(name).__name__}'")
+    return name
 
 
 @implements(builtins.super)

@@ -50,7 +50,6 @@ UNSUPPORTED: dict[str, str] = {
     "SETUP_ANNOTATIONS": "module and class bodies run as Python",
     "DELETE_GLOBAL": "deleting a global runs as Python",
     "DELETE_DEREF": "deleting a closure variable runs as Python",
-    "DELETE_ATTR": "`del obj.attr` runs as Python",
     "IMPORT_STAR": "`from m import *` runs as Python",
     "GET_AWAITABLE": "coroutines run as Python",
     "GET_AITER": "coroutines run as Python",

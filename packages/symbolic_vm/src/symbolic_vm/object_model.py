@@ -168,6 +168,30 @@ def iterate(vm: Interpreter, obj: Var) -> Var | None:
     return tracker.iterate(vm, obj) if tracker is not None else None
 
 
+def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
+    """The items ``dict(obj)`` / ``d.update(obj)`` copy from a user mapping, read the way
+    CPython's dict merge reads them: a dict subclass that keeps dict's own ``__iter__`` is read
+    directly (no user code runs); any other object with ``keys`` through ``obj.keys()`` and
+    ``obj[key]`` for each key (an OrderedDict subclass: ModelOutput's ``__getitem__`` runs
+    once per key, as in eager). None: not a user object with ``keys`` (pairs are iterated)."""
+    from symbolic_vm.calls import call
+
+    cls = user_class(obj)
+    if cls is None or class_lookup(cls, "keys") is MISSING:
+        return None
+    if class_lookup(cls, "__iter__") is dict.__iter__:
+        view = _items_view(vm, obj)
+        if view is not None:
+            vm.out.depend(view)
+            return dict(view.box.items)
+    keys = call(vm, ops.getattr_var(vm, obj, "keys"), [], {})
+    found = iterate(vm, keys)
+    return {
+        ops.const_value(vm.out, key): getitem(vm, obj, key)
+        for key in ops.iterate(vm.out, keys if found is None else found)
+    }
+
+
 def truth(vm: Interpreter, obj: Var) -> bool | None:
     """``bool(obj)`` when the registry handles ``obj``'s type."""
     tracker = _tracker(obj)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dis
 
+from symbolic_vm import attr_stores
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import GlobalSource, ItemSource, Source
@@ -212,6 +213,11 @@ def STORE_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     obj = vm.pop()
     value = vm.pop()
     ops.setattr_var(vm, obj, inst.argval, value)
+
+
+@handler("DELETE_ATTR")
+def DELETE_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
+    attr_stores.delattr_var(vm, vm.pop(), inst.argval)
 
 
 @handler("POP_TOP")
