@@ -2,9 +2,10 @@
 
 ``torch.utils.checkpoint.checkpoint`` is traced through (its function's body joins the graph), so
 results and gradients equal eager's under every backend. ``torch.cond`` with a Python predicate
-runs the taken branch in the graph; with a tensor predicate it is a graph break that names the
-construct. ``torch.func.functional_call`` is a graph break. Each case is compared with eager
-(values and gradients) and, for graph counts, with torch.compile using a counting backend.
+runs the taken branch in the graph; with a tensor predicate both branches are subgraphs of one
+``torch.ops.higher_order.cond`` node. ``torch.func.functional_call`` is a graph break. Each case
+is compared with eager (values and gradients) and, for graph counts, with torch.compile using a
+counting backend.
 """
 
 from __future__ import annotations
@@ -197,28 +198,105 @@ def test_cond_with_python_predicate_is_one_graph_like_torch_compile(
     assert counter.count == torch_graph_count(f, x) == 1
 
 
+COND_WEIGHT = torch.randn(5, requires_grad=True)  # a global tensor one branch reads
+
+
 def cond_on_tensor(x: torch.Tensor) -> torch.Tensor:
     y = x * 2
-    z = torch.cond(y.sum() > 0, lambda a: a.sin(), lambda a: a.cos(), (y,))
+    z = torch.cond(y.sum() > 0, lambda a: a.sin() * COND_WEIGHT, lambda a: a.cos(), (y,))
     return z + 1
 
 
-def test_cond_with_tensor_predicate_breaks_cleanly_with_correct_results(
-    counter: GraphCounter,
+def cond_nested(x: torch.Tensor) -> torch.Tensor:
+    def inner(a: torch.Tensor) -> torch.Tensor:
+        return torch.cond(a.mean() > 0.5, lambda b: b * COND_WEIGHT, lambda b: b - x, (a,))
+
+    return torch.cond(x.sum() > 0, inner, lambda a: a.cos(), (x,)) * 2
+
+
+def cond_tuple(x: torch.Tensor) -> torch.Tensor:
+    scale = x.mean()
+    a, b = torch.cond(
+        x.sum() > 0,
+        lambda p, q: (p + q, p * scale * COND_WEIGHT),
+        lambda p, q: (p - q, q.exp()),
+        (x, x.flip(0)),
+    )
+    return a * b
+
+
+COND_PROGRAMS = {"cond": cond_on_tensor, "nested": cond_nested, "tuple": cond_tuple}
+# Inputs that take each branch: positive sums (with means above and below 0.5), negative sums.
+COND_INPUTS = (0.6, 0.3, -0.6)
+
+
+def _cond_run(fn: Callable[[torch.Tensor], torch.Tensor], level: float) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(1)
+    x = (level + 0.05 * torch.rand(5, generator=gen)).requires_grad_(True)
+    out = fn(x)
+    grads = torch.autograd.grad(out.sum(), (x, COND_WEIGHT), materialize_grads=True)
+    return [out.detach(), *grads]
+
+
+@pytest.mark.parametrize("backend", [*BACKENDS, "inductor"])
+@pytest.mark.parametrize("name", sorted(COND_PROGRAMS))
+def test_cond_with_tensor_predicate_is_one_graph_with_eager_values_and_gradients(
+    name: str, backend: str
 ) -> None:
-    compiled = compile_api.compile(cond_on_tensor, backend=counter)
-    for sign in (1.0, -1.0):
-        x = sign * torch.rand(5).add(0.1)
-        torch.testing.assert_close(compiled(x), cond_on_tensor(x))
-    # The code before and after the break is compiled, once each for both branches taken
-    # (torch.compile captures one graph here; Strata breaks instead).
-    assert counter.count == 2
+    # Both branches are subgraphs of one torch.ops.higher_order.cond node, as torch.compile
+    # captures them; aot traces through the op (forward and backward), inductor_lite runs a
+    # graph holding it as aot built it.
+    fn = COND_PROGRAMS[name]
+    counter = GraphCounter()
+    inner = compile_api.lookup_backend(backend)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    compile_api.reset()
+    compiled = compile_api.compile(fn, backend=counting, fullgraph=True)
+    for level in COND_INPUTS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # inductor_lite's fallback for the aot graph
+            got = _cond_run(compiled, level)
+        torch.testing.assert_close(got, _cond_run(fn, level))
+    graphs = [n for gm in counter.graphs for n in gm.graph.nodes if n.target is torch.cond]
+    assert graphs == []  # the op, never the eager wrapper
+    conds = [
+        n
+        for gm in counter.graphs
+        for n in gm.graph.nodes
+        if n.target is torch.ops.higher_order.cond
+    ]
+    assert len(conds) == 1
+    theirs = GraphCounter()
+    torch._dynamo.reset()
+    torch.compile(fn, backend=theirs)(torch.rand(5))
+    torch._dynamo.reset()
+    assert counter.count == theirs.count == 1
 
 
-def test_cond_with_tensor_predicate_under_fullgraph_names_the_construct() -> None:
-    compiled = compile_api.compile(cond_on_tensor, backend="eager", fullgraph=True)
-    with pytest.raises(Exception, match=r"torch\.cond with a tensor"):
-        compiled(torch.randn(5))
+def test_cond_branch_with_a_python_side_effect_runs_eagerly_and_raises_as_eager() -> None:
+    log: list[int] = []
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        def branch(a: torch.Tensor) -> torch.Tensor:
+            log.append(1)
+            return a.sin()
+
+        return torch.cond(x.sum() > 0, branch, lambda a: a.cos(), (x,))
+
+    x = torch.randn(3)
+    # torch refuses side effects in branches; our trace breaks and the eager call raises too.
+    with pytest.raises(Exception, match="side effect") as eager:
+        f(x)
+    torch._dynamo.reset()
+    with pytest.raises(type(eager.value), match="side effect"):
+        compile_api.compile(f, backend="eager")(x)
+    compile_api.reset()
+    with pytest.raises(Exception, match=r"torch\.cond branch changes Python state"):
+        compile_api.compile(f, backend="eager", fullgraph=True)(x)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -283,3 +283,23 @@ def test_static_placeholder_keeps_sizes_under_a_dynamic_builder_but_honours_dyna
     assert not is_symbolic(shape[0]) and is_symbolic(shape[1])
     x = builder.placeholder("x", torch.randn(3, 4))
     assert all(is_symbolic(s) for s in builder.example_value(x).shape)
+
+
+def test_subgraph_lifts_outer_nodes_as_placeholders_in_the_order_asked() -> None:
+    builder = GraphBuilder()
+    a = builder.placeholder("a", torch.randn(3))
+    b = builder.placeholder("b", torch.randn(3))
+    doubled = builder.call_function(torch.mul, (a, 2))
+    sub = builder.subgraph()
+    # b first, then the outer graph's doubled: the subgraph lifts both, in use order
+    node = sub.call_function(torch.add, (b, doubled))
+    assert list(sub.lifted) == [b, doubled]
+    sub.order_inputs([doubled, a, b])  # a unused here: still an input (a sibling's signature)
+    gm = sub.finish([node])
+    names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    assert names == ["mul", "a", "b"]
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(gm(x * 2, x, y), (y + x * 2,))
+    attr = builder.submodule("branch", gm)
+    outer = builder.finish([attr])
+    assert outer.branch_0 is gm

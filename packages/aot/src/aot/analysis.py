@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import torch
 from torch._dispatch.python import enable_python_dispatcher
+from torch._ops import HigherOrderOperator
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -252,6 +253,11 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
     """Remembers, for every tensor made by a view op, the op and its source tensor, and the
     storages that ops write to (an input can be written through a view of it)."""
 
+    # A higher-order op (torch.cond) runs as itself below this mode: its branches may not
+    # write their inputs or return views of them (torch checks that), so there is nothing
+    # to record inside.
+    supports_higher_order_operators = True
+
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.records: dict[int, _ViewRecord] = {}
@@ -273,6 +279,8 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if isinstance(func, HigherOrderOperator):
+            return func(*args, **kwargs)
         # A write autograd records: grad mode on and a tensor taking part requires grad. One
         # through ``.data`` or ``.detach()`` (an EMA update, a hand-written optimizer step)
         # is invisible to autograd, and its copy back must be too.

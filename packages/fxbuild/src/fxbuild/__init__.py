@@ -1,6 +1,12 @@
 """Builds torch.fx GraphModules with fake-tensor example values."""
 
-from fxbuild.builder import GraphBuilder, is_fake
+from fxbuild.builder import GraphBuilder, SubgraphBuilder, is_fake
 from fxbuild.errors import FakePropagationError, FxBuildError
 
-__all__: list[str] = ["GraphBuilder", "FakePropagationError", "FxBuildError", "is_fake"]
+__all__: list[str] = [
+    "GraphBuilder",
+    "SubgraphBuilder",
+    "FakePropagationError",
+    "FxBuildError",
+    "is_fake",
+]

@@ -79,6 +79,7 @@ class GraphBuilder:
         self.graph = torch.fx.Graph()
         self._example_inputs: list[object] = []
         self._redirects: dict[torch.fx.Node, torch.fx.Node] = {}
+        self._submodules: dict[str, torch.nn.Module] = {}
         self._finished = False
 
     # -- inputs -----------------------------------------------------------------------------
@@ -168,6 +169,34 @@ class GraphBuilder:
         """Add a ``call_method`` node (``args[0]`` is the receiver)."""
         return self._add("call_method", name, tuple(args), dict(kwargs or {}))
 
+    def submodule(self, stem: str, module: torch.nn.Module) -> torch.fx.Node:
+        """A ``get_attr`` node naming ``module``, installed on the finished GraphModule under a
+        fresh name from ``stem`` (a higher-order op's branch or body graph)."""
+        self._check_open()
+        name = _identifier(stem)
+        index = 0
+        while f"{name}_{index}" in self._submodules:
+            index += 1
+        name = f"{name}_{index}"
+        self._submodules[name] = module
+        node = self.graph.get_attr(name)
+        node.meta["example_value"] = module
+        return node
+
+    def subgraph(self) -> SubgraphBuilder:
+        """A builder for a graph nested in this one (a branch of ``torch.cond``).
+
+        It shares this builder's fake mode and ShapeEnv. A node of an enclosing graph used as
+        an argument there becomes one of its placeholders (``lifted`` maps each such outer
+        node to it); a new input placeholder is added to the outermost graph.
+        """
+        self._check_open()
+        return SubgraphBuilder(self)
+
+    def lift(self, node: torch.fx.Node) -> torch.fx.Node:
+        """``node`` as a value of this graph (the root graph holds all its own values)."""
+        return node
+
     def example_value(self, node: torch.fx.Node) -> object:
         """The fake example value of ``node``."""
         return node.meta["example_value"]
@@ -192,6 +221,8 @@ class GraphBuilder:
         if self._redirects:
             args = cast(tuple[object, ...], map_arg(cast(Any, args), self._resolve))
             kwargs = cast(dict[str, object], map_arg(cast(Any, kwargs), self._resolve))
+        args = cast(tuple[object, ...], map_arg(cast(Any, args), self.lift))
+        kwargs = cast(dict[str, object], map_arg(cast(Any, kwargs), self.lift))
         example = self._propagate(op, target, args, kwargs)
         node = self.graph.create_node(op, target, args, kwargs)  # type: ignore[arg-type]
         node.meta["example_value"] = example
@@ -244,16 +275,77 @@ class GraphBuilder:
         self._check_open()
         if self._redirects:
             outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self._resolve))
+        outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self.lift))
         self.graph.output(tuple(outputs))  # type: ignore[arg-type]
         self.graph.lint()
         self._finished = True
-        gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
+        root = torch.nn.Module()
+        for name, module in self._submodules.items():
+            root.add_module(name, module)
+        gm = torch.fx.GraphModule(root, self.graph)
         log.debug("built graph:\n%s", gm.code)
         return gm
 
     def _check_open(self) -> None:
         if self._finished:
             raise RuntimeError("GraphBuilder.finish() was already called")
+
+
+class SubgraphBuilder(GraphBuilder):
+    """A graph nested in another builder's graph; see :meth:`GraphBuilder.subgraph`."""
+
+    def __init__(self, parent: GraphBuilder) -> None:
+        super().__init__(dynamic=parent.dynamic)
+        self.parent = parent
+        self.shape_env = parent.shape_env
+        self.fake_mode = parent.fake_mode
+        # Outer node -> this graph's placeholder for it, in the order lifted.
+        self.lifted: dict[torch.fx.Node, torch.fx.Node] = {}
+
+    def placeholder(
+        self,
+        name: str,
+        example: object,
+        *,
+        dynamic_dims: Collection[int] = (),
+        static: bool = False,
+        symbolic: bool | None = None,
+    ) -> torch.fx.Node:
+        """A new input belongs to the outermost graph; it is lifted here when used."""
+        return self.parent.placeholder(
+            name, example, dynamic_dims=dynamic_dims, static=static, symbolic=symbolic
+        )
+
+    def lift(self, node: torch.fx.Node) -> torch.fx.Node:
+        """This graph's placeholder for a node of an enclosing graph (made on first use)."""
+        if node.graph is self.graph:
+            return node
+        outer = self.parent.lift(self.parent._resolve(node))
+        known = self.lifted.get(outer)
+        if known is not None:
+            return known
+        anchor = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        if anchor is None:
+            lifted = self.graph.placeholder(_identifier(outer.name))
+        else:
+            with self.graph.inserting_before(anchor):
+                lifted = self.graph.placeholder(_identifier(outer.name))
+        lifted.meta["example_value"] = outer.meta["example_value"]
+        self.lifted[outer] = lifted
+        return lifted
+
+    def order_inputs(self, outer_nodes: Sequence[torch.fx.Node]) -> None:
+        """Make the placeholders exactly ``outer_nodes`` lifted, in that order (unused ones
+        added), so sibling subgraphs share one signature."""
+        self._check_open()
+        placeholders = [self.lift(node) for node in outer_nodes]
+        extra = [p for p in self.lifted.values() if p not in placeholders]
+        if extra:
+            raise ValueError(f"order_inputs misses lifted inputs {[p.name for p in extra]}")
+        for node in reversed(placeholders):  # each moved to the front: the last one first
+            head = next(iter(self.graph.nodes))
+            if head is not node:
+                head.prepend(node)
 
 
 def _has_unbacked_symbols(result: object) -> bool:
@@ -275,4 +367,4 @@ def is_fake(value: object) -> bool:
     return isinstance(value, FakeTensor)
 
 
-__all__ = ["GraphBuilder", "is_fake"]
+__all__ = ["GraphBuilder", "SubgraphBuilder", "is_fake"]

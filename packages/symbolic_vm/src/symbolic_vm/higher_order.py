@@ -7,7 +7,9 @@ different tensors (backward then failed). Inlined, results and gradients equal e
 memory saving of recomputing in backward is not kept (a later aot pass may mark the region).
 
 ``torch.cond(pred, true_fn, false_fn, operands)`` with a Python predicate calls the taken branch,
-as eager torch.cond does; a tensor predicate is a graph break naming the construct.
+as eager torch.cond does. With a tensor (or SymBool) predicate both branches are traced, each
+into an ``fxbuild`` subgraph whose inputs are the outer tensors it reads, and the graph gets one
+``torch.ops.higher_order.cond`` node over them (what torch.compile captures).
 
 ``torch.func.functional_call`` swaps tensors into a module for one call; tracing that needs
 temporary attribute writes on a real module, so it is a graph break with that reason.
@@ -35,17 +37,21 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.utils.checkpoint
 
+from fxbuild import FakePropagationError, SubgraphBuilder
 from symbolic_vm import controls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.values import (
     ConstVar,
     FunctionVar,
+    ListBox,
+    ListVar,
     NestedFunctionVar,
     ObjectVar,
     PartialVar,
     SymVar,
     TensorVar,
+    TupleVar,
     Var,
 )
 
@@ -118,14 +124,100 @@ def _cond(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not {"pred", "true_fn", "false_fn"} <= bound.keys():
         raise Unsupported("torch.cond() needs pred, true_fn and false_fn")
     pred = bound["pred"]
-    if isinstance(pred, (TensorVar, SymVar)):
-        raise Unsupported(
-            "torch.cond with a tensor (or symbolic) predicate is not captured as one graph; "
-            "it runs eagerly between graphs"
-        )
-    taken = bound["true_fn"] if ops.const_value(out, pred) else bound["false_fn"]
     operands = ops.items(out, bound["operands"]) if "operands" in bound else []
+    if isinstance(pred, (TensorVar, SymVar)):
+        return _cond_node(vm, pred, bound["true_fn"], bound["false_fn"], operands)
+    taken = bound["true_fn"] if ops.const_value(out, pred) else bound["false_fn"]
     return _call(vm, taken, operands, {})
+
+
+def _cond_node(
+    vm: Interpreter, pred: TensorVar | SymVar, true_fn: Var, false_fn: Var, operands: list[Var]
+) -> Var:
+    """One ``torch.ops.higher_order.cond`` node whose branches are subgraphs traced here.
+
+    Each branch is traced on the operands into a graph of its own; the outer tensors a branch
+    reads (operands, closures, globals) are lifted to its placeholders, and both branches take
+    the union of them, operands first, as the node's operands.
+    """
+    out = vm.out
+    if not all(isinstance(o, TensorVar) for o in operands):
+        raise Unsupported("torch.cond with operands that are not tensors is not traced")
+    branches = [_trace_branch(vm, fn, operands) for fn in (true_fn, false_fn)]
+    true_shape, false_shape = branches[0][2], branches[1][2]
+    if true_shape != false_shape:
+        raise Unsupported(
+            "torch.cond branches return different structures "
+            f"({true_shape!r} and {false_shape!r}); torch requires the same"
+        )
+    builder = out.builder
+    # Nodes of the graph the cond node goes in (itself a branch when conds nest).
+    inputs = list(dict.fromkeys(builder.lift(cast(TensorVar, o).node) for o in operands))
+    for sub, _, _ in branches:
+        inputs += [n for n in sub.lifted if n not in inputs]
+    gms = []
+    for sub, outputs, _ in branches:
+        sub.order_inputs(inputs)
+        gms.append(sub.finish(outputs))
+    try:
+        node = builder.call_function(
+            torch.ops.higher_order.cond,
+            (
+                pred.node,
+                builder.submodule("cond_true", gms[0]),
+                builder.submodule("cond_false", gms[1]),
+                tuple(inputs),
+            ),
+        )
+    except FakePropagationError as exc:
+        raise Unsupported(f"torch.cond could not be captured: {exc}") from exc
+    results = ops.wrap_example(out, node)
+    items = results.items if isinstance(results, TupleVar) else cast(Any, results).box.items
+    if true_shape is None:
+        return cast(Var, items[0])
+    kind, _count = true_shape
+    return TupleVar(tuple(items)) if kind == "tuple" else ListVar(ListBox(list(items)))
+
+
+# A branch's result: None for one tensor, else ("tuple" or "list", length).
+_Shape = tuple[str, int] | None
+
+
+def _trace_branch(
+    vm: Interpreter, fn: Var, operands: list[Var]
+) -> tuple[SubgraphBuilder, list[Any], _Shape]:
+    """Trace ``fn(*operands)`` into a subgraph of the graph being built."""
+    out = vm.out
+    outer = out.builder
+    sub = outer.subgraph()
+    marks = (len(out.side_effects), len(out.attr_overlay), len(out.global_overlay))
+    out.builder = sub
+    try:
+        result = _call(vm, fn, operands, {})
+    finally:
+        out.builder = outer
+    if marks != (len(out.side_effects), len(out.attr_overlay), len(out.global_overlay)):
+        raise Unsupported(
+            "a torch.cond branch changes Python state (torch.cond refuses side effects in its "
+            "branches); it runs eagerly"
+        )
+    shape: _Shape
+    leaves: list[Var]
+    if isinstance(result, TensorVar):
+        shape, leaves = None, [result]
+    elif isinstance(result, (TupleVar, ListVar)):
+        leaves = list(result.items if isinstance(result, TupleVar) else result.box.items)
+        shape = ("tuple" if isinstance(result, TupleVar) else "list", len(leaves))
+    else:
+        raise Unsupported("a torch.cond branch returning something other than tensors")
+    if not all(isinstance(leaf, TensorVar) for leaf in leaves):
+        raise Unsupported("a torch.cond branch returning something other than tensors")
+    nodes = [sub.lift(leaf.node) for leaf in leaves if isinstance(leaf, TensorVar)]
+    if any(node.op == "placeholder" for node in nodes):
+        raise Unsupported(
+            "a torch.cond branch returning one of its inputs (an alias) is not traced"
+        )
+    return sub, nodes, shape
 
 
 def _functional_call(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
