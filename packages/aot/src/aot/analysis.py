@@ -253,9 +253,9 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
     """Remembers, for every tensor made by a view op, the op and its source tensor, and the
     storages that ops write to (an input can be written through a view of it)."""
 
-    # A higher-order op (torch.cond) runs as itself below this mode: its branches may not
-    # write their inputs or return views of them (torch checks that), so there is nothing
-    # to record inside.
+    # torch.cond runs as itself below this mode: its branches may not write their inputs or
+    # return views of them (torch checks that), so there is nothing to record inside. Other
+    # higher-order ops (some write their inputs) still fail here, and aot refuses the graph.
     supports_higher_order_operators = True
 
     def __init__(self) -> None:
@@ -280,6 +280,8 @@ class _ViewRecorder(TorchDispatchMode):  # type: ignore[misc,no-untyped-call]
     ) -> Any:
         kwargs = kwargs or {}
         if isinstance(func, HigherOrderOperator):
+            if func is not torch.ops.higher_order.cond:
+                return NotImplemented
             return func(*args, **kwargs)
         # A write autograd records: grad mode on and a tensor taking part requires grad. One
         # through ``.data`` or ``.detach()`` (an EMA update, a hand-written optimizer step)
