@@ -7,9 +7,6 @@ loop, so a later break must not make the rest of the function run as a Python re
 
 from __future__ import annotations
 
-import sys
-
-import pytest
 import torch
 
 import compile_api
@@ -56,14 +53,6 @@ def _loop_holding_a_try(
     return t, u * 2
 
 
-@pytest.mark.xfail(
-    sys.version_info >= (3, 12), strict=True,
-    reason="3.12 and 3.13 (3.12.3 on the GPU machine): the region around a break in a loop "
-    "whose try has an out-of-line except clause is taken as a statement after the loop, "
-    "which cannot run alone, so the whole frame runs eagerly (0 graphs; 3.11 gives 3: "
-    "before the loop, after it, after the print); "
-    "fuzz seed 0 program 21 (symbolic_vm/breaks/region.py)",
-)
 def test_a_break_in_a_loop_holding_a_try_compiles_the_code_around_the_loop(counter) -> None:
     fn = compile_api.compile(_loop_holding_a_try, backend=counter)
     x, y = torch.randn(3), torch.randn(3)

@@ -278,6 +278,29 @@ def test_for_else_and_a_while_true_after_the_region(xs: list[int]) -> None:
     same_as_eager(for_else_while_true, for_else_helper, ("x", "xs", "y"), 1, xs)
 
 
+def loop_holding_a_raising_try(x: int, xs: list[int]) -> int:
+    y = x
+    for v in xs:
+        try:
+            y += v
+            raise ValueError(v)
+        except ValueError:
+            y *= 2
+        note(y)  # reached only through the except clause: 3.12+ put it after the return
+    z = y + 1
+    return z
+
+
+@pytest.mark.parametrize("xs", [[], [1], [1, 2, 3]])
+def test_a_loop_closed_after_an_out_of_line_except_clause_is_one_region(xs: list[int]) -> None:
+    code = loop_holding_a_raising_try.__code__
+    region = find_region(code, note_offset(loop_holding_a_raising_try))
+    assert region.kind == "loop and try block"
+    assert region.lines[0] == code.co_firstlineno + 2  # `for v in xs:`
+    assert len(region.exits) == 1  # after the loop: `z = y + 1` compiles again
+    same_as_eager(loop_holding_a_raising_try, for_else_helper, ("x", "xs", "y"), 1, xs)
+
+
 class Recorder:
     def __enter__(self) -> Recorder:
         SEEN.append("enter")

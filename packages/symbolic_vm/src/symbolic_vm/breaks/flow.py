@@ -164,6 +164,42 @@ class CodeFlow:
             and self._reaches(self.label_at[ins.arg], i)
         ]
 
+    @functools.cached_property
+    def cold_loops(self) -> list[tuple[int, int, frozenset[int]]]:
+        """(header, source, body) of every loop closed by a jump back from code reached only
+        through an exception handler: a loop body whose ``try`` raises, the code after the
+        ``except`` clause then carrying the back edge. 3.12+ move such code (cold) after the
+        function's return, so the loop is no range of instructions: ``body`` (the natural
+        loop: the header and everything reaching the source without passing it, through
+        handlers too) names its instructions. Only loops whose header is on the main line."""
+        preds: dict[int, list[int]] = {}
+        for i in self.depth:
+            ins = self.instrs[i]
+            targets = self.successors(i)
+            if ins.handler is not None:
+                targets.append(self.handler_index(ins.handler))
+            for j in targets:
+                preds.setdefault(j, []).append(i)
+        out: list[tuple[int, int, frozenset[int]]] = []
+        for i in sorted(set(self.depth) - self.main):
+            arg = self.instrs[i].arg
+            if not isinstance(arg, Label) or (head := self.label_at[arg]) > i:
+                continue
+            if head not in self.main:
+                continue
+            body = {head}
+            work = [i]
+            while work:
+                k = work.pop()
+                if k not in body:
+                    body.add(k)
+                    work.extend(preds.get(k, ()))
+            if 0 in body and head != 0:
+                continue  # reached from the entry around the header: no loop (an except
+                # clause jumping back to the code after its try)
+            out.append((head, i, frozenset(body)))
+        return out
+
     def _reaches(self, start: int, goal: int) -> bool:
         """Whether ``goal`` is reached from ``start`` without an exception."""
         seen = {start}

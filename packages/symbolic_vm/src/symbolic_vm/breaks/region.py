@@ -111,11 +111,12 @@ _VARIABLE_OPS = frozenset({
 def _span(
     flow: CodeFlow, where: int, withs: frozenset[int] = frozenset(),
     cover: frozenset[str] = frozenset(),
-) -> tuple[int, int, set[str], set[int]]:
+) -> tuple[int, int, set[str], set[int], frozenset[int]]:
     """The outermost loop/try statement around instruction ``where`` (or ``with`` statement
     whose ``__exit__`` sits at a stack slot in ``withs``): its first and last main-line
-    instruction index, which kinds of statement it is, and the handlers (target indices) of
-    its try blocks and of those with blocks."""
+    instruction index, which kinds of statement it is, the handlers (target indices) of
+    its try blocks and of those with blocks, and the instructions of its loops outside that
+    range (cold code after the return, see CodeFlow.cold_loops)."""
     main = sorted(flow.main)
     back_edges = flow.back_edges
     held = {
@@ -128,6 +129,12 @@ def _span(
             if kind == TRY or flow.handler_index(handler) in held:
                 covered.setdefault(flow.handler_index(handler), []).append(i)
     lo = hi = where
+    # A loop closed from cold code: its main-line part is a range, the rest a set.
+    cold = [(t, max(b for b in body if b in flow.main), body - flow.main)
+            for t, _, body in flow.cold_loops]
+    extra: set[int] = set()
+    if where not in flow.main:
+        lo, hi = next(((t, last) for t, last, rest in cold if where in rest), (lo, hi))
     uses = _uses(flow, cover)
     if uses:
         lo, hi = min(lo, uses[0]), max(hi, uses[-1])
@@ -141,6 +148,12 @@ def _span(
                 lo, hi, changed = min(lo, target), max(hi, source), True
             if target <= hi and source >= lo:
                 kinds.add("loop")
+        for target, last, rest in cold:
+            if (target <= hi and last >= lo) or where in rest or extra & rest:
+                kinds.add("loop")
+                if target < lo or last > hi or not rest <= extra:
+                    lo, hi, changed = min(lo, target), max(hi, last), True
+                    extra |= rest
         for target, members in covered.items():
             first, last = min(members), max(members)
             if first <= hi and last >= lo:
@@ -148,7 +161,7 @@ def _span(
                 tries.add(target)
                 if first < lo or last > hi:
                     lo, hi, changed = min(lo, first), max(hi, last), True
-    return lo, hi, kinds, tries
+    return lo, hi, kinds, tries, frozenset(extra)
 
 
 def find_region(
@@ -167,7 +180,7 @@ def find_region(
     where = next((k for k, i in enumerate(flow.instrs) if i.offset == offset), None)
     if where is None or where not in flow.depth:
         raise ResumeError(f"no traced instruction at offset {offset} of {code.co_name}")
-    lo, hi, kinds, tries = _span(flow, where, withs, cover)
+    lo, hi, kinds, tries, extra = _span(flow, where, withs, cover)
     if not kinds and _uses(flow, cover):
         kinds = {"statements"}
     if not kinds and statement:
@@ -194,7 +207,7 @@ def find_region(
     failure = ResumeError("no statement start before the region")
     for start in candidates[:_MAX_STARTS]:
         try:
-            members, exits = _grown_members(flow, start, hi, target, tries)
+            members, exits = _grown_members(flow, start, (hi, extra), target, tries)
             break
         except ResumeError as err:
             failure = err
@@ -220,14 +233,14 @@ def find_region(
 
 
 def _grown_members(
-    flow: CodeFlow, start: int, hi: int, base: int, tries: set[int]
+    flow: CodeFlow, start: int, span: tuple[int, frozenset[int]], base: int, tries: set[int]
 ) -> tuple[set[int], set[int]]:
     """:func:`_members`, with every exit from which control comes back into the region made a
     member (a branch of a conditional expression sits at the statement's depth too), until the
     region is entered only at ``start``; ResumeError when that cannot be reached."""
     forced: set[int] = set()
     for _ in range(len(flow.instrs)):
-        members, exits = _members(flow, start, hi, base, tries, forced)
+        members, exits = _members(flow, start, span, base, tries, forced)
         entries = _entries(flow, start, members)
         if not entries:
             return members, exits
@@ -269,10 +282,13 @@ def _reaches(flow: CodeFlow, source: int, goals: set[int], members: set[int]) ->
 
 
 def _members(  # noqa: PLR0917 - the parts of one region
-    flow: CodeFlow, start: int, hi: int, base: int, tries: set[int], forced: set[int]
+    flow: CodeFlow, start: int, span: tuple[int, frozenset[int]], base: int, tries: set[int],
+    forced: set[int],
 ) -> tuple[set[int], set[int]]:
     """The instructions a region starting at ``start`` runs, and its exits (see find_region);
+    ``span`` is its last main-line instruction and its cold loop code (see _span),
     ``forced`` are exits kept as members."""
+    hi, extra = span
     outer_targets = _outer_handlers(flow, start)
     members: set[int] = set()
     exits: set[int] = set()
@@ -295,7 +311,8 @@ def _members(  # noqa: PLR0917 - the parts of one region
             # are being exited, so a point of it at the base depth holds the return value
             # where an exit expects a with's __exit__ (a return inside re-entered with blocks).
             if (
-                not start <= s <= hi and flow.depth.get(s) == base and s not in forced
+                not start <= s <= hi and s not in extra and flow.depth.get(s) == base
+                and s not in forced
                 and not any(flow.handler_index(h) in tries for h, _ in flow.handler_kinds(s))
                 and not _plain_jump(flow, s) and not _return_epilogue(flow, s)
             ):
