@@ -1,6 +1,7 @@
 """Per-call overhead of what symbolic_vm emits (transformed code + guards), end to end.
 
     .venv/bin/python benchmarks/vm_emit_overhead.py [--number N] [--repeat R] [--no-torch-compile]
+    .venv/bin/python benchmarks/vm_emit_overhead.py --compile-time [--repeat R]
 
 Cases (issue 6's targets: whole overhead <= 1.5 us for (a), <= 5 us for (b)):
   (a) one tensor: ``def add_one(x): return x + 1`` called with an (8, 8) tensor;
@@ -13,6 +14,13 @@ the 100 us graph makes the first difference noisy; this one is the figure to rea
 guard check alone (the entry's guard on the frame's f_locals), and
 ``torch.compile(..., backend="eager")`` as the yardstick (its graph is kept by a backend that
 returns ``gm.forward``, as "eager" does).
+
+``--compile-time`` instead times compiling a break-heavy function (:func:`break_heavy`: 8 graph
+breaks, so 9 captures and 8 resume functions): the first call of ``compile_api.compile(fn,
+backend="eager")`` after ``compile_api.reset()``, and the same for ``torch.compile`` (process CPU
+time, median and min over R repeats, in ms; both must make 9 graphs). To compare two versions
+of the code emitter, run it with each ``packages/symbolic_vm/src`` first on PYTHONPATH,
+alternating.
 
 Every figure is the median (and min) over R repeats of (process CPU time of N calls) / N, in
 ns; torch runs on one thread. To compare with the code symbolic_vm emitted before, run the
@@ -204,17 +212,83 @@ def torch_rows(
     ]
 
 
+def break_heavy(x: torch.Tensor, n: int) -> torch.Tensor:
+    """Eight graph breaks in straight-line code (``print`` runs eagerly), each with tensors,
+    a list and an int live across it."""
+    acc = [x]
+    x = torch.relu(x * 2) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 3) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 4) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 5) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 6) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 7) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 8) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    x = torch.relu(x * 9) + acc[-1]
+    print("", end="")
+    acc.append(x.sum(0, keepdim=True) / n)
+    return x + acc[-1]
+
+
+def compile_time_rows(repeat: int, with_torch: bool) -> list[tuple[str, tuple[float, float]]]:
+    import compile_api
+
+    x = torch.randn(4, 4)
+
+    def first_call_ms(compile_fn: Callable[..., Any], reset: Callable[[], object]) -> list[float]:
+        times = []
+        for _ in range(repeat):
+            reset()
+            grab = Grab()  # returns gm.forward, as backend="eager" does, and counts graphs
+            compiled = compile_fn(break_heavy, backend=grab)
+            start = TIMER()
+            got = compiled(x, 4)
+            times.append((TIMER() - start) * 1e3)
+            torch.testing.assert_close(got, break_heavy(x, 4))
+            assert len(grab.forwards) == 9, f"{len(grab.forwards)} graphs, not 9"
+        return times
+
+    rows = []
+    ours = first_call_ms(compile_api.compile, compile_api.reset)
+    rows.append(("break-heavy: compile_api first call, ms", (statistics.median(ours), min(ours))))
+    if with_torch:
+        # Reference only: torch.compile runs here as the yardstick, never inside Strata.
+        theirs = first_call_ms(torch.compile, torch._dynamo.reset)
+        rows.append(
+            ("break-heavy: torch.compile first call, ms", (statistics.median(theirs), min(theirs)))
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=11)
     parser.add_argument("--no-torch-compile", action="store_true")
+    parser.add_argument("--compile-time", action="store_true")
     opts = parser.parse_args()
     n, r = opts.number, opts.repeat
     torch.set_num_threads(1)
     torch.manual_seed(0)
 
     import symbolic_vm
+
+    if opts.compile_time:
+        _print(compile_time_rows(r, not opts.no_torch_compile), symbolic_vm, r, n, n, "ms")
+        return
 
     x = torch.randn(8, 8)
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(25)])
@@ -234,16 +308,24 @@ def main() -> None:
     if not opts.no_torch_compile:
         rows += torch_rows("(b) 25 x Linear(8, 8)", model, (xb,), nb, r)
 
+    _print(rows, symbolic_vm, r, n, nb, "ns/call")
+
+
+def _print(
+    rows: list[tuple[str, tuple[float, float]]], symbolic_vm: Any, r: int, n: int, nb: int,
+    unit: str,
+) -> None:
     print(
         f"torch {torch.__version__}; symbolic_vm from {os.path.dirname(symbolic_vm.__file__)}; "
         f"guards pure Python: {os.environ.get('STRATA_GUARDS_PURE_PYTHON', '0')}; process CPU "
-        f"time; median and min of {r} repeats x {n} calls ({nb} for (b)); ns per call; load "
+        f"time; median and min of {r} repeats x {n} calls ({nb} for (b)); load "
         f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
-    print("| case | median ns/call | min ns/call |")
+    print(f"| case | median {unit} | min {unit} |")
     print("| --- | ---: | ---: |")
+    digits = 1 if unit == "ms" else 0
     for name, (med, low) in rows:
-        print(f"| {name} | {med:.0f} | {low:.0f} |")
+        print(f"| {name} | {med:.{digits}f} | {low:.{digits}f} |")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
 """symbolic_vm.emit: the transformed code's statements assembled into instructions behave as
-CPython's compiled function of the same statements (results, writes, names resolved alike)."""
+CPython's compiled function of the same statements (results, writes, names resolved alike).
+
+The statements are written here as text and parsed, for readable cases; the transformed code
+builds the same trees with emit's constructors (test_built_statements_print_as_they_run)."""
 
 from __future__ import annotations
 
+import ast
 import types
 from typing import Any
 
 import pytest
 
+from symbolic_vm import emit
 from symbolic_vm.bytecode import Signature, assemble
 from symbolic_vm.bytecode.codegen import prologue
-from symbolic_vm.emit import emit_statements
 
 GLOBAL_LIST = [10, 20, 30]
 
@@ -30,6 +34,10 @@ def spread(*args: object) -> tuple[object, ...]:
 
 def template(a: Any, b: Any) -> None:
     """Only its argument layout is used."""
+
+
+def emit_statements(lines: list[str], *, params: Any, derefs: Any) -> Any:
+    return emit.emit_body(ast.parse("\n".join(lines)).body, params=params, derefs=derefs)
 
 
 def both(lines: list[str]) -> tuple[types.FunctionType, types.FunctionType]:
@@ -102,3 +110,31 @@ def test_cell_and_free_variables_are_derefs_and_nonlocal_writes_reach_the_cell()
 def test_statements_outside_the_subset_are_refused() -> None:
     with pytest.raises(AssertionError):
         emit_statements(["for x in a: pass"], params=("a",), derefs=())
+
+
+def test_built_statements_print_as_they_run() -> None:
+    """Trees made with emit's constructors run as CPython runs their printout."""
+    body = [
+        emit.assign(emit.name("t"), emit.build("tuple", [
+            emit.item(emit.attr(emit.name("a"), "items"), emit.const(0)), emit.const(-0.0),
+        ])),
+        emit.assign(emit.item(emit.attr(emit.name("a"), "items"), emit.whole_slice()),
+                    emit.build("list", [emit.item(emit.name("b"), emit.const(2))])),
+        emit.expr_statement(emit.call(emit.attr(emit.attr(emit.name("a"), "table"), "update"),
+                                      [emit.dict_display([(emit.const("z"), emit.name("t"))])])),
+        emit.returns(emit.call(emit.name("spread"), [emit.starred(emit.name("t"))],
+                               )),
+    ]
+    lines = [emit.printout(statement) for statement in body]
+    assert lines[0] == "t = (a.items[0], -0.0)"
+    compiled, _ = both(lines)
+    code = template.__code__
+    built = assemble(
+        [*prologue(Signature.from_code(code)),
+         *emit.emit_body(body, params=code.co_varnames[:2], derefs=())],
+        template=code, co_consts=(), co_names=(), co_varnames=code.co_varnames[:2],
+    )
+    assembled = types.FunctionType(built, dict(globals()))
+    left, right = Box(), Box()
+    assert compiled(left, [4, 5, 6]) == assembled(right, [4, 5, 6])
+    assert vars(left) == vars(right)

@@ -1,8 +1,9 @@
 """The transformed code: call the compiled graph, replay side effects, rebuild the return value.
 
-It is written as a few Python statements (the printout logs and dumps show) and assembled into
-instructions (symbolic_vm.emit, symbolic_vm.bytecode) with the original's argument layout, free
-and cell variables; it runs with the frame's globals. Sources are read by name: an argument or free
+It is built as a few statements, syntax trees made with symbolic_vm.emit's constructors (their
+printout is what logs and dumps show), and emitted as instructions (symbolic_vm.emit,
+symbolic_vm.bytecode) with the original's argument layout, free and cell variables; it runs
+with the frame's globals. Sources are read by name: an argument or free
 variable ``L['x']`` is the plain name ``x`` (LOAD_FAST / LOAD_DEREF), a global ``G['w']`` is
 ``w`` (LOAD_GLOBAL), attribute and item steps follow (``self._modules['0']._parameters['weight']``).
 Only a global shadowed by one of the function's own names (or a name that is not an identifier)
@@ -20,6 +21,7 @@ each one's identity at its path (MODULE_PARAMS, else an ID_MATCH).
 
 from __future__ import annotations
 
+import ast
 import builtins
 import collections
 import copy
@@ -29,18 +31,20 @@ import logging
 import math
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from symbolic_vm import emit
 from symbolic_vm.bytecode import Signature, assemble
 from symbolic_vm.bytecode.codegen import prologue
-from symbolic_vm.emit import emit_statements
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import (
+    AttrSource,
     DictCopySource,
     GlobalSource,
+    ItemSource,
     LocalSource,
     Source,
     params_reader,
@@ -76,14 +80,13 @@ from symbolic_vm.values import (
 log = logging.getLogger("strata.symbolic_vm")
 
 _OUT = "__strata_out"
-# Lines binding a shared source prefix: reads of the frame's state at entry, hoisted by
+# Statements binding a shared source prefix: reads of the frame's state at entry, hoisted by
 # build_code above the graph call (the graph never changes Python objects).
 _PREFIX = "__strata_s"
 # A parameter reader's tuple (Rebuilder._reader_item), also bound at entry.
 _READER = "__strata_p"
-_PREFIX_LINE = re.compile(rf"^(?:{_PREFIX}|{_READER})\d+ = ")
-# One item of a parameter reader's tuple (only these are ever spread into the graph call).
-_READER_ITEM = re.compile(rf"^({_READER}\d+)\[(\d+)\]$")
+_ENTRY_READ = re.compile(rf"(?:{_PREFIX}|{_READER})\d+")
+_READER_TUPLE = re.compile(rf"{_READER}\d+")
 # The transformed function's own temporaries (a global by such a name would be shadowed);
 # helper globals are named __strata_<capture>_<stem>_<k> and never match.
 _TEMPORARY = re.compile(r"__strata_(?:out|result|[svp]\d+|transformed|outer)")
@@ -132,7 +135,8 @@ def make_object(
 
 
 class Rebuilder:
-    """Turns tracked values into expressions, collecting the graph outputs they need."""
+    """Turns tracked values into expressions (syntax trees, symbolic_vm.emit), collecting the
+    graph outputs they need."""
 
     def __init__(self, out: Output) -> None:
         self.out = out
@@ -140,13 +144,13 @@ class Rebuilder:
         self._index: dict[int, int] = {}
         # Statements run after the graph, before any write: temporaries for values, and one
         # binding per object made while tracing so each is built once (identity is kept).
-        self.lines: list[str] = []
-        self._made: dict[int, str] = {}
-        self._prefixes: dict[Source, str] = {}
+        self.lines: list[ast.stmt] = []
+        self._made: dict[int, ast.expr] = {}
+        self._prefixes: dict[Source, ast.expr] = {}
         self._readers: dict[Source, str] = {}  # root module source -> its reader's tuple
         self._prefix_numbers = itertools.count()
 
-    def source(self, source: Source) -> str:
+    def source(self, source: Source) -> ast.expr:
         """An expression reading ``source`` in the transformed code, by name (see module doc).
 
         Every proper prefix of the source below its root is bound once to a temporary
@@ -158,26 +162,37 @@ class Rebuilder:
             return served
         chain = source.chain()
         start = 0
-        expr = ""
+        expr: ast.expr | None = None
         for k in range(len(chain) - 1, 0, -1):
             known = self._prefixes.get(chain[k])
             if known is not None:
                 start, expr = k, known
                 break
-        if not expr:
+        if expr is None:
             expr = self._root(chain[0])
         for k in range(start + 1, len(chain)):
-            expr = chain[k].render(expr, self._bind_constant)
+            expr = self._step(chain[k], expr)
             if k < len(chain) - 1:
-                name = f"{_PREFIX}{next(self._prefix_numbers)}"
-                self.lines.append(f"{name} = {expr}")
+                name = emit.name(f"{_PREFIX}{next(self._prefix_numbers)}")
+                self.lines.append(emit.assign(name, expr))
                 self._prefixes[chain[k]] = name
                 expr = name
         return expr
 
-    def _reader_item(self, source: Source) -> str | None:
-        """``__strata_s<k>[j]`` when ``source`` is a parameter Output.reader_group serves,
-        binding the root's reader call once (a prefix line, read at entry)."""
+    def _step(self, source: Source, base: ast.expr) -> ast.expr:
+        """``source`` read from its base's expression ``base``."""
+        if isinstance(source, AttrSource) and source.member.isidentifier():
+            return emit.attr(base, source.member)
+        if isinstance(source, ItemSource):
+            return emit.item(base, self.constant(source.index))
+        # The other kinds (type(), size(), dict copies, descriptor reads, ...) are rare here:
+        # their expression is what the source renders (guards' render is text), read once.
+        text = source.render(_BASE, lambda value, hint: emit.printout(self.constant(value)))
+        return _SubstituteBase(base).visit(ast.parse(text, mode="eval").body)  # type: ignore[no-any-return]
+
+    def _reader_item(self, source: Source) -> ast.expr | None:
+        """``__strata_p<k>[j]`` when ``source`` is a parameter Output.reader_group serves,
+        binding the root's reader call once (a prefix statement, read at entry)."""
         try:
             root, members = self.out.reader_group(source)
         except KeyError:
@@ -186,46 +201,48 @@ class Rebuilder:
         if name is None:
             reader = params_reader([tensor for _, tensor in members])
             name = f"{_READER}{len(self._readers)}"
-            self.lines.append(f"{name} = {self.out.install(reader, 'params')}()")
+            call = emit.call(emit.name(self.out.install(reader, "params")))
+            self.lines.append(emit.assign(emit.name(name), call))
             self._readers[root] = name
         index = next(j for j, (member, _) in enumerate(members) if member == source)
-        return f"{name}[{index}]"
+        return emit.item(emit.name(name), emit.const(index))
 
-    def _root(self, root: Source) -> str:
+    def _root(self, root: Source) -> ast.expr:
         names = self.out.frame_names
         if isinstance(root, LocalSource):
             if root.local_name.isidentifier():
-                return root.local_name
+                return emit.name(root.local_name)
             locals_fn = self.out.install(builtins.locals, "locals_fn")
-            return f"{locals_fn}()[{root.local_name!r}]"
+            return emit.item(emit.call(emit.name(locals_fn)), emit.const(root.local_name))
         if isinstance(root, GlobalSource):
             name = root.global_name
             if name.isidentifier() and name not in names and not _TEMPORARY.fullmatch(name):
-                return name
-            return f"{self.globals_dict()}[{name!r}]"
+                return emit.name(name)
+            return emit.item(self.globals_dict(), emit.const(name))
         raise Unsupported(f"reading {root.name()} in the transformed code")
 
-    def globals_dict(self) -> str:
+    def globals_dict(self) -> ast.expr:
         """An expression for the frame's globals dict that no name of the frame can shadow."""
-        return f"{self.out.install(builtins.globals, 'globals_fn')}()"
+        return emit.call(emit.name(self.out.install(builtins.globals, "globals_fn")))
 
-    def _bind_constant(self, value: object, hint: str) -> str:
-        return self.constant(value)
-
-    def bind(self, expr: str) -> str:
+    def bind(self, expr: ast.expr) -> ast.expr:
         """A temporary holding ``expr``, evaluated now (before any write)."""
-        name = f"__strata_v{len(self.lines)}"
-        self.lines.append(f"{name} = {expr}")
+        name = emit.name(f"__strata_v{len(self.lines)}")
+        self.lines.append(emit.assign(name, expr))
         return name
 
-    def _once(self, box: object, build: Callable[[], str]) -> str:
+    def _once(self, box: object, build: Callable[[], ast.expr]) -> ast.expr:
         known = self._made.get(id(box))
         if known is None:
             known = self.bind(build())
             self._made[id(box)] = known
         return known
 
-    def expr(self, var: Var) -> str:
+    def _call(self, value: object, stem: str, args: Sequence[ast.expr]) -> ast.expr:
+        """A call of ``value``, installed as a global named after ``stem``."""
+        return emit.call(emit.name(self.out.install(value, stem)), args)
+
+    def expr(self, var: Var) -> ast.expr:
         if isinstance(var, (TensorVar, SymVar)):
             if var.node.op == "placeholder" and var.source is not None:
                 return self.source(var.source)
@@ -234,7 +251,7 @@ class Rebuilder:
                 index = len(self.outputs)
                 self.outputs.append(var.node)
                 self._index[id(var.node)] = index
-            return f"{_OUT}[{index}]"
+            return emit.item(emit.name(_OUT), emit.const(index))
         if var.source is not None and not isinstance(var, (TupleVar, NewObjectVar)):
             return self.source(var.source)
         if isinstance(var, ConstVar):
@@ -244,78 +261,98 @@ class Rebuilder:
                 # Rebuilt item by item from a tuple the frame received: the code holds only
                 # for a tuple of this type and length (TYPE_MATCH + LENGTH, never its values).
                 self.out.depend(var)
-            inner = "".join(f"{self.expr(v)}, " for v in var.items)
+            inner = emit.build("tuple", [self.expr(v) for v in var.items])
             if var.is_size:
-                return f"{self.out.install(torch.Size, 'Size')}(({inner}))"
+                return self._call(torch.Size, "Size", [inner])
             if var.named_type is not None:
-                cls = self.out.install(var.named_type, "cls")
+                cls = emit.name(self.out.install(var.named_type, "cls"))
                 if hasattr(var.named_type, "_make"):  # collections.namedtuple / typing.NamedTuple
-                    return f"{cls}._make(({inner}))"
-                return f"{cls}(({inner}))"  # torch.return_types take one sequence
-            return f"({inner})"
+                    return emit.call(emit.attr(cls, "_make"), [inner])
+                return emit.call(cls, [inner])  # torch.return_types take one sequence
+            return inner
         if isinstance(var, ListVar):
             box = var.box
-            return self._once(box, lambda: "[" + ", ".join(self.expr(v) for v in box.items) + "]")
+            return self._once(box, lambda: emit.build("list", [self.expr(v) for v in box.items]))
         if isinstance(var, DictVar):
             dbox = var.box
-            return self._once(dbox, lambda: "{" + ", ".join(
-                f"{self.constant(k)}: {self.expr(v)}" for k, v in dbox.items.items()
-            ) + "}")
+            return self._once(dbox, lambda: self._dict(dbox))
         if isinstance(var, SetVar):
             sbox = var.box  # one set object however often it is referenced
             # From a frozenset copy: CPython copies a set's slots, so the order is kept.
-            return self._once(sbox, lambda: f"set({self.out.install(frozenset(sbox.items))})")
+            return self._once(sbox, lambda: self._fresh_set(frozenset(sbox.items)))
         if isinstance(var, ObjectVar):
             if type(var.value) is set:  # a fresh set per call, never a shared one
-                return f"set({self.out.install(frozenset(var.value))})"
+                return self._fresh_set(frozenset(var.value))
             if isinstance(var.value, (list, dict, bytearray)):
                 raise Unsupported(f"returning a {type(var.value).__name__} the VM cannot rebuild")
-            return self.out.install(var.value)
+            return emit.name(self.out.install(var.value))
         if isinstance(var, ModuleVar) and var.created:
             # Made inside the function: eager returns a fresh module on every call.
-            copier = self.out.install(copy.deepcopy, "deepcopy")
-            template = self.out.install(var.module, "module")
-            return self._once(var.module, lambda: f"{copier}({template})")
+            copier = emit.name(self.out.install(copy.deepcopy, "deepcopy"))
+            template = emit.name(self.out.install(var.module, "module"))
+            return self._once(var.module, lambda: emit.call(copier, [template]))
         if isinstance(var, ModuleVar):
-            return self.out.install(var.module)
+            return emit.name(self.out.install(var.module))
         if isinstance(var, FunctionVar):
-            return self.out.install(var.fn)
+            return emit.name(self.out.install(var.fn))
         if isinstance(var, NewObjectVar):
-            helper = self.out.install(make_object, "make_object")
-            cls = self.out.install(var.box.cls, "cls")
+            helper = emit.name(self.out.install(make_object, "make_object"))
+            cls = emit.name(self.out.install(var.box.cls, "cls"))
             obox = var.box
-            return self._once(obox, lambda: f"{helper}({cls}, {{" + ", ".join(
-                f"{k!r}: {self.expr(v)}" for k, v in obox.attrs.items()
-            ) + "}" + self._items_arg(obox.items) + ")")
+            return self._once(obox, lambda: emit.call(helper, [
+                cls,
+                emit.dict_display([(emit.const(k), self.expr(v)) for k, v in obox.attrs.items()]),
+                *([] if obox.items is None else [self._dict(obox.items)]),
+            ]))
         if isinstance(var, MethodVar) and isinstance(
             var.self_var, (TensorVar, ListVar, DictVar, ConstVar)
         ):
-            return f"{self.expr(var.self_var)}.{var.name}"
+            return emit.attr(self.expr(var.self_var), var.name)
         if isinstance(var, IteratorVar):
             ibox = var.box  # one iterator object however often it is referenced
-            return self._once(ibox, lambda: "iter([" + ", ".join(
-                self.expr(v) for v in ibox.items[ibox.index :]
-            ) + "])")
+            return self._once(ibox, lambda: emit.call(emit.name("iter"), [
+                emit.build("list", [self.expr(v) for v in ibox.items[ibox.index :]])
+            ]))
         if isinstance(var, BoundMethodVar):
-            return f"{self.expr(var.func)}.__get__({self.expr(var.self_var)})"
+            return emit.call(
+                emit.attr(self.expr(var.func), "__get__"), [self.expr(var.self_var)]
+            )
         raise Unsupported(
             f"returning or storing {type(var).__name__.removesuffix('Var').lower()} "
             "out of a compiled function"
         )
 
-    def _items_arg(self, items: DictBox | None) -> str:
-        if items is None:
-            return ""
-        return ", {" + ", ".join(
-            f"{self.constant(k)}: {self.expr(v)}" for k, v in items.items.items()
-        ) + "}"
+    def _dict(self, box: DictBox) -> ast.expr:
+        """A dict display of ``box``'s items (keys are constants)."""
+        return emit.dict_display(
+            [(self.constant(k), self.expr(v)) for k, v in box.items.items()]
+        )
 
-    def constant(self, value: object) -> str:
-        if value is None or isinstance(value, (bool, int, str, bytes)):
-            return repr(value)
-        if isinstance(value, float) and math.isfinite(value):
-            return repr(value)
-        return self.out.install(value)
+    def _fresh_set(self, items: frozenset[object]) -> ast.expr:
+        return emit.call(emit.name("set"), [emit.name(self.out.install(items))])
+
+    def constant(self, value: object) -> ast.expr:
+        """A literal for a value of a literal type (exactly: an int subclass keeps its class by
+        being installed as a global, like any other object), else the installed value."""
+        if value is None or type(value) in (bool, int, str, bytes):
+            return emit.const(value)
+        if type(value) is float and math.isfinite(value):  # type: ignore[arg-type]
+            return emit.const(value)
+        return emit.name(self.out.install(value))
+
+
+# The placeholder base a source's text is rendered over (Rebuilder._step); never a real name.
+_BASE = "__strata_base__"
+
+
+class _SubstituteBase(ast.NodeTransformer):
+    """Replaces the placeholder name :data:`_BASE` with the base's expression."""
+
+    def __init__(self, base: ast.expr) -> None:
+        self.base = base
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        return self.base if node.id == _BASE else node
 
 
 def signature_text(code: types.CodeType) -> str:
@@ -338,63 +375,66 @@ def signature_text(code: types.CodeType) -> str:
     return ", ".join(parts)
 
 
-def effect_lines(rebuilder: Rebuilder, out: Output) -> list[str]:
+def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
     """The writes replaying the trace's side effects, in program order.
 
     Every value they use is read into a temporary first (``rebuilder.lines``), so a write never
     changes what a later value expression reads (``d.clear()`` then ``d['k']``).
     """
-    writes: list[str] = []
+    writes: list[ast.stmt] = []
     temp = rebuilder.bind
+
+    def method_call(target: ast.expr, method: str, *args: ast.expr) -> None:
+        writes.append(emit.expr_statement(emit.call(emit.attr(target, method), args)))
 
     for effect in out.side_effects:
         if isinstance(effect, AttrWrite):
             target = temp(rebuilder.expr(effect.target))
             value = temp(rebuilder.expr(effect.value))
-            setter = rebuilder.constant(object.__setattr__) if effect.raw else "setattr"
-            writes.append(f"{setter}({target}, {effect.name!r}, {value})")
+            setter = rebuilder.constant(object.__setattr__) if effect.raw else emit.name("setattr")
+            writes.append(emit.expr_statement(
+                emit.call(setter, [target, emit.const(effect.name), value])
+            ))
         elif isinstance(effect, DictSubclassWrite):  # objcore (#20): a frame dict subclass
             view = effect.target
             assert isinstance(view, DictVar) and isinstance(view.source, DictCopySource)
             target = temp(rebuilder.source(view.source.base_source))
-            contents = temp("{" + ", ".join(
-                f"{rebuilder.constant(k)}: {rebuilder.expr(v)}" for k, v in view.box.items.items()
-            ) + "}")
-            writes.append(f"{rebuilder.constant(replace_dict_items)}({target}, {contents})")
+            contents = temp(rebuilder._dict(view.box))
+            writes.append(emit.expr_statement(
+                emit.call(rebuilder.constant(replace_dict_items), [target, contents])
+            ))
         elif isinstance(effect, CellWrite):
             value = temp(rebuilder.expr(effect.value))
-            writes.append(f"{effect.name} = {value}")
+            writes.append(emit.assign(emit.name(effect.name), value))
         elif isinstance(effect, GlobalWrite):
             value = temp(rebuilder.expr(effect.value))
-            writes.append(f"{rebuilder.globals_dict()}[{effect.name!r}] = {value}")
+            target = emit.item(rebuilder.globals_dict(), emit.const(effect.name))
+            writes.append(emit.assign(target, value))
         elif isinstance(effect, ContainerWrite):
             container = effect.target
             assert container.source is not None
             target = temp(rebuilder.source(container.source))
             if isinstance(container, ListVar):
-                items = temp("[" + ", ".join(rebuilder.expr(v) for v in container.box.items) + "]")
-                writes.append(f"{target}[:] = {items}")
+                items = temp(emit.build("list", [rebuilder.expr(v) for v in container.box.items]))
+                writes.append(emit.assign(emit.item(target, emit.whole_slice()), items))
             elif isinstance(container, DictVar):
-                pairs = ", ".join(
-                    f"{rebuilder.constant(k)}: {rebuilder.expr(v)}"
-                    for k, v in container.box.items.items()
-                )
-                contents = temp("{" + pairs + "}")
-                writes.append(f"{target}.clear()")
-                writes.append(f"{target}.update({contents})")
+                contents = temp(rebuilder._dict(container.box))
+                method_call(target, "clear")
+                method_call(target, "update", contents)
             elif isinstance(container, SetVar):
                 # Only the difference: elements that stayed keep their place in the set.
                 original = container.box.original or ()
                 removed = tuple(v for v in original if v not in container.box.items)
                 added = tuple(v for v in container.box.items if v not in original)
-                writes.append(f"{target}.difference_update({rebuilder.constant(removed)})")
-                writes.append(f"{target}.update({rebuilder.constant(added)})")
+                method_call(target, "difference_update", rebuilder.constant(removed))
+                method_call(target, "update", rebuilder.constant(added))
     final = _final_grad_mode(out)
     if final is not None and final != torch.is_grad_enabled():
         # ``torch.set_grad_enabled(False)`` as a statement leaves the mode switched after the
         # frame. The graph's own switch is no effect a backend keeps (aot traces through it),
         # so the transformed code replays the mode the graph ends in, like any other write.
-        writes.append(f"{rebuilder.constant(torch._C._set_grad_enabled)}({final!r})")
+        setter = rebuilder.constant(torch._C._set_grad_enabled)
+        writes.append(emit.expr_statement(emit.call(setter, [emit.const(final)])))
     return writes
 
 
@@ -411,10 +451,10 @@ def _final_grad_mode(out: Output) -> bool | None:
 def build_code(  # noqa: PLR0917 - the parts of one generated function
     original: types.CodeType,
     graph_call: str | None,
-    graph_args: list[str],
-    reads: list[str],
-    writes: list[str],
-    return_expr: str,
+    graph_args: list[ast.expr],
+    reads: list[ast.stmt],
+    writes: list[ast.stmt],
+    return_expr: ast.expr,
     nonlocals: list[str] | None = None,
 ) -> types.CodeType:
     """Assemble the transformed function and return its code object.
@@ -427,11 +467,10 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     """
     body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("transformed code of %s:\n%s", original.co_name, transformed_source(
-            original, graph_call, graph_args, reads, writes, return_expr, nonlocals))
+        log.debug("transformed code of %s:\n%s", original.co_name, _printout(original, body))
     nargs = _total_args(original)
     signature = Signature.from_code(original)
-    instructions = emit_statements(
+    instructions = emit.emit_body(
         body, params=original.co_varnames[:nargs],
         derefs=(*original.co_cellvars, *original.co_freevars), first_line=_FIRST_BODY_LINE,
     )
@@ -454,67 +493,91 @@ _FIRST_BODY_LINE = 2
 
 def _statements(  # noqa: PLR0917 - the parts of one generated function
     graph_call: str | None,
-    graph_args: list[str],
-    reads: list[str],
-    writes: list[str],
-    return_expr: str,
+    graph_args: list[ast.expr],
+    reads: list[ast.stmt],
+    writes: list[ast.stmt],
+    return_expr: ast.expr,
     nonlocals: list[str] | None,
-) -> list[str]:
-    body = [f"nonlocal {name}" for name in nonlocals or []]
-    body.extend(line for line in reads if _PREFIX_LINE.match(line))
+) -> list[ast.stmt]:
+    body: list[ast.stmt] = [emit.nonlocal_(name) for name in nonlocals or []]
+    body.extend(line for line in reads if _reads_at_entry(line))
     if graph_call is not None:
-        body.append(f"{_OUT} = {graph_call}({', '.join(_spread_readers(graph_args))})")
-    body.extend(line for line in reads if not _PREFIX_LINE.match(line))
-    body.append(f"__strata_result = {return_expr}")
+        graph = emit.call(emit.name(graph_call), _spread_readers(graph_args))
+        body.append(emit.assign(emit.name(_OUT), graph))
+    body.extend(line for line in reads if not _reads_at_entry(line))
+    body.append(emit.assign(emit.name("__strata_result"), return_expr))
     body.extend(writes)
-    body.append("return __strata_result")
+    body.append(emit.returns(emit.name("__strata_result")))
     return body
+
+
+def _reads_at_entry(statement: ast.stmt) -> bool:
+    """Whether ``statement`` binds a shared source prefix or a parameter reader's tuple."""
+    if not isinstance(statement, ast.Assign):
+        return False
+    target = statement.targets[0]
+    return isinstance(target, ast.Name) and _ENTRY_READ.fullmatch(target.id) is not None
 
 
 def transformed_source(  # noqa: PLR0917 - the parts of one generated function
     original: types.CodeType,
     graph_call: str | None,
-    graph_args: list[str],
-    reads: list[str],
-    writes: list[str],
-    return_expr: str,
+    graph_args: list[ast.expr],
+    reads: list[ast.stmt],
+    writes: list[ast.stmt],
+    return_expr: ast.expr,
     nonlocals: list[str] | None = None,
 ) -> str:
     """The transformed function as Python text, for logs and dumps (:func:`build_code` builds
     the code object itself; line ``k`` of this text is line ``k`` of its positions)."""
     body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
+    return _printout(original, body)
+
+
+def _printout(original: types.CodeType, body: list[ast.stmt]) -> str:
     return f"def {original.co_name}({signature_text(original)}):\n" + "".join(
-        f"    {line}\n" for line in body
+        f"    {emit.printout(line)}\n" for line in body
     )
 
 
-def _spread_readers(graph_args: list[str]) -> list[str]:
+def _reader_item(arg: ast.expr) -> tuple[str, int] | None:
+    """(reader tuple, index) when ``arg`` is ``__strata_p<k>[j]``."""
+    if (
+        isinstance(arg, ast.Subscript) and isinstance(arg.value, ast.Name)
+        and _READER_TUPLE.fullmatch(arg.value.id) and isinstance(arg.slice, ast.Constant)
+        and type(arg.slice.value) is int
+    ):
+        return arg.value.id, arg.slice.value
+    return None
+
+
+def _spread_readers(graph_args: list[ast.expr]) -> list[ast.expr]:
     """``X[0], X[1], ..., X[n-1]`` -> ``*X`` where those are every item of reader tuple ``X``
     in the arguments, in order (one unpacking instead of n subscripts).
 
     Every parameter a reader serves is a graph input (Output.reader_group), so when the
     arguments hold ``X[0]`` to ``X[n-1]`` and no other item of ``X``, ``X`` has n items.
     """
-    items = [_READER_ITEM.match(arg) for arg in graph_args]
-    out: list[str] = []
+    items = [_reader_item(arg) for arg in graph_args]
+    out: list[ast.expr] = []
     i = 0
     while i < len(graph_args):
         match = items[i]
-        if match is None or match.group(2) != "0":
+        if match is None or match[1] != 0:
             out.append(graph_args[i])
             i += 1
             continue
-        name = match.group(1)
+        name = match[0]
         end = i
         while end < len(graph_args) and (m := items[end]) is not None and (
-            m.group(1) == name and int(m.group(2)) == end - i
+            m[0] == name and m[1] == end - i
         ):
             end += 1
-        others = any(m is not None and m.group(1) == name for m in items[end:])
+        others = any(m is not None and m[0] == name for m in items[end:])
         if others:
             out.extend(graph_args[i:end])
         else:
-            out.append(f"*{name}")
+            out.append(emit.starred(emit.name(name)))
         i = end
     return out
 

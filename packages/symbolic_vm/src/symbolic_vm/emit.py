@@ -1,28 +1,141 @@
-"""The transformed code's statements as instructions, through symbolic_vm.bytecode.codegen.
+"""The transformed code's statements, built as syntax trees and emitted as instructions.
 
-codegen.Rebuilder writes the transformed code as a few Python statements (what logs and dumps
-print: ``__strata_out = __compiled_fn_0(x, *__strata_p0)``, ``setattr(...)``, ``return ...``).
-:func:`emit_statements` turns them into instructions with the bytecode toolkit, the same
-emitter the residual code and resume functions use: the statements are parsed (``ast``) and
-each construct of the small subset the Rebuilder writes becomes its instructions, with names
-resolved as CPython resolves them in the original function (its cell and free variables as
-derefs, parameters and temporaries as fast locals, anything else as a global). Anything
-outside the subset is an AssertionError: the Rebuilder never writes it. Imports no torch.
+codegen.Rebuilder builds the transformed code as a few statements, each a stdlib ``ast`` node
+made with the constructors below (``name``, ``attr``, ``item``, ``call``, ``assign``, ...): no
+text is written or parsed. :func:`emit_body` turns them into instructions with
+symbolic_vm.bytecode.codegen, the same emitter the residual code and resume functions use, with
+names resolved as CPython resolves them in the original function (its cell and free variables
+as derefs, parameters and temporaries as fast locals, anything else as a global);
+:func:`printout` is their readable text for logs and dumps (``ast.unparse``). Anything outside
+the small subset the constructors make is an AssertionError. Imports no torch.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from symbolic_vm.bytecode import PY_VERSION, Instr, Label, Position, codegen
 from symbolic_vm.bytecode.codegen import with_position
 
-__all__ = ["emit_statements"]
+__all__ = [
+    "assign",
+    "attr",
+    "build",
+    "call",
+    "const",
+    "dict_display",
+    "emit_body",
+    "expr_statement",
+    "item",
+    "name",
+    "nonlocal_",
+    "printout",
+    "returns",
+    "starred",
+    "whole_slice",
+]
 
 Items = list[Instr | Label]
+
+
+# --- constructors: what the Rebuilder builds --------------------------------------------------
+
+
+def name(identifier: str) -> ast.Name:
+    """A variable, resolved by :func:`emit_body` (deref, fast local or global)."""
+    return ast.Name(identifier, ast.Load())
+
+
+def const(value: object) -> ast.Constant:
+    """A constant with a faithful literal (None, bool, int, str, bytes, finite float)."""
+    return ast.Constant(value)  # type: ignore[arg-type]  # any constant load_const takes
+
+
+def attr(base: ast.expr, member: str) -> ast.Attribute:
+    """``base.member``."""
+    return ast.Attribute(base, member, ast.Load())
+
+
+def item(base: ast.expr, index: ast.expr) -> ast.Subscript:
+    """``base[index]``."""
+    return ast.Subscript(base, index, ast.Load())
+
+
+def whole_slice() -> ast.Slice:
+    """``:``, the index of a whole-sequence slice (``x[:] = ...``)."""
+    return ast.Slice()
+
+
+def call(
+    func: ast.expr, args: Sequence[ast.expr] = (), kwargs: Mapping[str, ast.expr] | None = None
+) -> ast.Call:
+    """``func(*args, **kwargs)``; an argument may be :func:`starred`."""
+    keywords = [ast.keyword(k, v) for k, v in (kwargs or {}).items()]
+    return ast.Call(func, list(args), keywords)
+
+
+def starred(value: ast.expr) -> ast.Starred:
+    """``*value`` as a call argument."""
+    return ast.Starred(value, ast.Load())
+
+
+def build(kind: str, items: Sequence[ast.expr]) -> ast.expr:
+    """A ``"tuple"``, ``"list"`` or ``"set"`` display of ``items``."""
+    if kind == "tuple":
+        return ast.Tuple(list(items), ast.Load())
+    if kind == "list":
+        return ast.List(list(items), ast.Load())
+    if kind == "set":
+        return ast.Set(list(items))
+    raise AssertionError(f"no {kind} display in the transformed code")
+
+
+def dict_display(pairs: Sequence[tuple[ast.expr, ast.expr]]) -> ast.Dict:
+    """A dict display ``{k: v, ...}``."""
+    return ast.Dict([k for k, _ in pairs], [v for _, v in pairs])
+
+
+def assign(target: ast.expr, value: ast.expr) -> ast.Assign:
+    """``target = value``; ``target`` is a name, an attribute or an item."""
+    if isinstance(target, ast.Name | ast.Attribute | ast.Subscript):
+        target = _as_store(target)
+    # ast.unparse reads an assignment's lineno (for type comments); positions come from
+    # emit_body's numbering, not from here.
+    return ast.Assign([target], value, lineno=0)
+
+
+def expr_statement(value: ast.expr) -> ast.Expr:
+    """``value`` evaluated for its effect."""
+    return ast.Expr(value)
+
+
+def returns(value: ast.expr) -> ast.Return:
+    """``return value``."""
+    return ast.Return(value)
+
+
+def nonlocal_(identifier: str) -> ast.Nonlocal:
+    """``nonlocal identifier``: stores to it go to the frame's cell."""
+    return ast.Nonlocal([identifier])
+
+
+def printout(statement: ast.stmt | ast.expr) -> str:
+    """The readable Python text of a statement or expression (logs and dumps only)."""
+    return ast.unparse(statement)
+
+
+def _as_store(target: ast.Name | ast.Attribute | ast.Subscript) -> ast.expr:
+    if isinstance(target, ast.Name):
+        return ast.Name(target.id, ast.Store())
+    if isinstance(target, ast.Attribute):
+        return ast.Attribute(target.value, target.attr, ast.Store())
+    return ast.Subscript(target.value, target.slice, ast.Store())
+
+
+# --- the emitter ------------------------------------------------------------------------------
 
 _LIST_TO_TUPLE = 6  # CALL_INTRINSIC_1's operand for list -> tuple (3.12, 3.13)
 
@@ -152,24 +265,24 @@ class _Emitter:
         return out
 
 
-def emit_statements(
-    lines: Sequence[str], *, params: Sequence[str], derefs: Sequence[str], first_line: int = 1
+def emit_body(
+    statements: Sequence[ast.stmt], *, params: Sequence[str], derefs: Sequence[str],
+    first_line: int = 1,
 ) -> Items:
-    """The instructions of the statements ``lines`` in a function whose parameters are
-    ``params`` and whose cell and free variables are ``derefs``; every other name assigned in
-    them is a fast local, every name read and never assigned a global. Statement ``k`` gets the
-    source line ``first_line + k`` (as the printout numbers them)."""
-    tree = ast.parse("\n".join(lines))
+    """The instructions of ``statements`` in a function whose parameters are ``params`` and
+    whose cell and free variables are ``derefs``; every other name assigned in them is a fast
+    local, every name read and never assigned a global. Statement ``k`` gets the source line
+    ``first_line + k`` (as the printout numbers them)."""
     stored = {
         target.id
-        for node in tree.body if isinstance(node, ast.Assign)
+        for node in statements if isinstance(node, ast.Assign)
         for target in node.targets if isinstance(target, ast.Name)
     }
-    nonlocal_names = {name for node in tree.body if isinstance(node, ast.Nonlocal)
+    nonlocal_names = {name for node in statements if isinstance(node, ast.Nonlocal)
                       for name in node.names}
     emitter = _Emitter(params, [*derefs, *nonlocal_names], stored - nonlocal_names)
     out: Items = []
-    for node in tree.body:
-        line = first_line + node.lineno - 1
+    for k, node in enumerate(statements):
+        line = first_line + k
         out.extend(with_position(emitter.statement(node), Position(line, line)))
     return out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 import logging
 import sys
@@ -163,7 +164,7 @@ def _leave_autocast(out: Output) -> None:
 
 def _graph(
     out: Output, rebuilder: Rebuilder, graph_name: str
-) -> tuple[list[CapturedGraph], str | None, list[str], list[TensorVar | SymVar]]:
+) -> tuple[list[CapturedGraph], str | None, list[ast.expr], list[TensorVar | SymVar]]:
     """Close the graph: its outputs are what ``rebuilder`` asked for; drop unused inputs.
 
     Returns the graphs (none when nothing was captured), the global name to call, the input

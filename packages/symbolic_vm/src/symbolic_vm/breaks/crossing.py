@@ -10,11 +10,13 @@ resume function traces the call into its graph), and numbers the helper's return
 
 from __future__ import annotations
 
+import ast
 import types
 from typing import TYPE_CHECKING
 
 import torch
 
+from symbolic_vm import emit
 from symbolic_vm.breaks.decisions import Resume, Stop
 from symbolic_vm.breaks.slots import Const, Handoff, Local, Null, Reenter, Slot, Value
 from symbolic_vm.bytecode import PY_VERSION
@@ -64,7 +66,7 @@ def plan_crossing(
     rebuilder = Rebuilder(out)
     _outputs_in_graph_order(out, rebuilder, [*stop.stack, *bound.values()])
     writes = effect_lines(rebuilder, out)
-    values: list[str] = []
+    values: list[ast.expr] = []
     stack: list[Slot] = []
     user_names = set(code.co_varnames) | set(code.co_cellvars)
     named = {id(var): name for name, var in reversed(bound.items()) if name in user_names}
@@ -101,8 +103,7 @@ def plan_crossing(
     for name, var in bound.items():
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
-    return_expr = "(" + "".join(f"{v}, " for v in values) + ")"
-    return Resume(rebuilder, writes, return_expr, stack, live)
+    return Resume(rebuilder, writes, emit.build("tuple", values), stack, live)
 
 
 def eagerly(stop: Stop, why: str) -> Unsupported:

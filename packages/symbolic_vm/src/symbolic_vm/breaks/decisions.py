@@ -24,6 +24,8 @@ from symbolic_vm.breaks.slots import Slot
 from symbolic_vm.errors import Unsupported
 
 if TYPE_CHECKING:
+    import ast
+
     from symbolic_vm.codegen import Rebuilder
     from symbolic_vm.values import Var
 
@@ -62,8 +64,8 @@ class Resume:
     prologue helper's return expression, and how each stack slot and live local crosses."""
 
     rebuilder: Rebuilder
-    writes: list[str]
-    return_expr: str
+    writes: list[ast.stmt]
+    return_expr: ast.expr
     stack: list[Slot]
     live: list[tuple[str, Slot]]
 

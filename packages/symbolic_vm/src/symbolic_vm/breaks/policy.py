@@ -10,6 +10,7 @@ symbolic_vm.breaks.flow.
 
 from __future__ import annotations
 
+import ast
 import dis
 import inspect
 import itertools
@@ -275,7 +276,7 @@ def build(
     code: types.CodeType,
     stop: Stop,
     resume: Resume,
-    graph: tuple[str | None, list[str]],
+    graph: tuple[str | None, list[ast.expr]],
 ) -> tuple[types.CodeType, dict[str, object]]:
     """The one place a decision becomes code: the broken frame's transformed code (the graph
     call ``graph`` = (global name, argument expressions) and side effects inlined as its
