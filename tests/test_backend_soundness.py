@@ -106,6 +106,9 @@ NAN_CASES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "amax": lambda x: x.view(2, 3).amax(1),
     "min": lambda x: x.min(),
     "relu": lambda x: torch.relu(x),
+    # eager's sign is (0 < x) - (x < 0): 0 for NaN, +0.0 for -0.0 (x * 0 makes signed zeros)
+    "sign": lambda x: torch.sign(x),
+    "sign_of_signed_zeros": lambda x: torch.signbit(torch.sign(x * 0)),
 }
 
 
@@ -118,6 +121,20 @@ def test_min_max_and_clamp_propagate_nan_as_eager_does(case: str) -> None:
     runs = [_compiled(fn, "inductor")] + ([_reference(fn, "inductor")] if _TORCH_2_13 else [])
     for run in runs:
         _same(run(x.clone()), expected)
+
+
+def test_an_overload_with_arguments_its_lowering_does_not_take_runs_that_op_alone() -> None:
+    # round(x, decimals=) is an overload of round whose lowering takes no ``decimals``: that
+    # node runs aten's kernel and the rest of the graph still compiles (it used to fail the
+    # whole graph, which then ran eagerly)
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.round(x.sin() * 7, decimals=2).cos() + torch.round(x, decimals=-1)
+
+    x = torch.randn(64) * 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        got = _compiled(fn, "inductor")(x)
+    torch.testing.assert_close(got, fn(x))
 
 
 class _Tagged(torch.Tensor):

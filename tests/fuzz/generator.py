@@ -37,6 +37,8 @@ _UNARY = [
     "torch.clamp({}, -2.0, 2.0)",
     "{}.neg()",
     "torch.exp(torch.clamp({}, max=2.0))",
+    "torch.sign({})",  # NaN -> 0 and -0.0 -> +0.0 in eager (inductor_lite once kept both)
+    "torch.round({}, decimals=1)",  # an overload its packet's lowering did not take
 ]
 _REDUCE = ["{}.sum()", "{}.mean()", "{}.amax()", "torch.sum({})"]
 _TBIN = ["+", "-", "*"]

@@ -79,6 +79,13 @@ def test_nan_propagates_through_triton_max(tcheck: Any) -> None:
     tcheck(lambda x: (x.amax(-1), torch.maximum(x, x * 0)), [x])
 
 
+def test_sign_of_nan_and_signed_zeros_is_eagers(tcheck: Any) -> None:
+    # eager's sign is (0 < x) - (x < 0): 0 for NaN, +0.0 for -0.0 (the bool output compares the
+    # sign bit exactly)
+    x = torch.tensor([float("nan"), -0.0, 0.0, -2.0, 3.0] * 8, device=DEV)
+    tcheck(lambda x: (torch.sign(x), torch.signbit(torch.sign(x * 0))), [x])
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64, torch.bool])
 def test_dtypes(dtype: torch.dtype, tcheck: Any) -> None:
     if dtype == torch.bool:

@@ -128,8 +128,9 @@ template <typename T> static inline T floor_div(T a, T b) {
     if (div - fl > T(0.5)) fl += T(1);
     return fl;
 }
+// eager's sign: (0 < a) - (a < 0), so NaN gives 0 and -0.0 gives +0.0
 template <typename T> static inline T sign_of(T a) {
-    return a > 0 ? T(1) : (a < 0 ? T(-1) : a);
+    return T((T(0) < a) - (a < T(0)));
 }
 
 // Branch-free float math that GCC can vectorise (std:: calls stay scalar without -ffast-math).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import operator
 from collections.abc import Callable, Sequence
@@ -172,6 +174,18 @@ def _as_float_value(x: object) -> VExpr | None:
     if isinstance(x, sympy.Expr):
         return VCast(VIndex(ISym(x), torch.int64), torch.float64)
     return None
+
+
+@functools.cache
+def _takes(fn: Callable[..., object], n_args: int, kwargs: tuple[str, ...]) -> bool:
+    """Whether a lowering takes a call of this shape: a lowering registered for an op's whole
+    packet may not know an overload's extra arguments (``round(x, decimals=1)``), and such a node
+    falls back to its aten kernel instead of failing the graph."""
+    try:
+        inspect.signature(fn).bind(None, None, *([None] * n_args), **dict.fromkeys(kwargs))
+    except TypeError:
+        return False
+    return True
 
 
 def _sym_scalar(target: object, args: Sequence[object]) -> SymScalar | None:
@@ -473,7 +487,7 @@ class GraphLowering:
             if target._schema.is_mutable:
                 raise UnsupportedGraph(f"mutating op {target} (graphs must be functional)")
             fn = table.get(target) or table.get(target.overloadpacket)
-            if fn is not None:
+            if fn is not None and _takes(fn, len(args), tuple(kwargs)):
                 result = fn(self, node, *args, **kwargs)
                 if result is not NotImplemented:
                     return self._maybe_realize(node, result)

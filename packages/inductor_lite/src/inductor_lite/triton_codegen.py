@@ -102,7 +102,8 @@ _UNARY = {
     "relu": "tl.where({0} < 0, 0, {0})",
     "logical_not": "({0} == 0)",
     "bitwise_not": "(~{0})",
-    "sign": "tl.where({0} > 0, 1, tl.where({0} < 0, -1, {0}))",
+    # eager's sign, (0 < x) - (x < 0): NaN gives 0 and -0.0 gives +0.0
+    "sign": "tl.where({0} > 0, 1, tl.where({0} < 0, -1, 0)).to({0}.dtype)",
 }
 _INFIX = {
     "add": "+",
