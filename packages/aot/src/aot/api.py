@@ -17,7 +17,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.utils import _pytree as pytree
 
-from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs, has_torch_overrides
+from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs
 from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
 from aot.partition import PartitionStats, default_partition, partition_stats
@@ -27,6 +27,7 @@ from aot.runtime import (
     make_training_runtime,
     written_input_overlaps,
 )
+from aot.signature import leaf_key, overrides, signature_check
 from aot.source_meta import SourceTracing
 from aot.trace import keep_mutations_in_forward, trace_inference, trace_joint
 
@@ -129,52 +130,13 @@ def _is_symbolic(value: object) -> bool:
     return False
 
 
-_OVERRIDES_BY_TYPE: dict[type, bool] = {}
-
-
-def _overrides(value: torch.Tensor) -> bool:
-    """``has_torch_overrides``, cached per type (parameters pass here on every call)."""
-    cls = type(value)
-    known = _OVERRIDES_BY_TYPE.get(cls)
-    if known is None:
-        known = _OVERRIDES_BY_TYPE[cls] = has_torch_overrides(value)
-    return known
-
-
 def _refuse_overrides(flat_args: Sequence[object]) -> None:
     for i, a in enumerate(flat_args):
-        if isinstance(a, torch.Tensor) and type(a) is not torch.Tensor and _overrides(a):
+        if isinstance(a, torch.Tensor) and type(a) is not torch.Tensor and overrides(a):
             raise AotUnsupportedError(
                 f"input {i} is a {type(a).__name__}, a tensor subclass that takes part in "
                 "torch ops; aot traces plain tensors (its type and overrides would be lost)"
             )
-
-
-def _leaf_key(value: object, dynamic: bool) -> Hashable:
-    if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor and _overrides(value):
-            # refused by _compile; reading its sizes here would run the subclass's
-            # __torch_function__ (a user hook eager never runs for this)
-            return ("overrides", type(value))
-        if dynamic:  # sizes are symbols in the graphs; whoever made them guards the shapes
-            return ("T", value.dim(), value.dtype, value.device.type, value.device.index,
-                    bool(value.requires_grad))
-        return (
-            "T", tuple(value.shape), tuple(value.stride()), value.dtype, value.device.type,
-            value.device.index, bool(value.requires_grad),
-        )
-    if dynamic and isinstance(value, int | float | bool | torch.SymInt | torch.SymFloat):
-        return ("N", float if isinstance(value, float | torch.SymFloat) else int)
-    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
-        raise AotUnsupportedError(
-            "symbolic inputs reached a function compiled for static shapes; use "
-            "aot_module_simplified with the graph's symbolic example values"
-        )
-    try:
-        hash(value)
-    except TypeError:
-        return ("id", id(value))
-    return ("V", type(value), value)
 
 
 def _fake_mode_for(flat_args: Sequence[object]) -> Any:
@@ -217,6 +179,10 @@ def preserved_rng_state() -> Iterator[None]:
         if cuda is not None:
             torch.cuda.set_rng_state_all(cuda)
 
+
+# how many signatures keep a generated check (a call that alternates grad modes, or a few
+# shapes, finds its graphs without building a key)
+_RECENT_SIGNATURES = 4
 
 class _FailedBefore(AotUnsupportedError):
     """An input signature whose compile failed earlier (it is not retried)."""
@@ -289,6 +255,9 @@ class AotFunction:
         # first runs the function itself (the captured graph, eager-correct), with a warning.
         self.eager_on_error = False
         self.last: CompiledArtifacts | None = None
+        # (check, artifacts) of the signatures hit last, most recent first: a call tries these
+        # generated checks before it builds the signature's key
+        self._recent: list[tuple[Callable[[Sequence[object]], bool], CompiledArtifacts]] = []
         self._out_spec: pytree.TreeSpec | None = None
 
     def __call__(self, *flat_args: object) -> Any:
@@ -316,16 +285,28 @@ class AotFunction:
     def artifacts_for(self, flat_args: Sequence[object]) -> CompiledArtifacts:
         """The compiled graphs for this input signature, compiling them on a miss."""
         with torch._C.DisableTorchFunctionSubclass():  # metadata reads run no user override
-            key = (torch.is_grad_enabled(), tuple(_leaf_key(a, self.dynamic) for a in flat_args))
+            # the signatures seen most recently, each as one generated check (no key built)
+            for n, (check, art) in enumerate(self._recent):
+                if check(flat_args):
+                    if n:
+                        self._recent.insert(0, self._recent.pop(n))
+                    self.last = art
+                    return art
+            grad = torch.is_grad_enabled()
+            key = (grad, tuple(leaf_key(a, self.dynamic) for a in flat_args))
         if key in self.cache:
-            art = self.cache[key]
-            if art is None:
+            cached = self.cache[key]
+            if cached is None:
                 raise _FailedBefore("this input signature failed to compile before")
+            art = cached
         else:
             self.cache[key] = None  # a failure below is not retried on every call
             with preserved_rng_state():
                 art = self._compile(flat_args)
             self.cache[key] = art
+        with torch._C.DisableTorchFunctionSubclass():
+            self._recent.insert(0, (signature_check(flat_args, self.dynamic, grad), art))
+        del self._recent[_RECENT_SIGNATURES:]
         self.last = art
         return art
 
@@ -359,7 +340,8 @@ class AotFunction:
             compiled = self.fw_compiler(gm, _placeholder_vals(gm))
             log.info("compiled an inference graph with %d nodes", len(gm.graph.nodes))
             return CompiledArtifacts(meta, out_spec, gm, None, None, None,
-                                     make_inference_runtime(meta, compiled))
+                                     make_inference_runtime(meta, compiled,
+                                                            prechecked=not self.dynamic))
         annotate = self.sources.annotate_backward if self.sources else None
         joint = trace_joint(self._flat_fn, meta, trace_inputs, fake_mode, self.decompositions,
                             before_backward=annotate)
@@ -382,7 +364,8 @@ class AotFunction:
             len(fw_gm.graph.nodes), len(bw_gm.graph.nodes), stats.num_saved, stats.saved_bytes,
         )
         run = make_training_runtime(meta, compiled_fw, compiled_bw, num_fwd_outputs,
-                                    gradless_inputs=joint.gradless_inputs(meta))
+                                    gradless_inputs=joint.gradless_inputs(meta),
+                                    prechecked=not self.dynamic)
         return CompiledArtifacts(meta, out_spec, fw_gm, bw_gm, joint.gm, stats, run)
 
 

@@ -1,0 +1,82 @@
+"""A graph called by aot's runtime through ``call_prechecked`` (aot checked the inputs) skips its
+own per-call check only after a first call has passed it; results stay eager's whatever the
+inputs' layout, and a direct call still checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.fx
+
+import aot
+from inductor_lite import CompiledGraph, compile_aten_graph
+
+
+def _f(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x * w + 1.0).sum(dim=1)
+
+
+def _compiled_through_aot() -> tuple[Any, list[Any]]:
+    graphs: list[Any] = []
+
+    def compiler(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(compile_aten_graph(gm, example_inputs))
+        return graphs[-1]
+
+    return aot.aot_function(_f, compiler), graphs
+
+
+def test_aot_forward_graph_trusts_aot_after_its_first_call_and_matches_eager() -> None:
+    compiled, graphs = _compiled_through_aot()
+    x, w = torch.randn(8, 16), torch.randn(8, 16)
+    layouts = [x, torch.randn(16, 8).t(), x.double(), torch.randn(16).expand(8, 16), x]
+    with torch.no_grad():
+        for a in layouts:
+            b = w.to(a.dtype)
+            torch.testing.assert_close(compiled(a, b), _f(a, b), rtol=1e-5, atol=1e-5)
+    assert all(isinstance(g, CompiledGraph) for g in graphs)
+    assert all(g.launched and g.eager_calls == 0 for g in graphs)
+    assert len(graphs) == 4  # one per layout; the last call is the first's signature again
+
+
+def test_training_matches_eager_through_the_prechecked_forward() -> None:
+    compiled, graphs = _compiled_through_aot()
+    for _ in range(2):
+        x, w = torch.randn(8, 16), torch.randn(8, 16, requires_grad=True)
+        compiled(x, w).sum().backward()
+        w_ref = w.detach().clone().requires_grad_()
+        _f(x, w_ref).sum().backward()
+        assert w.grad is not None and w_ref.grad is not None
+        torch.testing.assert_close(w.grad, w_ref.grad, rtol=1e-5, atol=1e-5)
+    assert len(graphs) == 2 and all(g.launched and g.eager_calls == 0 for g in graphs)
+
+
+def _compiled_alone() -> CompiledGraph:
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x, w = torch.randn(8, 16), torch.randn(8, 16)
+    cg = compile_aten_graph(make_fx(_f)(x, w), [x, w])
+    assert isinstance(cg, CompiledGraph)
+    return cg
+
+
+def test_a_wrong_promise_on_the_first_prechecked_call_runs_eagerly() -> None:
+    """Were a caller's example inputs ever not the inputs' layout, the first call shows it."""
+    cg = _compiled_alone()
+    x, w, xt = torch.randn(8, 16), torch.randn(8, 16), torch.randn(16, 8).t()
+    torch.testing.assert_close(cg.call_prechecked(xt, w), _f(xt, w), rtol=1e-5, atol=1e-5)
+    assert cg.eager_calls == 1 and not cg.launched
+    torch.testing.assert_close(cg.call_prechecked(x, w), _f(x, w), rtol=1e-5, atol=1e-5)
+    assert cg.launched
+
+
+def test_a_direct_call_after_prechecked_calls_still_checks() -> None:
+    cg = _compiled_alone()
+    x, w = torch.randn(8, 16), torch.randn(8, 16)
+    cg.call_prechecked(x, w)
+    cg.call_prechecked(x, w)
+    x9 = torch.randn(9, 16)
+    w9 = torch.randn(9, 16)
+    torch.testing.assert_close(cg(x9, w9), _f(x9, w9), rtol=1e-5, atol=1e-5)
+    assert cg.eager_calls == 1
