@@ -334,14 +334,29 @@ class SubgraphBuilder(GraphBuilder):
         self.lifted[outer] = lifted
         return lifted
 
-    def order_inputs(self, outer_nodes: Sequence[torch.fx.Node]) -> None:
-        """Make the placeholders exactly ``outer_nodes`` lifted, in that order (unused ones
-        added), so sibling subgraphs share one signature."""
+    def argument(self, name: str, example: object) -> torch.fx.Node:
+        """A placeholder of this graph's own (not lifted) whose example value is ``example``
+        (a fake tensor: the gradient a hook body takes)."""
         self._check_open()
-        placeholders = [self.lift(node) for node in outer_nodes]
-        extra = [p for p in self.lifted.values() if p not in placeholders]
+        node = self.graph.placeholder(_identifier(name))
+        node.meta["example_value"] = example
+        return node
+
+    def order_inputs(
+        self, outer_nodes: Sequence[torch.fx.Node], *, first: Sequence[torch.fx.Node] = ()
+    ) -> None:
+        """Make the placeholders ``first`` (this graph's own arguments) then exactly
+        ``outer_nodes`` lifted, in that order (unused ones added), so sibling subgraphs share
+        one signature."""
+        self._check_open()
+        placeholders = [*first, *(self.lift(node) for node in outer_nodes)]
+        extra = [
+            p
+            for p in self.graph.nodes
+            if p.op == "placeholder" and p not in placeholders
+        ]
         if extra:
-            raise ValueError(f"order_inputs misses lifted inputs {[p.name for p in extra]}")
+            raise ValueError(f"order_inputs misses inputs {[p.name for p in extra]}")
         for node in reversed(placeholders):  # each moved to the front: the last one first
             head = next(iter(self.graph.nodes))
             if head is not node:

@@ -58,7 +58,7 @@ from symbolic_vm.values import (
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
 
-__all__ = ["dispatch", "is_higher_order"]
+__all__ = ["dispatch", "is_higher_order", "register_hook"]
 
 _Handler = Callable[["Interpreter", list[Var], dict[str, Var]], Var]
 
@@ -218,6 +218,72 @@ def _trace_branch(
             "a torch.cond branch returning one of its inputs (an alias) is not traced"
         )
     return sub, nodes, shape
+
+
+def _register_hook_fallback(tensor: Any, hook_body: Any, *freevars: Any) -> Any:
+    """What ``torch.ops.higher_order.register_hook`` does, for torches without it."""
+    tensor.register_hook(lambda grad: hook_body(grad, *freevars))
+    return tensor
+
+
+_REGISTER_HOOK: Any = getattr(torch.ops.higher_order, "register_hook", _register_hook_fallback)
+
+
+def register_hook(
+    vm: Interpreter, tensor: TensorVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``t.register_hook(fn)`` on a tensor made in the graph, as torch.compile captures it.
+
+    The hook's body is traced into a subgraph taking the gradient (then the outer tensors it
+    reads); one ``register_hook`` node registers it on the tensor when the graph runs, and the
+    tensor's later uses read that node, so the node stays in the graph and aot, tracing the
+    backward, runs the hook there. A hook with Python side effects breaks (as in torch), and so
+    does a call whose handle is kept (removing the hook later is not traced).
+    """
+    out = vm.out
+    if len(args) != 1 or kwargs:
+        raise Unsupported("Tensor.register_hook() with these arguments is not traced")
+    if tensor.node.op == "placeholder" or isinstance(out.builder, SubgraphBuilder):
+        raise Unsupported(
+            "Tensor.register_hook() on a graph input or inside a torch.cond branch is not traced"
+        )
+    if not tensor.example.requires_grad:
+        raise Unsupported("Tensor.register_hook() on a tensor that does not require grad")
+    if vm.instructions[vm.ip].opname != "POP_TOP":
+        raise Unsupported("the handle Tensor.register_hook() returns is used: not traced")
+    outer = out.builder
+    sub = outer.subgraph()
+    with outer.fake_mode:
+        grad_example = tensor.example.detach()
+    grad = sub.argument("grad", grad_example)
+    marks = (len(out.side_effects), len(out.attr_overlay), len(out.global_overlay))
+    out.builder = sub
+    try:
+        result = _call(vm, args[0], [TensorVar(grad, grad_example)], {})
+    finally:
+        out.builder = outer
+    if marks != (len(out.side_effects), len(out.attr_overlay), len(out.global_overlay)):
+        raise Unsupported(
+            "a tensor hook that changes Python state is not traced (torch.compile breaks too)"
+        )
+    if isinstance(result, ConstVar) and result.value is None:
+        value = grad
+    elif isinstance(result, TensorVar):
+        value = sub.lift(result.node)
+    else:
+        raise Unsupported("a tensor hook returning something other than a tensor or None")
+    inputs = list(sub.lifted)
+    sub.order_inputs(inputs, first=[grad])
+    body = sub.finish([value])
+    output = next(n for n in reversed(body.graph.nodes) if n.op == "output")
+    output.args = (value,)  # a hook returns the gradient itself, not a tuple
+    body.recompile()
+    hooked = outer.call_function(
+        _REGISTER_HOOK, (tensor.node, outer.submodule("hook_body", body), *inputs)
+    )
+    # Later uses of the tensor read the node (the op hands back its input).
+    outer.redirect(tensor.node, hooked)
+    return ConstVar(None)
 
 
 def _functional_call(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:

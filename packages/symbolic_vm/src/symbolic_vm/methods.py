@@ -182,7 +182,11 @@ def tensor_method(
         return ConstVar(tensor.example.type())
     if name == "requires_grad_" and tensor.node.op == "placeholder":
         return _input_requires_grad(vm, tensor, args, kwargs)
-    if name in ("__enter__", "__exit__", "backward", "register_hook", "retain_grad"):
+    if name == "register_hook":
+        from symbolic_vm import higher_order
+
+        return higher_order.register_hook(vm, tensor, args, kwargs)
+    if name in ("__enter__", "__exit__", "backward", "retain_grad"):
         raise Unsupported(f"Tensor.{name}() inside a compiled function")
     if name == "new_tensor" and len(args) == 1:
         from symbolic_vm import torch_calls
