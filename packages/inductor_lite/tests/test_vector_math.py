@@ -127,3 +127,16 @@ def test_exp_near_underflow_and_masked_softmax_match_eager(check: Any) -> None:
     scores = torch.randn(4, 64, 64) * 30
     mask = torch.tril(torch.ones(64, 64, dtype=torch.bool))
     check(lambda s, m: torch.softmax(s.masked_fill(~m, float("-inf")), dim=-1), [scores, mask])
+
+
+def test_float_tanh_is_within_5_ulp_of_float64_on_a_dense_grid(check: Any) -> None:
+    # our rational tanh (cpp.py's vtanh): every float in [-10, 10] sampled densely, and tiny
+    # ones, against float64's tanh rounded to float; eager (Sleef) stays within 1 ulp
+    x = torch.cat([torch.linspace(-10, 10, 400_001), torch.logspace(-8, 1, 20_001)])
+    x = torch.cat([x, -x[-20_001:]])
+    compiled = check(lambda t: torch.tanh(t), [x], atol=1e-6, rtol=1e-6)
+    exact = torch.tanh(x.double())
+    ulp = (exact.float().abs().nextafter(torch.tensor(float("inf"))) - exact.float().abs()).double()
+    err = (compiled(x).double() - exact).abs() / ulp
+    assert err.max().item() <= 5.0
+    assert ((torch.tanh(x).double() - exact).abs() / ulp).max().item() <= 1.0
