@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from symbolic_vm import emit
-from symbolic_vm.bytecode import Signature, assemble
+from symbolic_vm.bytecode import Instr, Label, Signature, assemble
 from symbolic_vm.bytecode.codegen import prologue
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import (
@@ -465,15 +465,11 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     Rebuilder.source) are moved above the graph call, since the graph arguments may read
     through them.
     """
-    body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
-    if log.isEnabledFor(logging.DEBUG):
-        log.debug("transformed code of %s:\n%s", original.co_name, _printout(original, body))
+    instructions = build_body(
+        original, graph_call, graph_args, reads, writes, return_expr, nonlocals
+    )
     nargs = _total_args(original)
     signature = Signature.from_code(original)
-    instructions = emit.emit_body(
-        body, params=original.co_varnames[:nargs],
-        derefs=(*original.co_cellvars, *original.co_freevars), first_line=_FIRST_BODY_LINE,
-    )
     code = assemble(
         [*prologue(signature), *instructions],
         template=original,
@@ -485,6 +481,28 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     )
     _check_layout(original, code)
     return code
+
+
+def build_body(  # noqa: PLR0917 - the parts of one generated function
+    original: types.CodeType,
+    graph_call: str | None,
+    graph_args: list[ast.expr],
+    reads: list[ast.stmt],
+    writes: list[ast.stmt],
+    return_expr: ast.expr,
+    nonlocals: list[str] | None = None,
+) -> list[Instr | Label]:
+    """The instructions of the transformed function's body (no prologue), in the names of
+    ``original``: what :func:`build_code` assembles, and what a graph break's residual code
+    inlines as its start (symbolic_vm.breaks.resume.inline_helper)."""
+    body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("transformed code of %s:\n%s", original.co_name, _printout(original, body))
+    nargs = _total_args(original)
+    return emit.emit_body(
+        body, params=original.co_varnames[:nargs],
+        derefs=(*original.co_cellvars, *original.co_freevars), first_line=_FIRST_BODY_LINE,
+    )
 
 
 # The printout's first body line: line 1 is the def.
@@ -601,4 +619,11 @@ def _total_args(code: types.CodeType) -> int:
     return n
 
 
-__all__ = ["Rebuilder", "build_code", "frame_names", "make_object", "transformed_source"]
+__all__ = [
+    "Rebuilder",
+    "build_body",
+    "build_code",
+    "frame_names",
+    "make_object",
+    "transformed_source",
+]

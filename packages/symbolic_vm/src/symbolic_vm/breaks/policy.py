@@ -22,10 +22,10 @@ from symbolic_vm.breaks.crossing import eagerly, has_pending_iterator, plan_cros
 from symbolic_vm.breaks.decisions import Decision, Resume, RunEagerly, RunRegion, Stop
 from symbolic_vm.breaks.flow import flow_of, with_exit_slots, with_slots
 from symbolic_vm.breaks.region import Region, find_region, region_residual
-from symbolic_vm.breaks.resume import ResumeBuilder, positional_helper
+from symbolic_vm.breaks.resume import ResumeBuilder
 from symbolic_vm.breaks.slots import BreakCode, BreakPlan, Finish
 from symbolic_vm.bytecode import ResumeError
-from symbolic_vm.codegen import build_code
+from symbolic_vm.codegen import build_body
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.output import CellWrite, Output
@@ -284,14 +284,13 @@ def build(
     globals it needs."""
     graph_call, graph_args = graph
     nonlocals = sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
-    helper_code = build_code(
+    helper = build_body(
         code, graph_call, graph_args, resume.rebuilder.lines, resume.writes, resume.return_expr,
         nonlocals,
     )
-    flat, names = positional_helper(helper_code)
     plan = BreakPlan(
         code, stop.offset, tuple(resume.stack), tuple(resume.live), helper="",
-        helper_args=names, helper_code=flat,
+        helper_code=tuple(helper),
     )
     if stop.region is not None:
         built = _region_code(plan, stop, stop.region)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import types
+import weakref
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -271,6 +272,7 @@ class ResumeBuilder:
     def clear(self) -> None:
         """Forget every cached resume function."""
         self._cache.clear()
+        _DECODED.clear()
         self._origins.clear()
 
     def original_of(self, code: types.CodeType, offset: int) -> tuple[types.CodeType, int]:
@@ -339,7 +341,7 @@ class ResumeBuilder:
         for slot in plan.stack:
             if isinstance(slot, Local) and slot.name not in local_slots:
                 raise ResumeError(f"stack slot {slot!r} names no live local")
-        items = decode(code)
+        items = _decoded(code)
         group = group_at(items, plan.offset)
         if group.pops > len(plan.stack):
             raise ResumeError(
@@ -545,7 +547,7 @@ def _resume_code(  # noqa: PLR0917 - one resume function's parts
     name: str,
     maybe_unbound: Sequence[str] = (),
 ) -> tuple[types.CodeType, dict[int, int]]:
-    items = decode(code)
+    items = _decoded(code)
     rest = _split_prologue(items)
     k = next(
         (i for i, it in enumerate(rest) if isinstance(it, Instr) and it.offset == offset), None
@@ -629,23 +631,34 @@ def _resume_code(  # noqa: PLR0917 - one resume function's parts
     return built, offsets
 
 
-def inline_helper(code: types.CodeType, helper: types.CodeType) -> Items:
-    """The body of ``helper`` as residual code: each return stores the tuple and jumps on."""
-    _check_code(helper)
-    nargs = _total_args(helper)
-    if helper.co_varnames[:nargs] != code.co_varnames[: _total_args(code)]:
-        raise ResumeError(
-            f"the helper's parameters {helper.co_varnames[:nargs]} are not the frame's "
-            f"{code.co_varnames[: _total_args(code)]}"
-        )
-    if not set(helper.co_freevars) <= set(code.co_freevars):
-        raise ResumeError(
-            f"the helper's free variables {helper.co_freevars} are not the frame's "
-            f"{code.co_freevars}"
-        )
+def inline_helper(
+    code: types.CodeType, helper: types.CodeType | Sequence[Instr | Label]
+) -> Items:
+    """The body of ``helper`` as residual code: each return stores the tuple and jumps on.
+
+    ``helper`` is a code object with the frame's parameters and free variables, or the
+    instructions of such a function's body (no prologue), as the transformed-code emitter
+    builds them for ``code`` itself.
+    """
+    if isinstance(helper, types.CodeType):
+        _check_code(helper)
+        nargs = _total_args(helper)
+        if helper.co_varnames[:nargs] != code.co_varnames[: _total_args(code)]:
+            raise ResumeError(
+                f"the helper's parameters {helper.co_varnames[:nargs]} are not the frame's "
+                f"{code.co_varnames[: _total_args(code)]}"
+            )
+        if not set(helper.co_freevars) <= set(code.co_freevars):
+            raise ResumeError(
+                f"the helper's free variables {helper.co_freevars} are not the frame's "
+                f"{code.co_freevars}"
+            )
+        body = _split_prologue(decode(helper))
+    else:
+        body = list(helper)
     done = Label("helper_done")
     out: Items = []
-    for item in _split_prologue(decode(helper)):
+    for item in body:
         if isinstance(item, Label):
             out.append(item)
             continue
@@ -685,4 +698,19 @@ def positional_helper(helper: types.CodeType) -> tuple[types.CodeType, tuple[str
 
 def instructions_at(code: types.CodeType) -> list[Instr]:
     """The decoded instructions of ``code`` (offsets set): for finding a break's offset."""
-    return instructions_only(decode(code))
+    return instructions_only(_decoded(code))
+
+
+# Decoded code objects, by weak key: a frame's code is decoded for its residual code and again
+# for each of its resume functions, and a resume function's own code when it breaks in turn.
+_DECODED: weakref.WeakKeyDictionary[types.CodeType, tuple[Instr | Label, ...]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _decoded(code: types.CodeType) -> list[Instr | Label]:
+    """``decode(code)``, decoded once per code object (a fresh list: callers insert labels)."""
+    items = _DECODED.get(code)
+    if items is None:
+        items = _DECODED[code] = tuple(decode(code))
+    return list(items)

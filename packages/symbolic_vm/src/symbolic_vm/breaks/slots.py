@@ -13,7 +13,7 @@ from typing import Protocol
 
 import attrs
 
-from symbolic_vm.bytecode import ResumeError, codegen
+from symbolic_vm.bytecode import Instr, Label, ResumeError, codegen
 
 __all__ = [
     "NULL_TAG",
@@ -177,9 +177,9 @@ class BreakPlan:
     ``helper_code``, when given, replaces the global: its body is inlined at the start of the
     residual code (its returns become the store of the tuple), so it runs in the frame itself --
     no extra frame for the frame hook to see -- and reads the frame's arguments, cells and free
-    variables by name. It must have been compiled with the original's parameter names and free
-    variables (the fullgraph transformed-code generator gives that); ``helper_args`` is then
-    unused.
+    variables by name. It is a code object compiled with the original's parameter names and
+    free variables, or the instructions of such a body (what symbolic_vm.codegen.build_body
+    emits); ``helper_args`` is then unused.
     """
 
     code: types.CodeType
@@ -188,7 +188,7 @@ class BreakPlan:
     live_locals: tuple[tuple[str, Slot], ...]
     helper: str
     helper_args: tuple[str, ...] = ()
-    helper_code: types.CodeType | None = None
+    helper_code: types.CodeType | tuple[Instr | Label, ...] | None = None
 
 
 @attrs.frozen
