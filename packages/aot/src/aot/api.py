@@ -365,7 +365,7 @@ class AotFunction:
         )
         run = make_training_runtime(meta, compiled_fw, compiled_bw, num_fwd_outputs,
                                     gradless_inputs=joint.gradless_inputs(meta),
-                                    prechecked=not self.dynamic)
+                                    prechecked=not self.dynamic, bw_gm=bw_gm)
         return CompiledArtifacts(meta, out_spec, fw_gm, bw_gm, joint.gm, stats, run)
 
 

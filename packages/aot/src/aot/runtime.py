@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from aot import partial_backward
 from aot.analysis import FunctionMeta, OutputInfo, OutputKind, TracedKind
 from aot.errors import DoubleBackwardError
 
@@ -183,6 +184,87 @@ def _entry(compiled: CompiledCallable, prechecked: bool) -> CompiledCallable:
     return entry if callable(entry) else compiled
 
 
+def _saved_values(ctx: Any) -> list[Any]:
+    """The values the forward saved, in the backward graph's order (raises once autograd
+    freed them)."""
+    tensors = iter(ctx.saved_tensors)
+    others = iter(ctx.saved_other)
+    return [next(tensors) if is_t else next(others) for is_t in ctx.saved_layout]
+
+
+def _shape_of(t: Any) -> tuple[Any, ...]:
+    return (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _partial_backward(
+    bw_gm: torch.fx.GraphModule,
+    diff: Sequence[int],
+    grad_inputs: Sequence[int],
+    backward_from: Callable[[Any, list[Any]], tuple[Any, ...]],
+    scatter: Callable[[Sequence[Any]], tuple[Any, ...]],
+) -> Callable[[Any, Sequence[Any]], tuple[Any, ...]]:
+    """The backward of a region when some output gradients are absent, or after one was.
+
+    The first such backward runs the compiled backward (absent gradients as zeros), gives
+    None for the input gradients no live node computes, and keeps on the context (detached:
+    no reference cycle through the outputs) the saved values no live node read, as eager's
+    unexecuted nodes keep theirs. Once autograd has freed the saved values, a later backward
+    runs the backward graph from those kept values (``partial_backward.run``), or raises
+    eager's error where it needs a freed one."""
+    plans: dict[frozenset[int], partial_backward.Plan] = {}
+    placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
+    num_saved = len(placeholders) - len(diff)
+    readers = partial_backward.saved_readers(bw_gm, num_saved)
+
+    def backward(ctx: Any, grad_outputs: Sequence[Any]) -> tuple[Any, ...]:
+        tangents = [grad_outputs[k] for k in diff]
+        absent = frozenset(j for j, g in enumerate(tangents) if g is None)
+        the_plan = plans.get(absent)
+        if the_plan is None:
+            the_plan = plans[absent] = partial_backward.plan(bw_gm, num_saved, absent)
+        stash: dict[int, Any] | None = getattr(ctx, "stash", None)
+        executed: frozenset[torch.fx.Node] = getattr(ctx, "executed", frozenset())
+        ctx.executed = now = executed | frozenset(the_plan.live)
+        device = next(g.device for g in tangents if g is not None)
+        try:
+            saved = _saved_values(ctx)
+        except RuntimeError:
+            if stash is None:
+                raise
+            ctx.stash = {i: v for i, v in stash.items() if readers[i] - now}
+            inputs = [stash.get(i) for i in range(num_saved)] + tangents
+            metas = ctx.saved_metas + [
+                torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+                for shape, stride, dtype, _ in ctx.out_shapes
+            ]
+            return scatter(partial_backward.run(
+                bw_gm, the_plan, inputs, metas, num_saved=num_saved, device=device,
+                executed=executed,
+            ))
+        if stash is None:
+            ctx.saved_metas = partial_backward.meta_like(saved)
+        # kept (detached: no reference cycle through the outputs) while a node that has not
+        # run yet reads it, as eager's unexecuted nodes keep their saved values
+        ctx.stash = {
+            i: (v.detach() if isinstance(v, torch.Tensor) else v)
+            for i, v in enumerate(saved)
+            if readers[i] - now
+        }
+        for j, g in enumerate(tangents):
+            if g is None:
+                shape, _, dtype, dev = ctx.out_shapes[j]
+                saved.append(torch.zeros(shape, dtype=dtype, device=dev))
+            else:
+                saved.append(g.contiguous())
+        grads = list(backward_from(ctx, saved))
+        # eager's backward through these outputs gives these inputs no gradient at all
+        for i in the_plan.zero_grads:
+            grads[grad_inputs[i]] = None
+        return tuple(grads)
+
+    return backward
+
+
 def make_inference_runtime(
     meta: FunctionMeta, compiled_fw: CompiledCallable, *, prechecked: bool = False
 ) -> Callable[[Sequence[object]], list[object]]:
@@ -206,6 +288,7 @@ def make_training_runtime(
     *,
     gradless_inputs: Sequence[int] = (),
     prechecked: bool = False,
+    bw_gm: torch.fx.GraphModule | None = None,
 ) -> Callable[[Sequence[object]], list[object]]:
     """Flat inputs -> flat user outputs, with gradients through one autograd.Function.
 
@@ -213,7 +296,12 @@ def make_training_runtime(
     to the autograd.Function detached, so a backward through the outputs never walks into
     their own history (eager's outputs have no edge to it: that history may already be
     freed by a backward the function ran itself). ``prechecked`` as for the inference
-    runtime (the backward's inputs are never prechecked)."""
+    runtime (the backward's inputs are never prechecked).
+
+    ``bw_gm`` (the backward graph) lets a backward through only some of the outputs run as
+    eager's per-op nodes would (``aot.partial_backward``): input gradients no live node gives
+    are None, and the saved values it does not read stay for a later backward through the
+    other outputs."""
     call_fw = _entry(compiled_fw, prechecked)
     grad_inputs = meta.grad_inputs
     diff = meta.differentiable_traced
@@ -236,6 +324,10 @@ def make_training_runtime(
             ctx.save_for_backward(*tensors)
             ctx.saved_layout = [isinstance(s, torch.Tensor) for s in saved]
             ctx.saved_other = [s for s in saved if not isinstance(s, torch.Tensor)]
+            if partial is not None:
+                # absent output gradients come as None: a backward through some outputs
+                ctx.set_materialize_grads(False)
+                ctx.out_shapes = [_shape_of(fw_outs[k]) for k in diff]
             # Symbolic-number outputs come back as plain numbers: nothing to mark for them.
             ctx.mark_non_differentiable(
                 *[fw_outs[k] for k in non_diff if isinstance(fw_outs[k], torch.Tensor)]
@@ -250,26 +342,38 @@ def make_training_runtime(
                     "supported: its backward runs as one compiled op with no derivative of its "
                     "own. Run this part eagerly, or call backward without create_graph."
                 )
-            tensors = iter(ctx.saved_tensors)
-            others = iter(ctx.saved_other)
-            saved = [next(tensors) if is_t else next(others) for is_t in ctx.saved_layout]
-            del tensors
+            if partial is not None and (
+                getattr(ctx, "stash", None) is not None
+                or any(grad_outputs[k] is None for k in diff)
+            ):
+                return partial(ctx, grad_outputs)
+            saved = _saved_values(ctx)
             saved.extend(grad_outputs[k].contiguous() for k in diff)
-            boxed = getattr(compiled_bw, "boxed_call", None)
-            if boxed is None:
-                grads = _as_list(compiled_bw(*saved))
-            else:
-                # the compiled backward takes the list and empties it, and lets each saved
-                # activation go at its last use; autograd's own references go first (unless
-                # the graph is retained for another backward)
-                clear = getattr(ctx, "maybe_clear_saved_tensors", None)
-                if clear is not None:
-                    clear()
-                grads = _as_list(boxed(saved))
-            result: list[Any] = [None] * num_inputs
-            for j, i in enumerate(grad_inputs):
-                result[i] = grads[j]
-            return tuple(result)
+            return _backward_from(ctx, saved)
+
+    def _backward_from(ctx: Any, saved: list[Any]) -> tuple[Any, ...]:
+        boxed = getattr(compiled_bw, "boxed_call", None)
+        if boxed is None:
+            grads = _as_list(compiled_bw(*saved))
+        else:
+            # the compiled backward takes the list and empties it, and lets each saved
+            # activation go at its last use; autograd's own references go first (unless
+            # the graph is retained for another backward)
+            clear = getattr(ctx, "maybe_clear_saved_tensors", None)
+            if clear is not None:
+                clear()
+            grads = _as_list(boxed(saved))
+        return _scatter(grads)
+
+    def _scatter(grads: Sequence[Any]) -> tuple[Any, ...]:
+        result: list[Any] = [None] * num_inputs
+        for j, i in enumerate(grad_inputs):
+            result[i] = grads[j]
+        return tuple(result)
+
+    partial: Callable[[Any, Sequence[Any]], tuple[Any, ...]] | None = None
+    if bw_gm is not None and len(diff) > 1:
+        partial = _partial_backward(bw_gm, diff, grad_inputs, _backward_from, _scatter)
 
     detached = tuple(gradless_inputs)
 
