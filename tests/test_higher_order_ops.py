@@ -1,8 +1,9 @@
 """torch's higher-order functions inside compiled code: checkpoint, cond, functional_call.
 
-``torch.utils.checkpoint.checkpoint`` is traced through (its function's body joins the graph), so
-results and gradients equal eager's under every backend. ``torch.cond`` with a Python predicate
-runs the taken branch in the graph; with a tensor predicate both branches are subgraphs of one
+``torch.utils.checkpoint.checkpoint(..., use_reentrant=False)`` is one tag_activation_checkpoint
+node over the traced body (recomputed in backward under the eager backend and under aot);
+reentrant checkpoint is traced through. ``torch.cond`` with a Python predicate runs the taken
+branch in the graph; with a tensor predicate both branches are subgraphs of one
 ``torch.ops.higher_order.cond`` node. ``torch.func.functional_call`` is a graph break. Each case
 is compared with eager (values and gradients) and, for graph counts, with torch.compile using a
 counting backend.
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 import torch._dynamo
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 import compile_api
@@ -151,6 +153,116 @@ def test_checkpoint_is_one_graph_like_torch_compile(counter: GraphCounter) -> No
     got = compile_api.compile(model, backend=counter, fullgraph=True)(x)
     torch.testing.assert_close(got, expected)
     assert counter.count == torch_graph_count(model, x) == 1
+    (gm,) = counter.graphs
+    targets = [n.target for n in gm.graph.nodes]
+    assert torch.ops.higher_order.tag_activation_checkpoint in targets
+
+
+class _CountAddmm(TorchDispatchMode):
+    """Counts the matrix products run on real tensors (Linear's forward: aten.addmm)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        if func is torch.ops.aten.addmm.default and type(args[1]) is torch.Tensor:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _forward_and_backward_addmms(
+    fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+) -> tuple[int, int]:
+    with _CountAddmm() as forward:
+        out = fn(x)
+    with _CountAddmm() as backward:
+        out.backward()
+    return forward.count, backward.count
+
+
+def test_checkpoint_under_the_eager_backend_recomputes_the_body_in_backward() -> None:
+    # The graph runs torch's checkpoint on the traced body: its activations are dropped after
+    # the forward and the body runs again in backward, as in eager (not as the plain body).
+    model = Checkpointed(use_reentrant=False)
+    plain = Checkpointed(use_reentrant=False)
+    plain.forward = lambda x: torch.tanh(plain.block(x)).sum()  # type: ignore[method-assign]
+    x = torch.randn(4, 8, requires_grad=True)
+    assert _forward_and_backward_addmms(plain, x) == (2, 0)
+    eager_forward, eager_backward = _forward_and_backward_addmms(model, x)
+    assert (eager_forward, eager_backward > 0) == (2, True)
+    compiled = compile_api.compile(model, backend="eager", fullgraph=True)
+    compiled(x)  # compile outside the counting mode
+    got_forward, got_backward = _forward_and_backward_addmms(compiled, x)
+    # torch's checkpoint op turns early stop off: the whole body is recomputed.
+    assert (got_forward, got_backward) == (2, 2)
+
+
+@pytest.mark.parametrize("partition", ["default_partition", "min_cut_partition"])
+def test_checkpoint_under_aot_saves_the_region_inputs_and_recomputes_its_activations(
+    partition: str,
+) -> None:
+    import aot
+
+    block = Block()
+
+    def f(x: torch.Tensor, use_checkpoint: bool) -> torch.Tensor:
+        def body(a: torch.Tensor) -> torch.Tensor:
+            return block(a).sin().exp()
+
+        h = checkpoint(body, x * 2, use_reentrant=False) if use_checkpoint else body(x * 2)
+        return (h * 3).sum()
+
+    def saved_by_forward(use_checkpoint: bool) -> list[str]:
+        saved: list[str] = []
+
+        def fw(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+            (outputs,) = [n.args[0] for n in gm.graph.nodes if n.op == "output"]
+            saved.extend(str(getattr(o, "target", o)) for o in outputs[1:])
+            return gm.forward
+
+        def backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+            return aot.aot_module_simplified(
+                gm, example_inputs, fw, aot.eager_compiler, getattr(aot, partition)
+            )
+
+        x = torch.randn(4, 8, requires_grad=True)
+        compile_api.reset()
+        got = compile_api.compile(f, backend=backend, fullgraph=True)(x, use_checkpoint)
+        (got_grad,) = torch.autograd.grad(got, x)
+        want = f(x, use_checkpoint)
+        (want_grad,) = torch.autograd.grad(want, x)
+        torch.testing.assert_close((got, got_grad), (want, want_grad))
+        return saved
+
+    inside = ("addmm", "relu", "sin", "exp")  # ops of the checkpointed body
+    assert any(op in name for name in saved_by_forward(False) for op in inside)
+    saved = saved_by_forward(True)
+    assert not any(op in name for name in saved for op in inside), saved
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_of_a_random_body_keeps_eager_random_numbers_and_gradients(
+    backend: str,
+) -> None:
+    # Recomputing dropout would draw a new mask: such a body is traced inline (its forward
+    # values are kept), which gives eager checkpoint's numbers (it restores the RNG state).
+    block = Block()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        body = lambda a: torch.nn.functional.dropout(block(a), 0.5, training=True)  # noqa: E731
+        return checkpoint(body, x, use_reentrant=False).sum()
+
+    def run(fn: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+        torch.manual_seed(3)
+        x = torch.randn(4, 8, requires_grad=True)
+        out = fn(x)
+        return [out.detach(), *torch.autograd.grad(out, (x, *block.parameters()))]
+
+    want = run(f)
+    torch.testing.assert_close(run(compile_api.compile(f, backend=backend)), want)
 
 
 def test_reentrant_checkpoint_of_inputs_without_grad_keeps_eager_semantics(

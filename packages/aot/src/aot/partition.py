@@ -220,8 +220,34 @@ def default_partition(
     fwd = parts.forward_nodes | set(parts.primals)
     bwd_needed = _ancestors([o for o in parts.bwd_outputs if o is not None],
                             frozenset(fwd) | frozenset(parts.tangents))
-    saved = {_view_root(n) for n in bwd_needed if n in fwd and _is_saveable(n)}
+    frontier = _past_checkpointed([n for n in bwd_needed if n in fwd])
+    saved = {_view_root(n) for n in frontier if _is_saveable(n)}
     return _split(joint_gm, parts, _in_order(joint_gm, saved))
+
+
+def _checkpointed(node: torch.fx.Node) -> bool:
+    """Whether activation checkpointing tagged ``node`` to be recomputed in the backward (the
+    ops of a ``checkpoint``ed function, traced through torch's tag_activation_checkpoint)."""
+    policy = node.meta.get("recompute")
+    return node.op == "call_function" and policy is not None and "RECOMPUTE" in str(policy)
+
+
+def _past_checkpointed(nodes: Iterable[torch.fx.Node]) -> set[torch.fx.Node]:
+    """``nodes`` with each checkpointed one replaced by the nearest untagged values it is
+    computed from: those are saved, and the backward recomputes the rest."""
+    found: set[torch.fx.Node] = set()
+    seen: set[torch.fx.Node] = set()
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if _checkpointed(n):
+            stack.extend(n.all_input_nodes)
+        else:
+            found.add(n)
+    return found
 
 
 _VIEW_COPIES = frozenset(
@@ -276,9 +302,12 @@ def min_cut_partition(
     bwd_outputs = {o for o in parts.bwd_outputs if o is not None}
     for n in candidates:
         # The +1 breaks ties toward saving a graph input over an equally large copy of it.
-        cap: float = node_bytes(n) + (n.op != "placeholder") if _is_saveable(n) else _INF
+        saveable = _is_saveable(n) and not _checkpointed(n)  # checkpointed: recomputed
+        cap: float = node_bytes(n) + (n.op != "placeholder") if saveable else _INF
         g.add_edge(f"{n.name}_in", f"{n.name}_out", capacity=cap)
-        pinned = n.op == "placeholder" or (n in parts.forward_nodes and not is_recomputable(n))
+        pinned = n.op == "placeholder" or (
+            n in parts.forward_nodes and not is_recomputable(n) and not _checkpointed(n)
+        )
         if pinned:
             g.add_edge("source", f"{n.name}_in", capacity=_INF)
         for user in n.users:

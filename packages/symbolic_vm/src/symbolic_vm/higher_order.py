@@ -1,10 +1,13 @@
 """torch's higher-order functions, recognised by identity inside traced code.
 
-``torch.utils.checkpoint.checkpoint(fn, *args)`` is traced as the call ``fn(*args)``: its own
-machinery (saved-tensor hooks, a recomputation in backward that runs ``fn`` again) cannot be
-replayed from a graph, and tracing through it left a forward and a recomputation that saved
-different tensors (backward then failed). Inlined, results and gradients equal eager's; the
-memory saving of recomputing in backward is not kept (a later aot pass may mark the region).
+``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)`` (with grad on) becomes one
+``torch.ops.higher_order.tag_activation_checkpoint`` node over ``fn``'s body traced into a
+subgraph, as torch.compile captures it. Run eagerly, that op is torch's checkpoint of the body
+(activations dropped, the body recomputed in backward); aot traces it, and its partitioners
+save the region's inputs and recompute the tagged ops in the backward graph. A body with random
+ops, a reentrant checkpoint, and checkpoint under no_grad are traced as the call ``fn(*args)``
+(results and gradients equal eager's; no memory saved): recomputing a random op would draw new
+numbers, and eager's reentrant checkpoint is an autograd.Function the graph cannot replay.
 
 ``torch.cond(pred, true_fn, false_fn, operands)`` with a Python predicate calls the taken branch,
 as eager torch.cond does. With a tensor (or SymBool) predicate both branches are traced, each
@@ -110,7 +113,64 @@ def _checkpoint(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
             "reentrant checkpoint where no input requires grad (its outputs then require no "
             "grad in eager); pass use_reentrant=False"
         )
-    return _call(vm, fn, fn_args, fn_kwargs)
+    if reentrant or not torch.is_grad_enabled() or _TAG_CHECKPOINT is None:
+        return _call(vm, fn, fn_args, fn_kwargs)
+    return _checkpoint_node(vm, fn, fn_args, fn_kwargs)
+
+
+# Names of torch's random functions and methods: a checkpointed body calling one is inlined
+# (its recomputation would draw new numbers; eager's checkpoint restores the RNG state first).
+_RANDOM_NAME_PARTS = (
+    "rand", "dropout", "bernoulli", "multinomial", "normal", "uniform", "exponential",
+    "cauchy", "geometric", "poisson", "rrelu",
+)  # fmt: skip
+
+
+def _calls_random(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_method":
+            name = str(node.target)
+        elif node.op == "call_function":
+            name = getattr(node.target, "__name__", "")
+        else:
+            continue
+        if any(part in name.lower() for part in _RANDOM_NAME_PARTS):
+            return True
+    return False
+
+
+def _checkpoint_node(
+    vm: Interpreter, fn: Var, fn_args: list[Var], fn_kwargs: dict[str, Var]
+) -> Var:
+    """Non-reentrant ``checkpoint(fn, *args)`` as one ``tag_activation_checkpoint`` node over
+    ``fn``'s traced body, as torch.compile captures it: the eager backend runs torch's
+    checkpoint on the body (activations dropped, recomputed in backward); aot traces that
+    recomputation into its backward graph. A body with random ops is inlined instead."""
+    out = vm.out
+    sub, outputs, shape = _trace_subgraph(vm, fn, fn_args, fn_kwargs, "a checkpointed function")
+    inputs = list(sub.lifted)
+    sub.order_inputs(inputs)
+    body = sub.finish(outputs)
+    if _calls_random(body):
+        return _call(vm, fn, fn_args, fn_kwargs)
+    try:
+        node = out.builder.call_function(
+            _TAG_CHECKPOINT,
+            (out.builder.submodule("wrap_body", body), *inputs),
+            {"use_reentrant": False},
+        )
+    except FakePropagationError as exc:
+        raise Unsupported(f"checkpoint could not be captured: {exc}") from exc
+    return _unflatten(ops.wrap_example(out, node), shape)
+
+
+def _unflatten(results: Var, shape: _Shape) -> Var:
+    """A subgraph op's flat results in the structure its function returned."""
+    items = results.items if isinstance(results, TupleVar) else cast(Any, results).box.items
+    if shape is None:
+        return cast(Var, items[0])
+    kind, _count = shape
+    return TupleVar(tuple(items)) if kind == "tuple" else ListVar(ListBox(list(items)))
 
 
 def _cond(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -143,7 +203,9 @@ def _cond_node(
     out = vm.out
     if not all(isinstance(o, TensorVar) for o in operands):
         raise Unsupported("torch.cond with operands that are not tensors is not traced")
-    branches = [_trace_branch(vm, fn, operands) for fn in (true_fn, false_fn)]
+    branches = [
+        _trace_subgraph(vm, fn, operands, {}, "a torch.cond branch") for fn in (true_fn, false_fn)
+    ]
     true_shape, false_shape = branches[0][2], branches[1][2]
     if true_shape != false_shape:
         raise Unsupported(
@@ -171,35 +233,31 @@ def _cond_node(
         )
     except FakePropagationError as exc:
         raise Unsupported(f"torch.cond could not be captured: {exc}") from exc
-    results = ops.wrap_example(out, node)
-    items = results.items if isinstance(results, TupleVar) else cast(Any, results).box.items
-    if true_shape is None:
-        return cast(Var, items[0])
-    kind, _count = true_shape
-    return TupleVar(tuple(items)) if kind == "tuple" else ListVar(ListBox(list(items)))
+    return _unflatten(ops.wrap_example(out, node), true_shape)
 
 
 # A branch's result: None for one tensor, else ("tuple" or "list", length).
 _Shape = tuple[str, int] | None
 
 
-def _trace_branch(
-    vm: Interpreter, fn: Var, operands: list[Var]
+def _trace_subgraph(
+    vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var], what: str
 ) -> tuple[SubgraphBuilder, list[Any], _Shape]:
-    """Trace ``fn(*operands)`` into a subgraph of the graph being built."""
+    """Trace ``fn(*args, **kwargs)`` into a subgraph of the graph being built: the subgraph,
+    its output nodes (tensors, flat) and the structure they came in."""
     out = vm.out
     outer = out.builder
     sub = outer.subgraph()
     marks = (len(out.side_effects), len(out.attr_overlay), len(out.global_overlay))
     out.builder = sub
     try:
-        result = _call(vm, fn, operands, {})
+        result = _call(vm, fn, args, kwargs)
     finally:
         out.builder = outer
     if marks != (len(out.side_effects), len(out.attr_overlay), len(out.global_overlay)):
         raise Unsupported(
-            "a torch.cond branch changes Python state (torch.cond refuses side effects in its "
-            "branches); it runs eagerly"
+            f"{what} changes Python state (torch.compile refuses side effects there too); "
+            "it runs eagerly"
         )
     shape: _Shape
     leaves: list[Var]
@@ -209,14 +267,12 @@ def _trace_branch(
         leaves = list(result.items if isinstance(result, TupleVar) else result.box.items)
         shape = ("tuple" if isinstance(result, TupleVar) else "list", len(leaves))
     else:
-        raise Unsupported("a torch.cond branch returning something other than tensors")
+        raise Unsupported(f"{what} returning something other than tensors is not traced")
     if not all(isinstance(leaf, TensorVar) for leaf in leaves):
-        raise Unsupported("a torch.cond branch returning something other than tensors")
+        raise Unsupported(f"{what} returning something other than tensors is not traced")
     nodes = [sub.lift(leaf.node) for leaf in leaves if isinstance(leaf, TensorVar)]
     if any(node.op == "placeholder" for node in nodes):
-        raise Unsupported(
-            "a torch.cond branch returning one of its inputs (an alias) is not traced"
-        )
+        raise Unsupported(f"{what} returning one of its inputs (an alias) is not traced")
     return sub, nodes, shape
 
 
@@ -468,6 +524,7 @@ def _table() -> dict[int, tuple[object, _Handler]]:
 
 
 _TABLE: dict[int, tuple[object, _Handler]] = {}
+_TAG_CHECKPOINT: Any = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
 _TORCH_COND: Any = getattr(torch, "cond", None)
 _CHECKPOINT_IMPL: Any = getattr(torch.utils.checkpoint.checkpoint, "__wrapped__", None)
 if isinstance(_CHECKPOINT_IMPL, types.FunctionType):
