@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from guards import TypeSource
-from symbolic_vm import attr_stores, object_model
+from symbolic_vm import attr_stores, object_model, object_operators
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.values import (
@@ -135,9 +135,9 @@ def call_builtin(
         if truth is not None:
             return ConstVar(truth)
     if value in _OPERATOR_BINARY and not kwargs and len(args) == 2:
-        return ops.binary(vm.out, _OPERATOR_BINARY[value], args[0], args[1])
+        return object_operators.binary_op(vm, _OPERATOR_BINARY[value], args[0], args[1])
     if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
-        return ops.compare(vm.out, _OPERATOR_COMPARE[value], args[0], args[1])
+        return object_operators.compare_op(vm, _OPERATOR_COMPARE[value], args[0], args[1])
     sym_equivalent = _SYMBOLIC_EQUIVALENTS.get(id(value))
     if sym_equivalent is not None and not kwargs and any(isinstance(a, SymVar) for a in args):
         return ops.graph_call(vm.out, sym_equivalent, args, kwargs)
@@ -170,6 +170,10 @@ _ONLY_FIRST = frozenset(id(f) for f in (
 ))
 
 
+# The builtins that size their result by the iterable's length hint after iter() (list_extend).
+_SIZED = frozenset(id(f) for f in (builtins.list, builtins.tuple, builtins.sorted))
+
+
 def _with_user_iterators(vm: Interpreter, fn: object, args: list[Var]) -> list[Var]:
     start = _ITERATING.get(id(fn))
     if start is None or (id(fn) in (id(builtins.min), id(builtins.max)) and len(args) != 1):
@@ -179,6 +183,8 @@ def _with_user_iterators(vm: Interpreter, fn: object, args: list[Var]) -> list[V
     for i in range(start, min(stop, len(args))):
         found = object_model.iterate(vm, args[i])
         if found is not None:
+            if id(fn) in _SIZED:
+                object_model.length_hint(vm, args[i])
             converted[i] = found
     return converted
 
@@ -361,7 +367,8 @@ def _reversed(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.iter)
 def _iter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return ops.make_iterator(vm.out, args[0])
+    found = object_model.iter_object(vm, args[0]) if len(args) == 1 else None
+    return found if found is not None else ops.make_iterator(vm.out, args[0])
 
 
 @implements(builtins.next)
@@ -376,6 +383,13 @@ def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         if len(args) > 1:
             return args[1]
         raise throw(StopIteration)
+    if object_model.user_class(iterator) is not None:
+        try:
+            return object_model.next_of(vm, iterator)
+        except TracedException as raised:
+            if len(args) > 1 and isinstance(raised.exception, StopIteration):
+                return args[1]
+            raise
     if not isinstance(iterator, IteratorVar):
         raise Unsupported(f"next() on {ops.describe(iterator)}")
     if iterator.box.index >= len(iterator.box.items) and len(args) > 1:
@@ -529,7 +543,7 @@ def _sum(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         else start
     )
     for value in values[run:]:
-        total = ops.binary(vm.out, "+", total, value)
+        total = object_operators.binary_op(vm, "+", total, value)
     return total
 
 
@@ -551,7 +565,7 @@ def _float_run_meets_symbol(values: list[Var]) -> bool:
 
 @implements(builtins.abs)
 def _abs(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return ops.unary(vm.out, operator.abs, args[0])
+    return object_operators.unary_op(vm, operator.abs, args[0])
 
 
 @implements(builtins.getattr)
@@ -599,6 +613,18 @@ def _hasattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _setattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     ops.setattr_var(vm, args[0], ops.const_value(vm.out, args[1]), args[2])
     return ConstVar(None)
+
+
+@implements(builtins.vars)
+def _vars(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if len(args) != 1 or kwargs:
+        raise Unsupported("vars() without an argument (the caller's locals)")
+    try:
+        return ops.getattr_var(vm, args[0], "__dict__")
+    except TracedException as raised:
+        if not isinstance(raised.exception, AttributeError):
+            raise
+        raise throw(TypeError, "vars() argument must have __dict__ attribute") from None
 
 
 @implements(builtins.delattr)

@@ -163,9 +163,83 @@ def length(vm: Interpreter, obj: Var) -> Var | None:
 
 
 def iterate(vm: Interpreter, obj: Var) -> Var | None:
-    """``iter(obj)`` when the registry handles ``obj``'s type."""
+    """What a ``for`` loop (or ``list(obj)``, ``sum(obj)``, ...) iterates for ``obj`` when the
+    registry handles its type: what ``__iter__`` returned; an iterator object of a user class
+    as a generator that calls its ``__next__`` lazily, one call per item, as the loop does."""
+    return as_iterable(vm, iter_object(vm, obj))
+
+
+def iter_object(vm: Interpreter, obj: Var) -> Var | None:
+    """``iter(obj)`` itself when the registry handles ``obj``'s type (its ``__iter__``'s result;
+    for a class with only ``__getitem__``, the sequence protocol's iterator)."""
     tracker = _tracker(obj)
-    return tracker.iterate(vm, obj) if tracker is not None else None
+    found = tracker.iterate(vm, obj) if tracker is not None else None
+    if found is None and isinstance(tracker, UserObjectTracker):
+        getitem = _python_method(vm, obj, "__getitem__")
+        if getitem is not None and _python_method(vm, obj, "__iter__") is None:
+            return _inline(vm, _sequence_iterator, [obj, vm.out.wrap(getitem, None)])
+    return found
+
+
+def as_iterable(vm: Interpreter, iterator: Var | None) -> Var | None:
+    """``iterator`` itself, or for an iterator object of a user class a generator over its
+    ``__next__`` (the values come one call at a time, interleaved with the consumer's code)."""
+    if iterator is None:
+        return None
+    step = _python_method(vm, iterator, "__next__")
+    if step is None:
+        return iterator
+    return _inline(vm, _next_calls, [iterator, vm.out.wrap(step, None)])
+
+
+def next_of(vm: Interpreter, iterator: Var) -> Var:
+    """``next(iterator)`` for an iterator object of a user class: its ``__next__`` traced (a
+    StopIteration it raises propagates). Unsupported when the class has no Python ``__next__``."""
+    found = _call_dunder(vm, iterator, "__next__", [])
+    if found is None:
+        raise Unsupported(f"next() on {ops.describe(iterator)}")
+    return found
+
+
+def _inline(vm: Interpreter, fn: Callable[..., Any], args: list[Var]) -> Var:
+    from symbolic_vm.calls import call
+    from symbolic_vm.values import FunctionVar
+
+    assert isinstance(fn, types.FunctionType)
+    return call(vm, FunctionVar(fn), args, {})
+
+
+def _next_calls(iterator: Any, step: Callable[[Any], Any]) -> Any:
+    """The VM inlines this generator for a user iterator: one ``__next__`` call per item."""
+    while True:
+        try:
+            value = step(iterator)
+        except StopIteration:
+            return
+        yield value
+
+
+def _sequence_iterator(obj: Any, getitem: Callable[[Any, int], Any]) -> Any:
+    """``iter(obj)`` for a class with ``__getitem__`` and no ``__iter__``: items 0, 1, ...
+    until IndexError (or StopIteration), as CPython's sequence iterator asks for them."""
+    index = 0
+    while True:
+        try:
+            value = getitem(obj, index)
+        except (IndexError, StopIteration):
+            return
+        yield value
+        index += 1
+
+
+def length_hint(vm: Interpreter, obj: Var) -> None:
+    """The size guess ``list(obj)``/``tuple(obj)`` asks a user iterable for after ``iter()``
+    (``__len__``, else ``__length_hint__``): its answer only sizes the result, but the call
+    runs as in eager."""
+    for name in ("__len__", "__length_hint__"):
+        if _python_method(vm, obj, name) is not None:
+            _call_dunder(vm, obj, name, [])
+            return
 
 
 def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
@@ -221,6 +295,9 @@ def _python_method(vm: Interpreter, obj: Var, name: str) -> Any:
     return found
 
 
+python_method = _python_method
+
+
 def _guard_class_attr(vm: Interpreter, obj: Var, name: str, found: object) -> None:
     if isinstance(obj, NewObjectVar):
         if obj.box.cls_source is not None:
@@ -257,11 +334,13 @@ class UserObjectTracker(TypeTracker):
         if found is not None or _python_method(vm, obj, "__iter__") is None:
             return found
         # No __contains__: Python compares against what __iter__ yields.
-        iterator = _call_dunder(vm, obj, "__iter__", [])
+        from symbolic_vm.object_operators import compare_op
+
+        iterator = as_iterable(vm, _call_dunder(vm, obj, "__iter__", []))
         assert iterator is not None
         for candidate in ops.iterate(vm.out, iterator):
             if ops.identical(vm.out, candidate, item) or ops.truth(
-                vm.out, ops.compare(vm.out, "==", candidate, item)
+                vm.out, compare_op(vm, "==", item, candidate)
             ):
                 return ConstVar(True)
         return ConstVar(False)

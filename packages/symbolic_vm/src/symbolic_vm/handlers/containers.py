@@ -6,7 +6,7 @@ import dis
 import operator
 from typing import Any
 
-from symbolic_vm import object_model
+from symbolic_vm import object_model, object_operators
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
@@ -208,7 +208,7 @@ def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:
     if kind == "INTRINSIC_LIST_TO_TUPLE":
         LIST_TO_TUPLE(vm, inst)
     elif kind == "INTRINSIC_UNARY_POSITIVE":
-        vm.push(ops.unary(vm.out, operator.pos, vm.pop()))
+        vm.push(object_operators.unary_op(vm, operator.pos, vm.pop()))
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {kind}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dis
 import operator
 
-from symbolic_vm import object_model
+from symbolic_vm import object_model, object_operators
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
@@ -16,14 +16,14 @@ from symbolic_vm.values import ConstVar, DictVar, ListVar, TensorVar, TupleVar, 
 def BINARY_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     right = vm.pop()
     left = vm.pop()
-    vm.push(ops.binary(vm.out, inst.argrepr, left, right))
+    vm.push(object_operators.binary_op(vm, inst.argrepr, left, right))
 
 
 @handler("COMPARE_OP")
 def COMPARE_OP(vm: Interpreter, inst: dis.Instruction) -> None:
     right = vm.pop()
     left = vm.pop()
-    result = ops.compare(vm.out, str(inst.argval), left, right)
+    result = object_operators.compare_op(vm, str(inst.argval), left, right)
     if RUNNING >= (3, 13) and inst.arg is not None and inst.arg & _COERCE_TO_BOOL:
         try:
             result = ConstVar(ops.truth(vm.out, result))
@@ -82,17 +82,17 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
 
 @handler("UNARY_NEGATIVE")
 def UNARY_NEGATIVE(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.unary(vm.out, operator.neg, vm.pop()))
+    vm.push(object_operators.unary_op(vm, operator.neg, vm.pop()))
 
 
 @handler("UNARY_POSITIVE", versions=(3.11,))
 def UNARY_POSITIVE(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.unary(vm.out, operator.pos, vm.pop()))
+    vm.push(object_operators.unary_op(vm, operator.pos, vm.pop()))
 
 
 @handler("UNARY_INVERT")
 def UNARY_INVERT(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.unary(vm.out, operator.invert, vm.pop()))
+    vm.push(object_operators.unary_op(vm, operator.invert, vm.pop()))
 
 
 @handler("UNARY_NOT")
