@@ -9,7 +9,9 @@ through compile_fx and through compile_api's mode=, against eager and torch.comp
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -245,6 +247,55 @@ def test_a_training_step_with_recorded_forward_and_backward_matches_eager(
     assert len(made) == 2 and all(m.replays >= 1 for m in made)  # forward and backward
 
 
+def test_compile_api_reset_drops_every_recording_and_a_runner_then_records_again(
+    config: InductorConfig,
+) -> None:
+    import compile_api
+
+    x, w, b = torch.randn(4, 16), torch.randn(16, 8), torch.randn(8)
+    runner = _runner(_mlp, [x, w, b], config)
+    other = _runner(_mlp, [x, w, b], config)
+    with torch.no_grad():
+        for _ in range(3):
+            runner(x, w, b)
+            other(x, w, b)
+    assert {id(r) for r in cg.live_runners()} >= {id(runner), id(other)}
+    recordings = [r._rec for r in (runner, other)]
+    assert all(rec is not None for rec in recordings)
+    # the recorders (a CUDA graph each on a GPU) and the recorded outputs (pool memory there)
+    held = [weakref.ref(rec.recorder) for rec in recordings if rec is not None]
+    held += [weakref.ref(o) for rec in recordings if rec is not None for o in rec.outputs
+             if isinstance(o, torch.Tensor)]
+    del recordings
+    compile_api.reset()
+    gc.collect()
+    assert cg.live_runners() == []
+    assert runner._rec is None and other._rec is None
+    assert [ref() for ref in held] == [None] * len(held)
+    assert not cg._CudaRecorder._pools  # the next recording takes a new pool
+    # a runner called again warms up, records anew and replays eager's results
+    with torch.no_grad():
+        for _ in range(4):
+            x = torch.randn(4, 16)
+            torch.testing.assert_close(runner(x, w, b), _mlp(x, w, b))
+    assert runner.recordings == 1 and runner.replays >= 2
+    assert [id(r) for r in cg.live_runners()] == [id(runner)]
+
+
+def test_a_runner_nothing_calls_any_more_leaves_the_registry(config: InductorConfig) -> None:
+    cg.reset()
+    x, w, b = torch.randn(4, 16), torch.randn(16, 8), torch.randn(8)
+    runner = _runner(_mlp, [x, w, b], config)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(runner(x, w, b), _mlp(x, w, b))
+    assert len(cg.live_runners()) == 1
+    gone = weakref.ref(runner)
+    del runner
+    gc.collect()
+    assert gone() is None and cg.live_runners() == []
+
+
 # ---- on a GPU ----------------------------------------------------------------------------
 
 
@@ -358,3 +409,40 @@ def test_new_sizes_and_dynamic_shapes_stay_correct_under_reduce_overhead() -> No
         for n in (8, 8, 8, 16, 16, 16, 24, 24, 24, 8):
             x = torch.randn(n, 32, device="cuda")
             torch.testing.assert_close(compiled(x), f(x))
+
+
+@needs_cuda
+def test_compile_api_reset_gives_the_recorded_memory_back_to_the_device() -> None:
+    import compile_api
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)
+    ).cuda()
+    x = torch.randn(2048, 1024, device="cuda")  # a 32 MiB hidden activation, recorded
+    with torch.no_grad():
+        expected = model(x)  # cuBLAS's workspace for this stream exists from here on
+    compile_api.reset()
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base_allocated = torch.cuda.memory_allocated()
+    compiled = compile_api.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(4):
+            torch.testing.assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
+    assert cg.live_runners() and all(r.replays >= 1 for r in cg.live_runners())
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # what stays reserved now is live memory and the recorded pool
+    recorded = torch.cuda.memory_reserved()
+    compile_api.reset()
+    gc.collect()
+    assert cg.live_runners() == []
+    # nothing of the recording stays allocated, and its pool's memory went back to the device
+    assert torch.cuda.memory_allocated() <= base_allocated
+    assert torch.cuda.memory_reserved() <= recorded - 32 * 2**20
+    with torch.no_grad():  # compiled and recorded again from scratch
+        for _ in range(4):
+            torch.testing.assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
+    assert cg.live_runners()
+    compile_api.reset()

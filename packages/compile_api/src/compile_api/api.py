@@ -350,6 +350,15 @@ def reset() -> None:
     vm_reset = getattr(symbolic_vm, "reset", None)
     if vm_reset is not None:
         vm_reset()
+    _drop_cuda_graphs()
+
+
+def _drop_cuda_graphs() -> None:
+    """inductor_lite's recorded CUDA graphs (mode="reduce-overhead") and their memory pools go
+    with everything else; nothing to drop (or import) where the recorder was never loaded."""
+    cudagraphs = sys.modules.get("inductor_lite.cudagraphs")
+    if cudagraphs is not None:
+        cudagraphs.reset()
 
 
 def _reset_after_torch() -> None:
@@ -362,6 +371,7 @@ def _reset_after_torch() -> None:
     evalframe.clear_cache()
     state.clear(keep_installed=True)
     observe.reset()
+    _drop_cuda_graphs()
 
 
 on_torch_reset(_reset_after_torch)

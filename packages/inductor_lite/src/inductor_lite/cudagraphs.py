@@ -29,12 +29,19 @@ the very addresses it was recorded with, which decides everything below:
 
 Every recording shares one memory pool per device: what a recording leaves in the pool between
 calls is only its outputs, which are copied out right after its replay, so one recording's
-replay may reuse another's memory.
+replay may reuse another's memory. A pool whose recordings have all died is never recorded into
+again (the allocator frees such a pool only once it is empty, and refuses to share it before):
+the next recording takes a new one.
+
+``reset()`` (run by ``compile_api.reset()``) drops every recording and the pools with them,
+and returns their memory to the device; a runner still called afterwards starts over (warm-up
+calls, then a new recording).
 """
 
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -45,7 +52,7 @@ import torch.utils._pytree as pytree
 if TYPE_CHECKING:
     from .compile import CompiledGraph
 
-__all__ = ["CudaGraphRunner", "GraphRecorder", "cudagraph_runner"]
+__all__ = ["CudaGraphRunner", "GraphRecorder", "cudagraph_runner", "live_runners", "reset"]
 
 log = logging.getLogger("strata.inductor_lite")
 _hints_log = logging.getLogger("strata.perf_hints")
@@ -78,6 +85,8 @@ class _CudaRecorder:
     """A ``torch.cuda.CUDAGraph`` recorded into the device's shared pool."""
 
     _pools: ClassVar[dict[int, Any]] = {}  # device index -> pool handle, shared by all
+    # the recorders alive per device: each holds one use of its device's pool
+    _users: ClassVar[dict[int, weakref.WeakSet[_CudaRecorder]]] = {}
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -88,12 +97,17 @@ class _CudaRecorder:
     ) -> tuple[object, ...]:
         del inputs  # a capture launches nothing
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        users = self._users.setdefault(index, weakref.WeakSet())
         pool = self._pools.get(index)
-        if pool is None:
+        if pool is None or not users:
+            # once every graph recorded into a pool is gone, the allocator may only free that
+            # pool (it asserts when a capture joins a pool nobody uses): start a new one
             with torch.cuda.device(index):
                 pool = self._pools[index] = torch.cuda.graph_pool_handle()
         with torch.cuda.device(index), torch.cuda.graph(self.graph, pool=pool):
-            return fn()
+            outputs = fn()
+        users.add(self)
+        return outputs
 
     def replay(self) -> None:
         self.graph.replay()
@@ -101,6 +115,43 @@ class _CudaRecorder:
 
 def _cuda_recorder(device: torch.device) -> GraphRecorder:
     return _CudaRecorder(device)
+
+
+# Every runner that holds a recording (a graph, its static buffers and recorded outputs), weakly:
+# a runner that nothing calls any more takes its recording with it, and reset() finds the rest.
+_live: weakref.WeakSet[CudaGraphRunner] = weakref.WeakSet()
+
+
+def live_runners() -> list[CudaGraphRunner]:
+    """The runners that hold a recording now."""
+    return list(_live)
+
+
+def reset() -> None:
+    """Drop every recording and the shared pools, and give their memory back to the device.
+
+    A runner called after this records again from scratch (warm-up calls first).
+    """
+    runners = list(_live)
+    _live.clear()
+    had_pools = bool(_CudaRecorder._pools)
+    cuda = torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+    if cuda and runners:
+        torch.cuda.synchronize()  # no replay may still be reading what is released here
+    for runner in runners:
+        runner.forget()
+    del runners
+    _CudaRecorder._pools.clear()
+    _CudaRecorder._users.clear()
+    if cuda and had_pools:
+        # A matmul recorded on the capture stream leaves cuBLAS's workspace for that stream
+        # allocated in our pool, cached by cuBLAS's handle pool: it would pin the pool forever.
+        clear_workspaces = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear_workspaces is not None:
+            clear_workspaces()
+        # the pools' blocks are freed once their graphs are gone and they hold nothing; the
+        # allocator releases such pools (and only then) on emptying its cache
+        torch.cuda.empty_cache()
 
 
 @dataclass(frozen=True)
@@ -166,6 +217,17 @@ class CudaGraphRunner:
         names = {spec.name: k for k, spec in enumerate(compiled.lowered.inputs)}
         self._written = sorted(names[w.input] for w in compiled.lowered.input_writes)
 
+    def forget(self) -> None:
+        """Drop the recording and what was learned about the inputs: the next calls warm up
+        and record again, as on a new runner (a graph skipped for good stays skipped)."""
+        self._rec = None
+        self.recordings = 0
+        self._calls = 0
+        self._stable = None
+        self._last_ptrs = []
+        self._moved = set()
+        _live.discard(self)
+
     def __getattr__(self, name: str) -> Any:
         # kernel_count, kernel_source, eager_calls, ...: the compiled graph's
         return getattr(self.compiled, name)
@@ -174,6 +236,7 @@ class CudaGraphRunner:
         """Never record this graph; it runs as compiled from now on."""
         self.skip_reason = reason
         self._rec = None
+        _live.discard(self)
         log.info("cudagraphs: running this graph unrecorded: %s", reason)
         _hints_log.debug("cudagraphs skipped: %s", reason)
 
@@ -272,6 +335,7 @@ class CudaGraphRunner:
         self._rec = _Recording(
             recorder, static, in_place, copied, copy_back, outputs, dense, views, shared
         )
+        _live.add(self)
         return self._rec
 
     def _replay(self, rec: _Recording, args: tuple[Any, ...], boxed: list[Any] | None) -> Any:
