@@ -320,10 +320,30 @@ def compare(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return graph_call(out, fn, [a, b], {})
     if isinstance(a, (TupleVar, ListVar)) or isinstance(b, (TupleVar, ListVar)):
         return ConstVar(fn(const_value(out, a), const_value(out, b)))
+    if isinstance(a, DictVar) and isinstance(b, DictVar):
+        return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
     if symbol in ("==", "!=") and not (is_constant(a) and is_constant(b)):
+        if not (_equal_means_identical(a) and _equal_means_identical(b)):
+            # a dataclass, or any class with its own __eq__: identity would be a wrong answer
+            raise Unsupported(f"{describe(a)} {symbol} {describe(b)} (a class's own __eq__)")
         same = identical(out, a, b)
         return ConstVar(same if symbol == "==" else not same)
     return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
+
+
+def _equal_means_identical(var: Var) -> bool:
+    """Whether ``==`` against ``var`` is an identity test: its class keeps object's
+    ``__eq__``/``__ne__`` (constants compare unequal to other types, leaving it to the other
+    side)."""
+    if isinstance(var, NewObjectVar):
+        cls: Any = var.box.cls
+    elif isinstance(var, ModuleVar):
+        cls = type(var.module)
+    elif isinstance(var, ObjectVar):
+        cls = type(var.value)
+    else:
+        return True
+    return cls.__eq__ is object.__eq__ and cls.__ne__ is object.__ne__
 
 
 def identical(out: Output, a: Var, b: Var) -> bool:

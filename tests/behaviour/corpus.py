@@ -1,0 +1,894 @@
+"""A corpus of small programs in the style users write, one behaviour each, run by
+``test_behaviour.py`` eagerly, under Strata and under torch.compile.
+
+Each case is a function and a maker of fresh inputs. The programs are our own; the kinds of
+behaviour follow what torch.compile's own test suites exercise (Python semantics inside a
+traced frame, containers, classes, exceptions, the standard library, tensor methods, modules),
+so the pass rate says how much of torch.compile's supported behaviour Strata matches.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import functools
+import itertools
+import math
+import operator
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    fn: Callable[..., Any]
+    inputs: Callable[[], tuple[Any, ...]]
+
+
+CASES: list[Case] = []
+
+
+def _x(*shape: int) -> Callable[[], tuple[Any, ...]]:
+    return lambda: (torch.randn(*shape),)
+
+
+def case(
+    inputs: Callable[[], tuple[Any, ...]] = _x(4, 4), name: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        CASES.append(Case(name or fn.__name__, fn, inputs))
+        return fn
+
+    return register
+
+
+# --------------------------------------------------------------------------- plain Python
+
+
+@case()
+def closure_reads_enclosing_values(x: torch.Tensor) -> Any:
+    scale = 3.0
+
+    def inner(t: torch.Tensor) -> torch.Tensor:
+        return t * scale
+
+    return inner(x) + 1
+
+
+@case()
+def nonlocal_counter(x: torch.Tensor) -> Any:
+    count = 0
+
+    def bump() -> None:
+        nonlocal count
+        count += 2
+
+    bump()
+    bump()
+    return x * count
+
+
+@case()
+def lambda_in_map(x: torch.Tensor) -> Any:
+    return list(map(lambda t: t * 2, [x, x + 1]))
+
+
+@case()
+def list_comprehension_over_range(x: torch.Tensor) -> Any:
+    return sum(x * i for i in range(4)), [x[i] for i in range(2)]
+
+
+@case()
+def dict_and_set_comprehensions(x: torch.Tensor) -> Any:
+    d = {f"k{i}": x * i for i in range(3)}
+    s = {i % 2 for i in range(5)}
+    return d, len(s)
+
+
+@case()
+def star_args_and_kwargs(x: torch.Tensor) -> Any:
+    def g(*args: Any, **kwargs: Any) -> Any:
+        return sum(args) + kwargs.get("b", 0) * len(kwargs)
+
+    return g(x, x, 1, b=2, c=3)
+
+
+@case()
+def keyword_only_and_defaults(x: torch.Tensor) -> Any:
+    def g(a: torch.Tensor, b: float = 2.0, *, c: float = 3.0) -> torch.Tensor:
+        return a * b + c
+
+    return g(x), g(x, 4.0), g(x, c=1.0)
+
+
+@case()
+def unpacking_and_star_assignment(x: torch.Tensor) -> Any:
+    a, *rest, z = [x, x + 1, x + 2, x + 3]
+    (b, c), d = (x * 2, x * 3), 4
+    return a + z + b + c + d, len(rest)
+
+
+@case()
+def slicing_lists_and_tuples(x: torch.Tensor) -> Any:
+    items = [x * i for i in range(6)]
+    return items[1:4], items[::-2], tuple(items)[-1], items[slice(2, None)]
+
+
+@case()
+def string_methods_on_constants(x: torch.Tensor) -> Any:
+    name = "layer_0.weight"
+    parts = name.split(".")
+    return x * len(parts[0]), name.startswith("layer"), "-".join(parts).upper(), name.replace(
+        "_", ""
+    )
+
+
+@case()
+def fstrings_and_format(x: torch.Tensor) -> Any:
+    label = f"{x.shape[0]}x{x.shape[1]}:{3.14159:.2f}"
+    return x * len(label), label, "{}-{:03d}".format("a", 7)
+
+
+@case()
+def builtins_on_lists(x: torch.Tensor) -> Any:
+    vals = [3, 1, 2]
+    return (
+        x * max(vals) + min(vals),
+        sorted(vals),
+        list(reversed(vals)),
+        any(v > 2 for v in vals),
+        all(v > 0 for v in vals),
+        sum(vals),
+        len(vals),
+    )
+
+
+@case()
+def enumerate_zip_and_filter(x: torch.Tensor) -> Any:
+    ts = [x, x * 2, x * 3]
+    out = [t * i for i, t in enumerate(ts)]
+    pairs = [a + b for a, b in zip(ts, out)]
+    return pairs, list(filter(lambda v: v % 2, range(7)))
+
+
+@case()
+def list_methods(x: torch.Tensor) -> Any:
+    items = [x]
+    items.append(x + 1)
+    items.extend([x + 2, x + 3])
+    items.insert(0, x - 1)
+    last = items.pop()
+    del items[1]
+    items.reverse()
+    return items, last, len(items)
+
+
+@case()
+def dict_methods(x: torch.Tensor) -> Any:
+    d = {"a": x}
+    d.update(b=x + 1)
+    d.setdefault("c", x + 2)
+    popped = d.pop("a")
+    keys = list(d.keys())
+    return d, popped, keys, list(d.items())[0][0], d.get("zzz", 5)
+
+
+@case()
+def set_operations(x: torch.Tensor) -> Any:
+    a, b = {1, 2, 3}, {2, 3, 4}
+    return x * len(a | b), sorted(a & b), sorted(a - b), 3 in a
+
+
+@case()
+def tuple_and_list_equality(x: torch.Tensor) -> Any:
+    s = tuple(x.shape)
+    return x + (1 if s == (4, 4) else 2), list(s) == [4, 4], s[::-1]
+
+
+@case()
+def chained_comparisons(x: torch.Tensor) -> Any:
+    n = x.shape[0]
+    return x * (2 if 0 < n <= 4 < 10 else 3)
+
+
+@case()
+def ternary_and_boolean_ops(x: torch.Tensor) -> Any:
+    flag = None
+    value = flag or 5
+    other = flag and 7
+    return x * value, other, not flag
+
+
+@case()
+def while_loop_on_python_ints(x: torch.Tensor) -> Any:
+    i, acc = 0, x
+    while i < 3:
+        acc = acc * 2
+        i += 1
+    return acc
+
+
+@case()
+def for_else_and_break(x: torch.Tensor) -> Any:
+    for i in range(5):
+        if i == 3:
+            break
+    else:
+        i = -1
+    return x * i
+
+
+@case()
+def recursion_bounded(x: torch.Tensor) -> Any:
+    def fact(n: int) -> int:
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    return x * fact(4)
+
+
+@case()
+def global_constant_read(x: torch.Tensor) -> Any:
+    return x * _SCALE + _OFFSETS[1]
+
+
+_SCALE = 1.5
+_OFFSETS = (0.5, 0.25)
+
+
+@case()
+def integer_arithmetic_and_divmod(x: torch.Tensor) -> Any:
+    n = x.shape[0]
+    q, r = divmod(17, n)
+    return x * q + r, n // 3, n % 3, -n // 3, 2**n, abs(-n), round(2.5), round(3.14159, 2)
+
+
+@case()
+def float_special_values(x: torch.Tensor) -> Any:
+    return x * math.inf if False else x.clamp(-math.inf, math.inf), math.isnan(float("nan"))
+
+
+@case()
+def math_module(x: torch.Tensor) -> Any:
+    return x * math.sqrt(16) + math.floor(2.7) + math.log(math.e) + math.pi, math.gcd(12, 18)
+
+
+@case()
+def isinstance_checks(x: torch.Tensor) -> Any:
+    checks = (
+        isinstance(x, torch.Tensor),
+        isinstance(3, int),
+        isinstance(3.0, (int, float)),
+        isinstance([x], list),
+        isinstance(x, nn.Parameter),
+        type(x) is torch.Tensor,
+        callable(len),
+    )
+    return x * sum(checks), checks
+
+
+@case()
+def getattr_setattr_hasattr_on_namespace(x: torch.Tensor) -> Any:
+    ns = _Namespace()
+    setattr(ns, "scale", 4.0)
+    return x * getattr(ns, "scale") + getattr(ns, "missing", 1.0), hasattr(ns, "scale")
+
+
+class _Namespace:
+    pass
+
+
+@case()
+def id_and_is(x: torch.Tensor) -> Any:
+    y = x
+    z = x + 0
+    return y is x, z is x, x is not None
+
+
+@case()
+def walrus_operator(x: torch.Tensor) -> Any:
+    if (n := x.shape[0]) > 2:
+        return x * n
+    return x
+
+
+@case()
+def match_statement(x: torch.Tensor) -> Any:
+    match x.dim():
+        case 1:
+            return x + 1
+        case 2:
+            return x + 2
+        case _:
+            return x
+
+
+@case()
+def assert_that_holds(x: torch.Tensor) -> Any:
+    assert x.dim() == 2, "needs a matrix"
+    return x.t()
+
+
+# --------------------------------------------------------------------------- classes
+
+
+class _Point(NamedTuple):
+    a: torch.Tensor
+    b: int
+
+
+@dataclasses.dataclass
+class _Pair:
+    left: torch.Tensor
+    right: torch.Tensor
+    weight: float = 2.0
+
+    def total(self) -> torch.Tensor:
+        return self.left * self.weight + self.right
+
+
+@dataclasses.dataclass(frozen=True)
+class _Frozen:
+    k: int
+    v: float
+
+
+class _Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class _Base:
+    factor = 2.0
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def apply(self, t: torch.Tensor) -> torch.Tensor:
+        return t * self.factor + self.offset
+
+    @classmethod
+    def make(cls, offset: float) -> _Base:
+        return cls(offset)
+
+    @staticmethod
+    def helper(t: torch.Tensor) -> torch.Tensor:
+        return t - 1
+
+    @property
+    def doubled(self) -> float:
+        return self.offset * 2
+
+
+class _Derived(_Base):
+    factor = 3.0
+
+    def apply(self, t: torch.Tensor) -> torch.Tensor:
+        return super().apply(t) + 1
+
+
+class _Vec:
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __add__(self, other: Any) -> _Vec:
+        return _Vec(self.t + (other.t if isinstance(other, _Vec) else other))
+
+    def __radd__(self, other: Any) -> _Vec:
+        return _Vec(self.t + other)
+
+    def __mul__(self, k: float) -> _Vec:
+        return _Vec(self.t * k)
+
+    def __len__(self) -> int:
+        return self.t.shape[0]
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.t[i]
+
+    def __iter__(self) -> Any:
+        return iter([self.t[0], self.t[1]])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Vec) and other.t is self.t
+
+    def __contains__(self, item: object) -> bool:
+        return item == "t"
+
+    def __bool__(self) -> bool:
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: float, b: float) -> None:
+        self.a, self.b = a, b
+
+
+@case()
+def namedtuple_fields_and_methods(x: torch.Tensor) -> Any:
+    p = _Point(x, 3)
+    q = p._replace(b=4)
+    return p.a * q.b, p._asdict()["b"], _Point._fields, tuple(p)[1]
+
+
+@case()
+def dataclass_made_in_the_frame(x: torch.Tensor) -> Any:
+    pair = _Pair(x, x + 1)
+    pair.weight = 3.0
+    return pair.total(), dataclasses.replace(pair, weight=1.0).total(), dataclasses.fields(pair)[
+        0
+    ].name
+
+
+@case()
+def frozen_dataclass_and_equality(x: torch.Tensor) -> Any:
+    a, b = _Frozen(1, 2.0), _Frozen(1, 2.0)
+    return x * (a == b) + a.v, hash(a) == hash(b)
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Frozen(1, 2.0), _Frozen(1, 2.0)))
+def dataclass_inputs_compared(x: torch.Tensor, a: _Frozen, b: _Frozen) -> Any:
+    return x + (1 if a == b else 2), a != b, a is b
+
+
+@case()
+def dict_and_set_equality(x: torch.Tensor) -> Any:
+    d1, d2 = {"a": 1, "b": 2}, {"b": 2, "a": 1}
+    return x * (d1 == d2), d1 != {"a": 1}, {1, 2} == {2, 1}, [1, 2] == [1, 2], (1,) != (2,)
+
+
+@case()
+def enum_members(x: torch.Tensor) -> Any:
+    c = _Color.BLUE
+    return x * c.value, c.name, c is _Color.BLUE, _Color(1).name
+
+
+@case()
+def class_methods_static_methods_properties(x: torch.Tensor) -> Any:
+    obj = _Base.make(0.5)
+    return obj.apply(x), _Base.helper(x), obj.doubled
+
+
+@case()
+def inheritance_and_super(x: torch.Tensor) -> Any:
+    d = _Derived(1.0)
+    return d.apply(x), isinstance(d, _Base), type(d).__name__, _Derived.__mro__[1].__name__
+
+
+@case()
+def user_dunder_methods(x: torch.Tensor) -> Any:
+    v = _Vec(x)
+    w = v + v
+    u = 1 + w * 2
+    a, b = v
+    return u.t, len(v), v[1], a + b, v == v, "t" in v, bool(v)
+
+
+@case()
+def slots_class(x: torch.Tensor) -> Any:
+    s = _Slotted(2.0, 3.0)
+    s.a = 4.0
+    return x * s.a + s.b
+
+
+@case()
+def object_attributes_mutated_in_the_frame(x: torch.Tensor) -> Any:
+    ns = _Namespace()
+    ns.values = []
+    for i in range(3):
+        ns.values.append(x * i)
+    ns.count = len(ns.values)
+    return ns.values, ns.count, vars(ns)["count"]
+
+
+# --------------------------------------------------------------------------- exceptions
+
+
+class _MyError(ValueError):
+    def __init__(self, msg: str, code: int) -> None:
+        super().__init__(msg)
+        self.code = code
+
+
+@case()
+def try_except_caught_in_the_frame(x: torch.Tensor) -> Any:
+    try:
+        {}["missing"]
+    except KeyError as e:
+        return x + 1, e.args
+    return x
+
+
+@case()
+def try_finally_runs(x: torch.Tensor) -> Any:
+    out = []
+    try:
+        out.append(x * 2)
+    finally:
+        out.append(x * 3)
+    return out
+
+
+@case()
+def user_exception_raised_and_caught(x: torch.Tensor) -> Any:
+    try:
+        raise _MyError("bad", 7)
+    except ValueError as e:
+        return x * e.code, str(e), type(e).__name__
+
+
+@case()
+def exception_from_builtin_on_traced_values(x: torch.Tensor) -> Any:
+    items = [x]
+    try:
+        items[5]
+    except IndexError:
+        items.append(x + 1)
+    try:
+        int("nope")
+    except ValueError:
+        items.append(x + 2)
+    return items
+
+
+@case()
+def raise_from_inside_nested_call(x: torch.Tensor) -> Any:
+    def check(n: int) -> None:
+        if n > 2:
+            raise RuntimeError("too big")
+
+    try:
+        check(x.shape[0])
+    except RuntimeError as e:
+        return x - 1, str(e)
+    return x
+
+
+@case()
+def stop_iteration_from_next_default(x: torch.Tensor) -> Any:
+    it = iter([x])
+    first = next(it)
+    second = next(it, None)
+    return first * 2, second is None
+
+
+# --------------------------------------------------------------------------- stdlib
+
+
+@case()
+def functools_partial_and_reduce(x: torch.Tensor) -> Any:
+    add = functools.partial(torch.add, alpha=2)
+    return add(x, x), functools.reduce(operator.mul, [1, 2, 3, 4])
+
+
+@case()
+def functools_lru_cache_function(x: torch.Tensor) -> Any:
+    return x * _cached_scale(3)
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_scale(n: int) -> float:
+    return n * 1.5
+
+
+@case()
+def itertools_functions(x: torch.Tensor) -> Any:
+    chained = list(itertools.chain([1, 2], [3]))
+    prods = list(itertools.product([1, 2], repeat=2))
+    acc = list(itertools.accumulate([1, 2, 3]))
+    pairs = list(itertools.combinations(range(3), 2))
+    return x * sum(chained), len(prods), acc, pairs, list(itertools.islice(itertools.count(), 3))
+
+
+@case()
+def operator_module(x: torch.Tensor) -> Any:
+    get = operator.itemgetter(1)
+    attr = operator.attrgetter("shape")
+    return operator.add(x, 1), get([x, x * 2]), attr(x)[0], operator.neg(x)
+
+
+@case()
+def collections_types(x: torch.Tensor) -> Any:
+    od = collections.OrderedDict(a=x, b=x + 1)
+    od.move_to_end("a")
+    dd: collections.defaultdict[str, list[torch.Tensor]] = collections.defaultdict(list)
+    dd["k"].append(x)
+    cnt = collections.Counter("abca")
+    dq = collections.deque([1, 2, 3], maxlen=3)
+    dq.append(4)
+    return list(od.keys()), dd["k"][0] * 2, cnt["a"], list(dq)
+
+
+@case()
+def copy_of_containers(x: torch.Tensor) -> Any:
+    import copy
+
+    base = {"a": [x, 1]}
+    shallow = copy.copy(base)
+    shallow["b"] = 2
+    deep = copy.deepcopy({"n": [1, 2]})
+    deep["n"].append(3)
+    return len(base), shallow["a"][0] * 2, deep
+
+
+@case()
+def sorted_with_key_and_min_max_default(x: torch.Tensor) -> Any:
+    words = ["ccc", "a", "bb"]
+    return (
+        sorted(words, key=len),
+        max(words, key=len),
+        min([], default=5),
+        x * len(sorted(words, reverse=True)[0]),
+    )
+
+
+@case()
+def contextlib_nullcontext_and_suppress(x: torch.Tensor) -> Any:
+    import contextlib
+
+    with contextlib.nullcontext():
+        y = x * 2
+    with contextlib.suppress(KeyError):
+        {}["k"]
+        y = y * 100
+    return y
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+@case()
+def tensor_attributes(x: torch.Tensor) -> Any:
+    return x * x.dim() + x.numel(), x.shape, x.dtype, x.device, x.requires_grad, x.ndim, x.is_cuda
+
+
+@case()
+def shape_arithmetic(x: torch.Tensor) -> Any:
+    b, n = x.shape
+    return x.reshape(b * n).view(n, b), x.size(-1), x.new_zeros(b, 2), x.flatten(1).shape
+
+
+@case()
+def indexing_forms(x: torch.Tensor) -> Any:
+    idx = torch.tensor([0, 2])
+    return x[0], x[:, 1], x[..., -1], x[None, 1:3], x[idx], x[x > 0].numel() >= 0, x[1, 2]
+
+
+@case()
+def setitem_forms(x: torch.Tensor) -> Any:
+    y = x.clone()
+    y[0] = 1.0
+    y[:, 1] = y[:, 2]
+    y[y > 1] = 0.0
+    return y
+
+
+@case()
+def tensor_methods_and_functions(x: torch.Tensor) -> Any:
+    return (
+        x.sum(dim=0, keepdim=True),
+        x.mean(-1),
+        x.max(dim=1).values,
+        x.argmax(),
+        torch.cat([x, x], dim=0),
+        torch.stack([x, x]).shape,
+        x.chunk(2)[1],
+        x.softmax(-1),
+        x.transpose(0, 1).contiguous(),
+        x.cumsum(0),
+        torch.where(x > 0, x, -x),
+    )
+
+
+@case()
+def dtype_promotion_and_conversion(x: torch.Tensor) -> Any:
+    i = torch.arange(4)
+    return x[0] + i, (x > 0).float().sum(), x.to(torch.float64).dtype, x.int().dtype, i / 2
+
+
+@case()
+def python_scalars_with_tensors(x: torch.Tensor) -> Any:
+    return 2 * x + 1.5, x / 3, 1 - x, x**2, -x, abs(x)
+
+
+@case()
+def tensor_constructors(x: torch.Tensor) -> Any:
+    return (
+        x + torch.ones(4, 4),
+        torch.zeros_like(x),
+        torch.full((2,), 3.0),
+        torch.eye(4) @ x,
+        torch.arange(0, 8, 2),
+        torch.linspace(0, 1, 5),
+        torch.tensor([1.0, 2.0]) * 3,
+    )
+
+
+@case()
+def inplace_methods_on_intermediates(x: torch.Tensor) -> Any:
+    y = x * 1
+    y.add_(1).mul_(2)
+    y.clamp_(min=0)
+    return y
+
+
+@case()
+def inplace_on_input(x: torch.Tensor) -> Any:
+    x.add_(1)
+    return x * 2
+
+
+@case()
+def views_and_aliasing(x: torch.Tensor) -> Any:
+    v = x.view(16)
+    t = x.t()
+    return v[3], t.is_contiguous(), t.contiguous().is_contiguous(), x.unsqueeze(0).squeeze(0).shape
+
+
+@case()
+def matmul_and_linear_algebra(x: torch.Tensor) -> Any:
+    return x @ x.t(), torch.mm(x, x), torch.bmm(x[None], x[None]), torch.einsum("ij,jk->ik", x, x)
+
+
+@case()
+def functional_ops(x: torch.Tensor) -> Any:
+    return (
+        F.relu(x),
+        F.gelu(x),
+        F.silu(x),
+        F.softmax(x, -1),
+        F.layer_norm(x, (4,)),
+        F.normalize(x, dim=-1),
+        F.pad(x, (1, 1)),
+        F.dropout(x, 0.5, training=False),
+    )
+
+
+@case()
+def torch_no_grad_and_enable_grad(x: torch.Tensor) -> Any:
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+    return a, b, torch.is_grad_enabled()
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def requires_grad_input_and_detach(x: torch.Tensor) -> Any:
+    y = x * 2
+    return y.detach() + 1, y.requires_grad
+
+
+@case()
+def tolist_and_item_in_python(x: torch.Tensor) -> Any:
+    n = x.shape[0]
+    return x * n, int(torch.tensor(3).item()) if n > 0 else 0
+
+
+@case()
+def torch_functions_on_shapes(x: torch.Tensor) -> Any:
+    return torch.Size([2, 3]).numel(), x.expand(2, 4, 4).shape, list(x.shape) + [1], x.size()
+
+
+@case()
+def dtype_and_device_objects(x: torch.Tensor) -> Any:
+    dt = x.dtype
+    return x.to(dt), dt.is_floating_point, torch.finfo(dt).eps, x.new_ones(2).dtype is dt
+
+
+@case(inputs=lambda: (torch.randn(4, 4), [torch.randn(4), torch.randn(4)]))
+def list_of_tensors_input(x: torch.Tensor, ts: list[torch.Tensor]) -> Any:
+    return x + sum(ts), len(ts)
+
+
+@case(inputs=lambda: (torch.randn(4, 4), {"a": torch.randn(4), "scale": 2.0}))
+def dict_input(x: torch.Tensor, d: dict[str, Any]) -> Any:
+    return x * d["scale"] + d["a"], sorted(d)
+
+
+@case(inputs=lambda: (torch.randn(4, 4), 3, 2.5, True, "mode"))
+def scalar_inputs(x: torch.Tensor, n: int, f: float, b: bool, s: str) -> Any:
+    y = x * n + f
+    if b and s == "mode":
+        y = y - 1
+    return y
+
+
+@case(inputs=lambda: (torch.randn(4, 4), None))
+def none_input(x: torch.Tensor, mask: Any) -> Any:
+    return x if mask is None else x * mask
+
+
+# --------------------------------------------------------------------------- modules
+
+
+class _Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
+        self.table = nn.ModuleDict({"a": nn.ReLU(), "b": nn.Tanh()})
+        self.register_buffer("shift", torch.ones(4))
+        self.scale = nn.Parameter(torch.full((4,), 0.5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm(self.lin(x))
+        for i, layer in enumerate(self.layers):
+            h = self.table["a" if i % 2 == 0 else "b"](layer(h))
+        return h * self.scale + self.shift
+
+
+_BLOCK = _Block()
+
+
+@case()
+def module_with_containers_buffers_and_parameters(x: torch.Tensor) -> Any:
+    return _BLOCK(x)
+
+
+@case()
+def module_introspection(x: torch.Tensor) -> Any:
+    n_params = sum(p.numel() for p in _BLOCK.parameters())
+    names = [n for n, _ in _BLOCK.named_children()]
+    return x * n_params, names, _BLOCK.training, len(list(_BLOCK.modules()))
+
+
+@case()
+def sequential_indexing_and_len(x: torch.Tensor) -> Any:
+    seq = _SEQ
+    return seq[0](x), seq[-1](x), len(seq), seq[1:](x)
+
+
+_SEQ = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+
+
+@case()
+def functional_call_of_a_module_builder(x: torch.Tensor) -> Any:
+    return torch.func.functional_call(_SEQ, dict(_SEQ.named_parameters()), (x,))
+
+
+@case()
+def module_forward_hooks_run(x: torch.Tensor) -> Any:
+    return _HOOKED(x)
+
+
+_HOOKED = nn.Linear(4, 4)
+_HOOKED.register_forward_hook(lambda m, inp, out: out * 2)
+
+
+@case()
+def convolution_pooling_and_batchnorm_eval(x: torch.Tensor) -> Any:
+    img = x.reshape(1, 1, 4, 4)
+    return _CONV(img)
+
+
+_CONV = nn.Sequential(
+    nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2), nn.ReLU(), nn.AdaptiveAvgPool2d(1)
+).eval()
+
+
+@case()
+def attention_through_sdpa(x: torch.Tensor) -> Any:
+    q = x.reshape(1, 1, 4, 4)
+    return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+
+@case()
+def embedding_and_cross_entropy(x: torch.Tensor) -> Any:
+    tokens = torch.tensor([[1, 2, 3]])
+    emb = _EMB(tokens)
+    logits = emb @ _EMB.weight.t()
+    return F.cross_entropy(logits.view(-1, 10), tokens.view(-1))
+
+
+_EMB = nn.Embedding(10, 4)
