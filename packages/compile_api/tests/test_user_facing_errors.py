@@ -64,6 +64,78 @@ def test_fullgraph_error_keeps_strata_frames_when_verbose() -> None:
     assert any("/symbolic_vm/" in f.filename for f in frames)
 
 
+class _PrintingModule(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x + 1
+        print("not capturable")  # the module's line the error must name
+        return y
+
+
+def _own_frames(tb: Any) -> list[tuple[str, str]]:
+    """The frames outside torch's nn.Module machinery (which eager's traceback shows too)."""
+    return [
+        (f.filename, f.name) for f in traceback.extract_tb(tb)
+        if not f.filename.endswith("torch/nn/modules/module.py")
+    ]
+
+
+def test_fullgraph_error_of_a_compiled_module_shows_only_the_users_frames() -> None:
+    mod = compile_api.compile(_PrintingModule(), backend="eager", fullgraph=True)
+    with pytest.raises(compile_api.Unsupported) as info:
+        mod(torch.randn(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert frames[-1].line == 'print("not capturable")  # the module\'s line the error must name'
+    # no OptimizedModule.__call__ between the user's call and the module's forward
+    assert [(f.filename, f.name) for f in frames] == [
+        (__file__, "test_fullgraph_error_of_a_compiled_module_shows_only_the_users_frames"),
+        (__file__, "forward"),
+    ], frames
+
+
+def test_a_compiled_module_with_a_hook_shows_the_frames_eager_shows() -> None:
+    module = _PrintingModule()
+    mod = compile_api.compile(module, backend="eager", fullgraph=True)
+    mod.register_forward_pre_hook(lambda m, args: None)  # nn.Module's ordinary route
+    with pytest.raises(compile_api.Unsupported) as info:
+        mod(torch.randn(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    strata = os.path.dirname(compile_api.__file__)
+    assert not [f for f in frames if f.filename.startswith(strata)], frames
+    assert _own_frames(info.value.__traceback__) == [
+        (__file__, "test_a_compiled_module_with_a_hook_shows_the_frames_eager_shows"),
+        (__file__, "forward"),
+    ]
+
+
+def test_a_compiled_modules_frame_stays_when_verbose() -> None:
+    compile_api.config.verbose = True
+    mod = compile_api.compile(_PrintingModule(), backend="eager", fullgraph=True)
+    with pytest.raises(compile_api.Unsupported) as info:
+        mod(torch.randn(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert ("__call__" in [f.name for f in frames if f.filename.endswith("compile_api/api.py")])
+
+
+class _Raising(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] > 2:
+            raise ValueError("too long")  # an error of the user's own code
+        return x * 2
+
+
+def test_an_error_of_the_users_forward_has_no_frame_of_the_wrapper() -> None:
+    module = _Raising()
+    with pytest.raises(ValueError, match="too long") as eager:
+        module(torch.randn(3))
+    mod = compile_api.compile(module, backend="eager")
+    with pytest.raises(ValueError, match="too long") as info:
+        mod(torch.randn(3))
+    theirs = [name for _, name in _own_frames(eager.value.__traceback__)]
+    ours = [name for _, name in _own_frames(info.value.__traceback__)]
+    assert theirs == ["test_an_error_of_the_users_forward_has_no_frame_of_the_wrapper", "forward"]
+    assert ours == theirs
+
+
 def _square(x: torch.Tensor) -> torch.Tensor:
     return x * x
 

@@ -20,6 +20,7 @@ import symbolic_vm
 
 from . import observe
 from .backends import Backend, inductor_with_options, lookup_backend
+from .config import config
 from .ddp import warn_if_fsdp
 from .errors import NotCallableError
 from .frame_compiler import CompileContext, context_token, make_callback
@@ -120,29 +121,37 @@ class OptimizedModule(torch.nn.Module):
         once. Any hook (on either module, or global), a ``forward`` replaced on the instance or
         the class, or torch's own ``Module.compile()`` takes the ordinary route.
         """
-        mod, forward, direct = self._strata_direct
-        if (
-            self._forward_hooks
-            or self._forward_pre_hooks
-            or self._backward_hooks
-            or self._backward_pre_hooks
-            or mod._forward_hooks
-            or mod._forward_pre_hooks
-            or mod._backward_hooks
-            or mod._backward_pre_hooks
-            or _module_globals._global_forward_hooks
-            or _module_globals._global_forward_pre_hooks
-            or _module_globals._global_backward_hooks
-            or _module_globals._global_backward_pre_hooks
-            or type(mod).forward is not forward
-            or "forward" in mod.__dict__
-            or mod.__dict__.get("_compiled_call_impl") is not None
-        ):
-            return super().__call__(*args, **kwargs)
-        return direct(mod, *args, **kwargs)
+        try:
+            mod, forward, direct = self._strata_direct
+            if (
+                self._forward_hooks
+                or self._forward_pre_hooks
+                or self._backward_hooks
+                or self._backward_pre_hooks
+                or mod._forward_hooks
+                or mod._forward_pre_hooks
+                or mod._backward_hooks
+                or mod._backward_pre_hooks
+                or _module_globals._global_forward_hooks
+                or _module_globals._global_forward_pre_hooks
+                or _module_globals._global_backward_hooks
+                or _module_globals._global_backward_pre_hooks
+                or type(mod).forward is not forward
+                or "forward" in mod.__dict__
+                or mod.__dict__.get("_compiled_call_impl") is not None
+            ):
+                return super().__call__(*args, **kwargs)
+            return direct(mod, *args, **kwargs)
+        except BaseException as err:
+            _hide_own_entry(err)
+            raise  # a bare raise adds no traceback entry for this frame again
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._strata_call(self._orig_mod, *args, **kwargs)
+        try:
+            return self._strata_call(self._orig_mod, *args, **kwargs)
+        except BaseException as err:
+            _hide_own_entry(err)
+            raise
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -164,6 +173,18 @@ class OptimizedModule(torch.nn.Module):
 
     def __repr__(self) -> str:
         return f"OptimizedModule({self._orig_mod!r})"
+
+
+def _hide_own_entry(err: BaseException) -> None:
+    """Drop the traceback entry of the OptimizedModule method that caught ``err``: the user's
+    traceback goes from their call of the module straight to their ``forward``, as in eager
+    (``config.verbose`` keeps it). An error raised in the method itself keeps it."""
+    tb = err.__traceback__
+    if (
+        tb is not None and tb.tb_next is not None and not config.verbose
+        and tb.tb_frame.f_code.co_filename == __file__
+    ):
+        err.__traceback__ = tb.tb_next
 
 
 class _BadArgument(TypeError, AssertionError):

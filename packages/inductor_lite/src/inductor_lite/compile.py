@@ -6,7 +6,7 @@ import ctypes
 import logging
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +21,9 @@ from .config import InductorConfig
 from .cpp import generate_cpp
 from .errors import CompilerError, InductorError, UnsupportedGraph
 from .input_writes import in_place_writes
-from .ir import FallbackNode, LoweredGraph
+from .ir import FallbackNode, LoweredGraph, Origin
 from .lowering import lower_graph
+from .origins import annotate_kernels
 from .scheduler import Kernel, ScheduleItem, schedule
 from .static_check import meta_key, static_input_check
 from .tracing import extra_decompositions, kept_as_aten, trace_to_aten
@@ -315,11 +316,15 @@ _hints_log = logging.getLogger("strata.perf_hints")
 
 
 def _show_code(
-    kernel_source: str, wrapper_source: str, triton: bool, items: Sequence[object], nodes: int
+    kernel_source: str, wrapper_source: str, triton: bool, items: Sequence[object], nodes: int,
+    *, origins: Mapping[str, Sequence[Origin]],
 ) -> None:
-    """Log the generated kernels and wrapper, and which ops stayed aten calls."""
+    """Log the generated kernels (with their source comments) and wrapper, and which ops
+    stayed aten calls."""
     if _code_log.isEnabledFor(logging.DEBUG):
         language = "Triton" if triton else "C++"
+        kernels = [i for i in items if isinstance(i, Kernel)]
+        kernel_source = annotate_kernels(kernel_source, kernels, origins, triton=triton)
         _code_log.debug(
             "output_code:\n# inductor_lite output for an aten graph of %d nodes\n"
             "# ---- kernels (%s) ----\n%s\n# ---- wrapper (Python) ----\n%s",
@@ -508,7 +513,10 @@ def _compile(
         "hit" if cache_hit else "miss",
         f", size symbols {[b.symbol.name for b in lowered.symbols]}" if lowered.symbols else "",
     )
-    _show_code(kernel_source, wrapper_source, use_triton, items, len(aten_gm.graph.nodes))
+    _show_code(
+        kernel_source, wrapper_source, use_triton, items, len(aten_gm.graph.nodes),
+        origins=lowered.origins,
+    )
     input_check = None
     static_scalars: tuple[int, ...] = ()
     if lowered.symbols:

@@ -366,6 +366,16 @@ Node = PointwiseNode | ReductionNode | FallbackNode
 
 
 @dataclass(frozen=True)
+class Origin:
+    """An aten node a buffer's computation came from (see origins.py): its name, its target,
+    and the user's source line (``File: f.py:14 in forward, code: ...``; "" when unknown)."""
+
+    name: str
+    target: str
+    source: str
+
+
+@dataclass(frozen=True)
 class OutputSpec:
     """One flat graph output: a view of a buffer, or a non-tensor constant."""
 
@@ -419,3 +429,5 @@ class LoweredGraph:
     unguarded: Callable[[Sequence[Any]], tuple[object, ...]] | None = None
     # new values of graph inputs (aot's final ``copy_`` nodes), in graph order
     input_writes: list[InputWrite] = field(default_factory=list)
+    # each buffer's aten nodes and source lines, for comments in the generated code
+    origins: dict[str, tuple[Origin, ...]] = field(default_factory=dict)

@@ -36,6 +36,7 @@ from .ir import (
     VOp,
     contiguous_strides,
 )
+from .origins import buffer_origins
 from .spatial import pool_layout
 from .symbolic import Size, is_static, same, to_size
 from .tensorvalue import (
@@ -228,6 +229,7 @@ class GraphLowering:
         self.scalar_inputs: dict[int, Size] = {}
         self.guards: list[TensorRef] = []
         self.input_writes: list[InputWrite] = []
+        self.made_by: dict[str, torch.fx.Node | None] = {}  # the node lowered at each buffer
 
     # ------------------------------------------------------------ buffers
 
@@ -236,6 +238,7 @@ class GraphLowering:
     ) -> BufferSpec:
         name = f"buf{self._counter}"
         self._counter += 1
+        self.made_by[name] = self.current
         sizes = tuple(to_size(s) for s in sizes)
         spec = BufferSpec(
             name, sizes, tuple(strides) if strides is not None else contiguous_strides(sizes), dtype
@@ -378,6 +381,7 @@ class GraphLowering:
             self.scalar_inputs,
             self.guards,
             input_writes=self.input_writes,
+            origins=buffer_origins(self.env, self.made_by, self._realized),
         )
 
     def _guard_ref(self, value: object) -> TensorRef:

@@ -9,6 +9,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch.fx import traceback as fx_traceback
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from .errors import UnsupportedGraph
@@ -70,12 +71,18 @@ def trace_to_aten(
             raise UnsupportedGraph("symbolic scalar inputs are not supported")
     spec: list[pytree.TreeSpec] = []
 
+    # Node by node with each node's meta current (plain codegen only): make_fx then copies
+    # the user's source line (meta["stack_trace"]) into the aten nodes it records, which
+    # origins.py prints above the generated code.
+    plain = type(gm.graph._codegen) is torch.fx.graph.CodeGen
+
     def flat_fn(*args: Any) -> list[Any]:
-        flat, s = pytree.tree_flatten(gm(*args))
+        out = torch.fx.Interpreter(gm).run(*args) if plain else gm(*args)
+        flat, s = pytree.tree_flatten(out)
         spec.append(s)
         return flat
 
-    with torch.no_grad():
+    with torch.no_grad(), fx_traceback.preserve_node_meta():
         traced = make_fx(
             # mutation of graph-local tensors becomes functional ops; mutation of an input
             # stays a final copy_ into it, which the lowering turns into a write of the input

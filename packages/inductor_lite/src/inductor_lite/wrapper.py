@@ -24,6 +24,7 @@ from .ir import (
     affine,
     contiguous_strides,
 )
+from .origins import comment_lines, item_buffers
 from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads, kernel_symbols
 from .symbolic import Size, pyexpr, pysizes
 
@@ -244,6 +245,7 @@ def build_wrapper(
     internal = set(buffers) - external - output_bufs
 
     for k, item in enumerate(items):
+        lines += comment_lines(graph.origins, item_buffers(item), "    # ")  # source lines
         if isinstance(item, Kernel):
             fn, params = kernels[item.name]
             # Triton's autotuner launches a kernel several times on the same buffers, but puts
