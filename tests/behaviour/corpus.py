@@ -892,3 +892,403 @@ def embedding_and_cross_entropy(x: torch.Tensor) -> Any:
 
 
 _EMB = nn.Embedding(10, 4)
+
+
+# --------------------------------------------------------------------------- more Python
+
+
+class _Recorder:
+    """A user context manager and callable object."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def __enter__(self) -> _Recorder:
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.log.append("exit")
+        return False
+
+    def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        self.log.append("call")
+        return t * 2
+
+
+class _Lazy:
+    def __init__(self) -> None:
+        self._scale = 1.0
+
+    @property
+    def scale(self) -> float:
+        return self._scale
+
+    @scale.setter
+    def scale(self, value: float) -> None:
+        self._scale = value * 2
+
+    def __getattr__(self, name: str) -> float:
+        return float(len(name))
+
+
+def _twice(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs) * 2
+
+    return wrapper
+
+
+@_twice
+def _doubled(t: torch.Tensor) -> torch.Tensor:
+    return t + 1
+
+
+@case()
+def user_context_manager_made_in_the_frame(x: torch.Tensor) -> Any:
+    rec = _Recorder()
+    with rec as r:
+        y = r(x)
+    return y, rec.log
+
+
+@case()
+def callable_object(x: torch.Tensor) -> Any:
+    rec = _Recorder()
+    return rec(rec(x)), len(rec.log)
+
+
+@case()
+def property_setter_and_getattr_fallback(x: torch.Tensor) -> Any:
+    obj = _Lazy()
+    obj.scale = 3.0
+    return x * obj.scale + obj.anything
+
+
+@case()
+def decorated_function_with_wraps(x: torch.Tensor) -> Any:
+    return _doubled(x), _doubled.__name__
+
+
+@case()
+def generator_function_consumed(x: torch.Tensor) -> Any:
+    def pieces(t: torch.Tensor) -> Any:
+        for i in range(3):
+            yield t * i
+
+    return list(pieces(x)), sum(pieces(x))
+
+
+@case()
+def generator_expression_into_tuple(x: torch.Tensor) -> Any:
+    return tuple(t.sum() for t in x.unbind(0))
+
+
+@case()
+def kwargs_unpacking_into_a_call(x: torch.Tensor) -> Any:
+    def g(a: torch.Tensor, *, scale: float, shift: float) -> torch.Tensor:
+        return a * scale + shift
+
+    opts = {"scale": 2.0, "shift": 1.0}
+    args = (x,)
+    return g(*args, **opts), g(x, **{**opts, "shift": 5.0})
+
+
+@case()
+def args_forwarding(x: torch.Tensor) -> Any:
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        return torch.cat(args, **kwargs)
+
+    def outer(*args: Any, **kwargs: Any) -> Any:
+        return inner(*args, **kwargs)
+
+    return outer(x, x, dim=1)
+
+
+@case()
+def percent_formatting_and_str_conversions(x: torch.Tensor) -> Any:
+    s = "%s-%d-%.1f" % ("a", 3, 2.5)  # noqa: UP031 (the behaviour under test)
+    return x * len(s), s, str(12), repr("q"), int("7") + float("1.5")
+
+
+@case()
+def try_except_else(x: torch.Tensor) -> Any:
+    try:
+        y = x * 2
+    except RuntimeError:
+        y = x
+    else:
+        y = y + 1
+    return y
+
+
+@case()
+def del_statements(x: torch.Tensor) -> Any:
+    d = {"a": 1, "b": 2}
+    del d["a"]
+    items = [1, 2, 3]
+    del items[0]
+    y = x * 2
+    del x
+    return y, d, items
+
+
+@case()
+def class_attribute_read_through_instance_and_class(x: torch.Tensor) -> Any:
+    return x * _Base.factor + _Derived(0.0).factor
+
+
+@case()
+def closures_returned_and_called(x: torch.Tensor) -> Any:
+    def make(k: float) -> Callable[[torch.Tensor], torch.Tensor]:
+        return lambda t: t * k
+
+    fns = [make(i) for i in (1.0, 2.0)]
+    return [f(x) for f in fns]
+
+
+@case()
+def default_argument_values(x: torch.Tensor) -> Any:
+    def g(t: torch.Tensor, scales: tuple[float, ...] = (1.0, 2.0)) -> torch.Tensor:
+        return t * sum(scales)
+
+    return g(x), g(x, (3.0,))
+
+
+@case()
+def dict_from_zip_and_enumerate_start(x: torch.Tensor) -> Any:
+    names = ["a", "b"]
+    d = dict(zip(names, [x, x * 2]))
+    return d, list(enumerate(names, start=1)), list(zip(names, range(2), strict=True))
+
+
+@case()
+def list_sort_with_key_and_reverse(x: torch.Tensor) -> Any:
+    vals = [(2, "b"), (1, "a"), (3, "c")]
+    vals.sort(key=lambda p: p[0], reverse=True)
+    return x * vals[0][0], vals
+
+
+@case()
+def range_objects(x: torch.Tensor) -> Any:
+    r = range(1, 10, 3)
+    return x * len(r), list(reversed(r)), r[1], 4 in r, r.index(7)
+
+
+@case()
+def abc_isinstance_checks(x: torch.Tensor) -> Any:
+    import collections.abc as cabc
+
+    return (
+        x * isinstance({}, cabc.Mapping),
+        isinstance([], cabc.Sequence),
+        isinstance((x,), cabc.Iterable),
+        isinstance(x, cabc.Sized),
+    )
+
+
+@case()
+def torch_predicates(x: torch.Tensor) -> Any:
+    return (
+        x * torch.is_tensor(x),
+        torch.is_floating_point(x),
+        torch.jit.is_scripting(),
+        torch.is_grad_enabled(),
+        torch.numel(x),
+    )
+
+
+@case()
+def tensor_iteration_and_unbind(x: torch.Tensor) -> Any:
+    rows = [r * i for i, r in enumerate(x)]
+    a, b, *_ = x
+    return rows, a + b
+
+
+@case()
+def tensor_in_python_containers_and_len(x: torch.Tensor) -> Any:
+    stack = {"h": [x]}
+    stack["h"].append(x + 1)
+    return len(x), len(stack["h"]), torch.stack(stack["h"]).sum(0)
+
+
+@case()
+def nested_functions_with_shared_cell(x: torch.Tensor) -> Any:
+    total = x * 0
+
+    def add(t: torch.Tensor) -> None:
+        nonlocal total
+        total = total + t
+
+    for i in range(3):
+        add(x * i)
+    return total
+
+
+@case()
+def early_return_in_loop(x: torch.Tensor) -> Any:
+    for i in range(10):
+        if i * x.shape[0] > 8:
+            return x * i
+    return x
+
+
+@case()
+def nested_loops_with_continue(x: torch.Tensor) -> Any:
+    acc = x
+    for i in range(3):
+        for j in range(3):
+            if (i + j) % 2:
+                continue
+            acc = acc + i * j
+    return acc
+
+
+@case()
+def bool_int_float_conversions(x: torch.Tensor) -> Any:
+    return x * int(2.7) + float(True) + bool(0), int(-2.5), float("inf") > 1e308
+
+
+@case()
+def tensor_reductions_to_python_via_shape(x: torch.Tensor) -> Any:
+    n = x.shape[-1]
+    return x.sum(-1) / n, x.new_full((n,), float(n)), x.mean(dim=tuple(range(x.dim())))
+
+
+@case()
+def tensor_method_chains_and_clone(x: torch.Tensor) -> Any:
+    y = x.clone().detach().requires_grad_(False)
+    return y.abs().sqrt().log1p().exp().clamp(max=4).round(), y.neg_().sign()
+
+
+@case()
+def comparisons_and_logical_tensor_ops(x: torch.Tensor) -> Any:
+    m = (x > 0) & (x < 1) | (x == 0)
+    return m, ~m, torch.logical_xor(m, x > 0.5), m.any(), m.all(), x.eq(x).all()
+
+
+@case()
+def integer_tensor_ops(x: torch.Tensor) -> Any:
+    i = torch.arange(12).reshape(3, 4)
+    return i // 3, i % 5, i << 1, i & 6, torch.div(i, 4, rounding_mode="floor"), i.float() @ x
+
+
+@case()
+def gather_scatter_and_index_ops(x: torch.Tensor) -> Any:
+    idx = torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2]])
+    return (
+        x.gather(1, idx),
+        torch.zeros(4, 4).scatter(1, idx, 1.0),
+        x.index_select(0, torch.tensor([3, 0])),
+        x.masked_fill(x > 0, 0.0),
+        x.topk(2, dim=1).indices,
+        torch.sort(x, dim=0).values,
+    )
+
+
+@case()
+def random_ops_seeded_inside(x: torch.Tensor) -> Any:
+    torch.manual_seed(3)
+    return x + torch.randn(4, 4), torch.rand(2), torch.randint(0, 5, (3,))
+
+
+@case()
+def complex_and_double_tensors(x: torch.Tensor) -> Any:
+    z = torch.complex(x, x * 2)
+    return z.abs(), z.real + z.imag, x.double().sum(), torch.view_as_real(z).shape
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Point(torch.randn(4), 2)))
+def namedtuple_input(x: torch.Tensor, p: _Point) -> Any:
+    return x * p.b + p.a, p._fields
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Pair(torch.randn(4), torch.randn(4))))
+def dataclass_input_read_and_method(x: torch.Tensor, pair: _Pair) -> Any:
+    return x + pair.total(), pair.weight
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Color.RED))
+def enum_input(x: torch.Tensor, c: _Color) -> Any:
+    return x * c.value if c is _Color.RED else x
+
+
+@case(inputs=lambda: (torch.randn(4, 4), (2, (3.0, "s"))))
+def nested_tuple_input(x: torch.Tensor, spec: tuple[int, tuple[float, str]]) -> Any:
+    n, (f, s) = spec
+    return x * n + f, s * n
+
+
+# --------------------------------------------------------------------------- more modules
+
+
+class _Gated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 8)
+        self.act = nn.GELU()
+        self.drop = nn.Dropout(0.0)
+
+    def forward(self, x: torch.Tensor, gate: bool = True) -> torch.Tensor:
+        a, b = self.proj(x).chunk(2, dim=-1)
+        out = self.act(a) * torch.sigmoid(b) if gate else a
+        return self.drop(out)
+
+
+_GATED = _Gated()
+
+
+@case()
+def module_with_keyword_argument_and_chunk(x: torch.Tensor) -> Any:
+    return _GATED(x), _GATED(x, gate=False)
+
+
+@case()
+def module_attribute_reads(x: torch.Tensor) -> Any:
+    lin = _GATED.proj
+    return x @ lin.weight.t()[:, :4] + lin.bias[:4], lin.in_features, lin.weight.shape
+
+
+@case()
+def module_apply_functional_with_parameters(x: torch.Tensor) -> Any:
+    w, b = _GATED.proj.weight, _GATED.proj.bias
+    return F.linear(x, w, b), w.requires_grad
+
+
+@case()
+def rnn_cell_and_lstm(x: torch.Tensor) -> Any:
+    h = _CELL(x)
+    out, _ = _LSTM(x[None])
+    return h, out
+
+
+_CELL = nn.GRUCell(4, 4)
+_LSTM = nn.LSTM(4, 4, batch_first=True)
+
+
+@case()
+def multihead_attention_module(x: torch.Tensor) -> Any:
+    out, weights = _MHA(x[None], x[None], x[None])
+    return out, weights
+
+
+_MHA = nn.MultiheadAttention(4, 2, batch_first=True)
+
+
+@case()
+def transformer_encoder_layer(x: torch.Tensor) -> Any:
+    return _ENC(x[None])
+
+
+_ENC = nn.TransformerEncoderLayer(4, 2, dim_feedforward=8, dropout=0.0, batch_first=True).eval()
+
+
+@case()
+def imports_inside_the_function(x: torch.Tensor) -> Any:
+    import collections.abc as cabc
+
+    import torch.nn.functional
+    from torch.nn import functional as fn
+
+    return fn.relu(x) + torch.nn.functional.gelu(x), cabc.Mapping.__name__

@@ -92,7 +92,14 @@ def differs(a: Any, b: Any, where: str = "result") -> str:
             if d:
                 return d
         return ""
-    if type(a) is not type(b) or a != b:
+    if type(a) is not type(b):
+        return f"{where}: {type(a).__name__} vs {type(b).__name__}"
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        fields = [f.name for f in dataclasses.fields(a)]
+        return differs([getattr(a, f) for f in fields], [getattr(b, f) for f in fields], where)
+    if type(a).__eq__ is object.__eq__ and hasattr(a, "__dict__"):
+        return differs(vars(a), vars(b), where)  # objects made per run: compare their state
+    if a != b:
         return f"{where}: {a!r} vs {b!r}"
     return ""
 

@@ -268,7 +268,7 @@ def IMPORT_NAME(vm: Interpreter, inst: dis.Instruction) -> None:
     """``import m`` inside the function: only modules already imported (no import side effects)."""
     import sys
 
-    vm.pop()  # fromlist
+    fromlist = ops.const_value(vm.out, vm.pop())
     level = ops.const_value(vm.out, vm.pop())
     name = inst.argval
     if level:
@@ -276,9 +276,9 @@ def IMPORT_NAME(vm: Interpreter, inst: dis.Instruction) -> None:
     module = sys.modules.get(name)
     if module is None:
         raise Unsupported(f"importing {name!r} (not imported yet) inside a compiled function")
-    # `import a.b` binds `a`; `from a.b import c` uses a.b itself (IMPORT_FROM follows).
-    follows = vm.next_instruction().opname == "IMPORT_FROM"
-    top = name if follows else name.partition(".")[0]
+    # as __import__: the top package without a fromlist (`import a.b` binds `a`, and
+    # `import a.b as c` reads `b` from it with IMPORT_FROM), the module itself with one
+    top = name if fromlist else name.partition(".")[0]
     vm.push(ObjectVar(sys.modules[top]))
 
 
