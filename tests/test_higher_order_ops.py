@@ -537,7 +537,7 @@ def test_data_dependent_op_breaks_cleanly_in_as_many_graphs_as_torch(
     counter: GraphCounter, fn: Callable[[torch.Tensor], torch.Tensor]
 ) -> None:
     # torch 2.13's defaults (capture_scalar_outputs and capture_dynamic_output_shape_ops off):
-    # a break at the op, a graph on each side. Unbacked symbols are not implemented yet.
+    # a break at the op, a graph on each side (unbacked symbols: test_data_dependent_values.py).
     x = torch.randn(3, 4)
     got = compile_api.compile(fn, backend=counter)(x)
     torch.testing.assert_close(got, fn(x))

@@ -509,7 +509,12 @@ def _symbolic_examples(
                   for n in gm.graph.nodes if n.op == "placeholder"]
     # Symbolic either in the inputs themselves (torch.compile passes SymInts) or only on the
     # placeholders (a capture layer may pass the real values as example inputs).
-    if not any(_is_symbolic(e) for e in [*example_inputs, *values]):
+    # A graph with data-dependent (unbacked) symbols, from .item() or nonzero, is traced in
+    # its capture layer's fake mode too: that mode's ShapeEnv knows those symbols.
+    unbacked = isinstance(gm, torch.fx.GraphModule) and any(
+        "unbacked_bindings" in n.meta for n in gm.graph.nodes
+    )
+    if not unbacked and not any(_is_symbolic(e) for e in [*example_inputs, *values]):
         return None
     if not values:
         raise AotUnsupportedError(

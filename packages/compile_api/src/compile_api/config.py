@@ -66,6 +66,14 @@ class Config:
     ``TORCH_COMPILE_DEBUG=1``; the folder's parent is ``STRATA_COMPILE_DEBUG_DIR``, else the
     current directory)."""
 
+    capture_scalar_outputs: bool = False
+    """``Tensor.item()`` joins the graph as an unbacked symbol instead of breaking (torch's
+    setting of this name and default; ``fullgraph=True`` captures it anyway, as torch 2.13)."""
+    capture_dynamic_output_shape_ops: bool = False
+    """Ops whose output sizes depend on tensor data (``nonzero``, ``x[mask]``) join the graph
+    with unbacked sizes instead of breaking (torch's setting of this name and default;
+    ``fullgraph=True`` captures them anyway, as torch 2.13)."""
+
     @property
     def recompile_limit(self) -> int:
         """torch 2.13's name for ``cache_size_limit`` (the same setting)."""

@@ -590,6 +590,9 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         dynamic_dims=_dynamic_dims(frame, f_locals, ctx, recompiling),
         static_dims=_static_dims(f_locals),
         dynamic_ints=_dynamic_ints(frame, f_locals, ctx, recompiling),
+        # torch.compile 2.13 captures both under fullgraph=True whatever the settings say
+        capture_scalar_outputs=config.capture_scalar_outputs or ctx.fullgraph,
+        capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops or ctx.fullgraph,
     )
     try:
         with _timed(record, "bytecode_analysis"), _preserved_rng_state():

@@ -23,6 +23,7 @@ from torch.fx.experimental.symbolic_shapes import (
     GuardOnDataDependentSymNode,
     ShapeEnv,
     StatelessSymbolicContext,
+    compute_unbacked_bindings,
     free_unbacked_symbols,
 )
 from torch.fx.node import map_aggregate, map_arg
@@ -71,8 +72,18 @@ class GraphBuilder:
     symbolic whatever ``dynamic`` says.
     """
 
-    def __init__(self, *, dynamic: bool | None = False) -> None:
+    def __init__(
+        self,
+        *,
+        dynamic: bool | None = False,
+        unbacked_scalars: bool = False,
+        unbacked_sizes: bool = False,
+    ) -> None:
         self.dynamic = dynamic
+        # Data-dependent results allowed as unbacked symbols (torch.compile's
+        # capture_scalar_outputs / capture_dynamic_output_shape_ops); refused when off.
+        self.unbacked_scalars = unbacked_scalars
+        self.unbacked_sizes = unbacked_sizes
         # One ShapeEnv always: mark_dynamic-style dims need it even when dynamic is off.
         self.shape_env: ShapeEnv = ShapeEnv()
         self.fake_mode: FakeTensorMode = FakeTensorMode(shape_env=self.shape_env)
@@ -226,6 +237,11 @@ class GraphBuilder:
         example = self._propagate(op, target, args, kwargs)
         node = self.graph.create_node(op, target, args, kwargs)  # type: ignore[arg-type]
         node.meta["example_value"] = example
+        if self.shape_env.pending_fresh_unbacked_symbols:
+            # The op made new data-dependent symbols (allowed above): bind them to this node.
+            bindings = compute_unbacked_bindings(self.shape_env, example)
+            if bindings:
+                node.meta["unbacked_bindings"] = bindings
         return node
 
     def _propagate(
@@ -257,15 +273,21 @@ class GraphBuilder:
                 target=name,
                 data_dependent=False,
             ) from exc
-        # With a ShapeEnv, nonzero/item succeed on fakes with unbacked symbols; we do not capture
-        # data-dependent outputs (yet), so report them like the fake-mode refusals above.
-        if _has_unbacked_symbols(result):
-            self.shape_env.pending_fresh_unbacked_symbols.clear()
-            raise FakePropagationError(
-                f"{name} has an output that depends on tensor data",
-                target=name,
-                data_dependent=True,
-            )
+        # With a ShapeEnv, nonzero/item succeed on fakes with fresh unbacked symbols: kept
+        # where the builder allows that kind (a number, or a tensor's sizes), else reported
+        # like the fake-mode refusals above.
+        fresh = self.shape_env.pending_fresh_unbacked_symbols
+        if fresh and _has_unbacked_symbols(result):
+            scalar = isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool))
+            if not (self.unbacked_scalars if scalar else self.unbacked_sizes):
+                fresh.clear()
+                raise FakePropagationError(
+                    f"{name} has an output that depends on tensor data",
+                    target=name,
+                    data_dependent=True,
+                )
+        elif fresh:
+            fresh.clear()
         return result
 
     # -- output -----------------------------------------------------------------------------
@@ -295,7 +317,11 @@ class SubgraphBuilder(GraphBuilder):
     """A graph nested in another builder's graph; see :meth:`GraphBuilder.subgraph`."""
 
     def __init__(self, parent: GraphBuilder) -> None:
-        super().__init__(dynamic=parent.dynamic)
+        super().__init__(
+            dynamic=parent.dynamic,
+            unbacked_scalars=parent.unbacked_scalars,
+            unbacked_sizes=parent.unbacked_sizes,
+        )
         self.parent = parent
         self.shape_env = parent.shape_env
         self.fake_mode = parent.fake_mode

@@ -146,6 +146,8 @@ def tensor_method(
 ) -> Var:
     """``tensor.name(*args, **kwargs)``."""
     out = vm.out
+    if name == "item" and not args and not kwargs and out.builder.unbacked_scalars:
+        return ops.graph_method(out, name, [tensor], {})  # an unbacked symbol
     if name in _DATA_DEPENDENT_METHODS:
         raise Unsupported(
             f"Tensor.{name}() needs the tensor's data, which is unknown while tracing"

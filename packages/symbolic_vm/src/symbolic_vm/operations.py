@@ -413,7 +413,16 @@ def truth(out: Output, var: Var) -> bool:
     if isinstance(var, SymVar):
         # A branch on sizes: take the branch the example sizes take and guard on it. bool() of
         # the SymInt guards only what the branch needs (n != 0), not n's value.
-        return bool(var.example)
+        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+        try:
+            return bool(var.example)
+        except GuardOnDataDependentSymNode:
+            # An unbacked symbol (from .item() or nonzero): no value to branch on.
+            raise Unsupported(
+                "data-dependent branch: the condition depends on a value read from a tensor "
+                "(.item(), nonzero), unknown while tracing"
+            ) from None
     if isinstance(var, ModuleVar):
         from symbolic_vm.modules import module_len
 

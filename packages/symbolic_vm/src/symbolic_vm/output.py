@@ -163,7 +163,11 @@ class Output:
         self.prefix = prefix
         self.f_globals = f_globals
         self.config = config
-        self.builder = GraphBuilder(dynamic=bool(config.dynamic))
+        self.builder = GraphBuilder(
+            dynamic=bool(config.dynamic),
+            unbacked_scalars=config.capture_scalar_outputs,
+            unbacked_sizes=config.capture_dynamic_output_shape_ops,
+        )
         self._tensor_inputs: dict[int, TensorVar] = {}
         self._real_inputs: dict[int, torch.Tensor] = {}
         self._input_symbols: dict[int, dict[int, Any]] = {}

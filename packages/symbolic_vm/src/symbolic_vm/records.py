@@ -79,6 +79,10 @@ class CaptureConfig:
     dynamic_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
     static_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
     dynamic_ints: frozenset[str] = frozenset()
+    # torch.compile's settings of these names: Tensor.item() as an unbacked symbol, and ops
+    # whose output sizes depend on data (nonzero, x[mask]) with unbacked sizes; else breaks.
+    capture_scalar_outputs: bool = False
+    capture_dynamic_output_shape_ops: bool = False
 
 
 @attrs.frozen

@@ -1,0 +1,160 @@
+"""Data-dependent values (``.item()``, ``nonzero``, boolean masks) as unbacked symbols.
+
+torch.compile 2.13 breaks at these ops by default and captures them with unbacked symbols
+under ``fullgraph=True`` or with ``capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
+on; Strata does the same, with settings of those names on ``compile_api.config``. A branch on
+such a value is a clean break. Every case compares values (and gradients) with eager and the
+graph count with torch.compile's on the same inputs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.config
+
+import compile_api
+
+from .conftest import GraphCounter
+
+
+def scale_by_item(x: torch.Tensor) -> torch.Tensor:
+    return x * x.sum().item()
+
+
+def item_returned(x: torch.Tensor) -> Any:
+    return x.abs().max().item(), x + 1
+
+
+def count_nonzero_rows(x: torch.Tensor) -> torch.Tensor:
+    return torch.nonzero(x > 0).float().sum() + x.sum()
+
+
+def nonzero_returned(x: torch.Tensor) -> torch.Tensor:
+    return torch.nonzero(x > 0)
+
+
+def masked_sum(x: torch.Tensor) -> torch.Tensor:
+    return x[x > 0].sum() * 2
+
+
+def masked_values(x: torch.Tensor) -> torch.Tensor:
+    return x[x > 0] * 2
+
+
+def unique_sum(x: torch.Tensor) -> torch.Tensor:
+    return torch.unique((x * 2).round()).sum()
+
+
+def branch_on_item(x: torch.Tensor) -> torch.Tensor:
+    if x.sum().item() > 0:
+        return x + 1
+    return x - 1
+
+
+CAPTURED = [
+    scale_by_item,
+    item_returned,
+    count_nonzero_rows,
+    nonzero_returned,
+    masked_sum,
+    masked_values,
+    unique_sum,
+]
+INPUTS = (
+    torch.linspace(-1.0, 2.0, 12).reshape(3, 4),
+    torch.linspace(-2.0, 0.5, 12).reshape(3, 4),  # other values, other nonzero counts
+)
+
+
+def _counting(backend: str) -> tuple[GraphCounter, Callable[..., Any]]:
+    counter = GraphCounter()
+    inner = compile_api.lookup_backend(backend)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    return counter, counting
+
+
+def _torch_graphs(fn: Callable[..., Any], *, flags: bool, fullgraph: bool = False) -> int:
+    theirs = GraphCounter()
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=flags, capture_dynamic_output_shape_ops=flags
+    ):
+        compiled = torch.compile(fn, backend=theirs, fullgraph=fullgraph)
+        for x in INPUTS:
+            compiled(x)
+    torch._dynamo.reset()
+    return theirs.count
+
+
+def _ours(fn: Callable[..., Any], backend: str, **options: Any) -> GraphCounter:
+    counter, counting = _counting(backend)
+    compile_api.reset()
+    compiled = compile_api.compile(fn, backend=counting, **options)
+    for x in INPUTS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # inductor_lite's fallback for unbacked graphs
+            got = compiled(x)
+        torch.testing.assert_close(got, fn(x))
+    return counter
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", CAPTURED, ids=[f.__name__ for f in CAPTURED])
+def test_fullgraph_captures_data_dependent_values_in_one_graph_like_torch(
+    fn: Callable[..., Any], backend: str
+) -> None:
+    counter = _ours(fn, backend, fullgraph=True)
+    assert counter.count == _torch_graphs(fn, flags=False, fullgraph=True) == 1
+
+
+@pytest.mark.parametrize("fn", CAPTURED, ids=[f.__name__ for f in CAPTURED])
+def test_capture_settings_put_data_dependent_values_in_one_graph_like_torch(
+    fn: Callable[..., Any],
+) -> None:
+    compile_api.config.capture_scalar_outputs = True
+    compile_api.config.capture_dynamic_output_shape_ops = True
+    counter = _ours(fn, "aot_eager")
+    assert counter.count == _torch_graphs(fn, flags=True) == 1
+
+
+@pytest.mark.parametrize("fn", CAPTURED, ids=[f.__name__ for f in CAPTURED])
+def test_default_settings_break_at_data_dependent_values_like_torch(
+    fn: Callable[..., Any],
+) -> None:
+    counter = _ours(fn, "eager")
+    assert counter.count == _torch_graphs(fn, flags=False)
+
+
+def test_branch_on_an_unbacked_value_breaks_cleanly_like_torch() -> None:
+    compile_api.config.capture_scalar_outputs = True
+    counter = _ours(branch_on_item, "aot_eager")  # both branches taken: 1 graph + 2 resumes
+    assert counter.count == _torch_graphs(branch_on_item, flags=True) == 3
+    compile_api.reset()
+    with pytest.raises(compile_api.Unsupported, match="data-dependent branch"):
+        compile_api.compile(branch_on_item, backend="eager", fullgraph=True)(INPUTS[0])
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_masked_values_train_with_eager_gradients(backend: str) -> None:
+    def loss(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        picked = (x * w)[x > 0]
+        return (picked.sin() * picked.numel()).sum()
+
+    compiled = compile_api.compile(loss, backend=backend, fullgraph=True)
+    for x in INPUTS:
+        w = torch.linspace(0.5, 1.5, 4).requires_grad_(True)
+        want = loss(x, w)
+        (want_grad,) = torch.autograd.grad(want, w)
+        got = compiled(x, w)
+        (got_grad,) = torch.autograd.grad(got, w)
+        torch.testing.assert_close((got, got_grad), (want, want_grad))
