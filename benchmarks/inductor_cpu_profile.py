@@ -31,7 +31,7 @@ _CALL = re.compile(r"\b(_kernel\d+|_fb\d+)\(")
 
 
 def _sizes(node: Any) -> Any:
-    return getattr(node, "out_sizes", None) or node.sizes
+    return node.out_sizes if hasattr(node, "out_sizes") else node.sizes
 
 
 def _describe(cg: Any) -> dict[str, str]:

@@ -14,6 +14,7 @@ from inductor_lite import (
     CompiledGraph,
     InductorConfig,
     compile_aten_graph,
+    conv_fold,
     conv_lowerings,
     conv_select,
 )
@@ -21,6 +22,9 @@ from inductor_lite.ir import FallbackNode, PointwiseNode, TensorRef
 
 aten = torch.ops.aten
 pointwise_conv = torch.ops.mkldnn._convolution_pointwise.default
+# the real costs, before any patch
+_POST_OP_CALL_ELEMENTS = conv_fold._POST_OP_CALL_ELEMENTS
+_GUARD_CALL_ELEMENTS = conv_fold._GUARD_CALL_ELEMENTS
 
 pytestmark = pytest.mark.skipif(
     not torch.backends.mkldnn.is_available(),  # type: ignore[no-untyped-call]
@@ -38,6 +42,10 @@ def _channels_last_where_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     # (conv_select.py): these tests are about what follows the choice, so it is pinned (the
     # measuring test puts the real one back).
     monkeypatch.setattr(conv_lowerings, "measured_layout", lambda *args: "nhwc")
+    # these tests' activations are small: the post-op call's and the guard's fixed costs are
+    # left out so that their chains fold (the costs themselves are tested below)
+    monkeypatch.setattr(conv_fold, "_POST_OP_CALL_ELEMENTS", 0)
+    monkeypatch.setattr(conv_fold, "_GUARD_CALL_ELEMENTS", 0)
 
 
 def _nhwc(sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -401,3 +409,35 @@ def test_kernel_choices_channel_reports_each_convolution_decision(check: Any, ca
     # a folding decision per convolution and the unfolded one's layout, each with its reason
     assert any("w(16, 1, 3, 3): channels-last" in m for m in lines), lines
     assert sum("epilogue" in m and "elements of traffic" in m for m in lines) == 2, lines
+
+
+@pytest.mark.parametrize(("size", "folded"), [(8, False), (64, True)])
+def test_a_relu_is_onednn_post_op_only_where_the_output_pays_for_its_call(
+    size: int, folded: bool, check: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # oneDNN's convolution with a post-op costs ~35 us more per call than the plain one:
+    # a 2x8x8x16 output keeps conv -> (batch norm + ReLU kernel); a 2x64x64x16 one folds
+    monkeypatch.setattr(conv_fold, "_POST_OP_CALL_ELEMENTS", _POST_OP_CALL_ELEMENTS)
+    monkeypatch.setattr(conv_fold, "_GUARD_CALL_ELEMENTS", _GUARD_CALL_ELEMENTS)
+    torch.manual_seed(0)
+    w, b = torch.randn(16, 4, 3, 3), torch.randn(16)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.relu(F.conv2d(x, w, b, padding=1) * _SCALE.repeat(3, 1, 1)[:16] + 0.5)
+
+    c = check(fn, [torch.randn(2, 4, size, size)], atol=1e-5, rtol=1e-4)
+    targets = _targets(c)
+    assert (pointwise_conv in targets) == folded
+    assert (aten.convolution.default in targets) == (not folded)
+
+
+def test_folds_saving_less_than_the_guard_costs_are_not_made(
+    check: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one small fold without a ReLU (scale and shift before a plain consumer) saves a few
+    # thousand elements of traffic: the guard's bound and its per-call read cost more
+    monkeypatch.setattr(conv_fold, "_GUARD_CALL_ELEMENTS", _GUARD_CALL_ELEMENTS)
+    fn, inputs = _conv_then(lambda y: y * _SCALE + _SHIFT)
+    c = check(fn, inputs, atol=1e-5, rtol=1e-4)
+    assert not c.lowered.guards
+    assert aten.convolution.default in _targets(c)

@@ -358,10 +358,21 @@ def _numel(node: object) -> int:
     return 0 if v is None else int(v.numel())
 
 
-def _worth_folding(
+# the fixed extra cost of ``_convolution_pointwise`` over ``convolution``, in elements of
+# memory traffic (a read and a write of ~50,000 float32 elements; see _worth_folding)
+_POST_OP_CALL_ELEMENTS = 100_000
+
+
+# the guard's fixed cost per graph (its bound's reductions and the ``.item()`` read that
+# decides the call, ~10-20 us), in elements of traffic: folds that save less in all are not
+# made (mobilenet_v3_small at 96x96 has one fold worth ~8,000 elements)
+_GUARD_CALL_ELEMENTS = 50_000
+
+
+def _fold_margin(
     conv: torch.fx.Node, steps: list[torch.fx.Node], relu: bool, folded: set[torch.fx.Node]
-) -> bool:
-    """Whether folding saves more memory traffic than it adds (a cost model, in elements).
+) -> int:
+    """How much memory traffic folding saves over what it adds (a cost model, in elements).
 
     Folding writes a scaled copy of the weight on every call and reads the weight again for
     the guard's bound (about 3 passes over the weight), plus one pass over the input when its
@@ -380,13 +391,19 @@ def _worth_folding(
         for u in tail.users
     )
     saved = 0 if absorbed else 2 * _numel(conv)
+    if relu:
+        # oneDNN's convolution with a post-op costs a fixed ~30-40 us more per call than
+        # the plain convolution (1 thread; 47-58 us against 11-24 us for mobilenet's small
+        # 1x1 and 3x3 convolutions), what a ReLU pass over ~50,000 elements costs: on
+        # smaller outputs the separate pass (fused with the batch norm, or into consumers) wins
+        saved -= _POST_OP_CALL_ELEMENTS
     x, weight = conv.args[0], conv.args[1]
     cost = 3 * _numel(weight) + (0 if x in folded else _numel(x))
     verdict = "epilogue folded into oneDNN" if cost < saved else "epilogue not folded"
     choice(
         f"convolution {conv.name}", verdict, "%d elements of traffic added, %d saved", cost, saved
     )
-    return cost < saved
+    return saved - cost
 
 
 def fold_conv_epilogues(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
@@ -403,14 +420,23 @@ def fold_conv_epilogues(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
         return gm
     found = []
     folded: set[torch.fx.Node] = set()
+    margin = 0
     for node in gm.graph.nodes:
         if node.op == "call_function" and _foldable_conv(node):
             steps, relu = _chain(node)
-            if (steps or relu) and _worth_folding(node, steps, relu, folded):
+            gain = _fold_margin(node, steps, relu, folded) if steps or relu else 0
+            if gain > 0:
+                margin += gain
                 found.append((node, steps, relu))
                 tail = steps[-1] if steps else node
                 folded.add(next(iter(tail.users)) if relu else tail)  # what the fold replaces
-    if not found:
+    if margin <= _GUARD_CALL_ELEMENTS:
+        if found:
+            choice(
+                "convolution epilogues", "none folded",
+                "%d folds would save %d elements of traffic, less than the guard costs",
+                len(found), margin,
+            )
         return gm
     graph = torch.fx.Graph()
     val_map: dict[torch.fx.Node, torch.fx.Node] = {}
