@@ -8,6 +8,7 @@ Everything here is a frozen record so that nodes can be hashed, compared and pri
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +33,7 @@ __all__ = [
     "IVar",
     "LoweredGraph",
     "Node",
+    "Op",
     "OutputSpec",
     "PointwiseNode",
     "ReductionNode",
@@ -254,11 +256,90 @@ class VIndex:
     dtype: torch.dtype
 
 
+class Op(enum.StrEnum):
+    """The scalar operations of the loop IR (``VOp.op``): the one list every backend renders.
+
+    Each member knows its ``arity`` and whether its result is a ``bool`` whatever its
+    arguments' dtype (comparisons and logical ops) or of the arguments' compute dtype. A
+    member equals (and hashes as) its name string, which is what the C++ and Triton renderers
+    key their tables on. Adding an op: a member here, a lowering that builds it
+    (op_lowerings), and a case in each renderer; ``tests/test_op_vocabulary.py`` fails while
+    a backend lacks one it is not listed as lacking.
+    """
+
+    arity: int
+    to_bool: bool
+
+    def __new__(cls, value: str, arity: int = 1, to_bool: bool = False) -> Op:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.arity = arity
+        member.to_bool = to_bool
+        return member
+
+    # arithmetic
+    ADD = "add", 2
+    SUB = "sub", 2
+    MUL = "mul", 2
+    TRUEDIV = "truediv", 2
+    FLOOR_DIV = "floor_div", 2
+    REMAINDER = "remainder", 2
+    FMOD = "fmod", 2
+    POW = "pow", 2
+    ATAN2 = "atan2", 2
+    MAXIMUM = "maximum", 2
+    MINIMUM = "minimum", 2
+    CLAMP_LO = "clamp_lo", 2  # max(x, bound) that keeps a NaN x
+    CLAMP_HI = "clamp_hi", 2  # min(x, bound) that keeps a NaN x
+    # bitwise (ints and bools)
+    AND = "and", 2
+    OR = "or", 2
+    XOR = "xor", 2
+    BITWISE_NOT = "bitwise_not"
+    # comparisons and logic: bool results
+    EQ = "eq", 2, True
+    NE = "ne", 2, True
+    LT = "lt", 2, True
+    LE = "le", 2, True
+    GT = "gt", 2, True
+    GE = "ge", 2, True
+    LOGICAL_AND = "logical_and", 2, True
+    LOGICAL_OR = "logical_or", 2, True
+    LOGICAL_XOR = "logical_xor", 2, True
+    LOGICAL_NOT = "logical_not", 1, True
+    # unary math
+    NEG = "neg"
+    ABS = "abs"
+    SIGN = "sign"
+    RECIPROCAL = "reciprocal"
+    RELU = "relu"
+    EXP = "exp"
+    EXP2 = "exp2"
+    EXPM1 = "expm1"
+    LOG = "log"
+    LOG2 = "log2"
+    LOG1P = "log1p"
+    SQRT = "sqrt"
+    RSQRT = "rsqrt"
+    SIN = "sin"
+    COS = "cos"
+    TANH = "tanh"
+    ATAN = "atan"
+    SIGMOID = "sigmoid"
+    ERF = "erf"
+    FLOOR = "floor"
+    CEIL = "ceil"
+    TRUNC = "trunc"
+    ROUND = "round"
+    # selection: where(cond, a, b)
+    WHERE = "where", 3
+
+
 @dataclass(frozen=True)
 class VOp:
     """``op`` applied to ``args``; every arg already has the dtype the op computes in."""
 
-    op: str
+    op: Op
     args: tuple[VExpr, ...]
     dtype: torch.dtype
 

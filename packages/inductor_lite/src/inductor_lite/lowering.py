@@ -23,6 +23,7 @@ from .ir import (
     ISym,
     LoweredGraph,
     Node,
+    Op,
     OutputSpec,
     PointwiseNode,
     ReductionNode,
@@ -158,10 +159,10 @@ def _query_example(node: torch.fx.Node, target: torch._ops.OpOverload) -> object
 
 
 _SCALAR_OPS = {
-    operator.add: "add",
-    operator.sub: "sub",
-    operator.mul: "mul",
-    operator.truediv: "truediv",
+    operator.add: Op.ADD,
+    operator.sub: Op.SUB,
+    operator.mul: Op.MUL,
+    operator.truediv: Op.TRUEDIV,
 }
 
 

@@ -23,6 +23,7 @@ from .ir import (
     IExpr,
     ISym,
     IValue,
+    Op,
     PointwiseNode,
     TensorRef,
     VConst,
@@ -145,7 +146,7 @@ def pointwise(
     return TensorValue(sizes, dtype, load)
 
 
-def op(name: str, dtype: torch.dtype, *args: VExpr) -> VExpr:
+def op(name: Op, dtype: torch.dtype, *args: VExpr) -> VExpr:
     return VOp(name, tuple(args), dtype)
 
 
@@ -156,66 +157,66 @@ def c(value: float, dtype: torch.dtype) -> VExpr:
 # ---------------------------------------------------------------- elementwise
 
 _BINARY = {
-    aten.mul: "mul",
-    aten.maximum: "maximum",
-    aten.minimum: "minimum",
-    aten.atan2: "atan2",
-    aten.bitwise_and: "and",
-    aten.bitwise_or: "or",
-    aten.bitwise_xor: "xor",
-    aten.logical_and: "logical_and",
-    aten.logical_or: "logical_or",
-    aten.logical_xor: "logical_xor",
+    aten.mul: Op.MUL,
+    aten.maximum: Op.MAXIMUM,
+    aten.minimum: Op.MINIMUM,
+    aten.atan2: Op.ATAN2,
+    aten.bitwise_and: Op.AND,
+    aten.bitwise_or: Op.OR,
+    aten.bitwise_xor: Op.XOR,
+    aten.logical_and: Op.LOGICAL_AND,
+    aten.logical_or: Op.LOGICAL_OR,
+    aten.logical_xor: Op.LOGICAL_XOR,
 }
 _COMPARE = {
-    aten.eq: "eq",
-    aten.ne: "ne",
-    aten.lt: "lt",
-    aten.le: "le",
-    aten.gt: "gt",
-    aten.ge: "ge",
+    aten.eq: Op.EQ,
+    aten.ne: Op.NE,
+    aten.lt: Op.LT,
+    aten.le: Op.LE,
+    aten.gt: Op.GT,
+    aten.ge: Op.GE,
 }
 # unary ops computed in the result dtype (ints become floats for exp etc.)
 _UNARY = {
-    aten.neg: "neg",
-    aten.abs: "abs",
-    aten.exp: "exp",
-    aten.exp2: "exp2",
-    aten.log: "log",
-    aten.log2: "log2",
-    aten.log1p: "log1p",
-    aten.expm1: "expm1",
-    aten.sqrt: "sqrt",
-    aten.rsqrt: "rsqrt",
-    aten.sin: "sin",
-    aten.cos: "cos",
-    aten.tanh: "tanh",
-    aten.sigmoid: "sigmoid",
-    aten.erf: "erf",
-    aten.reciprocal: "reciprocal",
-    aten.relu: "relu",
-    aten.floor: "floor",
-    aten.ceil: "ceil",
-    aten.trunc: "trunc",
-    aten.round: "round",
-    aten.sign: "sign",
-    aten.bitwise_not: "bitwise_not",
-    aten.atan: "atan",
+    aten.neg: Op.NEG,
+    aten.abs: Op.ABS,
+    aten.exp: Op.EXP,
+    aten.exp2: Op.EXP2,
+    aten.log: Op.LOG,
+    aten.log2: Op.LOG2,
+    aten.log1p: Op.LOG1P,
+    aten.expm1: Op.EXPM1,
+    aten.sqrt: Op.SQRT,
+    aten.rsqrt: Op.RSQRT,
+    aten.sin: Op.SIN,
+    aten.cos: Op.COS,
+    aten.tanh: Op.TANH,
+    aten.sigmoid: Op.SIGMOID,
+    aten.erf: Op.ERF,
+    aten.reciprocal: Op.RECIPROCAL,
+    aten.relu: Op.RELU,
+    aten.floor: Op.FLOOR,
+    aten.ceil: Op.CEIL,
+    aten.trunc: Op.TRUNC,
+    aten.round: Op.ROUND,
+    aten.sign: Op.SIGN,
+    aten.bitwise_not: Op.BITWISE_NOT,
+    aten.atan: Op.ATAN,
 }
-_FLOAT_ONLY = {"floor", "ceil", "trunc", "round"}
+_FLOAT_ONLY = {Op.FLOOR, Op.CEIL, Op.TRUNC, Op.ROUND}
 
 
-def _make_binary(name: str) -> Fn:
+def _make_binary(name: Op) -> Fn:
     def lower(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
         dt = out_dtype(node)
-        if dt == torch.bool and name in ("mul", "maximum", "minimum"):
+        if dt == torch.bool and name in (Op.MUL, Op.MAXIMUM, Op.MINIMUM):
             return NotImplemented
         return pointwise(node, [a, b], lambda v: op(name, dt, *v), dt)
 
     return lower
 
 
-def _make_compare(name: str) -> Fn:
+def _make_compare(name: Op) -> Fn:
     def lower(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
         common = promote(a, b)
         return pointwise(node, [a, b], lambda v: op(name, torch.bool, *v), common)
@@ -223,14 +224,14 @@ def _make_compare(name: str) -> Fn:
     return lower
 
 
-def _make_unary(name: str) -> Fn:
+def _make_unary(name: Op) -> Fn:
     def lower(L: GraphLowering, node: torch.fx.Node, a: object) -> object:
         dt = out_dtype(node)
         if name in _FLOAT_ONLY and not dt.is_floating_point:
             return pointwise(node, [a], lambda v: v[0], dt)
-        if name == "bitwise_not" and dt.is_floating_point:
+        if name is Op.BITWISE_NOT and dt.is_floating_point:
             return NotImplemented
-        if name == "sign" and dt == torch.bool:
+        if name is Op.SIGN and dt == torch.bool:
             return NotImplemented
         return pointwise(node, [a], lambda v: op(name, dt, *v), dt)
 
@@ -250,12 +251,12 @@ def _add_sub(
     L: GraphLowering, node: torch.fx.Node, a: object, b: object, *, alpha: object = 1
 ) -> object:
     dt = out_dtype(node)
-    name = "add" if node.target.overloadpacket is aten.add else "sub"  # type: ignore[union-attr]
+    name = Op.ADD if node.target.overloadpacket is aten.add else Op.SUB  # type: ignore[union-attr]
     if dt == torch.bool:
         return NotImplemented
 
     def fn(v: list[VExpr]) -> VExpr:
-        rhs = v[1] if alpha == 1 else op("mul", dt, v[1], c(alpha, dt))  # type: ignore[arg-type]
+        rhs = v[1] if alpha == 1 else op(Op.MUL, dt, v[1], c(alpha, dt))  # type: ignore[arg-type]
         return op(name, dt, v[0], rhs)
 
     return pointwise(node, [a, b], fn, dt)
@@ -268,7 +269,7 @@ def _rsub(
     dt = out_dtype(node)
     if alpha != 1 or dt == torch.bool:
         return NotImplemented
-    return pointwise(node, [a, b], lambda v: op("sub", dt, v[1], v[0]), dt)
+    return pointwise(node, [a, b], lambda v: op(Op.SUB, dt, v[1], v[0]), dt)
 
 
 @register(aten.div.Tensor, aten.div.Scalar, prims.div.default)
@@ -276,7 +277,7 @@ def _div(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented  # integer division: leave the zero-divisor error to aten
-    return pointwise(node, [a, b], lambda v: op("truediv", dt, *v), dt)
+    return pointwise(node, [a, b], lambda v: op(Op.TRUEDIV, dt, *v), dt)
 
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -286,12 +287,12 @@ def _div_mode(
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented
-    post = {None: None, "floor": "floor", "trunc": "trunc"}[rounding_mode]
+    post = {None: None, "floor": Op.FLOOR, "trunc": Op.TRUNC}[rounding_mode]
 
     def fn(v: list[VExpr]) -> VExpr:
-        if post == "floor":
-            return op("floor_div", dt, *v)
-        q = op("truediv", dt, *v)
+        if post is Op.FLOOR:
+            return op(Op.FLOOR_DIV, dt, *v)
+        q = op(Op.TRUEDIV, dt, *v)
         return q if post is None else op(post, dt, q)
 
     return pointwise(node, [a, b], fn, dt)
@@ -302,7 +303,7 @@ def _remainder(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> o
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented
-    name = "remainder" if node.target.overloadpacket is aten.remainder else "fmod"  # type: ignore[union-attr]
+    name = Op.REMAINDER if node.target.overloadpacket is aten.remainder else Op.FMOD  # type: ignore[union-attr]
     return pointwise(node, [a, b], lambda v: op(name, dt, *v), dt)
 
 
@@ -313,30 +314,30 @@ def _pow(L: GraphLowering, node: torch.fx.Node, a: object, b: object) -> object:
         return NotImplemented
     if isinstance(b, int | float) and not isinstance(b, bool):
         if b == 2:
-            return pointwise(node, [a], lambda v: op("mul", dt, v[0], v[0]), dt)
+            return pointwise(node, [a], lambda v: op(Op.MUL, dt, v[0], v[0]), dt)
         if b == 0.5:
-            return pointwise(node, [a], lambda v: op("sqrt", dt, v[0]), dt)
+            return pointwise(node, [a], lambda v: op(Op.SQRT, dt, v[0]), dt)
         if b == 1:
             return pointwise(node, [a], lambda v: v[0], dt)
         # the exponents eager's pow kernel computes by multiplication too (same rounding);
         # libm's powf is a scalar call per element (GPT-2's GELU: x^3 took 1.4 ms of 1.4 ms)
         if b == 3:
             return pointwise(
-                node, [a], lambda v: op("mul", dt, op("mul", dt, v[0], v[0]), v[0]), dt
+                node, [a], lambda v: op(Op.MUL, dt, op(Op.MUL, dt, v[0], v[0]), v[0]), dt
             )
         if b == -1:
-            return pointwise(node, [a], lambda v: op("truediv", dt, c(1.0, dt), v[0]), dt)
+            return pointwise(node, [a], lambda v: op(Op.TRUEDIV, dt, c(1.0, dt), v[0]), dt)
         if b == -2:
             return pointwise(
-                node, [a], lambda v: op("truediv", dt, c(1.0, dt), op("mul", dt, v[0], v[0])), dt
+                node, [a], lambda v: op(Op.TRUEDIV, dt, c(1.0, dt), op(Op.MUL, dt, v[0], v[0])), dt
             )
-    return pointwise(node, [a, b], lambda v: op("pow", dt, *v), dt)
+    return pointwise(node, [a, b], lambda v: op(Op.POW, dt, *v), dt)
 
 
 @register(aten.logical_not)
 def _logical_not(L: GraphLowering, node: torch.fx.Node, a: object) -> object:
     assert isinstance(a, TensorValue)
-    return pointwise(node, [a], lambda v: op("logical_not", torch.bool, v[0]), a.dtype)
+    return pointwise(node, [a], lambda v: op(Op.LOGICAL_NOT, torch.bool, v[0]), a.dtype)
 
 
 @register(aten.isnan)
@@ -344,7 +345,7 @@ def _isnan(L: GraphLowering, node: torch.fx.Node, a: object) -> object:
     assert isinstance(a, TensorValue)
     if not a.dtype.is_floating_point:
         return NotImplemented
-    return pointwise(node, [a], lambda v: op("ne", torch.bool, v[0], v[0]), a.dtype)
+    return pointwise(node, [a], lambda v: op(Op.NE, torch.bool, v[0], v[0]), a.dtype)
 
 
 @register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
@@ -356,7 +357,7 @@ def _where(L: GraphLowering, node: torch.fx.Node, cond: object, a: object, b: ob
     lb = broadcast_loader(to_tv(b, dt), sizes)
 
     def load(idx: Sequence[IExpr]) -> VExpr:
-        return op("where", dt, cast(lc(idx), torch.bool), cast(la(idx), dt), cast(lb(idx), dt))
+        return op(Op.WHERE, dt, cast(lc(idx), torch.bool), cast(la(idx), dt), cast(lb(idx), dt))
 
     return TensorValue(sizes, dt, load)
 
@@ -388,20 +389,20 @@ def _clamp(
     if dt == torch.bool or isinstance(lo, TensorValue) or isinstance(hi, TensorValue):
         return NotImplemented
 
-    def bound(kind: str, y: VExpr, value: object) -> VExpr:
+    def bound(kind: Op, y: VExpr, value: object) -> VExpr:
         # clamp_lo/clamp_hi keep a NaN input and are cheap compares. A NaN bound gives what
         # the running torch's eager clamp gives: NaN on torch 2.13 (maximum/minimum propagate
         # it), the input unchanged on torch 2.11.
         if isinstance(value, float) and math.isnan(value) and _eager_clamp_propagates_nan():
-            return op("maximum" if kind == "clamp_lo" else "minimum", dt, y, c(value, dt))
+            return op(Op.MAXIMUM if kind is Op.CLAMP_LO else Op.MINIMUM, dt, y, c(value, dt))
         return op(kind, dt, y, c(value, dt))  # type: ignore[arg-type]
 
     def fn(v: list[VExpr]) -> VExpr:
         y = v[0]
         if lo is not None:
-            y = bound("clamp_lo", y, lo)
+            y = bound(Op.CLAMP_LO, y, lo)
         if hi is not None:
-            y = bound("clamp_hi", y, hi)
+            y = bound(Op.CLAMP_HI, y, hi)
         return y
 
     return pointwise(node, [x], fn, dt)
@@ -413,18 +414,18 @@ def _gelu(L: GraphLowering, node: torch.fx.Node, x: object, *, approximate: str 
 
     def fn(v: list[VExpr]) -> VExpr:
         a = v[0]
-        half = op("mul", dt, a, c(0.5, dt))
+        half = op(Op.MUL, dt, a, c(0.5, dt))
         if approximate == "tanh":
-            cube = op("mul", dt, op("mul", dt, a, a), a)
+            cube = op(Op.MUL, dt, op(Op.MUL, dt, a, a), a)
             inner = op(
-                "mul",
+                Op.MUL,
                 dt,
                 c(math.sqrt(2 / math.pi), dt),
-                op("add", dt, a, op("mul", dt, cube, c(0.044715, dt))),
+                op(Op.ADD, dt, a, op(Op.MUL, dt, cube, c(0.044715, dt))),
             )
-            return op("mul", dt, half, op("add", dt, c(1.0, dt), op("tanh", dt, inner)))
-        erf = op("erf", dt, op("mul", dt, a, c(1 / math.sqrt(2), dt)))
-        return op("mul", dt, half, op("add", dt, c(1.0, dt), erf))
+            return op(Op.MUL, dt, half, op(Op.ADD, dt, c(1.0, dt), op(Op.TANH, dt, inner)))
+        erf = op(Op.ERF, dt, op(Op.MUL, dt, a, c(1 / math.sqrt(2), dt)))
+        return op(Op.MUL, dt, half, op(Op.ADD, dt, c(1.0, dt), erf))
 
     return pointwise(node, [x], fn, dt)
 
@@ -432,7 +433,7 @@ def _gelu(L: GraphLowering, node: torch.fx.Node, x: object, *, approximate: str 
 @register(aten.silu.default)
 def _silu(L: GraphLowering, node: torch.fx.Node, x: object) -> object:
     dt = out_dtype(node)
-    return pointwise(node, [x], lambda v: op("mul", dt, v[0], op("sigmoid", dt, v[0])), dt)
+    return pointwise(node, [x], lambda v: op(Op.MUL, dt, v[0], op(Op.SIGMOID, dt, v[0])), dt)
 
 
 # ---------------------------------------------------------------- copies and dtype
@@ -516,9 +517,9 @@ def _arange(L: GraphLowering, node: torch.fx.Node, *args: object, **kw: object) 
         i = VIndex(idx[0], torch.float64)
         return cast(
             op(
-                "add",
+                Op.ADD,
                 torch.float64,
-                op("mul", torch.float64, i, c(step, torch.float64)),
+                op(Op.MUL, torch.float64, i, c(step, torch.float64)),
                 c(start, torch.float64),
             ),
             dt,
@@ -638,7 +639,7 @@ def _mean_of(
     s = L.reduce(x, dims, keepdim, "sum", dt, _acc_cast(x, dt))
     src = s.loader
     count = size_value(n, dt)
-    return TensorValue(s.sizes, dt, lambda idx: op("truediv", dt, src(idx), count))
+    return TensorValue(s.sizes, dt, lambda idx: op(Op.TRUEDIV, dt, src(idx), count))
 
 
 @register(aten.mean.dim, aten.mean.default)
@@ -691,26 +692,26 @@ def _var(  # noqa: PLR0917
     first = broadcast_loader(mean_k, x.sizes)
 
     def centred(idx: Sequence[Any]) -> VExpr:
-        return op("sub", dt, cast(x.loader(idx), dt), first(idx))
+        return op(Op.SUB, dt, cast(x.loader(idx), dt), first(idx))
 
     s1 = L.reduce(x, dims, True, "sum", dt, centred)
-    s2 = L.reduce(x, dims, True, "sum", dt, lambda idx: op("mul", dt, centred(idx), centred(idx)))
+    s2 = L.reduce(x, dims, True, "sum", dt, lambda idx: op(Op.MUL, dt, centred(idx), centred(idx)))
     m_load, s1_load, s2_load = mean_k.loader, s1.loader, s2.loader
     nn = size_value(n, dt)
     if is_static(n):
         denom = c(float(max(n - correction, 0)), dt)  # type: ignore[operator]
     else:
-        denom = op("maximum", dt, op("sub", dt, nn, c(correction, dt)), c(0.0, dt))
+        denom = op(Op.MAXIMUM, dt, op(Op.SUB, dt, nn, c(correction, dt)), c(0.0, dt))
 
     def var_at(idx: Sequence[Any]) -> VExpr:
         a = s1_load(idx)
-        m2 = op("sub", dt, s2_load(idx), op("truediv", dt, op("mul", dt, a, a), nn))
+        m2 = op(Op.SUB, dt, s2_load(idx), op(Op.TRUEDIV, dt, op(Op.MUL, dt, a, a), nn))
         # rounding can leave a tiny negative where the true value is 0
-        m2 = op("maximum", dt, m2, c(0.0, dt))
-        return op("truediv", dt, m2, denom)
+        m2 = op(Op.MAXIMUM, dt, m2, c(0.0, dt))
+        return op(Op.TRUEDIV, dt, m2, denom)
 
     def mean_at(idx: Sequence[Any]) -> VExpr:
-        return op("add", dt, m_load(idx), op("truediv", dt, s1_load(idx), nn))
+        return op(Op.ADD, dt, m_load(idx), op(Op.TRUEDIV, dt, s1_load(idx), nn))
 
     var = TensorValue(s1.sizes, dt, var_at)
     mean = TensorValue(s1.sizes, dt, mean_at)
@@ -720,7 +721,7 @@ def _var(  # noqa: PLR0917
     return var, mean
 
 
-@register(aten.var.correction, prims.var.default)
+@register(aten.var.correction, prims.var.default, aten.var_mean.correction)
 def _var_lowering(  # noqa: PLR0917
     L: GraphLowering,
     node: torch.fx.Node,
@@ -730,30 +731,16 @@ def _var_lowering(  # noqa: PLR0917
     keepdim: bool = False,
     **kw: object,
 ) -> object:
-    if node.target is aten.var.correction:
+    """``var`` (aten's, prims') and ``var_mean`` (the pair): one two-pass computation."""
+    if node.target is not prims.var.default:  # aten's take correction and keepdim by keyword
         correction = kw.get("correction", correction)
         keepdim = bool(kw.get("keepdim", keepdim))
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented
     corr = 1.0 if correction is None else float(correction)  # type: ignore[arg-type]
-    return _var(L, x, _dims(x, dims), corr, keepdim, dt)[0]
-
-
-@register(aten.var_mean.correction)
-def _var_mean(
-    L: GraphLowering,
-    node: torch.fx.Node,
-    x: TensorValue,
-    dims: object = None,
-    *,
-    correction: object = None,
-    keepdim: bool = False,
-) -> object:
-    dt = out_dtype(node)
-    if not dt.is_floating_point:
-        return NotImplemented
-    return _var(L, x, _dims(x, dims), 1.0 if correction is None else float(correction), keepdim, dt)  # type: ignore[arg-type]
+    var, mean = _var(L, x, _dims(x, dims), corr, keepdim, dt)
+    return (var, mean) if node.target is aten.var_mean.correction else var
 
 
 # ---------------------------------------------------------------- indexing

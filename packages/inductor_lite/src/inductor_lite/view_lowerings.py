@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from .ir import TensorRef
+from .ir import TensorRef, contiguous_strides
 from .lowering import GraphLowering
 from .lowerings import LOWERINGS, aten, meta, out_sizes, prims, register
 from .symbolic import Size, is_static, same, size_min, to_size
@@ -135,12 +135,12 @@ def _view(L: GraphLowering, node: torch.fx.Node, x: TensorValue, size: Sequence[
     ref = x.ref
     assert ref is not None
     strides = view_strides(ref.sizes, ref.strides, sizes)
-    if strides is None and list(ref.strides) == _contig_strides(ref.sizes):
+    if strides is None and list(ref.strides) == list(contiguous_strides(ref.sizes)):
         # already contiguous: only symbolic sizes sympy cannot match get here (a -1 solved
         # by a division); storing the value again would not help
         return NotImplemented
     if strides is None:
-        layout = _copy_layout(ref.sizes, ref.strides, sizes) or _contig_strides(x.sizes)
+        layout = _copy_layout(ref.sizes, ref.strides, sizes) or list(contiguous_strides(x.sizes))
         ref = L.realize(x, strides=layout).ref
         assert ref is not None
         strides = view_strides(ref.sizes, ref.strides, sizes)
@@ -201,15 +201,6 @@ def _copy_layout(
     if view_strides(sizes, layout, new_sizes) is None:
         return None
     return layout
-
-
-def _contig_strides(sizes: Sequence[Size]) -> list[Size]:
-    out: list[Size] = []
-    acc: Size = 1
-    for s in reversed(sizes):
-        out.append(acc)
-        acc = acc * (max(s, 1) if is_static(s) else s)  # type: ignore[call-overload]
-    return list(reversed(out))
 
 
 def _reinsert_ones(x: TensorValue, sizes: tuple[Size, ...]) -> TensorValue:
