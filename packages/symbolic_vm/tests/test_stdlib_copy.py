@@ -159,3 +159,56 @@ def test_a_class_with_its_own_deepcopy_runs_it_as_eager() -> None:
     compiled = compile_api.compile(f, backend="eager")
     got = compiled(torch.ones(2))
     assert got[0] == "WithOwnDeepcopy" and obj.calls == 1
+
+
+class Layer:
+    """A class whose __deepcopy__ copies its parts through the memo it is given (aliases of
+    one list stay one list in the copy) and counts its calls."""
+
+    copies = 0
+
+    def __init__(self, weight: torch.Tensor, tags: list[str]) -> None:
+        self.weight = weight
+        self.tags = tags
+        self.same_tags = tags
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Layer:
+        type(self).copies += 1
+        new = Layer(self.weight * 1, copy.deepcopy(self.tags, memo))
+        new.same_tags = copy.deepcopy(self.same_tags, memo)
+        return new
+
+
+class Shallow:
+    def __init__(self, items: list[int]) -> None:
+        self.items = items
+
+    def __copy__(self) -> Shallow:
+        type(self).copies = getattr(type(self), "copies", 0) + 1
+        return Shallow(list(self.items))
+
+
+def _own_copies(x: torch.Tensor, outside: Layer) -> Any:
+    made = Layer(x + 1, ["a"])
+    pair = copy.deepcopy([made, made, outside])  # made copied once: the memo
+    pair[0].tags.append("b")
+    s = Shallow([1, 2])
+    s2 = copy.copy(s)
+    s2.items.append(3)
+    return (
+        pair[0] is pair[1], pair[0].tags, pair[0].same_tags is pair[0].tags, made.tags,
+        pair[0].weight + pair[2].weight, pair[2].tags, outside.tags, s.items, s2.items,
+    )
+
+
+def test_user_deepcopy_and_copy_hooks_are_traced_with_the_calls_memo() -> None:
+    def make() -> tuple[Any, ...]:
+        return torch.arange(3.0), Layer(torch.ones(3), ["out"])
+
+    Layer.copies = 0
+    runs = run_three_ways(_own_copies, make)
+    same(runs.ours, runs.eager)
+    same(runs.theirs, runs.eager)
+    assert runs.ours[0] is True and runs.ours[2] is True
+    assert Layer.copies == 6  # two per run (made once, outside once): eager, ours, torch
+    assert runs.our_graphs == 1 and runs.our_graphs <= runs.their_graphs

@@ -72,6 +72,7 @@ CASES = {
         functools.reduce(lambda a, b: a * b, [2, 3], x),
     ),
     "wraps": lambda x: (_wrapped(x), _wrapped.__name__),
+    "wraps_inside": lambda x: _wraps_inside(x),
     "binary_and_compare": lambda x: (
         operator.add(x, 1), operator.sub(x, 2), operator.mul(x, x), operator.truediv(x, 2),
         operator.floordiv(x, 2), operator.mod(x, 3), operator.pow(x, 2), operator.neg(x),
@@ -95,6 +96,39 @@ CASES = {
         GET_ONE([x, x + 1]), GET_SHAPE_AND_DTYPE(x), CALL_ADD(x),
     ),
 }
+
+
+def _repeat(times: int) -> Any:
+    """A decorator factory applied inside the frame: functools.wraps on a local function."""
+
+    def decorate(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def run(*args: Any) -> Any:
+            out = fn(*args)
+            for _ in range(times - 1):
+                out = fn(out)
+            return out
+
+        run.times = times  # type: ignore[attr-defined]
+        return run
+
+    return decorate
+
+
+def _wraps_inside(x: torch.Tensor) -> Any:
+    def step(t: torch.Tensor, k: float = 2.0) -> torch.Tensor:
+        """Scale by k."""
+        return t * k
+
+    step.kind = "scale"  # type: ignore[attr-defined]
+    thrice = _repeat(3)(step)
+    logged = _logged(lambda t: t - 1)
+    return (
+        thrice(x), thrice.__name__, thrice.__qualname__, thrice.__doc__, thrice.__module__,
+        thrice.__wrapped__ is step, thrice.kind, thrice.times, sorted(vars(thrice)),
+        thrice.__annotations__, step.__defaults__, hasattr(thrice, "missing"),
+        logged(x), logged.__name__,
+    )
 
 
 def _in_place(x: torch.Tensor) -> Any:

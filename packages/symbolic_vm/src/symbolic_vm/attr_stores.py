@@ -26,7 +26,16 @@ from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
 from symbolic_vm.output import AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
-from symbolic_vm.values import ConstVar, DictVar, ModuleVar, NewObjectVar, ObjectVar, TensorVar, Var
+from symbolic_vm.values import (
+    ConstVar,
+    DictVar,
+    ModuleVar,
+    NestedFunctionVar,
+    NewObjectVar,
+    ObjectVar,
+    TensorVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -75,6 +84,9 @@ def setattr_var(
     if isinstance(obj, TensorVar) and name == "grad":
         set_tensor_grad(out, obj, value)
         return
+    if isinstance(obj, NestedFunctionVar):
+        _store_on_function(vm, obj, name, value)
+        return
     if isinstance(obj, NewObjectVar):
         cls = obj.box.cls
     elif isinstance(obj, (ObjectVar, ModuleVar)) and obj.source is not None:
@@ -110,6 +122,35 @@ def setattr_var(
     # Past the class's own __setattr__ (it ran in the trace): replayed as object.__setattr__.
     out.side_effects.append(AttrWrite(obj, name, value, raw=own_setattr))
     _show_in_dict_view(out, real, name, value)
+
+
+# Stores that would change how a function made in the trace runs (the VM calls it from its
+# code, defaults and closure): refused; the other special attributes are only read back.
+_FUNCTION_CALL_STATE = frozenset({
+    "__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__",
+    "__builtins__",
+})
+_FUNCTION_SPECIALS = frozenset({
+    "__name__", "__qualname__", "__doc__", "__module__", "__annotations__", "__type_params__",
+})
+
+
+def _store_on_function(vm: Interpreter, fn: NestedFunctionVar, name: str, value: Var) -> None:
+    """``f.name = value`` on a function made while tracing (``functools.update_wrapper``): a
+    special attribute kept for reads, anything else into its ``__dict__``. The function never
+    leaves the frame (codegen refuses that), so nothing is replayed."""
+    from symbolic_vm.operations import const_value
+
+    if name in _FUNCTION_CALL_STATE:
+        raise Unsupported(f"storing {name} on a function made in the compiled function")
+    if name in _FUNCTION_SPECIALS:
+        if name in ("__name__", "__qualname__") and not isinstance(
+            const_value(vm.out, value), str
+        ):
+            raise throw(TypeError, f"{name} must be set to a string object")
+        fn.specials[name] = value
+        return
+    fn.fn_dict.items[name] = value
 
 
 def _show_in_dict_view(out: Output, real: object, name: str, value: Var) -> None:

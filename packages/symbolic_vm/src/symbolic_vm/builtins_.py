@@ -601,6 +601,14 @@ def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
         return name in obj.box.attrs or hasattr(obj.box.cls, name)
     if isinstance(obj, ConstVar):
         return hasattr(obj.value, name)
+    if isinstance(obj, NestedFunctionVar):
+        try:
+            ops.getattr_var(vm, obj, name)
+        except TracedException as raised:
+            if not isinstance(raised.exception, AttributeError):
+                raise
+            return False
+        return True
     raise Unsupported(f"hasattr() on {ops.describe(obj)}")
 
 

@@ -302,3 +302,4 @@ def _real_object(var: Var) -> Any:
     if isinstance(var, ObjectVar):
         return var.value
     raise Unsupported(f"super() on {ops.describe(var)}")
+

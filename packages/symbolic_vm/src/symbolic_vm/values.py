@@ -209,6 +209,11 @@ class NestedFunctionVar(Var):
     defaults: tuple[Var, ...]
     kwdefaults: dict[str, Var]
     closure: tuple[Cell, ...]
+    # Its ``__dict__`` and the special attributes stored on it (``functools.wraps`` sets
+    # ``__name__``, ``__doc__``, ...; object_attrs reads them), shared by every alias.
+    fn_dict: DictBox = attrs.field(factory=lambda: DictBox({}), kw_only=True)
+    specials: dict[str, Var] = attrs.field(factory=dict, kw_only=True)
+    annotations: Var | None = attrs.field(default=None, kw_only=True)  # MAKE_FUNCTION's 0x04
 
 
 @attrs.frozen(eq=False)

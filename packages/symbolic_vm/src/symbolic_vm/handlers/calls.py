@@ -95,8 +95,7 @@ def MAKE_FUNCTION(vm: Interpreter, inst: dis.Instruction) -> None:
     closure: tuple[CellVar, ...] = ()
     if flags & 0x08:
         closure = _closure_of(vm.pop())
-    if flags & 0x04:
-        vm.pop()  # annotations are not needed to run the function
+    annotations = vm.pop() if flags & 0x04 else None  # read only as __annotations__
     kwdefaults: dict[str, Var] = {}
     if flags & 0x02:
         kwdefaults = _kwdefaults_of(vm.pop())
@@ -105,7 +104,8 @@ def MAKE_FUNCTION(vm: Interpreter, inst: dis.Instruction) -> None:
         defaults = tuple(ops.items(vm.out, vm.pop()))
     vm.push(
         NestedFunctionVar(
-            code, vm.f_globals, defaults, kwdefaults, tuple(c.cell for c in closure)
+            code, vm.f_globals, defaults, kwdefaults, tuple(c.cell for c in closure),
+            annotations=annotations,
         )
     )
 
@@ -129,7 +129,8 @@ def SET_FUNCTION_ATTRIBUTE(vm: Interpreter, inst: dis.Instruction) -> None:
         fn = attrs.evolve(fn, kwdefaults=_kwdefaults_of(value))
     elif flag == 0x01:
         fn = attrs.evolve(fn, defaults=tuple(ops.items(vm.out, value)))
-    # 0x04 (annotations) is not needed to run the function.
+    elif flag == 0x04:
+        fn = attrs.evolve(fn, annotations=value)  # read only as __annotations__
     vm.push(fn)
 
 

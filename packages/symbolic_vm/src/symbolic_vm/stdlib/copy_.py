@@ -7,7 +7,9 @@ their own copy); a user object with the default reduction (no ``__deepcopy__``/`
 holds the copied state (Hugging Face's ``copy.deepcopy(config)``). The attribute lookups
 CPython makes on the original and on the copy go through the class's own ``__getattribute__``
 or ``__getattr__`` here too, so user hooks run as often as in eager. Anything else (tensors that
-need grad, modules, user ``__deepcopy__``, a memo argument) is Unsupported: a clean break.
+need grad, modules, a memo argument of the program's own) is Unsupported: a clean break. A
+user ``__deepcopy__(memo)``/``__copy__()`` is traced as a call; the memo it gets is the copy
+call's own, so ``copy.deepcopy(part, memo)`` inside it continues that call.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from __future__ import annotations
 import copy
 import copyreg
 import enum
-from typing import TYPE_CHECKING
+import types
+from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from guards import TypeSource
 from symbolic_vm import operations as ops
@@ -65,9 +70,25 @@ _ABSENT = ("__setstate__", "__getnewargs_ex__", "__getnewargs__", "__copy__", "_
 
 @implements(copy.deepcopy)
 def _deepcopy(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    memo = args[1] if len(args) == 2 else kwargs.get("memo") if len(args) == 1 else None
+    given = len(args) + len(kwargs) == 2
+    if given and isinstance(memo, DictVar) and isinstance(memo.box, _MemoBox):
+        # A user __deepcopy__ passing on the memo deepcopy gave it: the same copy call.
+        copier = memo.box.copier
+        assert isinstance(copier, _Copier)
+        return copier.copy(args[0])
     if len(args) != 1 or kwargs:
-        raise Unsupported("copy.deepcopy with a memo argument")
+        raise Unsupported("copy.deepcopy with a memo argument of its own")
     return _Copier(vm, deep=True).copy(args[0])
+
+
+@attrs.define(eq=False)
+class _MemoBox(DictBox):
+    """The memo deepcopy hands a user ``__deepcopy__(memo)``: the copy call's own memo (keyed
+    by what makes two tracked values one object), so a ``copy.deepcopy(part, memo)`` inside
+    continues the same call (aliases and cycles copied once)."""
+
+    copier: Any = None
 
 
 @implements(copy.copy)
@@ -93,7 +114,8 @@ class _Copier:
     def __init__(self, vm: Interpreter, *, deep: bool) -> None:
         self.vm = vm
         self.deep = deep
-        self.memo: dict[int, Var] = {}
+        self.memo_box = _MemoBox({}, copier=self)
+        self.memo: dict[Any, Var] = self.memo_box.items
 
     def copy(self, var: Var) -> Var:
         key = _identity(var)
@@ -140,7 +162,8 @@ class _Copier:
             out.depend(var)
             return var
         if isinstance(var, (ObjectVar, NewObjectVar)) and user_class(var) is not None:
-            return self._object(var, key)
+            hooked = self._user_hook(var, key)
+            return hooked if hooked is not None else self._object(var, key)
         raise Unsupported(f"copy.{'deep' if self.deep else ''}copy of {ops.describe(var)}")
 
     def _remember(self, key: int | None, copied: Var) -> None:
@@ -155,6 +178,33 @@ class _Copier:
         if var.source is not None or var.example.requires_grad:
             raise Unsupported("copy.deepcopy of an input tensor or of one that requires grad")
         return ops.graph_method(self.vm.out, "clone", [var], {})
+
+    def _user_hook(self, var: Var, key: int | None) -> Var | None:
+        """The class's own ``__deepcopy__(memo)`` (read from the instance, as deepcopy reads
+        it) or ``__copy__()`` (read from the class, as copy.copy does), traced as a call; the
+        copy is remembered unless it is the object itself. None: the class has neither."""
+        from symbolic_vm import object_model
+        from symbolic_vm.calls import call
+
+        cls = user_class(var)
+        assert cls is not None
+        name = "__deepcopy__" if self.deep else "__copy__"
+        hook = class_lookup(cls, name)
+        if hook is MISSING:
+            return None
+        if not isinstance(hook, types.FunctionType) or (
+            self.deep and object_model.attribute_hooks(var)
+        ):
+            raise Unsupported(f"copy of a {cls.__name__} through its {name} (not a plain method)")
+        if isinstance(var, ObjectVar) and var.source is None:
+            raise Unsupported(f"copying a {cls.__name__} the guards cannot name")
+        method = object_model.python_method(self.vm, var, name)
+        assert method is hook
+        args = [DictVar(self.memo_box)] if self.deep else []
+        copied = call(self.vm, FunctionVar(hook), [var, *args], {})
+        if _identity(copied) is None or _identity(copied) != key:  # deepcopy: "if y is not x"
+            self._remember(key, copied)
+        return copied
 
     def _object(self, var: Var, key: int | None) -> Var:
         """A user object through object's default reduction: ``cls.__new__(cls)``, then the

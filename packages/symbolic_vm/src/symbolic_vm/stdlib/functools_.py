@@ -1,6 +1,8 @@
 """``functools``: a partial's ``func``/``args``/``keywords`` read (guarded by their sources
 where the partial came from the frame), and ``lru_cache``/``cache`` wrappers run through to the
-wrapped function (``functools.partial`` and ``reduce`` themselves are in builtins_).
+wrapped function (``functools.partial`` and ``reduce`` themselves are in builtins_); the
+attributes of a function made in the frame (``functools.wraps`` applied there reads and sets
+them; the stores are attr_stores').
 
 A cached function is traced on every call instead of answered from the cache: the result is
 the same as long as the function is pure, which is checked (a call that changes an object
@@ -11,13 +13,23 @@ statistics are not updated, as under torch.compile.
 from __future__ import annotations
 
 import functools
+import types
 from typing import TYPE_CHECKING
 
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.stdlib.polyfill import calls_of
-from symbolic_vm.values import DictBox, DictVar, ObjectVar, PartialVar, TupleVar, Var
+from symbolic_vm.values import (
+    ConstVar,
+    DictBox,
+    DictVar,
+    NestedFunctionVar,
+    ObjectVar,
+    PartialVar,
+    TupleVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -59,3 +71,52 @@ def _call_cached(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[s
             "outside the compiled function (eager skips that on a cache hit)"
         )
     return result
+
+
+# -- functions made while tracing: what functools.update_wrapper reads and writes -----------
+
+# Attributes a function reads from its code and creation: what a store of the same name would
+# change about calling it is refused (attr_stores), the rest are kept in ``specials``.
+_FROM_CODE = ("__name__", "__qualname__", "__doc__", "__module__")
+
+
+def nested_function_attr(vm: Interpreter, fn: NestedFunctionVar, name: str) -> Var | None:
+    """``f.name`` on a function made by MAKE_FUNCTION while tracing: what was stored on it
+    (``functools.wraps``'s ``__name__``, ``__wrapped__``, ...), else what CPython's function
+    object answers (its name, qualname, docstring and module from its code and globals, its
+    defaults, annotations, ``__dict__``). AttributeError for a name it lacks."""
+    if name in fn.specials:
+        return fn.specials[name]
+    if name in fn.fn_dict.items:
+        return fn.fn_dict.items[name]
+    if name == "__dict__":
+        return DictVar(fn.fn_dict)
+    if name in _FROM_CODE:
+        cells = tuple(types.CellType() for _ in fn.code.co_freevars)
+        real = types.FunctionType(fn.code, {"__name__": fn.f_globals.get("__name__")},
+                                  closure=cells)
+        return ConstVar(getattr(real, name))
+    if name == "__defaults__":
+        return TupleVar(fn.defaults) if fn.defaults else ConstVar(None)
+    if name == "__kwdefaults__":
+        return DictVar(DictBox(dict(fn.kwdefaults))) if fn.kwdefaults else ConstVar(None)
+    if name == "__code__":
+        return ObjectVar(fn.code)
+    if name == "__annotations__":
+        # CPython turns MAKE_FUNCTION's (name, value, ...) tuple into a dict on first read.
+        pairs = ops.items(vm.out, fn.annotations) if fn.annotations is not None else []
+        made = DictVar(DictBox({
+            ops.const_value(vm.out, pairs[i]): pairs[i + 1] for i in range(0, len(pairs), 2)
+        }))
+        fn.specials[name] = made
+        return made
+    if name == "__type_params__":
+        return TupleVar(())
+    if name in ("__globals__", "__closure__", "__builtins__"):
+        raise Unsupported(f"reading {name} of a function made in the compiled function")
+    if name.startswith("__") and hasattr(types.FunctionType, name):
+        return None  # a method of function objects (__get__, __call__, ...): not modelled
+    raise throw(AttributeError, f"'function' object has no attribute {name!r}")
+
+
+ops.MORE_ATTRS[NestedFunctionVar] = nested_function_attr
