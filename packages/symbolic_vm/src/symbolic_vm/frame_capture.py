@@ -174,6 +174,16 @@ def _graph(
     inputs = out.graph_inputs()
     # Inputs nothing used are dropped from the graph (and guarded only if their metadata was read).
     live = [v for v in inputs if v.node.users]
+    if out.side_effects and any(
+        _runs_user_torch_function(out.input_value(v)) for v in live
+    ):
+        # The graph runs the subclass's hook at run time, all of it before the replayed
+        # writes: a hook that logs to a list the frame also changes would lose its entries
+        # (the list is written back whole) or see them out of order.
+        raise Unsupported(
+            "a tensor whose class has its own __torch_function__ (user code the graph runs) "
+            "in a frame that also changes Python state: the frame runs eagerly, in order"
+        )
     for var in inputs:
         if not var.node.users:
             graph.erase_node(var.node)
@@ -194,6 +204,20 @@ def _graph(
     log.debug("captured %s:\n%s", graph_name, gm.code)
     args = [rebuilder.source(_source(v)) for v in live]
     return [CapturedGraph(graph_name, gm, example_inputs)], graph_name, args, guarded
+
+
+def _runs_user_torch_function(value: object) -> bool:
+    """Whether ops on ``value`` run a ``__torch_function__`` of the user's (not torch's own
+    default, which only rewraps results, nor a disabled one)."""
+    if not isinstance(value, torch.Tensor) or type(value) is torch.Tensor:
+        return False
+    hook = getattr(type(value), "__torch_function__", None)
+    own = getattr(hook, "__func__", hook)
+    return own is not _TENSOR_TORCH_FUNCTION and own is not _DISABLED_TORCH_FUNCTION
+
+
+_TENSOR_TORCH_FUNCTION = getattr(torch.Tensor.__torch_function__, "__func__", None)
+_DISABLED_TORCH_FUNCTION = torch._C._disabled_torch_function_impl
 
 
 def _finish(

@@ -267,8 +267,19 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
 
 def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
     obj = sup.obj
-    cls = obj.box.cls if isinstance(obj, NewObjectVar) else type(_real_object(obj))
+    if isinstance(obj, NewObjectVar):
+        cls = obj.box.cls
+    else:
+        real = _real_object(obj)
+        # super() in a classmethod: its second argument is the class itself (CPython then
+        # walks that class's MRO, not its metaclass's)
+        is_class = isinstance(real, type) and isinstance(sup.cls, type) and issubclass(
+            real, sup.cls
+        )
+        cls = real if is_class else type(real)
     mro = cls.__mro__
+    if sup.cls not in mro:
+        raise Unsupported(f"super({sup.cls.__name__}, ...) of an object outside its class")
     start = mro.index(sup.cls) + 1
     for klass in mro[start:]:
         if name in klass.__dict__:
