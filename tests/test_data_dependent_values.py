@@ -158,3 +158,49 @@ def test_masked_values_train_with_eager_gradients(backend: str) -> None:
         got = compiled(x, w)
         (got_grad,) = torch.autograd.grad(got, w)
         torch.testing.assert_close((got, got_grad), (want, want_grad))
+
+
+def loop_over_nonzero_count(x: torch.Tensor) -> torch.Tensor:
+    s = x.sum()
+    for i in range(x.nonzero().shape[0]):
+        s = s + i
+    return s
+
+
+def branch_on_nonzero_count(x: torch.Tensor) -> torch.Tensor:
+    if x.nonzero().shape[0] > 5:
+        return x + 1
+    return x - 1
+
+
+def iterate_masked(x: torch.Tensor) -> list[torch.Tensor]:
+    return [t * 2 for t in x[x > 0]]
+
+
+SPECIALISED = [loop_over_nonzero_count, branch_on_nonzero_count, iterate_masked]
+
+
+@pytest.mark.parametrize("fn", SPECIALISED, ids=[f.__name__ for f in SPECIALISED])
+def test_python_use_of_an_unbacked_size_breaks_like_torch_and_fullgraph_raises(
+    fn: Callable[..., Any],
+) -> None:
+    compile_api.config.capture_scalar_outputs = True
+    compile_api.config.capture_dynamic_output_shape_ops = True
+    x = INPUTS[0]
+    counter = GraphCounter()
+    compile_api.reset()
+    torch.testing.assert_close(compile_api.compile(fn, backend=counter)(x), fn(x))
+    theirs = GraphCounter()
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(
+        capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
+    ):
+        torch.compile(fn, backend=theirs)(x)
+    assert counter.count == theirs.count
+    compile_api.reset()
+    with pytest.raises(compile_api.Unsupported):
+        compile_api.compile(fn, backend="eager", fullgraph=True)(INPUTS[0])
+    torch._dynamo.reset()
+    with pytest.raises(Exception):  # noqa: B017 (torch raises its UserError)
+        torch.compile(fn, backend="eager", fullgraph=True)(INPUTS[0])
+    torch._dynamo.reset()

@@ -107,11 +107,20 @@ def const_value(out: Output, var: Var) -> Any:
 
 
 def _specialize(value: Any) -> Any:
-    if isinstance(value, torch.SymBool):
-        return bool(value)
-    if isinstance(value, torch.SymFloat):
-        return float(value)
-    return int(value)
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    try:
+        if isinstance(value, torch.SymBool):
+            return bool(value)
+        if isinstance(value, torch.SymFloat):
+            return float(value)
+        return int(value)
+    except GuardOnDataDependentSymNode:
+        # An unbacked symbol (from .item() or nonzero) has no value to specialise on.
+        raise Unsupported(
+            "a value read from a tensor (.item(), nonzero sizes) is used as a Python number; "
+            "it is unknown while tracing"
+        ) from None
 
 
 def is_constant(var: Var) -> bool:
