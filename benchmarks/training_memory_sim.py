@@ -57,6 +57,7 @@ class Timeline(TorchDispatchMode):
         self.peak = 0
         self.peak_at = ""
         self.at_peak: list[tuple[int, str]] = []
+        self.phase_peak: dict[str, int] = {}
 
     def _drop(self, key: int) -> None:
         entry = self.live.get(key)
@@ -77,6 +78,7 @@ class Timeline(TorchDispatchMode):
                 where = f"{self.phase} {self.label()} {func}"
                 self.live[key] = [t.untyped_storage().nbytes(), 0, where]
                 self.now += self.live[key][0]
+                self.phase_peak[self.phase] = max(self.phase_peak.get(self.phase, 0), self.now)
                 if self.now > self.peak:
                     self.peak, self.peak_at = self.now, where
                     self.at_peak = [(v[0], v[2]) for v in self.live.values()]
@@ -110,7 +112,12 @@ def meta_wrapper(compiled: CompiledGraph, boxed: bool) -> tuple[Callable[..., An
     return run, source
 
 
-def simulate(name: str, quick: bool, top: int) -> None:
+def step_timeline(name: str, quick: bool) -> Timeline:
+    """The timeline of one step of training workload ``name`` (its phase peaks, its peak)."""
+    return _run(name, quick)[0]
+
+
+def _run(name: str, quick: bool) -> tuple[Timeline, int, int, int, str]:
     make = make_block if name == "transformer_block_train" else make_mlp
     model, x = make(torch.device("cpu"), quick)
     model.train()
@@ -156,10 +163,16 @@ def simulate(name: str, quick: bool, top: int) -> None:
         del saved
         grads = bw_run(args)
         del grads, loss
+    return timeline, n_saved, saved_bytes, after_forward, bw_source
+
+
+def simulate(name: str, quick: bool, top: int) -> None:
+    timeline, n_saved, saved_bytes, after_forward, bw_source = _run(name, quick)
     print(f"{name} ({'quick' if quick else 'full'} sizes): forward saves {n_saved} values "
           f"({saved_bytes / 2**20:.2f} MiB of storages not inputs); alive after the forward "
           f"{after_forward / 2**20:.2f} MiB; peak {timeline.peak / 2**20:.2f} MiB at "
-          f"{timeline.peak_at}")
+          f"{timeline.peak_at}; backward peak "
+          f"{timeline.phase_peak.get('backward', 0) / 2**20:.2f} MiB")
     for size, where in sorted(timeline.at_peak, key=lambda e: -e[0])[:top]:
         print(f"    {size / 2**20:8.3f} MiB  {where}")
     if timeline.peak_at.startswith("backward"):

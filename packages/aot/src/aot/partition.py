@@ -12,6 +12,7 @@ saved set by a minimum cut weighted by bytes and recomputes cheap ops in the bac
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Iterable, Sequence
@@ -192,12 +193,142 @@ def _build(
     return gm
 
 
+def _own_bytes(node: torch.fx.Node) -> int:
+    """Bytes a node allocates: none for a view (a `*_copy` of a view runs as the view) or a
+    tuple element (its producer counted it)."""
+    if node.op == "placeholder":
+        return node_bytes(node)
+    if _is_getitem(node) or _view_name(node) in _VIEW_COPIES:
+        return 0
+    return node_bytes(node)
+
+
+def _view_name(node: torch.fx.Node) -> str:
+    if node.op != "call_function":
+        return ""
+    return str(getattr(getattr(node.target, "overloadpacket", None), "__name__", ""))
+
+
+def _order_backward(gm: torch.fx.GraphModule) -> None:
+    """Reorder a backward graph to keep fewer bytes alive at once.
+
+    The joint graph lists the forward first, so a backward copied in its order recomputes
+    every forward value up front: a layer norm's output that only the last weight gradient
+    reads was computed before the first matmul and held through the whole backward, on top of
+    the saved values. Here a node that does not depend on a tangent (a recomputed value, a
+    view of a saved one) is placed just before the first node that needs it, and among the
+    tangent-dependent nodes ready to run the next one is the one whose run (with the
+    recomputation it pulls in) adds the fewest bytes net of the values it reads last -- a
+    weight gradient that consumes a recomputed activation runs before an input gradient that
+    allocates a new one. Ties keep the traced order. Values die at their last reader (the
+    compiled backward frees its inputs as it goes); a view keeps its base alive.
+    """
+    graph = gm.graph
+    nodes = list(graph.nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    if not placeholders or nodes[-1].op != "output":
+        return
+    output = nodes[-1]
+    index = {n: k for k, n in enumerate(nodes)}
+    dependent = {n for n in placeholders if n.name.startswith("tangents")}
+    impure: list[torch.fx.Node] = []
+    for n in nodes:
+        if n.op == "call_function" and n.is_impure():
+            impure.append(n)
+        if n.op != "placeholder" and any(a in dependent for a in n.all_input_nodes):
+            dependent.add(n)
+    # effects keep their order: each impure node waits for the one before it
+    extra = {b: a for a, b in itertools.pairwise(impure)}
+
+    def inputs(n: torch.fx.Node) -> list[torch.fx.Node]:
+        found = list(dict.fromkeys(n.all_input_nodes))
+        if n in extra:
+            found.append(extra[n])
+        return found
+
+    root: dict[torch.fx.Node, torch.fx.Node] = {}
+    for n in nodes:
+        first = n.args[0] if n.args else None
+        aliasing = _is_getitem(n) or _view_name(n) in _VIEW_COPIES
+        root[n] = root[first] if aliasing and isinstance(first, torch.fx.Node) else n
+    readers: dict[torch.fx.Node, int] = {}
+    for n in nodes:
+        for r in {root[a] for a in inputs(n)}:
+            readers[r] = readers.get(r, 0) + 1
+    placed: set[torch.fx.Node] = set(placeholders)
+    order: list[torch.fx.Node] = []
+
+    def missing(n: torch.fx.Node) -> list[torch.fx.Node]:
+        """The unplaced tangent-free nodes ``n`` needs, in an order they can run in."""
+        seen: set[torch.fx.Node] = set()
+        out: list[torch.fx.Node] = []
+        stack: list[tuple[torch.fx.Node, bool]] = [
+            (a, False) for a in reversed(inputs(n)) if a not in placed
+        ]
+        while stack:
+            m, expanded = stack.pop()
+            if expanded:
+                out.append(m)
+                continue
+            if m in seen or m in placed:
+                continue
+            seen.add(m)
+            stack.append((m, True))
+            stack.extend((a, False) for a in reversed(inputs(m)) if a not in placed)
+        return out
+
+    def cost(n: torch.fx.Node) -> int:
+        run = [*missing(n), n]
+        added = sum(_own_bytes(m) for m in run)
+        reads: dict[torch.fx.Node, int] = {}
+        for m in run:
+            for r in {root[a] for a in inputs(m)}:
+                reads[r] = reads.get(r, 0) + 1
+        freed = sum(_own_bytes(r) for r, k in reads.items() if readers[r] == k)
+        return added - freed
+
+    def place(n: torch.fx.Node) -> None:
+        for m in [*missing(n), n]:
+            placed.add(m)
+            order.append(m)
+            for r in {root[a] for a in inputs(m)}:
+                readers[r] -= 1
+
+    waiting = {n: sum(1 for a in inputs(n) if a in dependent and a not in placed)
+               for n in nodes if n in dependent and n.op not in ("placeholder", "output")}
+    successors: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for n in waiting:
+        for a in inputs(n):
+            successors.setdefault(a, []).append(n)
+    ready = [n for n, k in waiting.items() if k == 0]
+    while ready:
+        best = min(ready, key=lambda n: (cost(n), index[n]))
+        ready.remove(best)
+        place(best)
+        for user in successors.get(best, ()):
+            if user in waiting:
+                waiting[user] -= 1
+                if waiting[user] == 0:
+                    ready.append(user)
+    place(output)  # and whatever only the output reads
+    if len(order) != len(nodes) - len(placeholders):
+        return  # something was left out (cannot happen in a graph fx accepts): keep it as is
+    anchor = placeholders[-1]
+    for n in order:
+        if n.op != "output":
+            anchor.append(n)
+            anchor = n
+    graph.lint()
+    gm.recompile()
+
+
 def _split(
     joint_gm: torch.fx.GraphModule, parts: _JointParts, saved: Sequence[torch.fx.Node]
 ) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
     fw = _build(joint_gm, parts.primals, [*parts.fwd_outputs, *saved], "ForwardGraph",
                 parts.fwd_effects)
     bw = _build(joint_gm, [*saved, *parts.tangents], parts.bwd_outputs, "BackwardGraph")
+    _order_backward(bw)
     log.debug("saved for backward: %s", [n.name for n in saved])
     return fw, bw
 

@@ -255,6 +255,10 @@ def _is_small(node: PointwiseNode | ReductionNode) -> bool:
     return is_static(n) and int(n) <= _SMALL_NODE
 
 
+def _reads_from(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> bool:
+    return any(load.buf in group.produced for load in iter_loads(node.body))
+
+
 def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
     step = _step_for_rows(node, group.rows)
     if step is None:
@@ -285,8 +289,10 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
     """
     items: list[_OpenKernel | FallbackNode] = []
     writer: dict[str, int] = {}  # buffer -> index of the item producing it
+    last_call = -1  # index of the last aten call in items
     for node in graph.nodes:
         if isinstance(node, FallbackNode):
+            last_call = len(items)
             items.append(node)
             for spec in node.outputs:
                 if spec is not None:
@@ -300,9 +306,15 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
         first = max(deps, default=0)
         placed = -1
         step: Step | None = None
+        big = not _is_small(node)
         for k in range(first, len(items)):
             item = items[k]
             if isinstance(item, _OpenKernel):
+                if big and k < last_call and not _reads_from(item, node):
+                    # a large value that reads nothing of that kernel would be computed before
+                    # an aten call that does not need it and held across it (a backward that
+                    # recomputed every layer norm's output up front peaked 4 MiB higher)
+                    continue
                 step = _try_join(item, node)
                 if step is not None:
                     item.steps.append(step)
@@ -318,6 +330,8 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
                 placed = first + 1 if deps else 0
                 if placed < len(items):
                     writer = {b: (k + 1 if k >= placed else k) for b, k in writer.items()}
+                    if placed <= last_call:
+                        last_call += 1
             items.insert(placed, _OpenKernel(_prod(step.outer_sizes), [step], {}))
         group = items[placed]
         assert isinstance(group, _OpenKernel)
