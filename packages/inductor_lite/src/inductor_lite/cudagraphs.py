@@ -252,6 +252,13 @@ class CudaGraphRunner:
             args = tuple(args[0])  # the boxed calling convention
         return self._call(args, None)
 
+    def call_prechecked(self, *args: Any) -> Any:
+        """As ``CompiledGraph.call_prechecked`` (aot's runtime has checked the inputs). Defined
+        here so that it records and replays: found through ``__getattr__`` it was the compiled
+        graph's own, and no graph on aot's route (every training graph, every input write)
+        was ever recorded."""
+        return self._call(args, None)
+
     def boxed_call(self, args: list[Any]) -> Any:
         """As ``CompiledGraph.boxed_call``: the list is emptied (after the inputs are copied in,
         on a replay)."""
