@@ -15,10 +15,6 @@ from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
 KNOWN_GAPS: dict[str, str] = {
-    "frozen_dataclass_and_equality": "hash() of an object made in the frame (a frozen "
-    "dataclass's generated __hash__) is not traced: a break",
-    "user_dunder_methods": "unpacking (a, b = obj) a user object with __iter__ breaks",
-    "slots_class": "creating an instance of a class with __slots__ breaks",
     "exception_from_builtin_on_traced_values": "int('nope') raising ValueError while folding "
     "a builtin inside a try block breaks instead of raising a traced exception",
     "sequential_indexing_and_len": "slicing an nn.Sequential (seq[1:]) breaks: only "

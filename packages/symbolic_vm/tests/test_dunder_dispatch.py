@@ -367,3 +367,41 @@ def test_dunder_methods_of_objects_passed_in_run_as_in_eager() -> None:
     _check(
         _frame_objects, lambda: (torch.arange(3.0), Vec(torch.ones(3)), Version(1), Bag([1, 2]))
     )
+
+
+class Pair:
+    """Unpacked by ``a, b = pair`` through __iter__; hashed by its own __hash__."""
+
+    def __init__(self, a: Any, b: Any) -> None:
+        self.a, self.b = a, b
+
+    def __iter__(self) -> Iterator[Any]:
+        CALLS.append("iter")
+        yield self.a
+        yield self.b
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Pair) and (self.a, self.b) == (other.a, other.b)
+
+    def __hash__(self) -> int:
+        CALLS.append("hash")
+        return hash((self.a, self.b))
+
+
+class Unhashable:
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _unpack_and_hash(x: torch.Tensor) -> Any:
+    a, b = Pair(x, 2)
+    first, *rest = Pair(1, x * 3)
+    try:
+        hash(Unhashable())
+    except TypeError as error:
+        message = str(error)
+    return a * b, first, rest, hash(Pair(1, 2)) == hash(Pair(1, 2)), hash(Pair(3, 4)), message
+
+
+def test_unpacking_and_hash_use_the_class_methods_as_in_eager() -> None:
+    log = _check(_unpack_and_hash, lambda: (torch.arange(3.0),))
+    assert log == ["iter", "iter", "hash", "hash", "hash"]

@@ -58,6 +58,12 @@ def is_data_descriptor(attr: object) -> bool:
     return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
+def has_instance_dict(cls: type) -> bool:
+    """Whether instances of ``cls`` have a ``__dict__`` (a class of ``__slots__`` only has
+    none: storing any other name raises AttributeError)."""
+    return cls.__dictoffset__ != 0
+
+
 def _own_setattr(cls: type) -> bool:
     """Whether stores on instances of ``cls`` go through something other than the default
     ``__setattr__`` (``object``'s, or ``nn.Module``'s for a module, which the VM models)."""
@@ -109,6 +115,8 @@ def setattr_var(
         _store_through_descriptor(vm, obj, name, cls_attr, value, raw=own_setattr)
         return
     if isinstance(obj, NewObjectVar):
+        if not has_instance_dict(cls):
+            raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
         obj.box.attrs[name] = value
         return
     if (
@@ -189,6 +197,9 @@ def _store_through_descriptor(
     if isinstance(setter, types.FunctionType) and isinstance(obj, (ObjectVar, NewObjectVar)):
         _call_user_set(vm, obj, name, attr, setter=setter, value=value)
         return
+    if isinstance(attr, types.MemberDescriptorType) and isinstance(obj, NewObjectVar):
+        obj.box.attrs[name] = value  # a __slots__ member of an object made here
+        return
     if isinstance(attr, types.MemberDescriptorType) and not isinstance(obj, NewObjectVar):
         # A __slots__ member of an argument: setattr replays exactly this store.
         vm.out.depend(obj)
@@ -251,6 +262,11 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
         call(vm, vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
         return
     cls_attr = class_lookup(cls, name)
+    if isinstance(cls_attr, types.MemberDescriptorType):  # a __slots__ member
+        if name not in obj.box.attrs:
+            raise throw(AttributeError, name)
+        del obj.box.attrs[name]
+        return
     if cls_attr is not MISSING and is_data_descriptor(cls_attr):
         if isinstance(cls_attr, property) and cls_attr.fdel is not None:
             if obj.box.cls_source is not None:

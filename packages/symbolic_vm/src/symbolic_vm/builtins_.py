@@ -130,6 +130,10 @@ def call_builtin(
     found = per_type(vm, fn, args, kwargs) if per_type is not None else None
     if found is not None:
         return found
+    if value is builtins.hash and len(args) == 1 and not kwargs:
+        hashed = object_model.hash_of(vm, args[0])  # a user __hash__ (a dataclass's)
+        if hashed is not None:
+            return hashed
     if value is builtins.bool and len(args) == 1 and not kwargs:
         truth = object_model.truth(vm, args[0])  # a user __bool__/__len__, a deque's items
         if truth is not None:
@@ -598,7 +602,8 @@ def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
             return True
         return hasattr(obj.value, name)
     if isinstance(obj, NewObjectVar):
-        return name in obj.box.attrs or hasattr(obj.box.cls, name)
+        slot = isinstance(attr_stores.class_lookup(obj.box.cls, name), types.MemberDescriptorType)
+        return name in obj.box.attrs or (not slot and hasattr(obj.box.cls, name))
     if isinstance(obj, ConstVar):
         return hasattr(obj.value, name)
     if isinstance(obj, NestedFunctionVar):

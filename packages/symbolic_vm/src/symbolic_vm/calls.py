@@ -393,7 +393,7 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__ or metaclass)")
     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
         raise Unsupported(f"creating an instance of {cls.__module__}.{cls.__name__}")
-    if "__slots__" in cls.__dict__:
+    if "__slots__" in cls.__dict__ and issubclass(cls, (dict, torch.nn.Module)):
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
     items = object_model.new_items(cls)
     vm.out.depend(cls_var)

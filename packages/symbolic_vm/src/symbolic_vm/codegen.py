@@ -130,6 +130,10 @@ def make_object(
             made.__dict__.update(state)
         return made
     obj: Any = object.__new__(cls)
+    if cls.__dictoffset__ == 0 or any("__slots__" in k.__dict__ for k in cls.__mro__):
+        for name, value in attributes.items():  # __slots__ members through their descriptors
+            object.__setattr__(obj, name, value)
+        return obj
     obj.__dict__.update(attributes)
     return obj
 

@@ -227,6 +227,8 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     cls_attr = _class_lookup(obj.box.cls, name)
     if name in obj.box.attrs and not (python_get(cls_attr) and is_data_descriptor(cls_attr)):
         return obj.box.attrs[name]
+    if isinstance(cls_attr, types.MemberDescriptorType):  # an unset __slots__ member
+        raise throw(AttributeError, f"{obj.box.cls.__name__!r} object has no attribute {name!r}")
     if name == "__class__":  # object's getset descriptor: the class it was made with
         return ObjectVar(obj.box.cls, source=obj.box.cls_source)
     if name == "__dict__" or _is_c_method(cls_attr):

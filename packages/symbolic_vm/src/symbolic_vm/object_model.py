@@ -232,6 +232,25 @@ def _sequence_iterator(obj: Any, getitem: Callable[[Any, int], Any]) -> Any:
         index += 1
 
 
+def hash_of(vm: Interpreter, obj: Var) -> Var | None:
+    """``hash(obj)`` for a user object: the class's Python ``__hash__`` traced (its int
+    reduced as CPython's slot reduces it); ``__hash__ = None``: TypeError. None: not a user
+    class's own hash (object's is the identity: the caller's rules apply)."""
+    cls = user_class(obj)
+    if cls is None:
+        return None
+    found = class_lookup(cls, "__hash__")
+    if found is None:
+        raise throw(TypeError, f"unhashable type: '{cls.__name__}'")
+    result = _call_dunder(vm, obj, "__hash__", [])
+    if result is None:
+        return None
+    value = ops.const_value(vm.out, result)
+    if not isinstance(value, int):
+        raise throw(TypeError, "__hash__ method should return an integer")
+    return ConstVar(hash(value))
+
+
 def length_hint(vm: Interpreter, obj: Var) -> None:
     """The size guess ``list(obj)``/``tuple(obj)`` asks a user iterable for after ``iter()``
     (``__len__``, else ``__length_hint__``): its answer only sizes the result, but the call

@@ -265,7 +265,7 @@ def DELETE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("UNPACK_SEQUENCE")
 def UNPACK_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:
-    values = ops.iterate(vm.out, vm.pop())
+    values = _unpacked(vm, vm.pop())
     if len(values) != _arg(inst):
         raise Unsupported(f"ValueError: expected {_arg(inst)} values to unpack, got {len(values)}")
     for value in reversed(values):
@@ -276,13 +276,19 @@ def UNPACK_SEQUENCE(vm: Interpreter, inst: dis.Instruction) -> None:
 def UNPACK_EX(vm: Interpreter, inst: dis.Instruction) -> None:
     before = _arg(inst) & 0xFF
     after = _arg(inst) >> 8
-    values = ops.iterate(vm.out, vm.pop())
+    values = _unpacked(vm, vm.pop())
     if len(values) < before + after:
         raise Unsupported("ValueError: not enough values to unpack")
     middle = ListVar(ListBox(values[before : len(values) - after]))
     parts: list[Var] = [*values[:before], middle, *values[len(values) - after :]]
     for value in reversed(parts):
         vm.push(value)
+
+
+def _unpacked(vm: Interpreter, value: Var) -> list[Var]:
+    """The items ``a, b = value`` takes: a user iterable through its ``__iter__``/``__next__``."""
+    found = object_model.iterate(vm, value)
+    return ops.iterate(vm.out, value if found is None else found)
 
 
 @handler("GET_LEN")
