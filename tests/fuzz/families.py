@@ -634,6 +634,66 @@ def super_method(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
     return f
 
 
+# ---- equality: == decided by the operands' classes ---------------------------------------------
+def equality(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
+    """``==``/``!=`` between dataclasses passed in, objects of a class whose ``__eq__`` logs,
+    dicts made in the frame and lists holding NaN: never an identity answer where the class
+    (or the container) compares by value (the behaviour corpus found dicts and dataclasses
+    answered by identity)."""
+    f = Family("equality")
+    name = _Names(k)
+    a, b, t, q = name("a"), name("b"), name("t"), name("q")
+    table = f"E_{a.upper()}"
+    form = rng.randrange(4)
+    f.prelude = [
+        "import dataclasses",
+        "@dataclasses.dataclass",
+        "class EqDC:",
+        "    k: int",
+        "    v: float",
+        "class EqLog:",
+        "    def __init__(self, v):",
+        "        self.v = v",
+        "    def __eq__(self, other):",
+        "        LOG.append('eq')",
+        "        return isinstance(other, EqLog) and self.v == other.v",
+        "    __hash__ = None",
+    ]
+    if form in (0, 1):
+        pairs = ["(1.0, 1.0)", "(1.0, 2.0)", "(2.0, 2.0)", "(-0.0, 0.0)"]
+        f.prelude.append(f"{table} = {_per_call(rng, pairs)}")
+        cls = "EqDC(1, {})" if form == 0 else "EqLog({})"
+        f.params = [a, b]
+        f.make = [
+            f"{a} = {cls.format(f'{table}[call][0]')}",
+            f"{b} = {cls.format(f'{table}[call][1]')}",
+        ]
+        f.head = [
+            *_if(f"{a} == {b}", f"{t} = x + {a}.v", f"{t} = x - {b}.v"),
+            f"{q} = [{a} != {b}, {b} == {a}, {a} == {a}]",
+        ]
+    elif form == 2:
+        f.prelude.append(f"{table} = {_per_call(rng, ['1.0', '2.0', '-0.0'])}")
+        f.params, f.make = [a], [f"{a} = {{'k': {table}[call], 'w': 2.0}}"]
+        f.head = [
+            f"{b} = {{'w': 2.0, 'k': 1.0}}",
+            *_if(f"{a} == {b}", f"{t} = x * 2.0", f"{t} = x + 1.0"),
+            f"{q} = [{a} != {b}, {b} == dict({b}), {a} == {{}}]",
+        ]
+    else:
+        values = _per_call(rng, ["1.0", "float('nan')", "-0.0"])
+        f.prelude.append(f"{table} = {values}")
+        f.params, f.make = [a], [f"{a} = [{table}[call], 1.0]"]
+        f.head = [
+            f"{b} = [{a}[0], 1.0]",
+            *_if(f"{a} == {b}", f"{t} = x * 3.0", f"{t} = x - 2.0"),
+            f"{q} = [{a} == list({a}), float('nan') in {a}, {a} != [1.0, 1.0]]",
+        ]
+    f.tensors[t] = 1
+    f.returns.append(q)
+    return f
+
+
 # Constructs of a family that a campaign can leave out (``--avoid``), each a known bug's class.
 CONSTRUCTS = {
     "nan_scalar": "NaN among the scalar arguments (issue 18 item 1)",
@@ -672,4 +732,5 @@ FAMILIES: dict[str, Callable[[random.Random, str, frozenset[str]], Family]] = {
     "rng": rng_draws,
     "profiler_state": profiler_state,
     "super_method": super_method,
+    "equality": equality,
 }
