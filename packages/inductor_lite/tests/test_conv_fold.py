@@ -15,10 +15,10 @@ from inductor_lite import (
     InductorConfig,
     compile_aten_graph,
     conv_fold,
-    conv_lowerings,
     conv_select,
 )
 from inductor_lite.ir import FallbackNode, PointwiseNode, TensorRef
+from inductor_lite.op_lowerings import convolutions
 
 aten = torch.ops.aten
 pointwise_conv = torch.ops.mkldnn._convolution_pointwise.default
@@ -41,7 +41,7 @@ def _channels_last_where_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Where a weight is within 4x of its output the layout is timed on the machine running
     # (conv_select.py): these tests are about what follows the choice, so it is pinned (the
     # measuring test puts the real one back).
-    monkeypatch.setattr(conv_lowerings, "measured_layout", lambda *args: "nhwc")
+    monkeypatch.setattr(convolutions, "measured_layout", lambda *args: "nhwc")
     # these tests' activations are small: the post-op call's and the guard's fixed costs are
     # left out so that their chains fold (the costs themselves are tested below)
     monkeypatch.setattr(conv_fold, "_POST_OP_CALL_ELEMENTS", 0)
@@ -377,7 +377,7 @@ def test_a_close_layout_call_is_measured_once_and_cached(
 ) -> None:
     # weight 16x16x3x3 (2304) against a 16x8x8 output (1024): within 4x, so the two layouts
     # are timed at compile time; the answer is kept beside the kernels and reused
-    monkeypatch.setattr(conv_lowerings, "measured_layout", conv_select.measured_layout)
+    monkeypatch.setattr(convolutions, "measured_layout", conv_select.measured_layout)
     torch.manual_seed(0)
     w = torch.randn(16, 16, 3, 3)
 

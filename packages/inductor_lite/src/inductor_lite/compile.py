@@ -20,9 +20,9 @@ from .choices import choice
 from .config import InductorConfig
 from .cpp import generate_cpp
 from .errors import CompilerError, InductorError, UnsupportedGraph
+from .graph_lowering import lower_graph
 from .input_writes import in_place_writes
 from .ir import FallbackNode, LoweredGraph, Origin
-from .lowering import lower_graph
 from .origins import annotate_kernels
 from .scheduler import Kernel, ScheduleItem, schedule
 from .static_check import meta_key, static_input_check

@@ -82,8 +82,8 @@ class InductorConfig:
     # Let float and double sin/cos/tan/log/exp2/expm1/log1p/atan/pow/... vectorise through
     # glibc's libmvec when a probe shows it links and runs (else they stay scalar libm).
     vector_libm: bool = True
-    # Hand 2-d float32 convolutions on CPU a channels-last input (conv_lowerings.py): oneDNN
-    # uses it as is instead of reordering an NCHW input on every call.
+    # Hand 2-d float32 convolutions on CPU a channels-last input (op_lowerings/convolutions.py):
+    # oneDNN uses it as is instead of reordering an NCHW input on every call.
     conv_channels_last: bool = True
     # Fold a float32 CPU convolution's per-channel affine epilogue (eval-mode batch norm)
     # into its weight and bias, and a ReLU after it into oneDNN's post-op (conv_fold.py).

@@ -1,6 +1,6 @@
 """A convolution's layout chosen by measurement where the cost model cannot tell.
 
-``conv_lowerings`` hands oneDNN a channels-last input and weight (the weight copied on every
+``convolutions`` hands oneDNN a channels-last input and weight (the weight copied on every
 call), or keeps eager's NCHW layout where the weight outweighs the output. Between the clear
 cases -- a weight needing a copy with between a quarter and four times the output's elements --
 neither wins by a margin an element count can call, so the two are timed once, at compile time,

@@ -1,7 +1,7 @@
 """Averages over H and W of channels-last activations (a CNN's pooling and its
 squeeze-excitation blocks).
 
-A convolution's output is channels-last (``conv_lowerings.py``), and what follows it -- batch
+A convolution's output is channels-last (``convolutions.py``), and what follows it -- batch
 norm and SiLU in an efficientnet -- is a lazy value reading it. Averaged over H and W as a
 row reduction, that value is read one channel at a time with a stride of C floats, its
 activation recomputed per element: a gather that does not vectorise (efficientnet_b0's first

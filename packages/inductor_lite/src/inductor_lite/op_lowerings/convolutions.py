@@ -15,19 +15,34 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 import torch.fx
 
-from .choices import choice
-from .conv_select import measured_layout
-from .ir import FallbackNode, TensorRef, contiguous_strides
-from .lowering import GraphLowering
-from .lowerings import aten, meta, register
-from .symbolic import is_static
-from .tensorvalue import TensorValue, realized
+from ..choices import choice
+from ..conv_select import measured_layout
+from ..ir import (
+    FallbackNode,
+    TensorRef,
+    contiguous_strides,
+)
+from ..symbolic import is_static
+from ..tensorvalue import (
+    TensorValue,
+    realized,
+)
+from .registry import (
+    aten,
+    meta,
+    register,
+)
+
+if TYPE_CHECKING:
+    from ..graph_lowering import GraphLowering
 
 __all__ = ["channels_last_strides"]
+
 
 log = logging.getLogger("strata.inductor_lite")
 

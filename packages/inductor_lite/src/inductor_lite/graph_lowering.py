@@ -37,6 +37,7 @@ from .ir import (
     VOp,
     contiguous_strides,
 )
+from .op_lowerings import LOWERINGS, Lowering
 from .origins import buffer_origins
 from .spatial import pool_layout
 from .symbolic import Size, is_static, same, to_size
@@ -55,8 +56,6 @@ __all__ = ["GraphLowering", "Lowering", "lower_graph"]
 
 log = logging.getLogger("strata.inductor_lite")
 
-# A lowering gets the GraphLowering, the fx node (for its meta) and the mapped arguments.
-Lowering = Callable[..., object]
 
 
 def _is_dense(sizes: Sequence[Size], strides: Sequence[Size]) -> bool:
@@ -341,8 +340,6 @@ class GraphLowering:
     # ------------------------------------------------------------ the walk
 
     def run(self, example_inputs: Sequence[object]) -> LoweredGraph:
-        from . import conv_lowerings, view_lowerings  # noqa: F401  (register their ops)
-        from .lowerings import LOWERINGS
 
         graph = self.gm.graph
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]

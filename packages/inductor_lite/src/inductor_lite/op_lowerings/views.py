@@ -7,16 +7,32 @@ index. Nothing here copies data, except a reshape that no strides can express.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
 
-from .ir import TensorRef, contiguous_strides
-from .lowering import GraphLowering
-from .lowerings import LOWERINGS, aten, meta, out_sizes, prims, register
-from .symbolic import Size, is_static, same, size_min, to_size
-from .tensorvalue import TensorValue, realized, view_strides
+from ..ir import (
+    TensorRef,
+    contiguous_strides,
+)
+from ..symbolic import Size, is_static, same, size_min, to_size
+from ..tensorvalue import (
+    TensorValue,
+    realized,
+    view_strides,
+)
+from .registry import (
+    LOWERINGS,
+    aten,
+    meta,
+    out_sizes,
+    prims,
+    register,
+)
+
+if TYPE_CHECKING:
+    from ..graph_lowering import GraphLowering
 
 __all__: list[str] = []
 
