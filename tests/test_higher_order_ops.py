@@ -546,3 +546,34 @@ def test_data_dependent_op_breaks_cleanly_in_as_many_graphs_as_torch(
     torch.compile(fn, backend=theirs)(x)
     torch._dynamo.reset()
     assert counter.count == theirs.count == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_of_a_layer_returning_none_beside_tensors_is_one_graph_with_eager_gradients(
+    backend: str,
+) -> None:
+    # transformers' checkpointed layers return (hidden, None): traced inline, one graph.
+    block = Block()
+
+    def layer(x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return block(x).relu(), None
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        hidden, attn = checkpoint(layer, x, use_reentrant=False)
+        assert attn is None
+        return hidden.sum()
+
+    x = torch.randn(4, 8, requires_grad=True)
+    expected = f(x)
+    expected_grads = torch.autograd.grad(expected, (x, *block.parameters()))
+    counter = GraphCounter()
+    inner = compile_api.lookup_backend(backend)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    got = compile_api.compile(f, backend=counting, fullgraph=True)(x)
+    got_grads = torch.autograd.grad(got, (x, *block.parameters()))
+    torch.testing.assert_close((got, got_grads), (expected, expected_grads))
+    assert counter.count == torch_graph_count(f, x) == 1

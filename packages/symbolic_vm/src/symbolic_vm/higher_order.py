@@ -147,7 +147,14 @@ def _checkpoint_node(
     checkpoint on the body (activations dropped, recomputed in backward); aot traces that
     recomputation into its backward graph. A body with random ops is inlined instead."""
     out = vm.out
-    sub, outputs, shape = _trace_subgraph(vm, fn, fn_args, fn_kwargs, "a checkpointed function")
+    try:
+        sub, outputs, shape = _trace_subgraph(
+            vm, fn, fn_args, fn_kwargs, "a checkpointed function"
+        )
+    except _NotTensorOutputs:
+        # (hidden, None) from a transformers layer, an input handed back: traced inline (the
+        # trace above changed no Python state, so tracing it again is safe).
+        return _call(vm, fn, fn_args, fn_kwargs)
     inputs = list(sub.lifted)
     sub.order_inputs(inputs)
     body = sub.finish(outputs)
@@ -267,13 +274,17 @@ def _trace_subgraph(
         leaves = list(result.items if isinstance(result, TupleVar) else result.box.items)
         shape = ("tuple" if isinstance(result, TupleVar) else "list", len(leaves))
     else:
-        raise Unsupported(f"{what} returning something other than tensors is not traced")
+        raise _NotTensorOutputs(f"{what} returning something other than tensors is not traced")
     if not all(isinstance(leaf, TensorVar) for leaf in leaves):
-        raise Unsupported(f"{what} returning something other than tensors is not traced")
+        raise _NotTensorOutputs(f"{what} returning something other than tensors is not traced")
     nodes = [sub.lift(leaf.node) for leaf in leaves if isinstance(leaf, TensorVar)]
     if any(node.op == "placeholder" for node in nodes):
-        raise Unsupported(f"{what} returning one of its inputs (an alias) is not traced")
+        raise _NotTensorOutputs(f"{what} returning one of its inputs (an alias) is not traced")
     return sub, nodes, shape
+
+
+class _NotTensorOutputs(Unsupported):
+    """A subgraph's function returned something a higher-order op cannot return."""
 
 
 def _register_hook_fallback(tensor: Any, hook_body: Any, *freevars: Any) -> Any:
