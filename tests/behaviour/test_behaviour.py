@@ -15,8 +15,6 @@ from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
 KNOWN_GAPS: dict[str, str] = {
-    "exception_from_builtin_on_traced_values": "int('nope') raising ValueError while folding "
-    "a builtin inside a try block breaks instead of raising a traced exception",
     "sequential_indexing_and_len": "slicing an nn.Sequential (seq[1:]) breaks: only "
     "ModuleList slices are modelled",
     "functional_call_of_a_module_builder": "torch.func.functional_call is not traced: it runs "

@@ -17,7 +17,7 @@ import torch
 from guards import TypeSource
 from symbolic_vm import attr_stores, object_model, object_operators
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import TracedException, Unsupported, throw
+from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -154,8 +154,7 @@ def call_builtin(
         try:
             return vm.out.wrap(value(*py_args, **py_kwargs), None)
         except Exception as exc:
-            reason = f"{type(exc).__name__} raised while folding a builtin: {exc}"
-            raise Unsupported(reason) from exc
+            raise folding_error(exc, "a builtin") from None
     return None
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm import attr_stores, object_attrs, tensor_attrs
-from symbolic_vm.errors import TracedException, Unsupported, throw
+from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import AttrSource, DictCopySource, ItemSource, Source
 from symbolic_vm.output import ContainerWrite, DictSubclassWrite, Output, is_constant_value
 from symbolic_vm.values import (
@@ -313,7 +313,7 @@ def _fold(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     try:
         return fn(a, b)
     except Exception as exc:
-        raise Unsupported(f"{type(exc).__name__} raised while folding constants: {exc}") from exc
+        raise folding_error(exc, "constants") from None
 
 
 def _sequence(like: Var, values: list[Var]) -> Var:
