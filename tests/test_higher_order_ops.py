@@ -4,7 +4,8 @@
 node over the traced body (recomputed in backward under the eager backend and under aot);
 reentrant checkpoint is traced through. ``torch.cond`` with a Python predicate runs the taken
 branch in the graph; with a tensor predicate both branches are subgraphs of one
-``torch.ops.higher_order.cond`` node. ``torch.func.functional_call`` is a graph break. Each case
+``torch.ops.higher_order.cond`` node. ``torch.func.functional_call`` traces the module's call
+with the given tensors read as its parameters and buffers. Each case
 is compared with eager (values and gradients) and, for graph counts, with torch.compile using a
 counting backend.
 """
@@ -411,33 +412,83 @@ def test_cond_branch_with_a_python_side_effect_runs_eagerly_and_raises_as_eager(
         compile_api.compile(f, backend="eager", fullgraph=True)(x)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_functional_call_breaks_cleanly_with_eager_values_and_gradients(backend: str) -> None:
-    block = Block()
-    params = {k: v.detach().clone().requires_grad_(True) for k, v in block.named_parameters()}
+class TiedPair(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8)
+        self.b = torch.nn.Linear(8, 8)
+        self.b.weight = self.a.weight  # tied: replacing a.weight replaces b.weight too
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+class ReadsParametersByIteration(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * next(iter(self.parameters()))
+
+
+FUNCTIONAL_MODULES = {"block": Block, "tied": TiedPair}
+
+
+def _functional_case(
+    make: Callable[[], torch.nn.Module],
+) -> tuple[torch.nn.Module, dict[str, torch.Tensor], Callable[[torch.Tensor], torch.Tensor]]:
+    module = make()
+    params = {
+        k: (v.detach() * 1.5).requires_grad_(True) for k, v in module.named_parameters()
+    }
 
     def f(x: torch.Tensor) -> torch.Tensor:
-        return torch.func.functional_call(block, params, (x * 2,)).relu().sum()
+        return torch.func.functional_call(module, params, (x * 2,)).relu().sum()
 
+    return module, params, f
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(FUNCTIONAL_MODULES))
+def test_functional_call_is_one_graph_with_eager_values_and_gradients(
+    name: str, backend: str
+) -> None:
+    module, params, f = _functional_case(FUNCTIONAL_MODULES[name])
+    before = {k: v.clone() for k, v in module.state_dict().items()}
     x = torch.randn(4, 8)
     expected = f(x)
     expected_grads = torch.autograd.grad(expected, list(params.values()))
-    got = compile_api.compile(f, backend=backend)(x)
-    got_grads = torch.autograd.grad(got, list(params.values()))
-    torch.testing.assert_close(got, expected)
-    torch.testing.assert_close(got_grads, expected_grads)
+    counter = GraphCounter()
+    inner = compile_api.lookup_backend(backend)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    compiled = compile_api.compile(f, backend=counting, fullgraph=True)
+    for _ in range(2):
+        got = compiled(x)
+        got_grads = torch.autograd.grad(got, list(params.values()))
+        torch.testing.assert_close((got, got_grads), (expected, expected_grads))
+    torch.testing.assert_close(module.state_dict(), before)  # the module's own are untouched
+    assert counter.count == torch_graph_count(f, x) == 1
 
 
-def test_functional_call_under_fullgraph_names_the_construct() -> None:
-    block = Block()
-    params = dict(block.named_parameters())
-
-    def f(x: torch.Tensor) -> torch.Tensor:
-        return torch.func.functional_call(block, params, (x,))
-
-    compiled = compile_api.compile(f, backend="eager", fullgraph=True)
+def test_functional_call_of_a_module_reading_parameters_otherwise_breaks_with_eager_results(
+    counter: GraphCounter,
+) -> None:
+    # parameters() would hand the module its own tensors, not the replacements: refused.
+    _, params, f = _functional_case(ReadsParametersByIteration)
+    x = torch.randn(4, 8)
+    expected = f(x)
+    (expected_grad,) = torch.autograd.grad(expected, list(params.values()))
+    got = compile_api.compile(f, backend=counter)(x)
+    (got_grad,) = torch.autograd.grad(got, list(params.values()))
+    torch.testing.assert_close((got, got_grad), (expected, expected_grad))
+    compile_api.reset()
     with pytest.raises(Exception, match=r"functional_call"):
-        compiled(torch.randn(4, 8))
+        compile_api.compile(f, backend="eager", fullgraph=True)(x)
 
 
 # --------------------------------------------------------------------------- torch.func transforms

@@ -14,8 +14,10 @@ as eager torch.cond does. With a tensor (or SymBool) predicate both branches are
 into an ``fxbuild`` subgraph whose inputs are the outer tensors it reads, and the graph gets one
 ``torch.ops.higher_order.cond`` node over them (what torch.compile captures).
 
-``torch.func.functional_call`` swaps tensors into a module for one call; tracing that needs
-temporary attribute writes on a real module, so it is a graph break with that reason.
+``torch.func.functional_call(module, tensors, args)`` traces the module's call with its named
+parameters and buffers (and those tied to them) read as the given tensors, through attribute
+overlays undone after the call; a module that reaches a replaced tensor another way
+(``parameters()``) is refused, a graph break.
 
 ``torch.func.vmap`` / ``torch.vmap``, ``torch.func.grad`` and ``grad_and_value``: calling the
 transform gives a pending call (a partial of ``_apply_transform``); calling that adds one graph
@@ -46,9 +48,11 @@ from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.values import (
     ConstVar,
+    DictVar,
     FunctionVar,
     ListBox,
     ListVar,
+    ModuleVar,
     NestedFunctionVar,
     ObjectVar,
     PartialVar,
@@ -60,6 +64,7 @@ from symbolic_vm.values import (
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
+    from symbolic_vm.output import Output
 
 __all__ = ["dispatch", "is_higher_order", "register_hook"]
 
@@ -354,10 +359,114 @@ def register_hook(
 
 
 def _functional_call(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    raise Unsupported(
-        "torch.func.functional_call (swapping a module's tensors for one call) is not traced; "
-        "it runs eagerly between graphs"
+    """``functional_call(module, tensors, args, kwargs)``: the module's call traced with its
+    named parameters and buffers read as the given tensors (attribute overlays, undone after),
+    tied ones too unless ``tie_weights=False``. A module that reaches a replaced tensor any other
+    way (``self.parameters()``, ``_flat_weights``) would see the old one: that is refused."""
+    out = vm.out
+    names = ("module", "parameter_and_buffer_dicts", "args", "kwargs")
+    bound = dict(zip(names, args, strict=False))
+    options = {"tie_weights": True, "strict": False}
+    for key, value in kwargs.items():
+        if key in options:
+            options[key] = bool(ops.const_value(out, value))
+        elif key in names and key not in bound:
+            bound[key] = value
+        else:
+            raise Unsupported(f"functional_call() got an unexpected argument {key!r}")
+    module_var = bound.get("module")
+    if not isinstance(module_var, ModuleVar) or options["strict"]:
+        raise Unsupported(
+            "torch.func.functional_call of this module (or with strict=True) is not traced; "
+            "it runs eagerly"
+        )
+    module = module_var.module
+    tensors = _named_tensors(out, bound.get("parameter_and_buffer_dicts"))
+    call_args = bound.get("args", TupleVar(()))
+    arg_list: list[Var] = (
+        [call_args] if isinstance(call_args, TensorVar) else ops.items(out, call_args)
     )
+    call_kwargs: dict[str, Var] = {}
+    if "kwargs" in bound and not (
+        isinstance(bound["kwargs"], ConstVar) and bound["kwargs"].value is None
+    ):
+        if not isinstance(bound["kwargs"], DictVar):
+            raise Unsupported("functional_call() with kwargs that are not a dict")
+        call_kwargs = {str(k): v for k, v in bound["kwargs"].box.items.items()}
+    overlays, replaced = _overlays(module, tensors, tie=options["tie_weights"])
+    users_before = {
+        id(out.input_value(v)): len(v.node.users) for v in out.tensor_inputs()
+    }
+    saved = {slot: out.attr_overlay.get(slot) for slot in overlays}
+    out.attr_overlay.update(overlays)
+    try:
+        result = _call(vm, module_var, arg_list, call_kwargs)
+        changed = [slot for slot, var in overlays.items() if out.attr_overlay.get(slot) is not var]
+    finally:
+        for slot, previous in saved.items():
+            if previous is None:
+                out.attr_overlay.pop(slot, None)
+            else:
+                out.attr_overlay[slot] = previous
+    if changed:
+        raise Unsupported("functional_call of a module that assigns its own parameters")
+    for v in out.tensor_inputs():
+        real_id = id(out.input_value(v))
+        if real_id in replaced and len(v.node.users) > users_before.get(real_id, 0):
+            raise Unsupported(
+                "functional_call of a module that reads a replaced tensor other than as its "
+                "attribute (parameters(), a cached list): not traced; it runs eagerly"
+            )
+    return result
+
+
+def _named_tensors(out: Output, dicts: Var | None) -> dict[str, Var]:
+    """The name -> tensor var entries of functional_call's dict (or tuple of dicts)."""
+    if dicts is None:
+        raise Unsupported("functional_call() without its tensors")
+    parts = [dicts] if isinstance(dicts, DictVar) else ops.items(out, dicts)
+    merged: dict[str, Var] = {}
+    for part in parts:
+        if not isinstance(part, DictVar):
+            raise Unsupported("functional_call() tensors that are not a dict")
+        for key, value in part.box.items.items():
+            if not isinstance(key, str) or key in merged or not isinstance(value, TensorVar):
+                raise Unsupported("functional_call() with these names or values is not traced")
+            merged[key] = value
+    return merged
+
+
+def _overlays(
+    module: torch.nn.Module, tensors: dict[str, Var], *, tie: bool
+) -> tuple[dict[tuple[int, str], Var], set[int]]:
+    """The attribute overlays that make ``module`` read ``tensors``, and the ids of the real
+    tensors they replace."""
+    overlays: dict[tuple[int, str], Var] = {}
+    by_real: dict[int, Var] = {}
+    for name, var in tensors.items():
+        owner_path, _, leaf = name.rpartition(".")
+        try:
+            owner = module.get_submodule(owner_path)
+        except AttributeError:
+            raise Unsupported(
+                f"functional_call(): the module has no submodule for {name!r}"
+            ) from None
+        table = next(
+            (t for t in ("_parameters", "_buffers") if leaf in owner.__dict__.get(t, {})), None
+        )
+        if table is None:
+            raise Unsupported(f"functional_call(): {name!r} is not a parameter or buffer")
+        overlays[(id(owner), leaf)] = var
+        real = owner.__dict__[table][leaf]
+        if real is not None:
+            by_real[id(real)] = var
+    if tie:
+        for _, owner in module.named_modules(remove_duplicate=False):
+            for table in ("_parameters", "_buffers"):
+                for leaf, real in owner.__dict__.get(table, {}).items():
+                    if real is not None and id(real) in by_real:
+                        overlays.setdefault((id(owner), leaf), by_real[id(real)])
+    return overlays, set(by_real)
 
 
 # Each transform's parameters after the function, in order, with their defaults.
