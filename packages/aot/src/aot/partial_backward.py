@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.fx
 
-__all__ = ["FREED_MESSAGE", "Plan", "meta_like", "plan", "run", "saved_readers"]
+__all__ = ["FREED_MESSAGE", "Plan", "plan", "run", "saved_readers", "shapes_of"]
 
 FREED_MESSAGE = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -116,6 +116,7 @@ class Plan:
     zero: frozenset[torch.fx.Node]  # nodes that are structurally zero
     live: tuple[torch.fx.Node, ...]  # the call nodes to run, in graph order
     zero_grads: frozenset[int]  # input gradients (output positions) that are zero: None
+    live_set: frozenset[torch.fx.Node]  # the same nodes as ``live``
 
 
 def plan(bw_gm: torch.fx.GraphModule, num_saved: int, absent: frozenset[int]) -> Plan:
@@ -139,7 +140,7 @@ def plan(bw_gm: torch.fx.GraphModule, num_saved: int, absent: frozenset[int]) ->
         needed.add(n)
         stack.extend(n.all_input_nodes)
     live = tuple(n for n in bw_gm.graph.nodes if n in needed and n.op == "call_function")
-    return Plan(frozenset(zero), live, zero_grads)
+    return Plan(frozenset(zero), live, zero_grads, frozenset(live))
 
 
 def saved_readers(bw_gm: torch.fx.GraphModule, num_saved: int) -> list[frozenset[torch.fx.Node]]:
@@ -150,9 +151,9 @@ def saved_readers(bw_gm: torch.fx.GraphModule, num_saved: int) -> list[frozenset
 
 
 def _meta(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
-                                   device="meta")
+    if isinstance(value, tuple):  # (shape, stride, dtype) of a tensor: shape_of
+        shape, stride, dtype = value
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
     return value
 
 
@@ -171,7 +172,7 @@ class _Env:
 
     def meta_of(self, node: torch.fx.Node) -> Any:
         if node in self.placeholders:
-            return self.metas[self.placeholders[node]]
+            return _meta(self.metas[self.placeholders[node]])
         if node not in self.meta_values:
             args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), self.meta_of)
             self.meta_values[node] = node.target(*args, **kwargs)  # type: ignore[operator]
@@ -200,7 +201,7 @@ def run(
     executed: frozenset[torch.fx.Node],
 ) -> list[Any]:
     """The input gradients: ``inputs`` are the saved values (None where freed) then the output
-    gradients (None where absent); ``metas`` the same values' shapes (``meta_like``). Raises
+    gradients (None where absent); ``metas`` the same values' shapes (``shapes_of``). Raises
     eager's error where a live node that an earlier backward ran (its saved values freed)
     reads a saved value."""
     env = _Env(bw_gm, inputs, metas, zero=the_plan.zero, device=device, num_saved=num_saved)
@@ -219,6 +220,9 @@ def run(
     ]
 
 
-def meta_like(values: Sequence[Any]) -> list[Any]:
-    """Shape-only copies of ``values`` (tensors on the meta device, other values as they are)."""
-    return [_meta(v) for v in values]
+def shapes_of(values: Sequence[Any]) -> list[Any]:
+    """What ``run`` needs to know of ``values`` once they are freed: a tensor's (shape, stride,
+    dtype); other values as they are."""
+    return [
+        (v.shape, v.stride(), v.dtype) if isinstance(v, torch.Tensor) else v for v in values
+    ]

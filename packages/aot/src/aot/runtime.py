@@ -212,6 +212,7 @@ def _partial_backward(
     runs the backward graph from those kept values (``partial_backward.run``), or raises
     eager's error where it needs a freed one."""
     plans: dict[frozenset[int], partial_backward.Plan] = {}
+    first_kept: dict[frozenset[int], frozenset[int]] = {}  # saved values a first backward keeps
     placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
     num_saved = len(placeholders) - len(diff)
     readers = partial_backward.saved_readers(bw_gm, num_saved)
@@ -223,32 +224,41 @@ def _partial_backward(
         if the_plan is None:
             the_plan = plans[absent] = partial_backward.plan(bw_gm, num_saved, absent)
         stash: dict[int, Any] | None = getattr(ctx, "stash", None)
-        executed: frozenset[torch.fx.Node] = getattr(ctx, "executed", frozenset())
-        ctx.executed = now = executed | frozenset(the_plan.live)
+        executed: frozenset[torch.fx.Node] | None = getattr(ctx, "executed", None)
+        if executed is None:  # the first backward (every step of a `loss, logits` model)
+            now = ctx.executed = the_plan.live_set
+            kept = first_kept.get(absent)
+            if kept is None:
+                kept = first_kept[absent] = frozenset(
+                    i for i in range(num_saved) if readers[i] - now
+                )
+        else:
+            now = ctx.executed = executed | the_plan.live_set
+            kept = frozenset(i for i in range(num_saved) if readers[i] - now)
+        executed = executed or frozenset()
         device = next(g.device for g in tangents if g is not None)
         try:
             saved = _saved_values(ctx)
         except RuntimeError:
             if stash is None:
                 raise
-            ctx.stash = {i: v for i, v in stash.items() if readers[i] - now}
+            ctx.stash = {i: v for i, v in stash.items() if i in kept}
             inputs = [stash.get(i) for i in range(num_saved)] + tangents
-            metas = ctx.saved_metas + [
-                torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-                for shape, stride, dtype, _ in ctx.out_shapes
+            metas = ctx.saved_shapes + [
+                (shape, stride, dtype) for shape, stride, dtype, _ in ctx.out_shapes
             ]
             return scatter(partial_backward.run(
                 bw_gm, the_plan, inputs, metas, num_saved=num_saved, device=device,
                 executed=executed,
             ))
         if stash is None:
-            ctx.saved_metas = partial_backward.meta_like(saved)
+            ctx.saved_shapes = partial_backward.shapes_of(saved)
         # kept (detached: no reference cycle through the outputs) while a node that has not
         # run yet reads it, as eager's unexecuted nodes keep their saved values
         ctx.stash = {
             i: (v.detach() if isinstance(v, torch.Tensor) else v)
             for i, v in enumerate(saved)
-            if readers[i] - now
+            if i in kept and (stash is None or i in stash)
         }
         for j, g in enumerate(tangents):
             if g is None:
