@@ -72,6 +72,8 @@ class GraphBuilder:
     symbolic whatever ``dynamic`` says.
     """
 
+    _nested = False  # a SubgraphBuilder: outer nodes in arguments are lifted
+
     def __init__(
         self,
         *,
@@ -232,8 +234,9 @@ class GraphBuilder:
         if self._redirects:
             args = cast(tuple[object, ...], map_arg(cast(Any, args), self._resolve))
             kwargs = cast(dict[str, object], map_arg(cast(Any, kwargs), self._resolve))
-        args = cast(tuple[object, ...], map_arg(cast(Any, args), self.lift))
-        kwargs = cast(dict[str, object], map_arg(cast(Any, kwargs), self.lift))
+        if self._nested:
+            args = cast(tuple[object, ...], map_arg(cast(Any, args), self.lift))
+            kwargs = cast(dict[str, object], map_arg(cast(Any, kwargs), self.lift))
         example = self._propagate(op, target, args, kwargs)
         node = self.graph.create_node(op, target, args, kwargs)  # type: ignore[arg-type]
         node.meta["example_value"] = example
@@ -297,7 +300,8 @@ class GraphBuilder:
         self._check_open()
         if self._redirects:
             outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self._resolve))
-        outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self.lift))
+        if self._nested:
+            outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self.lift))
         self.graph.output(tuple(outputs))  # type: ignore[arg-type]
         self.graph.lint()
         self._finished = True
@@ -315,6 +319,8 @@ class GraphBuilder:
 
 class SubgraphBuilder(GraphBuilder):
     """A graph nested in another builder's graph; see :meth:`GraphBuilder.subgraph`."""
+
+    _nested = True
 
     def __init__(self, parent: GraphBuilder) -> None:
         super().__init__(
