@@ -1292,3 +1292,12 @@ def imports_inside_the_function(x: torch.Tensor) -> Any:
     from torch.nn import functional as fn
 
     return fn.relu(x) + torch.nn.functional.gelu(x), cabc.Mapping.__name__
+
+
+@case()
+def functional_call_with_other_tensors(x: torch.Tensor) -> Any:
+    swapped = {name: p * 0.5 for name, p in _SEQ.named_parameters()}
+    bn = {"1.running_mean": torch.ones(2)}
+    return torch.func.functional_call(_SEQ, swapped, (x,)), torch.func.functional_call(
+        _CONV, bn, (x.reshape(1, 1, 4, 4),)
+    )

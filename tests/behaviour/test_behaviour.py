@@ -17,8 +17,6 @@ from .measure import run
 KNOWN_GAPS: dict[str, str] = {
     "sequential_indexing_and_len": "slicing an nn.Sequential (seq[1:]) breaks: only "
     "ModuleList slices are modelled",
-    "functional_call_of_a_module_builder": "torch.func.functional_call is not traced: it runs "
-    "eagerly between graphs",
 }
 
 

@@ -393,6 +393,7 @@ def _functional_call(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -
         if not isinstance(bound["kwargs"], DictVar):
             raise Unsupported("functional_call() with kwargs that are not a dict")
         call_kwargs = {str(k): v for k, v in bound["kwargs"].box.items.items()}
+    tensors = {k: v for k, v in tensors.items() if not _is_current(out, module, k, v)}
     overlays, replaced = _overlays(module, tensors, tie=options["tie_weights"])
     users_before = {
         id(out.input_value(v)): len(v.node.users) for v in out.tensor_inputs()
@@ -418,6 +419,24 @@ def _functional_call(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -
                 "attribute (parameters(), a cached list): not traced; it runs eagerly"
             )
     return result
+
+
+def _is_current(out: Output, module: torch.nn.Module, name: str, var: Var) -> bool:
+    """Whether ``var`` is the very tensor ``module`` holds under ``name`` (a dict made from the
+    module's own ``named_parameters()``): replacing it changes nothing, and reads of it by any
+    path are right."""
+    if not isinstance(var, TensorVar) or var.node.op != "placeholder":
+        return False
+    try:
+        real = out.input_value(var)
+    except KeyError:
+        return False
+    for lookup in (module.get_parameter, module.get_buffer):
+        try:
+            return real is lookup(name)
+        except AttributeError:
+            continue
+    return False
 
 
 def _named_tensors(out: Output, dicts: Var | None) -> dict[str, Var]:
