@@ -187,3 +187,24 @@ def test_attribute_error_on_a_missing_attribute_is_caught() -> None:
     runs = run_three_ways(attribute_error, lambda: (torch.ones(2),))
     same(runs.ours, runs.eager)
     assert runs.our_graphs <= max(runs.their_graphs, 1)
+
+
+def folded_builtin_errors(x: torch.Tensor) -> Any:
+    caught = []
+    for text in ("12", "nope"):
+        try:
+            caught.append(int(text))
+        except ValueError as error:
+            caught.append(str(error))
+    try:
+        divmod(1, 0)
+    except ZeroDivisionError as error:
+        caught.append(type(error).__name__)
+    return x * len(caught), caught
+
+
+def test_errors_of_builtins_folded_on_constants_are_caught_as_in_eager() -> None:
+    runs = run_three_ways(folded_builtin_errors, lambda: (torch.ones(2),))
+    same(runs.ours, runs.eager)
+    assert runs.ours[1][1] == "invalid literal for int() with base 10: 'nope'"
+    assert runs.our_graphs == 1 and runs.our_graphs <= max(runs.their_graphs, 1)

@@ -367,6 +367,8 @@ def identical(out: Output, a: Var, b: Var) -> bool:
         return a.box is b.box
     if isinstance(a, NewObjectVar) and isinstance(b, NewObjectVar):
         return a.box is b.box
+    if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
+        return False  # made in this trace: no other value (and no real object) is it
     if isinstance(a, SetVar) and isinstance(b, SetVar):
         return a.box is b.box
     real_a, real_b = _identity(a), _identity(b)

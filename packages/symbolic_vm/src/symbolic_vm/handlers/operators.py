@@ -66,6 +66,13 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
         return ops.const_value(out, item) in container.box.items
     if isinstance(container, (TupleVar, ListVar)):
         for candidate in ops.items(out, container):
+            if object_model.user_class(item) or object_model.user_class(candidate):
+                # CPython's list_contains: identity, then ``candidate == item`` (a user __eq__).
+                if ops.identical(out, candidate, item) or ops.truth(
+                    out, object_operators.compare_op(vm, "==", candidate, item)
+                ):
+                    return True
+                continue
             if isinstance(item, TensorVar) or isinstance(candidate, TensorVar):
                 if isinstance(item, TensorVar) and isinstance(candidate, TensorVar):
                     if item.node is candidate.node:
