@@ -255,6 +255,12 @@ def _is_small(node: PointwiseNode | ReductionNode) -> bool:
     return is_static(n) and int(n) <= _SMALL_NODE
 
 
+def _stores_little(node: PointwiseNode | ReductionNode) -> bool:
+    """Whether the node's own result is small (a reduction over a large input may be)."""
+    n = _prod(node.sizes if isinstance(node, PointwiseNode) else node.out_sizes)
+    return is_static(n) and int(n) <= _SMALL_NODE
+
+
 def _reads_from(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> bool:
     return any(load.buf in group.produced for load in iter_loads(node.body))
 
@@ -306,7 +312,7 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
         first = max(deps, default=0)
         placed = -1
         step: Step | None = None
-        big = not _is_small(node)
+        big = not _stores_little(node)
         for k in range(first, len(items)):
             item = items[k]
             if isinstance(item, _OpenKernel):
