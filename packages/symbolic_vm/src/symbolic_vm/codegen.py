@@ -34,6 +34,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import attrs
 import torch
 
 from symbolic_vm import emit
@@ -452,30 +453,48 @@ def _final_grad_mode(out: Output) -> bool | None:
     return final
 
 
-def build_code(  # noqa: PLR0917 - the parts of one generated function
-    original: types.CodeType,
-    graph_call: str | None,
-    graph_args: list[ast.expr],
-    reads: list[ast.stmt],
-    writes: list[ast.stmt],
-    return_expr: ast.expr,
-    nonlocals: list[str] | None = None,
-) -> types.CodeType:
-    """Assemble the transformed function and return its code object.
+@attrs.frozen(eq=False)
+class Transformed:
+    """The parts of one transformed function: the compiled graph's call (its global name, None
+    when nothing was captured, and the argument expressions), the reads made before any write
+    (``Rebuilder.lines``), the side-effect writes (:func:`effect_lines`), the returned
+    expression, and the frame's cells it writes (declared ``nonlocal``)."""
 
-    Its statements (what :func:`transformed_source` prints) become instructions through
-    symbolic_vm.emit and symbolic_vm.bytecode, with the original's argument layout, free and
-    cell variables. ``reads`` binding a shared source prefix (``__strata_s<k> = ...``, see
-    Rebuilder.source) are moved above the graph call, since the graph arguments may read
-    through them.
-    """
-    instructions = build_body(
-        original, graph_call, graph_args, reads, writes, return_expr, nonlocals
-    )
+    graph_call: str | None
+    graph_args: list[ast.expr]
+    reads: list[ast.stmt]
+    writes: list[ast.stmt]
+    return_expr: ast.expr
+    nonlocals: list[str] = attrs.field(factory=list)
+
+    def statements(self) -> list[ast.stmt]:
+        """The function's statements. ``reads`` binding a shared source prefix or a parameter
+        reader (``__strata_s<k> = ...``, see Rebuilder.source) come before the graph call,
+        since the graph arguments may read through them."""
+        body: list[ast.stmt] = [emit.nonlocal_(name) for name in self.nonlocals]
+        body.extend(line for line in self.reads if _reads_at_entry(line))
+        if self.graph_call is not None:
+            graph = emit.call(emit.name(self.graph_call), _spread_readers(self.graph_args))
+            body.append(emit.assign(emit.name(_OUT), graph))
+        body.extend(line for line in self.reads if not _reads_at_entry(line))
+        body.append(emit.assign(emit.name("__strata_result"), self.return_expr))
+        body.extend(self.writes)
+        body.append(emit.returns(emit.name("__strata_result")))
+        return body
+
+
+def cell_writes(out: Output) -> list[str]:
+    """The frame's cells the trace wrote, sorted: the transformed code's ``nonlocal`` names."""
+    return sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
+
+
+def build_code(original: types.CodeType, parts: Transformed) -> types.CodeType:
+    """Assemble the transformed function and return its code object: its statements (what
+    :func:`transformed_source` prints) as instructions through symbolic_vm.emit and
+    symbolic_vm.bytecode, with the original's argument layout, free and cell variables."""
     nargs = _total_args(original)
-    signature = Signature.from_code(original)
     code = assemble(
-        [*prologue(signature), *instructions],
+        [*prologue(Signature.from_code(original)), *build_body(original, parts)],
         template=original,
         co_consts=(),
         co_names=(),
@@ -487,19 +506,11 @@ def build_code(  # noqa: PLR0917 - the parts of one generated function
     return code
 
 
-def build_body(  # noqa: PLR0917 - the parts of one generated function
-    original: types.CodeType,
-    graph_call: str | None,
-    graph_args: list[ast.expr],
-    reads: list[ast.stmt],
-    writes: list[ast.stmt],
-    return_expr: ast.expr,
-    nonlocals: list[str] | None = None,
-) -> list[Instr | Label]:
+def build_body(original: types.CodeType, parts: Transformed) -> list[Instr | Label]:
     """The instructions of the transformed function's body (no prologue), in the names of
     ``original``: what :func:`build_code` assembles, and what a graph break's residual code
     inlines as its start (symbolic_vm.breaks.resume.inline_helper)."""
-    body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
+    body = parts.statements()
     if log.isEnabledFor(logging.DEBUG):
         log.debug("transformed code of %s:\n%s", original.co_name, _printout(original, body))
     nargs = _total_args(original)
@@ -513,26 +524,6 @@ def build_body(  # noqa: PLR0917 - the parts of one generated function
 _FIRST_BODY_LINE = 2
 
 
-def _statements(  # noqa: PLR0917 - the parts of one generated function
-    graph_call: str | None,
-    graph_args: list[ast.expr],
-    reads: list[ast.stmt],
-    writes: list[ast.stmt],
-    return_expr: ast.expr,
-    nonlocals: list[str] | None,
-) -> list[ast.stmt]:
-    body: list[ast.stmt] = [emit.nonlocal_(name) for name in nonlocals or []]
-    body.extend(line for line in reads if _reads_at_entry(line))
-    if graph_call is not None:
-        graph = emit.call(emit.name(graph_call), _spread_readers(graph_args))
-        body.append(emit.assign(emit.name(_OUT), graph))
-    body.extend(line for line in reads if not _reads_at_entry(line))
-    body.append(emit.assign(emit.name("__strata_result"), return_expr))
-    body.extend(writes)
-    body.append(emit.returns(emit.name("__strata_result")))
-    return body
-
-
 def _reads_at_entry(statement: ast.stmt) -> bool:
     """Whether ``statement`` binds a shared source prefix or a parameter reader's tuple."""
     if not isinstance(statement, ast.Assign):
@@ -541,19 +532,10 @@ def _reads_at_entry(statement: ast.stmt) -> bool:
     return isinstance(target, ast.Name) and _ENTRY_READ.fullmatch(target.id) is not None
 
 
-def transformed_source(  # noqa: PLR0917 - the parts of one generated function
-    original: types.CodeType,
-    graph_call: str | None,
-    graph_args: list[ast.expr],
-    reads: list[ast.stmt],
-    writes: list[ast.stmt],
-    return_expr: ast.expr,
-    nonlocals: list[str] | None = None,
-) -> str:
+def transformed_source(original: types.CodeType, parts: Transformed) -> str:
     """The transformed function as Python text, for logs and dumps (:func:`build_code` builds
     the code object itself; line ``k`` of this text is line ``k`` of its positions)."""
-    body = _statements(graph_call, graph_args, reads, writes, return_expr, nonlocals)
-    return _printout(original, body)
+    return _printout(original, parts.statements())
 
 
 def _printout(original: types.CodeType, body: list[ast.stmt]) -> str:
@@ -625,8 +607,10 @@ def _total_args(code: types.CodeType) -> int:
 
 __all__ = [
     "Rebuilder",
+    "Transformed",
     "build_body",
     "build_code",
+    "cell_writes",
     "frame_names",
     "make_object",
     "transformed_source",

@@ -15,11 +15,18 @@ from symbolic_vm.breaks.decisions import Resume, Retrace, RunEagerly, RunRegion,
 from symbolic_vm.breaks.flow import clear_flows
 from symbolic_vm.breaks.policy import break_record, build, decide, reset_resumes
 from symbolic_vm.breaks.region import Region
-from symbolic_vm.codegen import Rebuilder, build_code, effect_lines, frame_names
+from symbolic_vm.codegen import (
+    Rebuilder,
+    Transformed,
+    build_code,
+    cell_writes,
+    effect_lines,
+    frame_names,
+)
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
 from symbolic_vm.guard_api import Source
 from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
-from symbolic_vm.output import CellWrite, Output
+from symbolic_vm.output import Output
 from symbolic_vm.records import (
     CaptureConfig,
     CapturedGraph,
@@ -227,10 +234,9 @@ def _finish(
     writes = effect_lines(rebuilder, out)
     return_expr = rebuilder.expr(result)
     graphs, graph_call, graph_args, guarded = _graph(out, rebuilder, graph_name)
-    nonlocals = sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
-    new_code = build_code(
-        code, graph_call, graph_args, rebuilder.lines, writes, return_expr, nonlocals
-    )
+    new_code = build_code(code, Transformed(
+        graph_call, graph_args, rebuilder.lines, writes, return_expr, cell_writes(out)
+    ))
     guards, rebuild_guards = out.capture_guards(guarded)
     return CaptureResult(
         code=new_code,

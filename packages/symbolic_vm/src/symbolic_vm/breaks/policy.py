@@ -25,10 +25,10 @@ from symbolic_vm.breaks.region import Region, find_region, region_residual
 from symbolic_vm.breaks.resume import ResumeBuilder
 from symbolic_vm.breaks.slots import BreakCode, BreakPlan, Finish
 from symbolic_vm.bytecode import ResumeError
-from symbolic_vm.codegen import build_body
+from symbolic_vm.codegen import Transformed, build_body, cell_writes
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource
-from symbolic_vm.output import CellWrite, Output
+from symbolic_vm.output import Output
 from symbolic_vm.records import GraphBreak
 from symbolic_vm.values import (
     AutocastExitVar,
@@ -283,11 +283,10 @@ def build(
     prologue, then the broken instruction or the region, then resume functions) and the
     globals it needs."""
     graph_call, graph_args = graph
-    nonlocals = sorted({e.name for e in out.side_effects if isinstance(e, CellWrite)})
-    helper = build_body(
-        code, graph_call, graph_args, resume.rebuilder.lines, resume.writes, resume.return_expr,
-        nonlocals,
-    )
+    helper = build_body(code, Transformed(
+        graph_call, graph_args, resume.rebuilder.lines, resume.writes, resume.return_expr,
+        cell_writes(out),
+    ))
     plan = BreakPlan(
         code, stop.offset, tuple(resume.stack), tuple(resume.live), helper="",
         helper_code=tuple(helper),
