@@ -161,3 +161,47 @@ def test_hook_whose_handle_is_kept_breaks_with_eager_results() -> None:
     with pytest.raises(Exception, match="handle"):
         compile_api.reset()
         compile_api.compile(keep_handle, backend="eager", fullgraph=True)(torch.randn(3))
+
+
+def recording_hook(grad: torch.Tensor) -> torch.Tensor:
+    CALLS.append(grad.clone())
+    return grad * 2
+
+
+def hook_on_the_input_after_use(x: torch.Tensor) -> torch.Tensor:
+    y = x.sin() * 2
+    x.register_hook(recording_hook)  # an input: the real hook is registered after the graph
+    return (y * 3).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_hook_on_an_input_is_registered_on_the_real_tensor_like_eager(backend: str) -> None:
+    # Each call adds one more hook to the same tensor, as eager does: the calls and the
+    # gradients of two calls on one input match eager's.
+    def two_calls(fn: Callable[[torch.Tensor], torch.Tensor]) -> list[Any]:
+        CALLS.clear()
+        x = torch.linspace(-1.0, 1.5, 6).requires_grad_(True)
+        seen: list[Any] = []
+        for _ in range(2):
+            fn(x).backward()
+            seen += [x.grad.clone() if x.grad is not None else None, len(CALLS)]
+            x.grad = None
+        seen.append(list(CALLS))
+        CALLS.clear()
+        return seen
+
+    want = two_calls(hook_on_the_input_after_use)
+    counter, counting = GraphCounter(), compile_api.lookup_backend(backend)
+
+    def backend_fn(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return counting(gm, example_inputs)
+
+    compile_api.reset()
+    got = two_calls(compile_api.compile(hook_on_the_input_after_use, backend=backend_fn))
+    torch.testing.assert_close(got, want)
+    theirs = GraphCounter()
+    torch._dynamo.reset()
+    two_calls(torch.compile(hook_on_the_input_after_use, backend=theirs))
+    torch._dynamo.reset()
+    assert counter.count == theirs.count == 1

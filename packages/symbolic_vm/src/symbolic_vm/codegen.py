@@ -56,6 +56,7 @@ from symbolic_vm.output import (
     ContainerWrite,
     DictSubclassWrite,
     GlobalWrite,
+    HookRegistration,
     Output,
     replace_dict_items,
 )
@@ -408,6 +409,9 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
             writes.append(emit.expr_statement(
                 emit.call(rebuilder.constant(replace_dict_items), [target, contents])
             ))
+        elif isinstance(effect, HookRegistration):
+            hook = temp(rebuilder.expr(effect.hook))
+            method_call(temp(rebuilder.expr(effect.tensor)), "register_hook", hook)
         elif isinstance(effect, CellWrite):
             value = temp(rebuilder.expr(effect.value))
             writes.append(emit.assign(emit.name(effect.name), value))

@@ -46,6 +46,7 @@ from fxbuild import FakePropagationError, SubgraphBuilder
 from symbolic_vm import controls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.output import HookRegistration
 from symbolic_vm.values import (
     ConstVar,
     DictVar,
@@ -315,14 +316,21 @@ def register_hook(
     out = vm.out
     if len(args) != 1 or kwargs:
         raise Unsupported("Tensor.register_hook() with these arguments is not traced")
-    if tensor.node.op == "placeholder" or isinstance(out.builder, SubgraphBuilder):
-        raise Unsupported(
-            "Tensor.register_hook() on a graph input or inside a torch.cond branch is not traced"
-        )
+    if isinstance(out.builder, SubgraphBuilder):
+        raise Unsupported("Tensor.register_hook() inside a torch.cond branch is not traced")
     if not tensor.example.requires_grad:
         raise Unsupported("Tensor.register_hook() on a tensor that does not require grad")
     if vm.instructions[vm.ip].opname != "POP_TOP":
         raise Unsupported("the handle Tensor.register_hook() returns is used: not traced")
+    if tensor.node.op == "placeholder":
+        # A frame input: the real hook is registered on it after the graph (it then runs in
+        # backward as in eager, side effects included, and stays on the tensor).
+        if tensor.source is None or args[0].source is None:
+            raise Unsupported(
+                "Tensor.register_hook() on a graph input with a hook made in the function"
+            )
+        out.side_effects.append(HookRegistration(tensor, args[0]))
+        return ConstVar(None)
     outer = out.builder
     sub = outer.subgraph()
     with outer.fake_mode:

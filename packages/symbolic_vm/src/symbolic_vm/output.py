@@ -151,7 +151,18 @@ def replace_dict_items(obj: dict[Any, Any], items: dict[Any, Any]) -> None:
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: set on classes made by a class statement
 
 
-SideEffect = AttrWrite | GlobalWrite | ContainerWrite | CellWrite | DictSubclassWrite
+@attrs.frozen
+class HookRegistration:
+    """``tensor.register_hook(hook)`` on a frame input, replayed after the graph runs (where
+    torch.compile registers hooks on inputs too); ``hook`` has a source, read at each call."""
+
+    tensor: Var
+    hook: Var
+
+
+SideEffect = (
+    AttrWrite | GlobalWrite | ContainerWrite | CellWrite | DictSubclassWrite | HookRegistration
+)
 
 
 class Output:
