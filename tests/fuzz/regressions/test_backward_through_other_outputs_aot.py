@@ -146,3 +146,44 @@ def test_an_output_never_backpropagated_leaves_no_zero_gradient() -> None:
         assert a.grad is not None and torch.equal(a.grad, torch.full((2,), 3.0))
         assert c.grad is None, f
     compile_api.reset()
+
+
+def _three_outputs(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    t = a * b
+    return t.sin(), (b * c).exp(), t.cos()
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        [(0, True), (0, False), (2, False)],
+        [(0, False), (1, False), (2, False)],
+        [(1, False), (0, False), (2, False)],
+        # retained backwards free nothing: after a freeing one through output 1, output 0's
+        # nodes still hold their values
+        [(0, True), (2, True), (1, False), (0, False)],
+    ],
+)
+def test_retained_and_freeing_backwards_in_any_order_match_eager(
+    script: list[tuple[int, bool]],
+) -> None:
+    def run(fn: Callable[..., Any]) -> list[Any]:
+        a = torch.tensor([0.3, -1.2], requires_grad=True)
+        b = torch.tensor([1.5, 0.4], requires_grad=True)
+        c = torch.tensor([0.9, 0.1], requires_grad=True)
+        outs = fn(a, b, c)
+        got: list[Any] = []
+        for index, retain in script:
+            try:
+                outs[index].sum().backward(retain_graph=retain)
+            except RuntimeError as err:
+                got.append(type(err))
+                continue
+            got.append(tuple(None if t.grad is None else t.grad.clone() for t in (a, b, c)))
+        return got
+
+    compile_api.reset()
+    expected = run(_three_outputs)
+    got = run(compile_api.compile(_three_outputs, backend="aot_eager", fullgraph=True))
+    compile_api.reset()
+    assert _same(tuple(expected), tuple(got)), (expected, got)

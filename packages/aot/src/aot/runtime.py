@@ -192,6 +192,20 @@ def _saved_values(ctx: Any) -> list[Any]:
     return [next(tensors) if is_t else next(others) for is_t in ctx.saved_layout]
 
 
+_KEEP_GRAPH = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+
+
+def _keeps_graph() -> bool:
+    """Whether the running backward keeps the graph (retain_graph=True). Unknown (a torch
+    without the query): as if it frees, so a later backward may raise where eager would not."""
+    if _KEEP_GRAPH is None:
+        return False
+    try:
+        return bool(_KEEP_GRAPH())
+    except RuntimeError:
+        return False
+
+
 def _shape_of(t: Any) -> tuple[Any, ...]:
     return (t.shape, t.stride(), t.dtype, t.device)
 
@@ -224,42 +238,44 @@ def _partial_backward(
         if the_plan is None:
             the_plan = plans[absent] = partial_backward.plan(bw_gm, num_saved, absent)
         stash: dict[int, Any] | None = getattr(ctx, "stash", None)
-        executed: frozenset[torch.fx.Node] | None = getattr(ctx, "executed", None)
-        if executed is None:  # the first backward (every step of a `loss, logits` model)
-            now = ctx.executed = the_plan.live_set
-            kept = first_kept.get(absent)
-            if kept is None:
-                kept = first_kept[absent] = frozenset(
-                    i for i in range(num_saved) if readers[i] - now
-                )
-        else:
-            now = ctx.executed = executed | the_plan.live_set
-            kept = frozenset(i for i in range(num_saved) if readers[i] - now)
-        executed = executed or frozenset()
+        # nodes run by earlier backwards that freed the graph (retain_graph=False)
+        freed: frozenset[torch.fx.Node] = getattr(ctx, "freed", frozenset())
+        frees = not _keeps_graph()
+        if frees:
+            ctx.freed = freed | the_plan.live_set
         device = next(g.device for g in tangents if g is not None)
         try:
             saved = _saved_values(ctx)
         except RuntimeError:
             if stash is None:
                 raise
-            ctx.stash = {i: v for i, v in stash.items() if i in kept}
+            if frees:
+                ctx.stash = {i: v for i, v in stash.items() if readers[i] - ctx.freed}
             inputs = [stash.get(i) for i in range(num_saved)] + tangents
             metas = ctx.saved_shapes + [
                 (shape, stride, dtype) for shape, stride, dtype, _ in ctx.out_shapes
             ]
             return scatter(partial_backward.run(
                 bw_gm, the_plan, inputs, metas, num_saved=num_saved, device=device,
-                executed=executed,
+                executed=freed,
             ))
-        if stash is None:
+        if frees:
+            # autograd frees every saved value after this call: those a node that has not run
+            # yet reads are kept (detached: no reference cycle through the outputs), as
+            # eager's unexecuted nodes keep theirs
+            if freed:
+                kept = frozenset(i for i in range(num_saved) if readers[i] - ctx.freed)
+            else:  # the first backward (every step of a `loss, logits` model)
+                if absent not in first_kept:
+                    first_kept[absent] = frozenset(
+                        i for i in range(num_saved) if readers[i] - the_plan.live_set
+                    )
+                kept = first_kept[absent]
             ctx.saved_shapes = partial_backward.shapes_of(saved)
-        # kept (detached: no reference cycle through the outputs) while a node that has not
-        # run yet reads it, as eager's unexecuted nodes keep their saved values
-        ctx.stash = {
-            i: (v.detach() if isinstance(v, torch.Tensor) else v)
-            for i, v in enumerate(saved)
-            if i in kept and (stash is None or i in stash)
-        }
+            ctx.stash = {
+                i: (saved[i].detach() if isinstance(saved[i], torch.Tensor) else saved[i])
+                for i in kept
+            }
         for j, g in enumerate(tangents):
             if g is None:
                 shape, _, dtype, dev = ctx.out_shapes[j]
