@@ -628,3 +628,35 @@ def test_checkpoint_of_a_layer_returning_none_beside_tensors_is_one_graph_with_e
     got_grads = torch.autograd.grad(got, (x, *block.parameters()))
     torch.testing.assert_close((got, got_grads), (expected, expected_grads))
     assert counter.count == torch_graph_count(f, x) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cond_inside_a_checkpoint_is_one_graph_with_eager_values_and_gradients(
+    backend: str,
+) -> None:
+    # torch's checkpoint op cannot run a cond (its caching mode has no rule for it; torch.compile
+    # 2.13 fails on this program): the body is traced inline, with the cond node inside.
+    lin = torch.nn.Linear(4, 4)
+
+    def body(a: torch.Tensor) -> torch.Tensor:
+        return torch.cond(a.sum() > 0, lambda t: lin(t).sin(), lambda t: lin(t).cos(), (a,))
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return checkpoint(body, x * 2, use_reentrant=False).sum()
+
+    counter = GraphCounter()
+    inner = compile_api.lookup_backend(backend)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    compiled = compile_api.compile(f, backend=counting, fullgraph=True)
+    for sign in (1.0, -1.0):
+        x = (torch.rand(3, 4) * sign).requires_grad_(True)
+        got = compiled(x)
+        got_grads = torch.autograd.grad(got, (x, lin.weight))
+        want = f(x)
+        want_grads = torch.autograd.grad(want, (x, lin.weight))
+        torch.testing.assert_close((got, got_grads), (want, want_grads))
+    assert counter.count == 1

@@ -166,14 +166,16 @@ def _checkpoint_node(
     body = sub.finish(outputs)
     if _calls_random(body):
         return _call(vm, fn, fn_args, fn_kwargs)
+    attr = out.builder.submodule("wrap_body", body)
     try:
         node = out.builder.call_function(
-            _TAG_CHECKPOINT,
-            (out.builder.submodule("wrap_body", body), *inputs),
-            {"use_reentrant": False},
+            _TAG_CHECKPOINT, (attr, *inputs), {"use_reentrant": False}
         )
-    except FakePropagationError as exc:
-        raise Unsupported(f"checkpoint could not be captured: {exc}") from exc
+    except FakePropagationError:
+        # torch's checkpoint op cannot run this body (a torch.cond inside: its caching mode
+        # has no rule for it): traced inline instead, as for a random body.
+        out.builder.graph.erase_node(attr)
+        return _call(vm, fn, fn_args, fn_kwargs)
     return _unflatten(ops.wrap_example(out, node), shape)
 
 
