@@ -660,3 +660,30 @@ def test_cond_inside_a_checkpoint_is_one_graph_with_eager_values_and_gradients(
         want_grads = torch.autograd.grad(want, (x, lin.weight))
         torch.testing.assert_close((got, got_grads), (want, want_grads))
     assert counter.count == 1
+
+
+@pytest.mark.parametrize(("p", "recomputed"), [(0.0, True), (0.5, False)])
+def test_checkpoint_with_dropout_recomputes_only_when_dropout_draws_nothing(
+    counter: GraphCounter, p: float, recomputed: bool
+) -> None:
+    # transformers layers call dropout with the config's rate: 0 draws nothing, so the body is
+    # the checkpoint op (recomputed in backward); a real rate keeps it inline (eager's numbers).
+    block = Block()
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        def body(a: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.dropout(block(a), p, training=True)
+
+        return checkpoint(body, x, use_reentrant=False).sum()
+
+    def run(fn: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+        torch.manual_seed(5)
+        x = torch.randn(4, 8, requires_grad=True)
+        out = fn(x)
+        return [out.detach(), *torch.autograd.grad(out, (x, *block.parameters()))]
+
+    want = run(f)
+    torch.testing.assert_close(run(compile_api.compile(f, backend=counter)), want)
+    (gm,) = counter.graphs
+    targets = [n.target for n in gm.graph.nodes]
+    assert (torch.ops.higher_order.tag_activation_checkpoint in targets) is recomputed

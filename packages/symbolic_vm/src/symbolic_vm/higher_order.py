@@ -140,9 +140,22 @@ def _calls_random(gm: torch.fx.GraphModule) -> bool:
             name = getattr(node.target, "__name__", "")
         else:
             continue
-        if any(part in name.lower() for part in _RANDOM_NAME_PARTS):
+        if any(part in name.lower() for part in _RANDOM_NAME_PARTS) and not _no_op_dropout(node):
             return True
     return False
+
+
+def _no_op_dropout(node: torch.fx.Node) -> bool:
+    """``F.dropout(x, p, training)`` / ``torch.dropout(x, p, train)`` with a constant ``p`` of 0
+    or training off: no draw (transformers' configs with dropout 0, a module in eval mode)."""
+    if node.target is torch.nn.functional.dropout:
+        params: tuple[str, ...] = ("input", "p", "training")
+    elif node.target is torch.dropout:
+        params = ("input", "p", "train")
+    else:
+        return False
+    given: dict[str, object] = {**dict(zip(params, node.args, strict=False)), **node.kwargs}
+    return given.get("p", 0.5) == 0 or given.get(params[2], True) is False
 
 
 def _checkpoint_node(
