@@ -1301,3 +1301,335 @@ def functional_call_with_other_tensors(x: torch.Tensor) -> Any:
     return torch.func.functional_call(_SEQ, swapped, (x,)), torch.func.functional_call(
         _CONV, bn, (x.reshape(1, 1, 4, 4),)
     )
+
+
+# --------------------------------------------------------------------------- harder Python
+
+_COUNTER = {"calls": 0}
+_HISTORY: list[int] = []
+
+
+@case()
+def global_container_mutated(x: torch.Tensor) -> Any:
+    _HISTORY.append(len(_HISTORY))
+    return x * 2, len(_HISTORY) > 0
+
+
+@case()
+def generator_with_yield_from_and_return(x: torch.Tensor) -> Any:
+    def inner(t: torch.Tensor) -> Any:
+        yield t + 1
+        yield t + 2
+        return 10
+
+    def outer(t: torch.Tensor) -> Any:
+        result = yield from inner(t)
+        yield t * result
+
+    return list(outer(x))
+
+
+@case()
+def generator_send(x: torch.Tensor) -> Any:
+    def acc() -> Any:
+        total = 0.0
+        while True:
+            got = yield total
+            total += got
+
+    g = acc()
+    next(g)
+    g.send(1.5)
+    return x * g.send(2.0)
+
+
+@case()
+def class_defined_inside_the_function(x: torch.Tensor) -> Any:
+    class Local:
+        def __init__(self, k: float) -> None:
+            self.k = k
+
+        def scale(self, t: torch.Tensor) -> torch.Tensor:
+            return t * self.k
+
+    return Local(3.0).scale(x)
+
+
+@case()
+def late_binding_closures_in_a_loop(x: torch.Tensor) -> Any:
+    fns = [lambda t: t * i for i in range(3)]
+    bound = [lambda t, i=i: t * i for i in range(3)]
+    return [f(x) for f in fns], [f(x) for f in bound]
+
+
+@case()
+def explicit_two_argument_super(x: torch.Tensor) -> Any:
+    class A:
+        def f(self, t: torch.Tensor) -> torch.Tensor:
+            return t + 1
+
+    class B(A):
+        def f(self, t: torch.Tensor) -> torch.Tensor:
+            return super().f(t) * 2
+
+    return B().f(x)
+
+
+class _Meta(type):
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        obj = super().__call__(*args, **kwargs)
+        obj.made_by_meta = True
+        return obj
+
+
+class _WithMeta(metaclass=_Meta):
+    def __init__(self, v: float) -> None:
+        self.v = v
+
+
+class _Registry:
+    kinds: list[str] = []
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _Registry.kinds.append(cls.__name__)
+
+
+class _Plugin(_Registry):
+    pass
+
+
+@case()
+def metaclass_call_and_init_subclass(x: torch.Tensor) -> Any:
+    obj = _WithMeta(2.0)
+    return x * obj.v, obj.made_by_meta, "_Plugin" in _Registry.kinds
+
+
+class _Tracked:
+    def __init__(self) -> None:
+        self.reads = 0
+        self.v = 3.0
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "v":
+            object.__setattr__(self, "reads", object.__getattribute__(self, "reads") + 1)
+        return object.__getattribute__(self, name)
+
+
+@case()
+def getattribute_override(x: torch.Tensor) -> Any:
+    t = _Tracked()
+    return x * t.v + t.v, t.reads
+
+
+class _Celsius:
+    def __get__(self, obj: Any, owner: Any = None) -> float:
+        return 100.0 if obj is None else obj._c
+
+    def __set__(self, obj: Any, value: float) -> None:
+        obj._c = value - 273.15
+
+
+class _Thermo:
+    temp = _Celsius()
+
+
+@case()
+def custom_data_descriptor(x: torch.Tensor) -> Any:
+    th = _Thermo()
+    th.temp = 300.0
+    return x * th.temp, _Thermo.temp
+
+
+@case()
+def sys_and_os_queries(x: torch.Tensor) -> Any:
+    import os
+    import sys
+
+    big = sys.version_info >= (3, 8)
+    return x * big, sys.maxsize > 2**31, os.sep == "/"
+
+
+@case()
+def torch_environment_queries(x: torch.Tensor) -> Any:
+    return (
+        x * torch.cuda.is_available(),
+        torch.distributed.is_available(),
+        torch.backends.cudnn.enabled,
+        torch.get_default_dtype(),
+    )
+
+
+@case()
+def inspect_signature_of_a_function(x: torch.Tensor) -> Any:
+    import inspect
+
+    params = list(inspect.signature(_twice).parameters)
+    return x * len(params), params
+
+
+@case()
+def dict_views_follow_changes(x: torch.Tensor) -> Any:
+    d = {"a": 1}
+    keys = d.keys()
+    d["b"] = 2
+    return x * len(keys), list(keys), list(reversed(d)), list(d.values())
+
+
+@case()
+def aliased_lists(x: torch.Tensor) -> Any:
+    a = b = []
+    a.append(x)
+    b.append(x * 2)
+    return len(a), a[1], a is b
+
+
+@case()
+def zip_unequal_and_multi_map(x: torch.Tensor) -> Any:
+    return list(zip([1, 2, 3], "ab")), list(map(operator.add, [1, 2], [10, 20])), x * 1
+
+
+@case()
+def number_methods(x: torch.Tensor) -> Any:
+    n = x.shape[0] * 5
+    return x * n.bit_length(), (2.0).is_integer(), hex(n), (7).to_bytes(2, "big"), float(n).hex()
+
+
+@case()
+def tuple_ordering(x: torch.Tensor) -> Any:
+    return x * ((1, 2) < (1, 3)), max([(1, "b"), (1, "c")]), sorted([(2, 1), (1, 2)])
+
+
+class _Cached(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        self.last = x.detach()
+        return self.lin(x)
+
+
+_CACHED = _Cached()
+
+
+@case()
+def module_attributes_written_in_forward(x: torch.Tensor) -> Any:
+    out = _CACHED(x)
+    return out, _CACHED.last
+
+
+@case()
+def no_grad_decorator_on_an_inner_function(x: torch.Tensor) -> Any:
+    @torch.no_grad()
+    def frozen(t: torch.Tensor) -> torch.Tensor:
+        return t * 2
+
+    y = frozen(x)
+    return y, y.requires_grad, torch.is_grad_enabled()
+
+
+@case()
+def contextmanager_generator(x: torch.Tensor) -> Any:
+    import contextlib
+
+    log = []
+
+    @contextlib.contextmanager
+    def scope(name: str) -> Any:
+        log.append("in " + name)
+        yield name.upper()
+        log.append("out " + name)
+
+    with scope("a") as tag:
+        y = x * len(tag)
+    return y, log
+
+
+@case()
+def tensor_setitem_with_tensor_indices(x: torch.Tensor) -> Any:
+    y = x.clone()
+    rows = torch.tensor([0, 2])
+    y[rows] = 0.0
+    y[rows, rows] = 5.0
+    y[:, torch.tensor([True, False, True, False])] *= 2
+    return y
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def data_and_grad_reads(x: torch.Tensor) -> Any:
+    return x.data * 2, x.grad is None, x.is_leaf
+
+
+@case()
+def parameter_made_in_the_frame(x: torch.Tensor) -> Any:
+    p = nn.Parameter(torch.ones(4))
+    return x * p, isinstance(p, nn.Parameter), p.requires_grad
+
+
+@case()
+def warnings_warn_inside(x: torch.Tensor) -> Any:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        warnings.warn("careful", UserWarning, stacklevel=1)
+    return x + 1
+
+
+@case()
+def string_building_in_a_loop(x: torch.Tensor) -> Any:
+    parts = []
+    for i in range(3):
+        parts.append(f"layer{i}")
+    key = ".".join(parts)
+    return x * len(key), key.split(".")[-1], key.count("layer"), key.find("1")
+
+
+@case()
+def nested_data_structures(x: torch.Tensor) -> Any:
+    state = {"layers": [{"w": x, "b": 1.0}, {"w": x * 2, "b": 2.0}]}
+    total = sum(layer["w"] * layer["b"] for layer in state["layers"])
+    state["layers"][0]["w"] = total
+    return state
+
+
+@case()
+def tensor_bool_on_a_scalar_python_branch(x: torch.Tensor) -> Any:
+    n = torch.tensor(3)
+    if n.item() > 2:
+        return x * 2
+    return x
+
+
+@case()
+def tensor_tolist_and_numpy_free_python(x: torch.Tensor) -> Any:
+    vals = x[0].tolist()
+    return x * len(vals), sum(vals) == sum(vals)
+
+
+@case()
+def torch_size_operations(x: torch.Tensor) -> Any:
+    s = x.shape
+    return (
+        s + (1,),
+        s[1:],
+        torch.Size([s[0], 2]),
+        s.numel(),
+        x.view(*s[:-1], 2, 2).shape,
+        isinstance(s, tuple),
+    )
+
+
+@case()
+def dtype_dispatch_tables(x: torch.Tensor) -> Any:
+    eps = {torch.float32: 1e-6, torch.float64: 1e-12}[x.dtype]
+    return x + eps, x.dtype in (torch.float16, torch.bfloat16)
+
+
+@case()
+def any_all_on_generators_of_shapes(x: torch.Tensor) -> Any:
+    ts = [x, x[:2], x[:, :1]]
+    return any(t.shape[0] == 2 for t in ts), all(t.dim() == 2 for t in ts), x * len(ts)

@@ -23,6 +23,7 @@ from symbolic_vm.values import (
     ConstVar,
     DictBox,
     DictVar,
+    DictViewVar,
     FunctionVar,
     GeneratorVar,
     IteratorVar,
@@ -208,6 +209,8 @@ def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(obj, DictVar):
         vm.out.depend(obj)
         return ConstVar(len(obj.box.items))
+    if isinstance(obj, DictViewVar):
+        return ConstVar(len(ops.view_items(vm.out, obj)))
     if isinstance(obj, TensorVar):
         return ops.size_of(vm.out, obj, 0)
     if isinstance(obj, ModuleVar):
@@ -262,6 +265,8 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         return list
     if isinstance(var, DictVar):
         return dict
+    if isinstance(var, DictViewVar):
+        return type(getattr({}, var.kind)())
     if isinstance(var, SetVar):
         return set
     if isinstance(var, ModuleVar):

@@ -15,6 +15,7 @@ from symbolic_vm.values import (
     ConstVar,
     DictBox,
     DictVar,
+    DictViewVar,
     GeneratorContextVar,
     GeneratorVar,
     GradModeVar,
@@ -364,14 +365,7 @@ def _dict_method(
     out = vm.out
     box = d.box
     if name in ("keys", "values", "items"):
-        out.depend(d)
-        if name == "keys":
-            views: list[Var] = [ConstVar(k) for k in box.items]
-        elif name == "values":
-            views = list(box.items.values())
-        else:
-            views = [TupleVar((ConstVar(k), v)) for k, v in box.items.items()]
-        return ListVar(ListBox(views))
+        return DictViewVar(d, name)
     if name == "get":
         key = ops.const_value(out, args[0])
         out.depend(d)

@@ -18,6 +18,7 @@ from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
     DictVar,
+    DictViewVar,
     FunctionVar,
     GeneratorContextVar,
     GeneratorVar,
@@ -89,6 +90,13 @@ def const_value(out: Output, var: Var) -> Any:
     if isinstance(var, DictVar):
         out.depend(var)
         return {k: const_value(out, v) for k, v in var.box.items.items()}
+    if isinstance(var, DictViewVar):
+        # a view of a fresh dict with the same items: ==, set operations, list() as Python's
+        # (keys need no values: those may be tensors)
+        if var.kind == "keys":
+            out.depend(var.dict)
+            return dict.fromkeys(var.dict.box.items).keys()
+        return getattr(const_value(out, var.dict), var.kind)()
     if isinstance(var, SetVar):
         out.depend(var)
         return set(var.box.items)
@@ -140,6 +148,8 @@ def describe(var: Var) -> str:
         return f"constant {var.value!r}"
     if isinstance(var, ObjectVar):
         return f"{type(var.value).__name__} object {getattr(var.value, '__name__', '')}".strip()
+    if isinstance(var, DictViewVar):
+        return f"a dict {var.kind} view"
     return type(var).__name__.removesuffix("Var").lower()
 
 
@@ -265,6 +275,10 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return _sequence(a, items(out, a) * int(const_value(out, b)))
     if _is_set(a) and _is_set(b):
         return _set_binary(out, fn, a, b)
+    if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
+        # keys/items views are set-like: ``d.keys() & other`` is a new set
+        result = _fold(plain, const_value(out, a), const_value(out, b))
+        return SetVar(SetBox(result)) if isinstance(result, set) else ConstVar(result)
     if (is_constant(a) and is_constant(b)) or (_is_plain(a) and _is_plain(b)):
         return ConstVar(_fold(plain, const_value(out, a), const_value(out, b)))
     raise Unsupported(f"operator {symbol} on {describe(a)} and {describe(b)}")
@@ -330,6 +344,8 @@ def compare(out: Output, symbol: str, a: Var, b: Var) -> Var:
     if isinstance(a, (TupleVar, ListVar)) or isinstance(b, (TupleVar, ListVar)):
         return ConstVar(fn(const_value(out, a), const_value(out, b)))
     if isinstance(a, DictVar) and isinstance(b, DictVar):
+        return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
+    if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
         return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
     if symbol in ("==", "!=") and not (is_constant(a) and is_constant(b)):
         if not (_equal_means_identical(a) and _equal_means_identical(b)):
@@ -480,6 +496,8 @@ def iterate(out: Output, var: Var) -> list[Var]:
     """Every value ``iter(var)`` would yield."""
     if isinstance(var, (TupleVar, ListVar)):
         return items(out, var)
+    if isinstance(var, DictViewVar):
+        return view_items(out, var)
     if isinstance(var, DictVar):
         out.depend(var)
         return [ConstVar(k) for k in var.box.items]
@@ -560,6 +578,17 @@ def generator_next(out: Output, gen: GeneratorVar, sent: Var | None = None) -> V
         box.result = value
         return None
     return value
+
+
+def view_items(out: Output, view: DictViewVar) -> list[Var]:
+    """What a dict view holds now (the dict as it is at this point of the trace)."""
+    out.depend(view.dict)
+    entries = view.dict.box.items
+    if view.kind == "keys":
+        return [ConstVar(k) for k in entries]
+    if view.kind == "values":
+        return list(entries.values())
+    return [TupleVar((ConstVar(k), v)) for k, v in entries.items()]
 
 
 def make_iterator(out: Output, var: Var) -> IteratorVar | GeneratorVar:

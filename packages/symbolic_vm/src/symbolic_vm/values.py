@@ -103,6 +103,15 @@ class DictVar(Var):
     box: DictBox
 
 
+@attrs.frozen(eq=False)
+class DictViewVar(Var):
+    """``d.keys()``/``d.values()``/``d.items()``: a live view of the dict (later writes to the
+    dict show through it, as in Python)."""
+
+    dict: DictVar
+    kind: str  # "keys", "values" or "items"
+
+
 @attrs.define(eq=False)
 class SetBox:
     """The contents of one set: a private real ``set`` of constants, changed as the program

@@ -9,7 +9,16 @@ from symbolic_vm import object_model, object_operators
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
-from symbolic_vm.values import ConstVar, DictVar, ListVar, TensorVar, TupleVar, Var
+from symbolic_vm.values import (
+    ConstVar,
+    DictVar,
+    DictViewVar,
+    ListBox,
+    ListVar,
+    TensorVar,
+    TupleVar,
+    Var,
+)
 
 
 @handler("BINARY_OP")
@@ -61,6 +70,11 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
     found = object_model.contains(vm, container, item)
     if found is not None:
         return ops.truth(out, found)
+    if isinstance(container, DictViewVar):
+        if container.kind == "keys":
+            container = container.dict
+        else:  # values/items: what they hold now, searched as a list is
+            container = ListVar(ListBox(ops.view_items(out, container)))
     if isinstance(container, DictVar):
         out.depend(container)
         return ops.const_value(out, item) in container.box.items
