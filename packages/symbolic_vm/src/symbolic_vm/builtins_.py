@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from guards import TypeSource
-from symbolic_vm import attr_stores, object_model, object_operators
+from symbolic_vm import attr_stores, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.values import (
@@ -422,16 +422,14 @@ def _tuple(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.set)
 def _set(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.handlers.containers import set_operand
 
-    return SetVar(SetBox(set(set_operand(vm, args[0])) if args else set()))
+    return SetVar(SetBox(set(sets.set_operand(vm, args[0])) if args else set()))
 
 
 @implements(builtins.frozenset)
 def _frozenset(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.handlers.containers import set_operand
 
-    return ObjectVar(frozenset(set_operand(vm, args[0])) if args else frozenset())
+    return ObjectVar(frozenset(sets.set_operand(vm, args[0])) if args else frozenset())
 
 
 @implements(builtins.dict)

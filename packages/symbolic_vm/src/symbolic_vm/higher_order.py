@@ -571,14 +571,13 @@ def _lifted_globals(
     vm: Interpreter, code: types.CodeType, f_globals: dict[str, Any], lifted: list[TensorVar]
 ) -> dict[str, int]:
     """Global name -> index in ``lifted`` of each tensor global the function's code names."""
-    from symbolic_vm.handlers.loads import load_global
 
     tensors = [n for n in sorted(_global_names(code)) if isinstance(f_globals.get(n), torch.Tensor)]
     if tensors and f_globals is not vm.out.f_globals:
         raise Unsupported("a torch.func transform of another module's function reading tensors")
     slots = {}
     for name in tensors:
-        var = load_global(vm, name)
+        var = vm.load_global(name)
         if not isinstance(var, TensorVar):
             raise Unsupported(f"global {name!r} read by a torch.func transform's function")
         slots[name] = len(lifted)

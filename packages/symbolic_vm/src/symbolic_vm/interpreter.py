@@ -17,9 +17,9 @@ import torch
 from symbolic_vm.breaks.decisions import Retrace, Stop
 from symbolic_vm.breaks.region import Region
 from symbolic_vm.errors import TracedException, Unsupported
-from symbolic_vm.guard_api import LocalSource
+from symbolic_vm.guard_api import GlobalSource, ItemSource, LocalSource, Source
 from symbolic_vm.output import Output
-from symbolic_vm.values import NULL, Cell, Var
+from symbolic_vm.values import NULL, Cell, ObjectVar, Var
 from symbolic_vm.versions import SUPPORTED
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -328,6 +328,25 @@ class Interpreter:
             self.locals[name] = var
             return var
         raise Unsupported(f"local variable {name!r} referenced before assignment")
+
+    def load_global(self, name: str) -> Var:
+        """A global of the running code (its own module's globals when inlined), else a
+        builtin."""
+        out = self.out
+        if self.f_globals is out.f_globals and name in out.global_overlay:
+            return out.global_overlay[name]
+        if name in self.f_globals:
+            source: Source
+            if self.f_globals is out.f_globals:
+                source = GlobalSource(name)
+            else:
+                # Another module's globals: reach them through a helper global holding that dict.
+                holder = out.install(self.f_globals, "globals")
+                source = ItemSource(GlobalSource(holder), name)
+            return out.wrap(self.f_globals[name], source)
+        if name in self.f_builtins:
+            return ObjectVar(self.f_builtins[name])
+        raise Unsupported(f"NameError: name {name!r} is not defined")
 
     def has_local(self, name: str) -> bool:
         """True when ``name`` is bound in this frame."""

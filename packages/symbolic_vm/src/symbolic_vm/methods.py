@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm import operations as ops
-from symbolic_vm import tensor_attrs
+from symbolic_vm import sets, tensor_attrs
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.values import (
@@ -314,14 +314,13 @@ def _set_method(
     vm: Interpreter, target: SetVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
     """set methods on the private copy; every operand is read and checked before a change."""
-    from symbolic_vm.handlers.containers import set_elements, set_operand
 
     out = vm.out
     items = target.box.items
     if kwargs:
         raise Unsupported(f"set.{name}() with keyword arguments")
     if name in ("add", "discard", "remove"):
-        (element,) = set_elements(vm, args)
+        (element,) = sets.set_elements(vm, args)
         if name == "remove" and element not in items:
             raise Unsupported(f"KeyError {element!r} raised by set.remove")
         ops.note_set_mutation(out, target)
@@ -337,7 +336,7 @@ def _set_method(
         ops.note_set_mutation(out, target)
         items.clear()
         return ConstVar(None)
-    others = [set_operand(vm, a) for a in args]
+    others = [sets.set_operand(vm, a) for a in args]
     if name in _SET_UPDATES:
         ops.note_set_mutation(out, target)
         for other in others:  # one at a time, as set.update(*others) does
@@ -351,7 +350,7 @@ def _set_method(
     if name == "copy":
         return SetVar(SetBox(items.copy()))
     if name == "__contains__":
-        return ConstVar(set_elements(vm, args)[0] in items)
+        return ConstVar(sets.set_elements(vm, args)[0] in items)
     if name == "__len__":
         return ConstVar(len(items))
     if name == "__iter__":

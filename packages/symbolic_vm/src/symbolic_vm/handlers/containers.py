@@ -6,7 +6,7 @@ import dis
 import operator
 from typing import Any
 
-from symbolic_vm import object_model, object_operators
+from symbolic_vm import object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
@@ -42,34 +42,10 @@ def BUILD_LIST(vm: Interpreter, inst: dis.Instruction) -> None:
     vm.push(ListVar(ListBox(vm.popn(_arg(inst)))))
 
 
-def set_elements(vm: Interpreter, values: list[Var]) -> list[Any]:
-    """The Python values of would-be set elements: hashable constants only."""
-    elements = [ops.const_value(vm.out, v) for v in values]
-    for element in elements:
-        try:
-            hash(element)
-        except TypeError as exc:
-            raise Unsupported(f"TypeError: unhashable set element: {exc}") from exc
-    return elements
-
-
-def set_operand(vm: Interpreter, var: Var) -> Any:
-    """What a set operation reads from ``var``, as Python would read it: the set object itself
-    for a set or frozenset (CPython copies a set's table slot by slot, so a list of its items
-    could land in other slots and iterate in another order), else the iterable's elements."""
-    if isinstance(var, SetVar):
-        vm.out.depend(var)
-        return var.box.items
-    if isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset)):
-        vm.out.depend(var)
-        return var.value
-    return set_elements(vm, ops.iterate(vm.out, var))
-
-
 @handler("BUILD_SET")
 def BUILD_SET(vm: Interpreter, inst: dis.Instruction) -> None:
     items: set[Any] = set()
-    for element in set_elements(vm, vm.popn(_arg(inst))):
+    for element in sets.set_elements(vm, vm.popn(_arg(inst))):
         items.add(element)  # in order, as CPython builds it
     vm.push(SetVar(SetBox(items)))
 
@@ -153,7 +129,7 @@ def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("SET_ADD")
 def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
-    (value,) = set_elements(vm, [vm.pop()])
+    (value,) = sets.set_elements(vm, [vm.pop()])
     target = vm.peek(_arg(inst))
     assert isinstance(target, SetVar)
     target.box.items.add(value)
@@ -161,7 +137,7 @@ def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("SET_UPDATE")
 def SET_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
-    values = set_operand(vm, vm.pop())
+    values = sets.set_operand(vm, vm.pop())
     target = vm.peek(_arg(inst))
     assert isinstance(target, SetVar)
     target.box.items.update(values)

@@ -7,7 +7,6 @@ import dis
 from symbolic_vm import attr_stores
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import GlobalSource, ItemSource, Source
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
 from symbolic_vm.output import CellWrite, GlobalWrite
 from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
@@ -102,34 +101,15 @@ def LOAD_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
 def LOAD_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
-    vm.push(load_global(vm, inst.argval))
+    vm.push(vm.load_global(inst.argval))
 
 
 @handler("LOAD_GLOBAL", versions=(3.13,))
 def LOAD_GLOBAL_313(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.13: the low bit pushes NULL after the global (callable, NULL, args...)."""
-    vm.push(load_global(vm, inst.argval))
+    vm.push(vm.load_global(inst.argval))
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
-
-
-def load_global(vm: Interpreter, name: str) -> Var:
-    """A global of the running code (its own module's globals when inlined), else a builtin."""
-    out = vm.out
-    if vm.f_globals is out.f_globals and name in out.global_overlay:
-        return out.global_overlay[name]
-    if name in vm.f_globals:
-        source: Source
-        if vm.f_globals is out.f_globals:
-            source = GlobalSource(name)
-        else:
-            # Another module's globals: reach them through a helper global holding that dict.
-            holder = out.install(vm.f_globals, "globals")
-            source = ItemSource(GlobalSource(holder), name)
-        return out.wrap(vm.f_globals[name], source)
-    if name in vm.f_builtins:
-        return ObjectVar(vm.f_builtins[name])
-    raise Unsupported(f"NameError: name {name!r} is not defined")
 
 
 @handler("STORE_GLOBAL")
