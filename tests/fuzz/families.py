@@ -638,13 +638,13 @@ def super_method(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
 def equality(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
     """``==``/``!=`` between dataclasses passed in, objects of a class whose ``__eq__`` logs,
     dicts made in the frame and lists holding NaN: never an identity answer where the class
-    (or the container) compares by value (the behaviour corpus found dicts and dataclasses
-    answered by identity)."""
+    (or the container) compares by value; dict views read after the dict changed (the
+    behaviour corpus found dicts and dataclasses answered by identity, and stale views)."""
     f = Family("equality")
     name = _Names(k)
     a, b, t, q = name("a"), name("b"), name("t"), name("q")
     table = f"E_{a.upper()}"
-    form = rng.randrange(4)
+    form = rng.randrange(5)
     f.prelude = [
         "import dataclasses",
         "@dataclasses.dataclass",
@@ -679,6 +679,17 @@ def equality(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
             f"{b} = {{'w': 2.0, 'k': 1.0}}",
             *_if(f"{a} == {b}", f"{t} = x * 2.0", f"{t} = x + 1.0"),
             f"{q} = [{a} != {b}, {b} == dict({b}), {a} == {{}}]",
+        ]
+    elif form == 4:
+        # a view taken before the dict changes sees the change (a snapshot once did not)
+        f.prelude.append(f"{table} = {_per_call(rng, ['1.0', '2.0'])}")
+        f.params, f.make = [a], [f"{a} = {{'k': {table}[call]}}"]
+        view = rng.choice(["keys", "values", "items"])
+        f.head = [
+            f"{b} = {a}.{view}()",
+            f"{a}['w'] = 2.0",
+            f"{t} = x * len({b})",
+            f"{q} = [list({b}), 'w' in {a}.keys(), {a}.keys() == {{'k', 'w'}}]",
         ]
     else:
         values = _per_call(rng, ["1.0", "float('nan')", "-0.0"])
