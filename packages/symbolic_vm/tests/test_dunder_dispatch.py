@@ -50,7 +50,10 @@ def _check(fn: Any, make_args: Any, graphs: int = 1, torch_right: bool = True) -
             results.append(compile_api.compile(fn, backend=backend)(*make_args()))
         elif compiler == "torch":
             torch._dynamo.reset()
-            results.append(torch.compile(fn, backend=backend)(*make_args()))
+            try:
+                results.append(torch.compile(fn, backend=backend)(*make_args()))
+            except Exception as error:  # noqa: BLE001 - the reference's own failure
+                results.append(error)  # torch 2.13 fails on some programs: no count then
             torch._dynamo.reset()
         else:
             results.append(fn(*make_args()))
@@ -58,11 +61,13 @@ def _check(fn: Any, make_args: Any, graphs: int = 1, torch_right: bool = True) -
         counts.append(backend.count)
     eager, ours, theirs = results
     same(ours, eager)
-    if torch_right:
+    torch_failed = isinstance(theirs, Exception)
+    if torch_right and not torch_failed:
         same(theirs, eager)
     assert logs[1] == logs[0], "user methods ran differently under compile_api.compile"
     # (torch.compile's log is not compared: 2.13 skips list()'s __len__ length hint.)
-    assert counts[1] == graphs and counts[1] <= counts[2], f"graphs: ours, torch's {counts[1:]}"
+    assert counts[1] == graphs, f"graphs: ours, torch's {counts[1:]}"
+    assert torch_failed or counts[1] <= counts[2], f"graphs: ours, torch's {counts[1:]}"
     return logs[0]
 
 
@@ -425,3 +430,36 @@ def test_in_on_lists_and_tuples_of_user_objects_asks_their_eq() -> None:
         _membership_in_lists, lambda: (torch.arange(3.0), Version(2)), torch_right=False
     )
     assert log[:2] == ["eq", "eq"]
+
+
+class Labelled:
+    def __init__(self, name: str, n: int) -> None:
+        self.name, self.n = name, n
+
+    def __repr__(self) -> str:
+        CALLS.append("repr")
+        return f"Labelled({self.name!r}, {self.n})"
+
+    def __format__(self, spec: str) -> str:
+        CALLS.append("format")
+        return f"{self.name}:{self.n:{spec}}" if spec else str(self)
+
+
+class OnlyStr:
+    def __str__(self) -> str:
+        CALLS.append("str")
+        return "only"
+
+
+def _texts(x: torch.Tensor, outside: Labelled) -> Any:
+    made = Labelled("w", 3)
+    return (
+        x + 1, str(made), repr(made), f"{made}", f"{made:03d}", f"{made!r:>20}", f"{made!s}",
+        format(made, "02d"), str(OnlyStr()), f"[{OnlyStr()}]", str(outside), f"{outside:x}",
+    )
+
+
+def test_str_repr_and_format_of_user_objects_trace_their_methods() -> None:
+    # (torch.compile 2.13 fails inside Dynamo on this program: no graph count to compare.)
+    log = _check(_texts, lambda: (torch.arange(3.0), Labelled("out", 255)))
+    assert log[:2] == ["repr", "repr"]

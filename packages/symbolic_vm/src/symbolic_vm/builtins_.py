@@ -131,6 +131,10 @@ def call_builtin(
     found = per_type(vm, fn, args, kwargs) if per_type is not None else None
     if found is not None:
         return found
+    if value in _TEXT and 1 <= len(args) <= (2 if value is builtins.format else 1) and not kwargs:
+        text = object_model.text_of(vm, args[0], _TEXT[value], args[1] if len(args) > 1 else None)
+        if text is not None:  # a user __str__/__repr__/__format__, traced
+            return text
     if value is builtins.hash and len(args) == 1 and not kwargs:
         hashed = object_model.hash_of(vm, args[0])  # a user __hash__ (a dataclass's)
         if hashed is not None:
@@ -160,6 +164,8 @@ def call_builtin(
             raise folding_error(exc, "a builtin") from None
     return None
 
+
+_TEXT: dict[object, str] = {builtins.str: "str", builtins.repr: "repr", builtins.format: "format"}
 
 # What a pure builtin folded on constants may raise as eager raises it (a traced exception).
 _FOLDED_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError)
@@ -633,38 +639,6 @@ def _hasattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _setattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     ops.setattr_var(vm, args[0], ops.const_value(vm.out, args[1]), args[2])
     return ConstVar(None)
-
-
-@implements(builtins.vars)
-def _vars(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    if len(args) != 1 or kwargs:
-        raise Unsupported("vars() without an argument (the caller's locals)")
-    try:
-        return ops.getattr_var(vm, args[0], "__dict__")
-    except TracedException as raised:
-        if not isinstance(raised.exception, AttributeError):
-            raise
-        raise throw(TypeError, "vars() argument must have __dict__ attribute") from None
-
-
-@implements(builtins.delattr)
-def _delattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    attr_stores.delattr_var(vm, args[0], _attr_name(vm, args[1]))
-    return ConstVar(None)
-
-
-@implements(object.__delattr__)
-def _object_delattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    # Skips the class's own __delattr__, as object.__setattr__ skips its __setattr__.
-    attr_stores.delattr_var(vm, args[0], _attr_name(vm, args[1]), through_object=True)
-    return ConstVar(None)
-
-
-def _attr_name(vm: Interpreter, var: Var) -> str:
-    name = ops.const_value(vm.out, var)
-    if not isinstance(name, str):
-        raise throw(TypeError, f"attribute name must be string, not '{type(name).__name__}'")
-    return name
 
 
 @implements(builtins.super)

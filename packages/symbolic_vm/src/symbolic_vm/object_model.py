@@ -251,6 +251,41 @@ def hash_of(vm: Interpreter, obj: Var) -> Var | None:
     return ConstVar(hash(value))
 
 
+def text_of(vm: Interpreter, obj: Var, kind: str, spec: Var | None = None) -> Var | None:
+    """``str(obj)``, ``repr(obj)`` or ``format(obj, spec)`` (``kind``: "str", "repr",
+    "format") for a user object whose class answers it in Python: its ``__str__``/``__repr__``/
+    ``__format__`` traced, object's defaults followed as CPython follows them (``__str__`` is
+    ``__repr__``, ``__format__`` with an empty spec is ``str``). None: not a user object, or
+    object's own ``__repr__`` (an address) would answer."""
+    cls = user_class(obj)
+    if cls is None:
+        return None
+    if kind == "format":
+        if _python_method(vm, obj, "__format__") is not None:
+            result = _call_dunder(vm, obj, "__format__", [spec or ConstVar("")])
+            return _checked_text(vm, result, "__format__")
+        if class_lookup(cls, "__format__") is not object.__format__:
+            return None
+        if spec is not None and ops.const_value(vm.out, spec):
+            raise throw(TypeError, f"unsupported format string passed to {cls.__name__}.__format__")
+        kind = "str"
+    if kind == "str" and _python_method(vm, obj, "__str__") is not None:
+        return _checked_text(vm, _call_dunder(vm, obj, "__str__", []), "__str__")
+    if kind == "str" and class_lookup(cls, "__str__") is not object.__str__:
+        return None
+    if _python_method(vm, obj, "__repr__") is not None:
+        return _checked_text(vm, _call_dunder(vm, obj, "__repr__", []), "__repr__")
+    return None
+
+
+def _checked_text(vm: Interpreter, result: Var | None, name: str) -> Var:
+    assert result is not None
+    value = ops.const_value(vm.out, result)
+    if not isinstance(value, str):
+        raise throw(TypeError, f"{name} returned non-string (type {type(value).__name__})")
+    return ConstVar(value)
+
+
 def length_hint(vm: Interpreter, obj: Var) -> None:
     """The size guess ``list(obj)``/``tuple(obj)`` asks a user iterable for after ``iter()``
     (``__len__``, else ``__length_hint__``): its answer only sizes the result, but the call

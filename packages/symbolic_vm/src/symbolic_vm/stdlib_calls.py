@@ -1,19 +1,22 @@
 """Standard-library functions models call, answered by the VM instead of traced line by line
 (registered in builtins_'s ``@implements`` table): ``inspect.signature`` of a function the
-trace holds, ``id()`` of an object whose identity the guards pin.
+trace holds, ``id()`` of an object whose identity the guards pin; the attribute builtins
+``vars(obj)`` and ``delattr``/``object.__delattr__`` (attr_stores.delattr_var).
 
 Importing this module registers them (symbolic_vm.calls imports it).
 """
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import types
 from typing import TYPE_CHECKING
 
+from symbolic_vm import attr_stores
 from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import implements
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.values import BoundMethodVar, ConstVar, FunctionVar, ModuleVar, ObjectVar, Var
 
 if TYPE_CHECKING:
@@ -74,3 +77,35 @@ __all__: list[str] = []
 
 # The standard-library models (one module per library): imported last, as they use this module.
 from symbolic_vm import stdlib  # noqa: E402, F401
+
+
+@implements(builtins.vars)
+def _vars(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if len(args) != 1 or kwargs:
+        raise Unsupported("vars() without an argument (the caller's locals)")
+    try:
+        return ops.getattr_var(vm, args[0], "__dict__")
+    except TracedException as raised:
+        if not isinstance(raised.exception, AttributeError):
+            raise
+        raise throw(TypeError, "vars() argument must have __dict__ attribute") from None
+
+
+@implements(builtins.delattr)
+def _delattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    attr_stores.delattr_var(vm, args[0], _attr_name(vm, args[1]))
+    return ConstVar(None)
+
+
+@implements(object.__delattr__)
+def _object_delattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    # Skips the class's own __delattr__, as object.__setattr__ skips its __setattr__.
+    attr_stores.delattr_var(vm, args[0], _attr_name(vm, args[1]), through_object=True)
+    return ConstVar(None)
+
+
+def _attr_name(vm: Interpreter, var: Var) -> str:
+    name = ops.const_value(vm.out, var)
+    if not isinstance(name, str):
+        raise throw(TypeError, f"attribute name must be string, not '{type(name).__name__}'")
+    return name

@@ -87,7 +87,12 @@ _CONVERSIONS: dict[int, Any] = {0: None, 1: str, 2: repr, 3: ascii}
 def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
     flags = _arg(inst)
     spec = ops.const_value(vm.out, vm.pop()) if flags & 0x04 else ""
-    value = _formattable(vm, vm.pop())
+    obj = vm.pop()
+    text = _user_text(vm, obj, flags & 0x03, spec)
+    if text is not None:
+        vm.push(text)
+        return
+    value = _formattable(vm, obj)
     conversion = _CONVERSIONS[flags & 0x03]
     if conversion is not None:
         value = conversion(value)
@@ -96,20 +101,41 @@ def FORMAT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("CONVERT_VALUE", versions=(3.13,))
 def CONVERT_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
+    obj = vm.pop()
+    text = _user_text(vm, obj, _arg(inst), None)
+    if text is not None:
+        vm.push(text)
+        return
     conversion = _CONVERSIONS[_arg(inst)]
     assert conversion is not None
-    vm.push(ConstVar(conversion(_formattable(vm, vm.pop()))))
+    vm.push(ConstVar(conversion(_formattable(vm, obj))))
 
 
 @handler("FORMAT_SIMPLE", versions=(3.13,))
 def FORMAT_SIMPLE(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ConstVar(format(_formattable(vm, vm.pop()), "")))
+    obj = vm.pop()
+    text = _user_text(vm, obj, 0, "")
+    vm.push(text if text is not None else ConstVar(format(_formattable(vm, obj), "")))
 
 
 @handler("FORMAT_WITH_SPEC", versions=(3.13,))
 def FORMAT_WITH_SPEC(vm: Interpreter, inst: dis.Instruction) -> None:
     spec = ops.const_value(vm.out, vm.pop())
-    vm.push(ConstVar(format(_formattable(vm, vm.pop()), spec)))
+    obj = vm.pop()
+    text = _user_text(vm, obj, 0, spec)
+    vm.push(text if text is not None else ConstVar(format(_formattable(vm, obj), spec)))
+
+
+def _user_text(vm: Interpreter, obj: Var, conversion: int, spec: str | None) -> Var | None:
+    """An f-string part of a user object (its ``__format__``/``__str__``/``__repr__`` traced):
+    conversion 0 formats with ``spec``, !s/!r convert (then ``spec`` formats the text)."""
+    if conversion not in (0, 1, 2):
+        return None
+    kind = ("format", "str", "repr")[conversion]
+    text = object_model.text_of(vm, obj, kind, ConstVar(spec or "") if kind == "format" else None)
+    if text is None or kind == "format" or spec is None:
+        return text
+    return ConstVar(format(ops.const_value(vm.out, text), spec))
 
 
 def _formattable(vm: Interpreter, value: Var) -> object:
