@@ -128,8 +128,16 @@ def plan(bw_gm: torch.fx.GraphModule, num_saved: int, absent: frozenset[int]) ->
             zero.add(node)
     out = next(n for n in reversed(bw_gm.graph.nodes) if n.op == "output")
     grads = list(out.args[0])
+    # eager leaves an input's gradient None when no node on a path from a given output
+    # gradient reaches it (a product with a zero fill on such a path still gives zeros)
+    reached: set[torch.fx.Node] = {
+        p for j, p in enumerate(placeholders[num_saved:]) if j not in absent
+    }
+    for node in bw_gm.graph.nodes:
+        if node.op == "call_function" and any(a in reached for a in node.all_input_nodes):
+            reached.add(node)
     zero_grads = frozenset(
-        i for i, g in enumerate(grads) if isinstance(g, torch.fx.Node) and g in zero
+        i for i, g in enumerate(grads) if isinstance(g, torch.fx.Node) and g not in reached
     )
     needed: set[torch.fx.Node] = set()
     stack = [g for g in grads if isinstance(g, torch.fx.Node) and g not in zero]
