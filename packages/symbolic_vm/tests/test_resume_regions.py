@@ -301,6 +301,21 @@ def test_a_loop_closed_after_an_out_of_line_except_clause_is_one_region(xs: list
     same_as_eager(loop_holding_a_raising_try, for_else_helper, ("x", "xs", "y"), 1, xs)
 
 
+def stored_by_a_pair(x: int) -> int:
+    y = x * 2; y.__add__(note(y))  # noqa: E702 - 3.13: STORE_FAST_LOAD_FAST (y, y) in the region
+    return y + 1
+
+
+def test_a_local_a_region_stores_through_a_313_pair_reaches_the_resume_function() -> None:
+    # Before: the region's stores missed 3.13's pair instructions, the resume function did not
+    # get y and read it unbound with LOAD_FAST (a segfault on 3.13).
+    if PY_VERSION >= (3, 13):  # the store is a pair: the statement starts before it
+        builder = same_as_eager(stored_by_a_pair, lambda x: (x,), ("x",), 3)
+    else:  # a plain STORE_FAST ends the first statement: the region starts after it
+        builder = same_as_eager(stored_by_a_pair, lambda x: (x, x * 2), ("x", "y"), 3)
+    assert len(builder) == 1
+
+
 class Recorder:
     def __enter__(self) -> Recorder:
         SEEN.append("enter")

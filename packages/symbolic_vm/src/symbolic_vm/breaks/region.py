@@ -58,7 +58,7 @@ from symbolic_vm.bytecode import (
     codegen,
 )
 from symbolic_vm.bytecode.codegen import with_position
-from symbolic_vm.bytecode.opcodes import NO_FALLTHROUGH
+from symbolic_vm.bytecode.opcodes import NO_FALLTHROUGH, PAIR_PARTS
 
 __all__ = ["Region", "find_region", "region_residual"]
 
@@ -379,6 +379,18 @@ def _check_cells(flow: CodeFlow, members: set[int], cell_names: frozenset[str]) 
 # --- definedness of locals at the exits ------------------------------------------------------
 
 
+def _stored(ins: Instr) -> tuple[str, ...]:
+    """The variables ``ins`` stores: a 3.13 pair (``STORE_FAST_LOAD_FAST``,
+    ``STORE_FAST_STORE_FAST``) stores one or two (missing them, a resume function after a
+    region did not get a local the region bound, and read it unbound: a crash on 3.13)."""
+    if ins.opname in _STORES and isinstance(ins.arg, str):
+        return (ins.arg,)
+    parts = PAIR_PARTS.get(ins.opname)
+    if parts is None or not isinstance(ins.arg, tuple):
+        return ()
+    return tuple(n for op, n in zip(parts, ins.arg, strict=True) if op in _STORES)
+
+
 def _bound_at_exits(
     flow: CodeFlow, region: Region, bound: frozenset[str], names: frozenset[str]
 ) -> dict[int, tuple[frozenset[str], frozenset[str]]]:
@@ -392,7 +404,7 @@ def _bound_at_exits(
         )
 
     cleared = named(frozenset({"LOAD_FAST_AND_CLEAR"}))
-    stored = named(_STORES)
+    stored = frozenset(name for i in members for name in _stored(flow.instrs[i]))
     maybe = (bound | stored) & names
     must_in: dict[int, frozenset[str]] = {index[region.start]: bound}
     work = [index[region.start]]
@@ -415,8 +427,8 @@ def _bound_at_exits(
             if meet(must_in, t, state):
                 work.append(t)
         after = state
-        if ins.opname in _STORES and isinstance(ins.arg, str):
-            after = state | {ins.arg}
+        if _stored(ins):
+            after = state | set(_stored(ins))
         elif ins.opname in _DELETES and isinstance(ins.arg, str):
             after = state - {ins.arg}
         for s in flow.successors(i):
