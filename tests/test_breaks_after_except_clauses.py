@@ -16,7 +16,8 @@ def _after_except(x: torch.Tensor, log: list[int]) -> torch.Tensor:
     y = x * 2
     try:
         log.append(1)
-        y = y + 1 // (len(log) * 0)  # ZeroDivisionError: a break inside the try block
+        print("a break inside the try block")  # (the VM traces the ZeroDivisionError itself)
+        y = y + 1 // (len(log) * 0)  # ZeroDivisionError: the except clause runs
     except ZeroDivisionError:
         log.append(2)
     z = y + 1
