@@ -158,17 +158,13 @@ def call_builtin(
         py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
         try:
             return vm.out.wrap(value(*py_args, **py_kwargs), None)
-        except _FOLDED_ERRORS as exc:  # int("x"), math.sqrt(-1): eager raises the same
-            raise throw(type(exc), *exc.args) from None
-        except Exception as exc:
+        except Exception as exc:  # int("x"), math.sqrt(-1): eager raises the same
             raise folding_error(exc, "a builtin") from None
     return None
 
 
 _TEXT: dict[object, str] = {builtins.str: "str", builtins.repr: "repr", builtins.format: "format"}
 
-# What a pure builtin folded on constants may raise as eager raises it (a traced exception).
-_FOLDED_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError)
 
 # Builtins that iterate over their arguments: from which position on (min/max: only a lone
 # iterable argument). A user object's own __iter__ is called first, as Python's iter() would.

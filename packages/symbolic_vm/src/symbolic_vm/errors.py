@@ -139,19 +139,17 @@ def throw(exc_type: type[BaseException], *args: Any) -> TracedException:
     return TracedException(ObjectVar(exc_type(*args)))
 
 
-# What a pure builtin raises on constants (``int("x")``, ``1 / 0``, ``[][0]``): rebuilt from
-# type and args as the traced program's own exception. Other types (with state beyond their
-# args, or raised by our own machinery) stay a reason to break.
-_FOLDED_EXCEPTIONS = frozenset({
-    ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OverflowError,
-})
+# What a pure builtin raises on constants (``int("x")``, ``1 / 0``, ``[][0]``,
+# ``math.sqrt(-1)``): rebuilt from type and args as the traced program's own exception. Other
+# types stay a reason to break.
+_FOLDED_EXCEPTIONS = (ValueError, TypeError, ArithmeticError, LookupError)
 
 
 def folding_error(exc: Exception, what: str) -> TracedException | Unsupported:
     """How an exception raised while folding a pure call on constants reaches the trace: the
     same exception raised in the traced program where its type is rebuilt exactly from its
     args, else a break naming it."""
-    if type(exc) in _FOLDED_EXCEPTIONS:
+    if isinstance(exc, _FOLDED_EXCEPTIONS):
         return throw(type(exc), *exc.args)
     return Unsupported(f"{type(exc).__name__} raised while folding {what}: {exc}")
 
