@@ -111,6 +111,90 @@ def compiled(impl: str, model: torch.nn.Module) -> Callable[..., Any]:
     return torch.compile(copy.deepcopy(model), backend="inductor")  # type: ignore[no-any-return]
 
 
+def _grads(model: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() for p in model.parameters() if p.grad is not None]
+
+
+def train(args: argparse.Namespace, impls: list[str], names: list[str]) -> None:
+    """One training step per call (train mode, forward, ``(out * probe).sum()`` with a fixed
+    random probe, backward; gradients set to None before each call): times and the worst
+    parameter gradient's error against eager's first step, relative to that gradient's
+    largest value, for every implementation (eager's float32 too) against the same step in
+    float64. (``out.mean()`` would not do: through a training batch norm its gradient cancels
+    to rounding noise in some layers, for every implementation.)"""
+    print(
+        f"{'model (train step)':24s} "
+        + " ".join(f"{k + ' ms':>10s}" for k in impls)
+        + " "
+        + " ".join(f"{k + ' x':>8s}" for k in impls[1:])
+        + " "
+        + " ".join(f"{k + ' compile s':>14s}" for k in impls[1:])
+        + "  worst grad err vs float64 "
+        + "/".join(impls)
+    )
+    for name in names:
+        torch.manual_seed(0)
+        torch.compiler.reset()
+        model, x = build_with_inputs(name, args.size)
+        model.train()
+        # batch 2 (batch norm trains), the second sample independent of the first (a scaled
+        # copy makes the late batch norms' variances nearly degenerate: float32 eager was then
+        # 1e-1 off float64)
+        x = tuple(torch.cat([t, torch.randn_like(t)]) for t in x)
+
+        with torch.no_grad():
+            shape = first_tensor(model(*x)).shape
+        probe = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+
+        def step(fn: Callable[..., Any], module: torch.nn.Module) -> None:
+            for p in module.parameters():
+                p.grad = None
+            (first_tensor(fn(*x)).float() * probe).sum().backward()
+
+        exact = copy.deepcopy(model).double()
+        for p in exact.parameters():
+            p.grad = None
+        (first_tensor(exact(*(t.double() for t in x))) * probe.double()).sum().backward()
+        reference = _grads(exact)
+        fns: dict[str, Callable[[], None]] = {}
+        ctime, grads = {}, {}
+        for impl in impls:
+            fn = compiled(impl, model)
+            # compiled() compiles a copy (torch's and Strata's OptimizedModule keep it)
+            module = model if impl == "eager" else fn._orig_mod  # type: ignore[attr-defined]
+            t0 = time.perf_counter()
+            step(fn, module)
+            ctime[impl] = time.perf_counter() - t0
+            grads[impl] = _grads(module)
+            fns[impl] = lambda fn=fn, module=module: step(fn, module)
+        errs = []
+        for impl in impls:
+            worst = 0.0
+            for g, r in zip(grads[impl], reference, strict=True):
+                worst = max(worst, ((g - r).abs().max() / r.abs().max().clamp_min(1e-30)).item())
+            errs.append(f"{worst:.1e}")
+        times: dict[str, list[float]] = {k: [] for k in impls}
+        for f in fns.values():
+            f()
+        for _ in range(args.reps):
+            for impl, f in fns.items():
+                t0 = time.process_time()
+                f()
+                times[impl].append(time.process_time() - t0)
+        med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+        print(
+            f"{name:24s} "
+            + " ".join(f"{med[k]:10.2f}" for k in impls)
+            + " "
+            + " ".join(f"{med['eager'] / med[k]:8.2f}" for k in impls[1:])
+            + " "
+            + " ".join(f"{ctime[k]:14.1f}" for k in impls[1:])
+            + "  "
+            + "/".join(errs),
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=96)
@@ -118,10 +202,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", default=None)
     parser.add_argument("--impl", default="eager,ours,strata,torch")
+    parser.add_argument("--train", action="store_true", help="time a training step instead")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     impls = args.impl.split(",")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.size}x{args.size}")
+    if args.train:
+        train(args, impls, args.only.split(",") if args.only else ["tv_resnet18"])
+        return
     print(
         f"{'model':24s} "
         + " ".join(f"{k + ' ms':>10s}" for k in impls)
