@@ -8,7 +8,7 @@ graph breaks before the call, which then runs eagerly, once per call as in eager
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +19,7 @@ from counting_backend import Counting
 import compile_api
 from compile_api import Unsupported
 
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 def save_between(x: torch.Tensor, path: str) -> torch.Tensor:

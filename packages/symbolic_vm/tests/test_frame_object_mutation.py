@@ -14,22 +14,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 from object_model_harness import run_three_ways, same
 
-import compile_api
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 def _state(obj: Any) -> Any:

@@ -4,20 +4,14 @@ still points at the user's line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
 
 import compile_api
 
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 def _prints(x: torch.Tensor) -> torch.Tensor:

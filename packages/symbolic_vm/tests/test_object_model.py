@@ -21,13 +21,7 @@ from object_model_harness import run_three_ways, same
 
 import compile_api
 
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 # -- a ModelOutput in miniature: a dataclass that is an OrderedDict ------------------------------

@@ -5,22 +5,13 @@ descriptors). Compared with eager and with torch.compile's graph count."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 from object_model_harness import run_three_ways, same
 
-import compile_api
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 class Slotted:

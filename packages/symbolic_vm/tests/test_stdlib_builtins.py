@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,13 +14,7 @@ from stdlib_harness import check_whole
 
 import compile_api
 
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 def _x() -> tuple[Any, ...]:

@@ -7,7 +7,6 @@ equals eager (results and arguments), is captured whole, in no more graphs than 
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
@@ -17,13 +16,7 @@ from stdlib_harness import check_whole
 
 import compile_api
 
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 Point = collections.namedtuple("Point", "x y", defaults=(0,))

@@ -14,15 +14,7 @@ import torch
 from object_model_harness import run_three_ways, same
 from stdlib_harness import check_whole
 
-import compile_api
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 def _nullcontext(x: torch.Tensor) -> Any:

@@ -5,7 +5,6 @@ original left alone, user ``__getattribute__`` calls) and with torch.compile's g
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,13 +13,7 @@ from object_model_harness import run_three_ways, same
 
 import compile_api
 
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 LOOKUPS: list[str] = []

@@ -8,22 +8,13 @@ graphs than torch.compile."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
 from stdlib_harness import check_whole
 
-import compile_api
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
-    compile_api.reset()
-    yield
-    compile_api.reset()
+pytestmark = pytest.mark.usefixtures("errors_raise")
 
 
 def _arithmetic(x: torch.Tensor) -> Any:
