@@ -15,8 +15,6 @@ from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
 KNOWN_GAPS: dict[str, str] = {
-    "sequential_indexing_and_len": "slicing an nn.Sequential (seq[1:]) breaks: only "
-    "ModuleList slices are modelled",
     "class_defined_inside_the_function": "a class statement inside the compiled function "
     "breaks more than torch.compile does (2 broken frames vs 1)",
     "explicit_two_argument_super": "the same, with super(B, self) (4 broken frames vs 3)",

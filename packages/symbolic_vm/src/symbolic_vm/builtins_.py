@@ -35,6 +35,7 @@ from symbolic_vm.values import (
     NewObjectVar,
     ObjectVar,
     PartialVar,
+    SequentialSliceVar,
     SetBox,
     SetVar,
     SuperVar,
@@ -213,6 +214,8 @@ def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return ConstVar(len(obj.box.items))
     if isinstance(obj, DictViewVar):
         return ConstVar(len(ops.view_items(vm.out, obj)))
+    if isinstance(obj, SequentialSliceVar):
+        return ConstVar(len(obj.items))
     if isinstance(obj, TensorVar):
         return ops.size_of(vm.out, obj, 0)
     if isinstance(obj, ModuleVar):
@@ -269,6 +272,8 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         return dict
     if isinstance(var, DictViewVar):
         return type(getattr({}, var.kind)())
+    if isinstance(var, SequentialSliceVar):
+        return torch.nn.Sequential
     if isinstance(var, SetVar):
         return set
     if isinstance(var, ModuleVar):

@@ -35,6 +35,7 @@ from symbolic_vm.values import (
     ObjectBox,
     ObjectVar,
     PartialVar,
+    SequentialSliceVar,
     TupleVar,
     Var,
 )
@@ -80,6 +81,10 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         return methods.call_method(vm, fn, args, kwargs)
     if isinstance(fn, ModuleVar):
         return call_module(vm, fn, args, kwargs)
+    if isinstance(fn, SequentialSliceVar):
+        from symbolic_vm.modules import call_sequential_slice
+
+        return call_sequential_slice(vm, fn, args, kwargs)
     if isinstance(fn, AutocastExitVar):
         torch_calls.exit_autocast(out, fn)
         return ConstVar(None)

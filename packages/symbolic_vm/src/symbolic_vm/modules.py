@@ -21,6 +21,7 @@ from symbolic_vm.values import (
     ListVar,
     MethodVar,
     ModuleVar,
+    SequentialSliceVar,
     TupleVar,
     Var,
 )
@@ -520,3 +521,25 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     if hooked:
         return _call_hooked(vm, obj, args, kwargs)
     return _call_forward(vm, obj, args, kwargs)
+
+
+def call_sequential_slice(
+    vm: Interpreter, seq: SequentialSliceVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """Calling ``seq[a:b]``: the new Sequential has no hooks of its own, so its call is its
+    ``forward`` (each submodule on the previous one's output) unless a global module hook
+    would see it (guarded as the trace found them)."""
+    from symbolic_vm.calls import call
+
+    if kwargs or len(args) != 1:
+        raise Unsupported("calling a Sequential slice with other than one positional argument")
+    from torch.nn.modules import module as module_impl
+
+    if any(getattr(module_impl, name, None) for name in _GLOBAL_HOOK_TABLES):
+        raise Unsupported("calling a Sequential slice while global module hooks are registered")
+    _guard_no_hooks(vm.out, None)
+    value = args[0]
+    for module in seq.items:
+        value = call(vm, module, [value], {})
+    return value
+

@@ -34,6 +34,7 @@ from symbolic_vm.values import (
     NullVar,
     ObjectVar,
     PartialVar,
+    SequentialSliceVar,
     SetBox,
     SetVar,
     SliceVar,
@@ -498,6 +499,8 @@ def iterate(out: Output, var: Var) -> list[Var]:
         return items(out, var)
     if isinstance(var, DictViewVar):
         return view_items(out, var)
+    if isinstance(var, SequentialSliceVar):
+        return list(var.items)
     if isinstance(var, DictVar):
         out.depend(var)
         return [ConstVar(k) for k in var.box.items]
@@ -612,6 +615,15 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
         except (IndexError, TypeError) as exc:
             raise throw(type(exc), *exc.args) from None
         return item
+    if isinstance(obj, SequentialSliceVar):
+        index = const_value(out, key)
+        if isinstance(index, slice):
+            return SequentialSliceVar(obj.items[index])
+        try:
+            member: Var = obj.items[index]
+        except (IndexError, TypeError) as exc:
+            raise throw(type(exc), *exc.args) from None
+        return member
     if isinstance(obj, DictVar):
         k = const_value(out, key)
         if k not in obj.box.items:
@@ -626,6 +638,8 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
         except (IndexError, KeyError, TypeError) as exc:
             raise Unsupported(f"indexing module {type(obj.module).__name__}: {exc}") from exc
         if isinstance(index, slice):
+            if type(obj.module).__getitem__ is torch.nn.Sequential.__getitem__:
+                return SequentialSliceVar(tuple(iterate(out, obj)[index]))
             if type(obj.module).__getitem__ is not torch.nn.ModuleList.__getitem__:
                 raise Unsupported(f"slicing module {type(obj.module).__name__}")
             # A ModuleList slice (``self.layers[:n]``, to iterate): its submodules, read through

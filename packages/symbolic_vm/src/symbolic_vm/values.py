@@ -104,6 +104,15 @@ class DictVar(Var):
 
 
 @attrs.frozen(eq=False)
+class SequentialSliceVar(Var):
+    """``seq[a:b]`` of a stock ``nn.Sequential``: eager makes a new Sequential holding the same
+    submodules; here those submodules (each read through the parent's ``_modules``), called one
+    after another as ``Sequential.forward`` does."""
+
+    items: tuple[Var, ...]
+
+
+@attrs.frozen(eq=False)
 class DictViewVar(Var):
     """``d.keys()``/``d.values()``/``d.items()``: a live view of the dict (later writes to the
     dict show through it, as in Python)."""
