@@ -21,7 +21,6 @@ from symbolic_vm.values import (
     SetVar,
     SliceVar,
     SymVar,
-    TensorVar,
     TupleVar,
     Var,
 )
@@ -66,12 +65,16 @@ def BUILD_CONST_KEY_MAP(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("BUILD_SLICE")
 def BUILD_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
-    parts = vm.popn(_arg(inst))
+    vm.push(_slice(vm, vm.popn(_arg(inst))))
+
+
+def _slice(vm: Interpreter, parts: list[Var]) -> Var:
+    """The slice ``start:stop[:step]`` as BUILD_SLICE makes it (3.12+'s BINARY_SLICE makes the
+    same one, so that ``obj[a:b]`` reads as on 3.11)."""
     if any(isinstance(p, SymVar) for p in parts):
         start, stop, *step = parts
-        vm.push(SliceVar(start, stop, step[0] if step else ConstVar(None)))
-        return
-    vm.push(ConstVar(slice(*[ops.const_value(vm.out, v) for v in parts])))
+        return SliceVar(start, stop, step[0] if step else ConstVar(None))
+    return ConstVar(slice(*[ops.const_value(vm.out, v) for v in parts]))
 
 
 @handler("BUILD_STRING")
@@ -224,14 +227,11 @@ def BINARY_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("BINARY_SLICE", versions=(3.12, 3.13))
 def BINARY_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
+    # as BUILD_SLICE then BINARY_SUBSCR: a user class's __getitem__ runs (it was refused)
     end = vm.pop()
     start = vm.pop()
     obj = vm.pop()
-    if isinstance(obj, TensorVar) and (isinstance(start, SymVar) or isinstance(end, SymVar)):
-        vm.push(ops.getitem(vm.out, obj, SliceVar(start, end, ConstVar(None))))
-        return
-    key = ConstVar(slice(ops.const_value(vm.out, start), ops.const_value(vm.out, end)))
-    vm.push(ops.getitem(vm.out, obj, key))
+    vm.push(object_model.getitem(vm, obj, _slice(vm, [start, end])))
 
 
 @handler("STORE_SUBSCR")
