@@ -17,6 +17,7 @@ class leaves it to ``object.__setattr__`` and no data descriptor owns the name; 
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +117,11 @@ def setattr_var(
         return
     if isinstance(obj, NewObjectVar):
         if not has_instance_dict(cls):
-            raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+            # 3.13 says why the store cannot go to the instance
+            why = "" if sys.version_info < (3, 13) else (
+                " and no __dict__ for setting new attributes"
+            )
+            raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}{why}")
         obj.box.attrs[name] = value
         return
     if (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 from typing import TYPE_CHECKING, Any, cast
 
@@ -223,12 +224,21 @@ def _class_lookup(cls: type, name: str) -> Any:
     return _MISSING if found is attr_stores.MISSING else found
 
 
+def _slot_owner(cls: type) -> str:
+    """The class as CPython names it reading an unset slot: 3.13's member descriptor gives
+    the fully qualified name (``'%T'``: module and qualname, except builtins and __main__)."""
+    if sys.version_info < (3, 13) or cls.__module__ in ("builtins", "__main__"):
+        return cls.__name__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     cls_attr = _class_lookup(obj.box.cls, name)
     if name in obj.box.attrs and not (python_get(cls_attr) and is_data_descriptor(cls_attr)):
         return obj.box.attrs[name]
     if isinstance(cls_attr, types.MemberDescriptorType):  # an unset __slots__ member
-        raise throw(AttributeError, f"{obj.box.cls.__name__!r} object has no attribute {name!r}")
+        owner = _slot_owner(obj.box.cls)
+        raise throw(AttributeError, f"{owner!r} object has no attribute {name!r}")
     if name == "__class__":  # object's getset descriptor: the class it was made with
         return ObjectVar(obj.box.cls, source=obj.box.cls_source)
     if name == "__dict__" or _is_c_method(cls_attr):

@@ -129,8 +129,9 @@ def END_FOR_313(vm: Interpreter, inst: dis.Instruction) -> None:
 def TO_BOOL(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.13's truth test before a branch or ``not``; on a tensor's data it breaks the graph
     (the residual code runs TO_BOOL and the jump after it together: see
-    symbolic_vm.breaks.resume)."""
-    vm.push(ConstVar(ops.truth(vm.out, vm.pop())))
+    symbolic_vm.breaks.resume). A user object's ``__bool__``/``__len__`` is traced, as by the
+    branch 3.11 tests it in."""
+    vm.push(ConstVar(_truth(vm, vm.pop())))
 
 
 @handler("RETURN_VALUE")
