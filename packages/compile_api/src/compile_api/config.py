@@ -34,6 +34,8 @@ _ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "optimize_ddp": ("STRATA_OPTIMIZE_DDP", _env_bool),
     "trace_dir": ("STRATA_TRACE", _env_str),
     "compile_debug": ("STRATA_COMPILE_DEBUG", _env_bool),
+    "capture_scalar_outputs": ("STRATA_CAPTURE_SCALAR_OUTPUTS", _env_bool),
+    "capture_dynamic_output_shape_ops": ("STRATA_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", _env_bool),
 }
 
 
