@@ -131,6 +131,19 @@ def test_shape_predicate_is_checked_and_explained(compile_set, verdict) -> None:
     )
 
 
+def test_a_predicate_that_is_not_about_sizes_is_named_so_in_the_log_and_the_reason(
+    compile_set, verdict
+) -> None:
+    cg = compile_set(lambda gs: gs.SHAPE("not L['hooks']", "no hooks", label="PREDICATE"))
+    assert verdict(cg, {"hooks": {}})[0]
+    assert verdict(cg, {"hooks": {1: 2}}) == (
+        False, ["predicate guard failed: no hooks (not L['hooks'])"]
+    )
+    guard_set = GuardSet()
+    guard_set.SHAPE("not L['hooks']", "no hooks", label="PREDICATE")
+    assert [g.text() for g in guard_set.guards] == ["PREDICATE: not L['hooks']  # no hooks"]
+
+
 def test_bad_shape_predicate_is_rejected_when_added() -> None:
     with pytest.raises(GuardError):
         GuardSet().SHAPE("L['x'].size(0) >", "broken")

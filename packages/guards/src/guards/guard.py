@@ -744,9 +744,12 @@ class Shape(Guard):
     predicate: str
     description: str = attrs.field(eq=False)
     code: Any = attrs.field(eq=False, repr=False)
+    # what the log calls it: SHAPE for relations between sizes, PREDICATE for other conditions
+    # (no global module hooks, an attribute still missing, ...)
+    label: str = attrs.field(default="SHAPE", eq=False)
 
     @classmethod
-    def of(cls, predicate: str, description: str) -> Shape:
+    def of(cls, predicate: str, description: str, label: str = "SHAPE") -> Shape:
         """Parse ``predicate`` now, so a bad expression fails when it is added."""
         try:
             tree = ast.parse(predicate, mode="eval")
@@ -759,13 +762,13 @@ class Shape(Guard):
         if stray:
             raise GuardError(f"SHAPE predicate may name only L, G and builtins, not {stray}")
         code = compile(tree, "<shape guard>", "eval")
-        return cls(None, predicate, description, code)
+        return cls(None, predicate, description, code, label)
 
     def merge_key(self) -> tuple[object, ...]:
         return (self.kind, self.predicate)
 
     def text(self) -> str:
-        return f"SHAPE: {self.predicate}  # {self.description}"
+        return f"{self.label}: {self.predicate}  # {self.description}"
 
     def emit(self, var: str, ctx: CodeContext) -> list[str]:
         return [f"if not ({_reuse_locals(self.predicate, ctx)}): return False"]
@@ -775,7 +778,7 @@ class Shape(Guard):
     ) -> str | None:
         if eval(self.code, {"L": f_locals, "G": f_globals}):
             return None
-        return f"shape guard failed: {self.description} ({self.predicate})"
+        return f"{self.label.lower()} guard failed: {self.description} ({self.predicate})"
 
 
 class _LocalReuse(ast.NodeTransformer):

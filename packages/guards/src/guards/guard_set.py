@@ -181,9 +181,10 @@ class GuardSet:
         torch-function / torch-dispatch mode counts now."""
         self.add(GlobalState(None, capture_global_state()))
 
-    def SHAPE(self, predicate: str, description: str) -> None:
-        """A Python boolean expression over ``L`` and ``G`` that must hold."""
-        self.add(Shape.of(predicate, description))
+    def SHAPE(self, predicate: str, description: str, *, label: str = "SHAPE") -> None:
+        """A Python boolean expression over ``L`` and ``G`` that must hold (``label``: how the
+        log names it, PREDICATE for a condition that is not about sizes)."""
+        self.add(Shape.of(predicate, description, label))
 
     # -- views ----------------------------------------------------------------------------
 

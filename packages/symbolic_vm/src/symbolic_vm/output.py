@@ -519,7 +519,8 @@ class Output:
         return (len(self.builder.graph.nodes), len(self.side_effects), self.inlined_calls)
 
     def predicate(self, predicate: str, description: str) -> None:
-        """Guard a Python boolean expression over ``L``/``G`` (emitted as a SHAPE guard)."""
+        """Guard a Python boolean expression over ``L``/``G`` (a SHAPE-kind guard the log calls
+        PREDICATE)."""
         self._predicates.setdefault(predicate, description)
 
     def used_placeholder(self, var: TensorVar | SymVar) -> bool:
@@ -624,7 +625,7 @@ class Output:
             for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
                 guard_set.SHAPE(predicate, description)
         for predicate, description in self._predicates.items():
-            guard_set.SHAPE(predicate, description)
+            guard_set.SHAPE(predicate, description, label="PREDICATE")
         self._module_call_guards(guard_set)
         for request in self._guards.values():
             if request.kind == "ID_MATCH" and request.source in pinned:
