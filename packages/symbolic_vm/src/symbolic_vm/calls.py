@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from symbolic_vm import controls, higher_order
+from symbolic_vm import controls, function_effects, higher_order
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
@@ -69,7 +69,11 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             and isinstance(fn.func, FunctionVar)
             and fn.func.fn.__name__ == "apply"
         ):
-            # A custom autograd.Function: one node calling its apply (forward run on fakes).
+            # A custom autograd.Function: one node calling its apply (forward run on fakes),
+            # unless its Python side effects would then run once instead of on every call.
+            effect = function_effects.python_effect(owner.value)
+            if effect is not None:
+                raise Unsupported(f"custom autograd.Function with a Python side effect: {effect}")
             out.depend(owner)
             target = torch_calls.autograd_function_apply(owner.value)
             return torch_calls.opaque_call(out, target, args, kwargs)
