@@ -12,7 +12,7 @@ the grad mode after the call, and the arguments afterwards (tensor values, ``req
 ``.grad``; module parameters; plain objects' attributes). Internal errors are not hidden:
 ``config.suppress_errors`` is off, so a frame that fails to compile fails the test.
 
-Found and not fixed (``xfail(strict=True)``, with the reproducer): see the two tests at the end.
+Found and not fixed (``xfail(strict=True)``, with the reproducer): see the test at the end.
 """
 
 from __future__ import annotations
@@ -1308,6 +1308,21 @@ def test_a_custom_setattr_runs_once_per_store() -> None:
     assert_like_eager(store_through_custom_setattr, [lambda: (X, LogsSetattr())])
 
 
+def _numbers(x: torch.Tensor) -> Iterator[torch.Tensor]:
+    try:
+        LOG.append("started")
+        yield x * 2
+        yield x * 3
+    finally:
+        LOG.append(("finally", tuple((x * 4).shape)))
+
+
+def _managed_numbers(x: torch.Tensor) -> Iterator[torch.Tensor]:
+    with Tracked("in generator"):
+        yield x + 1
+        yield x + 2
+
+
 def generator_left_suspended(x: torch.Tensor) -> torch.Tensor:
     def numbers() -> Iterator[torch.Tensor]:
         try:
@@ -1322,14 +1337,73 @@ def generator_left_suspended(x: torch.Tensor) -> torch.Tensor:
     return a + 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="KNOWN LIMIT (symbolic_vm README, 'A generator still suspended when the frame ends is "
-    "dropped'): eager runs the generator's finally when the frame returns (log ['started', "
-    "'finally']), compiled code never does (['started']).",
-)
-def test_a_generator_left_suspended_runs_its_finally_when_the_frame_ends() -> None:
-    assert_like_eager(generator_left_suspended, [(X,)])
+def two_generators_left_suspended(x: torch.Tensor) -> torch.Tensor:
+    first = _numbers(x)
+    second = _managed_numbers(x)
+    b = next(second)
+    a = next(first)
+    LOG.append("before the return")
+    return a + b
+
+
+def generator_dropped_mid_frame(x: torch.Tensor) -> torch.Tensor:
+    a = next(_numbers(x))  # its finally runs right here in eager
+    LOG.append("after next")
+    return a + 1
+
+
+def generator_left_by_break(x: torch.Tensor) -> torch.Tensor:
+    for v in _managed_numbers(x):
+        break  # the for loop drops it: __exit__ runs before the append
+    LOG.append("after the loop")
+    return v * 2
+
+
+def generator_rebound_mid_frame(x: torch.Tensor) -> torch.Tensor:
+    g = _numbers(x)
+    a = next(g)
+    g = _numbers(x + 1)  # the first one's finally runs here
+    LOG.append("rebound")
+    return a + next(g)
+
+
+def generator_finished_before_the_end(x: torch.Tensor) -> torch.Tensor:
+    g = _numbers(x)
+    total = sum(g, torch.zeros(()))
+    return total + 1
+
+
+def generator_with_a_break_in_its_finally(x: torch.Tensor) -> torch.Tensor:
+    def numbers() -> Iterator[torch.Tensor]:
+        try:
+            yield x * 2
+        finally:
+            print("closing")  # a graph break inside the handler
+            LOG.append("finally")
+
+    g = numbers()
+    return next(g) + 1
+
+
+SUSPENDED = [
+    generator_left_suspended, two_generators_left_suspended, generator_dropped_mid_frame,
+    generator_left_by_break, generator_rebound_mid_frame, generator_finished_before_the_end,
+    generator_with_a_break_in_its_finally,
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", SUSPENDED, ids=[fn.__name__ for fn in SUSPENDED])
+def test_a_generator_left_suspended_runs_its_finally_when_eager_does(
+    fn: Callable[..., Any], backend: str
+) -> None:
+    # Eager closes a generator when its last reference dies: at the frame's end for one held
+    # in a local (the handlers then run after everything else), right away for a temporary.
+    assert_like_eager(fn, [(X,), (X,)], backend=backend)
+
+
+def test_a_generator_held_to_the_end_stays_in_one_graph() -> None:
+    assert graph_count(two_generators_left_suspended, (X,)) == 1
 
 
 class Doubles:

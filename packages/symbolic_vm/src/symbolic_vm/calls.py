@@ -248,7 +248,9 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
     )
     if is_generator:
         # Nothing runs until the first next(): the frame waits, bound to its arguments.
-        return GeneratorVar(GeneratorBox(child))
+        gen = GeneratorVar(GeneratorBox(child))
+        vm.root_frame().made_generators.append(gen)  # closed at the frame's end
+        return gen
     return child.run()
 
 

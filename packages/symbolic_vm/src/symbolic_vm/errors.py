@@ -95,9 +95,15 @@ class Unsupported(SymbolicVMError):
                 vars(self).setdefault("callers", []).append((filename, lineno))
             return self
         source_line = linecache.getline(filename, lineno).strip()
-        return Unsupported(
+        kind = FrameRunsEagerly if isinstance(self, FrameRunsEagerly) else Unsupported
+        return kind(
             self.reason, filename=filename, lineno=lineno, source_line=source_line, hint=self.hint
         )
+
+
+class FrameRunsEagerly(Unsupported):
+    """No graph break keeps eager's semantics here (e.g. a generator dropped mid-frame would
+    have run its finally at a point the trace has passed): the whole frame runs eagerly."""
 
 
 class GraphBreakNeeded(Unsupported):

@@ -19,7 +19,7 @@ from symbolic_vm.breaks.region import Region
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import GlobalSource, ItemSource, LocalSource, Source
 from symbolic_vm.output import Output
-from symbolic_vm.values import NULL, Cell, ObjectVar, Var
+from symbolic_vm.values import NULL, Cell, GeneratorVar, ObjectVar, Var
 from symbolic_vm.versions import SUPPORTED
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -171,6 +171,8 @@ class Interpreter:
         # ((line, caller's line), text) of the newest graph nodes' stack trace
         self._stack_trace: tuple[tuple[int, int], str] | None = None
         self.handling: Any = None  # the exception an except block handles (an ObjectVar)
+        # root frame only: every generator made in the trace (closed at its return)
+        self.made_generators: list[GeneratorVar] = []
 
     # -- running ----------------------------------------------------------------------------
 
@@ -267,6 +269,22 @@ class Interpreter:
                 trace = "".join(reversed(chain))
                 self._stack_trace = (key, trace)
             node.meta["stack_trace"] = trace
+
+    def root_frame(self) -> Interpreter:
+        """The compiled frame's interpreter (this one, or the outermost caller)."""
+        frame = self
+        while frame.parent is not None:
+            frame = frame.parent
+        return frame
+
+    def handler_target(self, offset: int) -> int | None:
+        """The offset of the exception handler covering ``offset`` (None: none does)."""
+        entry = next((e for e in _exception_table(self.code) if e.start <= offset < e.end), None)
+        return None if entry is None else int(entry.target)
+
+    def catch_at(self, offset: int, raised: TracedException) -> bool:
+        """``raised`` at ``offset`` (e.g. GeneratorExit at a paused yield): see _catch."""
+        return self._catch(offset, raised)
 
     def _catch(self, offset: int, raised: TracedException) -> bool:
         """Continue at the exception handler covering ``offset``, as CPython unwinds to it:

@@ -26,7 +26,7 @@ from symbolic_vm.breaks.resume import ResumeBuilder
 from symbolic_vm.breaks.slots import BreakCode, BreakPlan, Finish
 from symbolic_vm.bytecode import ResumeError
 from symbolic_vm.codegen import Transformed, build_body, cell_writes
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import FrameRunsEagerly, Unsupported
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.output import Output
 from symbolic_vm.records import GraphBreak
@@ -53,6 +53,8 @@ def decide(out: Output, vm: Interpreter, stop: Stop) -> Decision:
     it starts), run a region, or run the frame eagerly. Where a plain break is refused with
     values on the stack (one that cannot cross: a generator made in the frame, ...), the
     statement holding it runs as bytecode instead."""
+    if isinstance(stop.error, FrameRunsEagerly):
+        return RunEagerly(stop.error)
     try:
         decision = _decide(out, vm, stop)
     except Unsupported as exc:  # a value that cannot cross the break (from the plan)

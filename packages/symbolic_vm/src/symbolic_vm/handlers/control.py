@@ -10,6 +10,7 @@ from symbolic_vm import object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.generator_close import close_at_frame_end
 from symbolic_vm.interpreter import RUNNING, Interpreter, ReturnSignal, YieldSignal, handler
 from symbolic_vm.values import (
     AutocastVar,
@@ -136,11 +137,15 @@ def TO_BOOL(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("RETURN_VALUE")
 def RETURN_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
+    if vm.is_root:
+        close_at_frame_end(vm)
     raise ReturnSignal(vm.pop())
 
 
 @handler("RETURN_CONST", versions=(3.12, 3.13))
 def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
+    if vm.is_root:
+        close_at_frame_end(vm)
     raise ReturnSignal(vm.out.wrap(inst.argval, None))
 
 
