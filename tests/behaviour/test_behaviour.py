@@ -14,16 +14,7 @@ from .corpus import CASES
 from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
-KNOWN_GAPS: dict[str, str] = {
-    "class_defined_inside_the_function": "a class statement inside the compiled function "
-    "breaks more than torch.compile does (2 broken frames vs 1)",
-    "explicit_two_argument_super": "the same, with super(B, self) (4 broken frames vs 3)",
-    "metaclass_call_and_init_subclass": "a metaclass's __call__ making the instance breaks "
-    "(2 broken frames vs 1)",
-    "inspect_signature_of_a_function": "inspect.signature() is not modelled: a break",
-    "no_grad_decorator_on_an_inner_function": "a function decorated with @torch.no_grad() "
-    "inside the frame breaks (2 graphs vs 1)",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _param(name: str) -> object:

@@ -45,6 +45,7 @@ log = logging.getLogger("strata.compile_api")
 _GENERATOR_FLAGS = (
     0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 )
+_CO_OPTIMIZED = 0x1  # set on function code; module and class bodies keep names in a dict
 
 
 @attrs.frozen
@@ -187,6 +188,11 @@ def skip_reason(code: types.CodeType) -> str | None:
         return "disabled with compile_api.disable(recursive=False)"
     if code.co_flags & _GENERATOR_FLAGS:
         return "generators and coroutines run eagerly"
+    if not code.co_flags & _CO_OPTIMIZED:
+        # A class statement's body (run by __build_class__ at a break) or an exec'd module:
+        # its LOAD_NAME/STORE_NAME work on a dict the VM does not model. Capturing it could
+        # only break at its first instruction, one more broken frame than torch.compile.
+        return "module and class bodies run eagerly"
     filename = code.co_filename
     if filename.startswith("<frozen") or "eval_with_key" in filename:
         return "generated or frozen library code"

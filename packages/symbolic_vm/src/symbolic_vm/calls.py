@@ -12,7 +12,7 @@ import torch
 
 from symbolic_vm import controls, function_effects, higher_order
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
 from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
 from symbolic_vm.values import (
@@ -27,6 +27,7 @@ from symbolic_vm.values import (
     GeneratorBox,
     GeneratorContextVar,
     GeneratorVar,
+    GradModeFunctionVar,
     GradModeVar,
     MethodVar,
     ModuleVar,
@@ -114,6 +115,14 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
                 raise Unsupported("object.__setattr__ with a non-string name")
             ops.setattr_var(vm, args[0], name, args[2], through_object=True)
             return ConstVar(None)
+        if (
+            value is type.__call__
+            and args
+            and isinstance(args[0], ObjectVar)
+            and isinstance(args[0].value, type)
+        ):
+            # type.__call__(cls, ...), reached from a metaclass's own __call__ through super()
+            return construct(vm, args[0], args[1:], kwargs, metaclass_call=False)
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
         if handled is not None:
             return handled
@@ -145,8 +154,48 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         if isinstance(dunder_call, types.FunctionType):
             return call(vm, BoundMethodVar(fn, FunctionVar(dunder_call)), args, kwargs)
     if isinstance(fn, GradModeVar):
-        raise Unsupported("calling a grad-mode object (used as a decorator?)")
+        return _grad_mode_decorator(fn, args, kwargs)
+    if isinstance(fn, GradModeFunctionVar):
+        return _call_in_grad_mode(vm, fn, args, kwargs)
     raise Unsupported(f"calling {type(fn).__name__.removesuffix('Var').lower()}")
+
+
+def _grad_mode_decorator(mode: GradModeVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``torch.no_grad()(fn)`` / ``@torch.enable_grad()``: the wrapper, as a value to call."""
+    if mode.applied:
+        # set_grad_enabled(b) has already switched the mode when it is used as a decorator
+        raise Unsupported("torch.set_grad_enabled(...) used as a decorator")
+    if kwargs or len(args) != 1:
+        raise Unsupported("calling a grad-mode object with other than one function")
+    fn = args[0]
+    if isinstance(fn, FunctionVar):
+        code: types.CodeType = fn.fn.__code__
+    elif isinstance(fn, NestedFunctionVar):
+        code = fn.code
+    else:
+        raise Unsupported(f"a grad-mode decorator on a {type(fn).__name__}")
+    if code.co_flags & _CO_GENERATOR_LIKE:
+        # torch's decorator wraps a generator function so each resumption switches the mode
+        raise Unsupported("a grad-mode decorator on a generator function")
+    return GradModeFunctionVar(mode.enabled, fn)
+
+
+def _call_in_grad_mode(
+    vm: Interpreter, fn: GradModeFunctionVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """The decorated function's call: the mode switched around it in the graph, restored
+    also when the call raises (the wrapper's ``with`` block)."""
+    from symbolic_vm import torch_calls
+
+    previous = torch.is_grad_enabled()
+    torch_calls.set_grad_mode(vm.out, fn.enabled)
+    try:
+        result = call(vm, fn.fn, args, kwargs)
+    except TracedException:
+        torch_calls.set_grad_mode(vm.out, previous)
+        raise
+    torch_calls.set_grad_mode(vm.out, previous)
+    return result
 
 
 def _class_call(cls: type) -> object:
@@ -385,9 +434,29 @@ def _construct_torch_module(
     return ModuleVar(module, created=True)
 
 
-def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    """``cls(*args)`` for a user class: a new object whose ``__init__`` is inlined."""
+def construct(
+    vm: Interpreter,
+    cls_var: ObjectVar,
+    args: list[Var],
+    kwargs: dict[str, Var],
+    *,
+    metaclass_call: bool = True,
+) -> Var:
+    """``cls(*args)`` for a user class: a new object whose ``__init__`` is inlined.
+
+    A metaclass's own ``__call__`` is inlined instead, as Python calls it; its
+    ``super().__call__(...)`` (``type.__call__``) comes back here with ``metaclass_call=False``.
+    """
     cls = cls_var.value
+    if metaclass_call and _own_metaclass_call(cls):
+        meta_call = next(
+            (k.__dict__["__call__"] for k in type(cls).__mro__ if "__call__" in k.__dict__), None
+        )
+        if not isinstance(meta_call, types.FunctionType):
+            raise Unsupported(f"creating an instance of {cls.__name__}: its metaclass's __call__ "
+                              "is not a Python function")
+        vm.out.depend(cls_var)  # pins the class, and so its metaclass
+        return call(vm, BoundMethodVar(cls_var, FunctionVar(meta_call)), args, kwargs)
     if issubclass(cls, BaseException):
         # Only ever raised (which is unsupported) or inspected: keep a real instance.
         py_args = [ops.const_value(vm.out, a) for a in args]
@@ -400,8 +469,8 @@ def construct(vm: Interpreter, cls_var: ObjectVar, args: list[Var], kwargs: dict
         return _construct_torch_module(vm, cls_var, args, kwargs)
     from symbolic_vm import object_model
 
-    if cls.__new__ not in (object.__new__, dict.__new__) or _own_metaclass_call(cls):
-        raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__ or metaclass)")
+    if cls.__new__ not in (object.__new__, dict.__new__):
+        raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__)")
     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
         raise Unsupported(f"creating an instance of {cls.__module__}.{cls.__name__}")
     if "__slots__" in cls.__dict__ and issubclass(cls, (dict, torch.nn.Module)):

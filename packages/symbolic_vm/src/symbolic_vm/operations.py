@@ -528,8 +528,19 @@ def iterate(out: Output, var: Var) -> list[Var]:
             raise Unsupported("iterating over a 0-d tensor or a tensor of symbolic length")
         return [getitem(out, var, ConstVar(i)) for i in range(length)]
     if isinstance(var, ObjectVar) and isinstance(var.value, (set, frozenset)):
+        if not all(is_constant_value(v) for v in var.value):
+            raise Unsupported(f"iterating over a set of objects ({describe(var)})")
         out.depend(var)
-        return [out.wrap(v, None) for v in var.value if is_constant_value(v)]
+        return [out.wrap(v, None) for v in var.value]
+    if (
+        isinstance(var, ObjectVar)
+        and isinstance(var.value, types.MappingProxyType)
+        and var.source is None
+        and all(is_constant_value(k) for k in var.value)
+    ):
+        # A read-only view the trace computed from constants (inspect.signature(f).parameters):
+        # nothing outside can change it. A class's __dict__ (sourced) may change: not here.
+        return [ConstVar(k) for k in var.value]
     raise Unsupported(f"iterating over {describe(var)}")
 
 

@@ -307,6 +307,16 @@ class GradModeVar(Var):
 
 
 @attrs.frozen(eq=False)
+class GradModeFunctionVar(Var):
+    """A function decorated in the frame with a grad-mode object (``@torch.no_grad()``):
+    calling it calls ``fn`` with grad mode ``enabled`` and restores the caller's mode after,
+    as the decorator's wrapper does."""
+
+    enabled: bool
+    fn: Var
+
+
+@attrs.frozen(eq=False)
 class AutocastVar(Var):
     """``torch.autocast(device_type, dtype, enabled, cache_enabled)`` as a context manager."""
 
