@@ -1633,3 +1633,261 @@ def dtype_dispatch_tables(x: torch.Tensor) -> Any:
 def any_all_on_generators_of_shapes(x: torch.Tensor) -> Any:
     ts = [x, x[:2], x[:, :1]]
     return any(t.shape[0] == 2 for t in ts), all(t.dim() == 2 for t in ts), x * len(ts)
+
+
+# --------------------------------------------------------------------------- the object model:
+# classes made in the frame, metaclasses, grad-mode decorators, signatures, attribute deletion,
+# identity and functions that outlive the frame
+
+
+@case()
+def class_statement_with_class_attributes(x: torch.Tensor) -> Any:
+    class Scaled:
+        factor = 2.0
+        names: list[str] = []
+
+        @staticmethod
+        def twice(t: torch.Tensor) -> torch.Tensor:
+            return t * 2
+
+    Scaled.names.append("a")
+    return Scaled.twice(x) * Scaled.factor, Scaled.names
+
+
+@case()
+def true_two_argument_super(x: torch.Tensor) -> Any:
+    class Base:
+        def f(self, t: torch.Tensor) -> torch.Tensor:
+            return t - 1
+
+    class Child(Base):
+        def f(self, t: torch.Tensor) -> torch.Tensor:
+            return super(Child, self).f(t) * 3
+
+    return Child().f(x)
+
+
+class _Tagged(type):
+    def __call__(cls, *args: Any, tag: str = "none", **kwargs: Any) -> Any:
+        obj = super().__call__(*args, **kwargs)
+        obj.tag = tag
+        return obj
+
+
+class _Point(metaclass=_Tagged):
+    def __init__(self, x: Any, scale: float = 1.0) -> None:
+        self.x = x * scale
+
+
+@case()
+def metaclass_call_with_keywords(x: torch.Tensor) -> Any:
+    p = _Point(x, scale=2.0, tag="p")
+    q = _Point(x + 1)
+    return p.x + q.x, p.tag, q.tag, type(p).__name__
+
+
+class _TwoStep(type):
+    def __call__(cls, *args: Any) -> Any:
+        obj = cls.__new__(cls)
+        obj.__init__(*args)
+        obj.ready = True
+        return obj
+
+
+class _Layer(metaclass=_TwoStep):
+    def __init__(self, w: float) -> None:
+        self.w = w
+
+
+@case()
+def metaclass_call_making_the_instance_by_hand(x: torch.Tensor) -> Any:
+    layer = _Layer(2.0)
+    return x * layer.w, layer.ready, isinstance(layer, _Layer)
+
+
+class _Interned:
+    def __new__(cls, v: float) -> Any:
+        obj = super().__new__(cls)
+        obj.v = v * 2
+        return obj
+
+    def __init__(self, v: float) -> None:
+        self.w = v
+
+
+@case()
+def custom_new_then_init(x: torch.Tensor) -> Any:
+    o = _Interned(1.5)
+    return x * o.v + o.w, type(o).__name__
+
+
+class _Validated(type):
+    def __call__(cls, v: float) -> Any:
+        if v < 0:
+            raise ValueError(f"{cls.__name__} needs v >= 0")
+        return super().__call__(v)
+
+
+class _Positive(metaclass=_Validated):
+    def __init__(self, v: float) -> None:
+        self.v = v
+
+
+@case()
+def metaclass_call_raising_is_caught(x: torch.Tensor) -> Any:
+    try:
+        _Positive(-1.0)
+        caught = ""
+    except ValueError as e:
+        caught = str(e)
+    return x * _Positive(3.0).v, caught
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def no_grad_decorator_on_a_grad_input(x: torch.Tensor) -> Any:
+    @torch.no_grad()
+    def frozen(t: torch.Tensor) -> torch.Tensor:
+        return t * 2
+
+    y = frozen(x)
+    z = x * 3
+    return y, y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def enable_grad_decorator_inside_no_grad(x: torch.Tensor) -> Any:
+    @torch.enable_grad()
+    def tracked(t: torch.Tensor) -> torch.Tensor:
+        return t * 2
+
+    with torch.no_grad():
+        a = tracked(x)
+        b = x * 2
+    return a.requires_grad, b.requires_grad, a.detach(), b
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def no_grad_decorated_closure_raising(x: torch.Tensor) -> Any:
+    limit = 100.0
+
+    @torch.no_grad()
+    def checked(t: torch.Tensor, v: float) -> torch.Tensor:
+        if v > limit:
+            raise ValueError("too big")
+        return t * v
+
+    try:
+        checked(x, 1000.0)
+        msg = ""
+    except ValueError as e:
+        msg = str(e)
+    y = checked(x, 2.0)
+    return y, msg, torch.is_grad_enabled(), (x * 1).requires_grad
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def no_grad_decorator_on_a_lambda(x: torch.Tensor) -> Any:
+    halve = torch.no_grad()(lambda t: t / 2)
+    y = halve(x)
+    return y, y.requires_grad
+
+
+def _scaled(t: torch.Tensor, k: float = 2.0, *rest: Any, flag: bool = False, **kw: Any) -> Any:
+    return t * k
+
+
+@case()
+def inspect_signature_kinds_and_defaults(x: torch.Tensor) -> Any:
+    import inspect
+
+    sig = inspect.signature(_scaled)
+    names = [p for p in sig.parameters]
+    kinds = [str(p.kind) for p in sig.parameters.values()]
+    defaults = {k: p.default for k, p in sig.parameters.items() if p.default is not p.empty}
+    return x * len(names), names, kinds, defaults
+
+
+@case()
+def inspect_signature_filters_keyword_arguments(x: torch.Tensor) -> Any:
+    import inspect
+
+    options = {"k": 3.0, "unused": 1, "flag": True}
+    accepted = set(inspect.signature(_scaled).parameters)
+    kept = {k: v for k, v in options.items() if k in accepted}
+    return _scaled(x, **kept), sorted(kept)
+
+
+class _Box:
+    pass
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Box()))
+def delattr_on_an_object_from_outside(x: torch.Tensor, box: Any) -> Any:
+    box.tmp = x * 2
+    box.keep = 1
+    y = box.tmp + 1
+    del box.tmp
+    return y, hasattr(box, "tmp"), sorted(vars(box))
+
+
+def _box_with_attrs() -> tuple[Any, ...]:
+    b = _Box()
+    b.a, b.b = 1.0, 2.0
+    return torch.randn(4, 4), b
+
+
+@case(inputs=_box_with_attrs)
+def delattr_of_an_existing_attribute_then_read_back(x: torch.Tensor, box: Any) -> Any:
+    delattr(box, "a")
+    try:
+        box.a
+        missing = False
+    except AttributeError:
+        missing = True
+    return x * box.b, missing, sorted(vars(box))
+
+
+@case()
+def id_of_objects_made_in_the_frame(x: torch.Tensor) -> Any:
+    a: list[Any] = []
+    b = a
+    c: list[Any] = []
+    seen = {id(a): "a"}
+    return x * 2, id(a) == id(b), id(a) == id(c), seen.get(id(b)), id(c) in seen
+
+
+@case()
+def id_keyed_memo_of_tensors(x: torch.Tensor) -> Any:
+    y = x * 2
+    memo: dict[int, torch.Tensor] = {}
+    for t in (x, y, x):
+        if id(t) not in memo:
+            memo[id(t)] = t + 1
+    return len(memo), sum(memo.values())
+
+
+@case()
+def closure_returned_from_the_frame(x: torch.Tensor) -> Any:
+    k = 3
+
+    def scale(t: torch.Tensor) -> torch.Tensor:
+        return t * k
+
+    return scale(x), scale
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Box()))
+def closure_stored_on_an_outside_object(x: torch.Tensor, box: Any) -> Any:
+    offset = 1.5
+    box.fn = lambda t: t + offset
+    return box.fn(x)
+
+
+@case()
+def closure_over_a_tensor_escapes(x: torch.Tensor) -> Any:
+    y = x * 2
+
+    def add_y(t: torch.Tensor) -> torch.Tensor:
+        return t + y
+
+    return [add_y]

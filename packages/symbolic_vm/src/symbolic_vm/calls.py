@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import types
@@ -123,6 +124,12 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         ):
             # type.__call__(cls, ...), reached from a metaclass's own __call__ through super()
             return construct(vm, args[0], args[1:], kwargs, metaclass_call=False)
+        if value is object.__new__ and len(args) == 1 and not kwargs and isinstance(
+            args[0], ObjectVar
+        ):
+            # object.__new__(cls): from a class's own __new__ (super().__new__(cls)) or a
+            # metaclass's __call__. With more arguments eager may raise: not modelled.
+            return blank_instance(vm, args[0])
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
         if handled is not None:
             return handled
@@ -467,12 +474,54 @@ def construct(
         return _generator_context(vm, args)
     if issubclass(cls, torch.nn.Module) and _is_torch_class(cls):
         return _construct_torch_module(vm, cls_var, args, kwargs)
+    new = cls.__new__
+    if new in (object.__new__, dict.__new__):
+        obj: Var = blank_instance(vm, cls_var)
+    elif isinstance(new, types.FunctionType):
+        # A class's own __new__ (a staticmethod, given the class): inlined; type.__call__ then
+        # runs __init__ only on an instance of the class it was asked for.
+        vm.out.depend(cls_var)
+        obj = call(vm, FunctionVar(new), [cls_var, *args], kwargs)
+        if not (isinstance(obj, NewObjectVar) and issubclass(obj.box.cls, cls)):
+            return obj
+    else:
+        raise Unsupported(f"creating an instance of {cls.__name__} (its __new__ is not Python)")
+    assert isinstance(obj, NewObjectVar)
+    made = obj.box.cls
+    init = next(
+        (k.__dict__["__init__"] for k in made.__mro__ if "__init__" in k.__dict__), object.__init__
+    )
+    if init is object.__init__ or init is torch.nn.Module.__init__:
+        if (args or kwargs) and new in (object.__new__, dict.__new__):
+            raise Unsupported(f"{cls.__name__}() takes no arguments")
+        return obj
+    if obj.box.items is not None and not isinstance(init, types.FunctionType):
+        from symbolic_vm import object_model
+
+        object_model.call_slot(vm, init, [obj, *args], kwargs)  # dict.__init__(obj, ...)
+        return obj
+    if not isinstance(init, types.FunctionType):
+        raise Unsupported(f"{made.__name__}.__init__ is not a Python function")
+    result = call(vm, FunctionVar(init), [obj, *args], kwargs)
+    if not (isinstance(result, ConstVar) and result.value is None):
+        raise Unsupported(f"{made.__name__}.__init__ returned a value")
+    return obj
+
+
+def blank_instance(vm: Interpreter, cls_var: ObjectVar) -> NewObjectVar:
+    """``object.__new__(cls)`` (``dict.__new__`` for a dict subclass): an instance of a user
+    class made in the trace, with no attributes yet."""
     from symbolic_vm import object_model
 
-    if cls.__new__ not in (object.__new__, dict.__new__):
-        raise Unsupported(f"creating an instance of {cls.__name__} (custom __new__)")
+    cls = cls_var.value
+    if not isinstance(cls, type):
+        raise Unsupported(f"object.__new__({ops.describe(cls_var)})")
     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
         raise Unsupported(f"creating an instance of {cls.__module__}.{cls.__name__}")
+    if object_model.builtin_base(cls) not in (object, dict, collections.OrderedDict) and not (
+        issubclass(cls, torch.nn.Module)
+    ):
+        raise Unsupported(f"creating an instance of {cls.__name__}, a C type's subclass")
     if "__slots__" in cls.__dict__ and issubclass(cls, (dict, torch.nn.Module)):
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
     items = object_model.new_items(cls)
@@ -484,19 +533,4 @@ def construct(
         if _has_global_hooks():
             raise Unsupported(f"creating module {cls.__name__} while global module hooks exist")
         obj.box.attrs["training"] = ConstVar(True)
-    init = cls.__dict__.get("__init__") or next(
-        (k.__dict__["__init__"] for k in cls.__mro__ if "__init__" in k.__dict__), object.__init__
-    )
-    if init is object.__init__ or init is torch.nn.Module.__init__:
-        if args or kwargs:
-            raise Unsupported(f"{cls.__name__}() takes no arguments")
-        return obj
-    if items is not None and not isinstance(init, types.FunctionType):
-        object_model.call_slot(vm, init, [obj, *args], kwargs)  # dict.__init__(obj, ...)
-        return obj
-    if not isinstance(init, types.FunctionType):
-        raise Unsupported(f"{cls.__name__}.__init__ is not a Python function")
-    result = call(vm, FunctionVar(init), [obj, *args], kwargs)
-    if not (isinstance(result, ConstVar) and result.value is None):
-        raise Unsupported(f"{cls.__name__}.__init__ returned a value")
     return obj

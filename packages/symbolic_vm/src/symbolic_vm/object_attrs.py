@@ -300,6 +300,8 @@ def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
                 return FunctionVar(_NOOP)
             if isinstance(attr, types.FunctionType):
                 return BoundMethodVar(obj, FunctionVar(attr))
+            if attr is object.__new__:  # a static method: super().__new__(cls) passes cls
+                return ObjectVar(attr)
             if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
                 return FunctionVar(_NOOP)
             if _is_c_method(attr):  # object/dict slots: object_model.call_slot runs them

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
 import types
 from collections.abc import Callable
@@ -532,16 +533,24 @@ def iterate(out: Output, var: Var) -> list[Var]:
             raise Unsupported(f"iterating over a set of objects ({describe(var)})")
         out.depend(var)
         return [out.wrap(v, None) for v in var.value]
-    if (
-        isinstance(var, ObjectVar)
-        and isinstance(var.value, types.MappingProxyType)
-        and var.source is None
-        and all(is_constant_value(k) for k in var.value)
-    ):
-        # A read-only view the trace computed from constants (inspect.signature(f).parameters):
-        # nothing outside can change it. A class's __dict__ (sourced) may change: not here.
-        return [ConstVar(k) for k in var.value]
+    frozen = frozen_mapping(var)
+    if frozen is not None:
+        return [ConstVar(k) for k in frozen]
     raise Unsupported(f"iterating over {describe(var)}")
+
+
+def frozen_mapping(var: Var) -> dict[Any, Any] | None:
+    """The items of ``inspect.signature(f).parameters`` computed in the trace (a read-only view
+    of the immutable Signature's own dict, so a constant); None for any other value. A class's
+    ``__dict__`` is a mappingproxy too, but the class can change: never answered here."""
+    if not isinstance(var, ObjectVar) or var.source is not None:
+        return None
+    value = var.value
+    if not isinstance(value, types.MappingProxyType):
+        return None
+    if not all(isinstance(k, str) and isinstance(v, inspect.Parameter) for k, v in value.items()):
+        return None
+    return dict(value)
 
 
 def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:

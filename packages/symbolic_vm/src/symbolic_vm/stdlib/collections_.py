@@ -383,6 +383,9 @@ def _bound_c_method(
     frame (its other methods change it: Unsupported). None: not one of those."""
     owner = getattr(fn.value, "__self__", None)
     name = fn.value.__name__
+    frozen = ops.frozen_mapping(ObjectVar(owner))
+    if frozen is not None and name in _READING:  # inspect.signature(f).parameters.items()
+        return methods.call_method(vm, MethodVar(vm.out.wrap(frozen, None), name), args, kwargs)
     if type(owner) not in (*_FAMILY, collections.deque) or not isinstance(fn.source, AttrSource):
         return None
     obj = vm.out.wrap(owner, fn.source.base)
