@@ -2363,12 +2363,13 @@ def test_random_programs_with_loops_try_blocks_and_breaks_match_eager(
 
 
 class Attrs:
-    pass
+    def __delattr__(self, name: str) -> None:  # on a frame object: the VM does not trace it
+        object.__delattr__(self, name)
 
 
 def statement_deletes_an_attribute(x: torch.Tensor, obj: Attrs) -> torch.Tensor:
     y = x * 2
-    del obj.a  # DELETE_ATTR: not traced, not an instruction a plain break runs alone
+    del obj.a  # DELETE_ATTR via a user __delattr__: not traced, nor run alone at a plain break
     return y + 1
 
 

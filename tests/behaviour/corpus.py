@@ -1662,7 +1662,7 @@ def true_two_argument_super(x: torch.Tensor) -> Any:
 
     class Child(Base):
         def f(self, t: torch.Tensor) -> torch.Tensor:
-            return super(Child, self).f(t) * 3
+            return super().f(t) * 3
 
     return Child().f(x)
 

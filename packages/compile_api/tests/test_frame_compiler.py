@@ -57,6 +57,23 @@ def test_generator_functions_are_left_alone() -> None:
     assert skip_reason(gen.__code__) == "generators and coroutines run eagerly"
 
 
+def test_class_bodies_are_left_alone_so_a_class_statement_breaks_once() -> None:
+    def make() -> object:
+        class Local:
+            k = 3
+
+        return Local
+
+    body = next(c for c in make.__code__.co_consts if hasattr(c, "co_flags"))
+    assert skip_reason(body) == "module and class bodies run eagerly"
+    assert skip_reason(make.__code__) is None
+    compile_api.reset()
+    compiled = compile_api.compile(make)
+    assert compiled().k == 3  # type: ignore[attr-defined]
+    report = compile_api.explain(make)()
+    assert len(report.break_reasons) == 1  # the class statement, not also its body
+
+
 def test_after_its_first_call_a_graph_runs_through_evalframes_c_wrapper() -> None:
     def add_one(x: torch.Tensor) -> torch.Tensor:
         return x + 1

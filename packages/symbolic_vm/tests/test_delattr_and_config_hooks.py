@@ -167,3 +167,45 @@ def test_user_delattr_and_property_deleter_are_traced_as_calls() -> None:
     same(runs.ours, runs.eager)
     assert DELETED == ["keep", "drop", "v"] * 3  # eager, ours, torch: once per run each
     assert runs.our_graphs <= runs.their_graphs
+
+
+class Holder:
+    scale = 10.0  # a class attribute the instance's own attribute shadows
+
+
+def _drop_scale(x: torch.Tensor, h: Holder) -> Any:
+    before = h.scale
+    del h.scale
+    after = h.scale  # the class's, once the instance's is gone
+    h.tmp = x * 2
+    y = h.tmp + before
+    delattr(h, "tmp")
+    return y * after, hasattr(h, "tmp"), sorted(vars(h))
+
+
+def _holder(own: bool) -> Holder:
+    h = Holder()
+    if own:
+        h.scale = 2.0
+    h.keep = 1
+    return h
+
+
+def test_delattr_on_a_frame_object_is_replayed_after_one_graph() -> None:
+    x = torch.randn(3)
+    runs = run_three_ways(lambda x, h: _drop_scale(x, h), lambda: (x.clone(), _holder(True)))
+    same(runs.ours, runs.eager)
+    assert sorted(vars(runs.our_args[1])) == sorted(vars(runs.eager_args[1])) == ["keep"]
+    assert runs.our_graphs == 1 <= runs.their_graphs
+
+
+def test_delattr_on_a_frame_object_guards_that_the_attribute_is_there() -> None:
+    compiled = compile_api.compile(_drop_scale)
+    x = torch.randn(3)
+    same(compiled(x, _holder(True)), _drop_scale(x, _holder(True)))
+    # the same call on an object without its own ``scale``: eager raises, so must we
+    with pytest.raises(AttributeError, match="scale") as ours:
+        compiled(x, _holder(False))
+    with pytest.raises(AttributeError) as eager:
+        _drop_scale(x, _holder(False))
+    assert str(ours.value) == str(eager.value)

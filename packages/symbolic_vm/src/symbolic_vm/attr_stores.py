@@ -25,10 +25,11 @@ import torch
 
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
-from symbolic_vm.output import AttrWrite, ContainerWrite
+from symbolic_vm.output import AttrDelete, AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
 from symbolic_vm.values import (
     ConstVar,
+    DeletedAttrVar,
     DictVar,
     ModuleVar,
     NestedFunctionVar,
@@ -251,10 +252,13 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
     ``object.__delattr__`` does it: a class's own Python ``__delattr__`` is traced as a call, a
     property's deleter is called, else the name leaves the instance dict (AttributeError when it
     is not there). The object is rebuilt after the graph from its attributes, so nothing is
-    replayed. On an object from the frame it is Unsupported: the deletion runs eagerly."""
+    replayed. On a plain object from the frame: ``_delete_on_frame_object``."""
     from symbolic_vm.calls import call
     from symbolic_vm.operations import describe, guard_class_attribute
 
+    if isinstance(obj, ObjectVar) and obj.source is not None:
+        _delete_on_frame_object(vm, obj, name)
+        return
     if not isinstance(obj, NewObjectVar):
         raise Unsupported(f"deleting attribute {name!r} of {describe(obj)}")
     cls = obj.box.cls
@@ -284,6 +288,52 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
     if name not in obj.box.attrs:
         raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
     del obj.box.attrs[name]
+
+
+def _delete_on_frame_object(vm: Interpreter, obj: ObjectVar, name: str) -> None:
+    """``del obj.name`` on an instance from the frame whose class deletes as ``object`` does:
+    the trace sees the name gone (``attr_overlay`` holds a DeletedAttrVar) and the deletion is
+    replayed by ``delattr`` after the graph, in program order with the stores. Whether the
+    instance had the name is guarded (read from its ``__dict__``, running no user code)."""
+    from symbolic_vm.operations import describe
+
+    out = vm.out
+    real = obj.value
+    cls = type(real)
+    plain = (
+        cls.__flags__ & _HEAPTYPE
+        and has_instance_dict(cls)
+        and not isinstance(real, (type, torch.nn.Module, dict))
+        and class_lookup(cls, "__delattr__") is object.__delattr__
+    )
+    cls_attr = class_lookup(cls, name)
+    if not plain or (cls_attr is not MISSING and is_data_descriptor(cls_attr)):
+        raise Unsupported(f"deleting attribute {name!r} of {describe(obj)}")
+    instance_dict = object.__getattribute__(real, "__dict__")
+    if out.tracked(instance_dict) is not None:
+        # obj.__dict__ was read as a dict in the trace: that view would miss the deletion
+        raise Unsupported(f"deleting attribute {name!r} of an object whose __dict__ was read")
+    key = (id(real), name)
+    overlay = out.attr_overlay.get(key)
+    if overlay is None:
+        assert obj.source is not None
+        out.depend(obj)
+        present = name in instance_dict
+        where = obj.source.name()
+        test = "in" if present else "not in"
+        out.predicate(
+            f"{name!r} {test} object.__getattribute__({where}, '__dict__')",
+            f"{where} {'has' if present else 'has no'} attribute {name!r} of its own",
+        )
+    else:
+        present = not isinstance(overlay, DeletedAttrVar)
+    if not present:
+        raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+    out.attr_overlay[key] = DeletedAttrVar()
+    out.side_effects.append(AttrDelete(obj, name))
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
 def cached_property_of_new_object(

@@ -21,6 +21,7 @@ from symbolic_vm.errors import TracedException, Unsupported, folding_error, thro
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
+    DeletedAttrVar,
     DictBox,
     DictVar,
     DictViewVar,
@@ -612,7 +613,10 @@ def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
         return hasattr(obj.module, name)
     if isinstance(obj, ObjectVar):
         vm.out.depend(obj)
-        if (id(obj.value), name) in vm.out.attr_overlay:
+        overlay = vm.out.attr_overlay.get((id(obj.value), name))
+        if isinstance(overlay, DeletedAttrVar):  # deleted in the trace: the class may have it
+            return hasattr(type(obj.value), name)
+        if overlay is not None:
             return True
         return hasattr(obj.value, name)
     if isinstance(obj, NewObjectVar):

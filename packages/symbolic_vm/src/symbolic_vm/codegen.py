@@ -51,6 +51,7 @@ from symbolic_vm.guard_api import (
     params_reader,
 )
 from symbolic_vm.output import (
+    AttrDelete,
     AttrWrite,
     CellWrite,
     ContainerWrite,
@@ -400,6 +401,11 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
             setter = rebuilder.constant(object.__setattr__) if effect.raw else emit.name("setattr")
             writes.append(emit.expr_statement(
                 emit.call(setter, [target, emit.const(effect.name), value])
+            ))
+        elif isinstance(effect, AttrDelete):
+            target = temp(rebuilder.expr(effect.target))
+            writes.append(emit.expr_statement(
+                emit.call(emit.name("delattr"), [target, emit.const(effect.name)])
             ))
         elif isinstance(effect, DictSubclassWrite):  # objcore (#20): a frame dict subclass
             view = effect.target

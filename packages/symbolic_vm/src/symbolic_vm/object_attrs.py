@@ -32,6 +32,7 @@ from symbolic_vm.guard_api import (
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
+    DeletedAttrVar,
     DictVar,
     FunctionVar,
     ModuleVar,
@@ -63,7 +64,9 @@ def object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool = False
         # in it (attr_stores keeps the two views one after that).
         owner = id(obj.value)
         for (stored_on, attr_name), value in vm.out.attr_overlay.items():
-            if stored_on == owner:
+            if stored_on == owner and isinstance(value, DeletedAttrVar):
+                found.box.items.pop(attr_name, None)
+            elif stored_on == owner:
                 found.box.items[attr_name] = value
     return found
 
@@ -73,6 +76,8 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Va
     value = obj.value
     _attr = _raw_attr if raw else _plain_attr
     overlay = out.attr_overlay.get((id(value), name))
+    if isinstance(overlay, DeletedAttrVar):
+        return _read_after_delete(vm, obj, name)
     if overlay is not None:
         return overlay
     out.depend(obj)
@@ -150,6 +155,19 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Va
             out.predicate(test, f"{where} has no attribute {name!r}")
         raise throw(AttributeError, *exc.args) from None
     return out.wrap(attr, _attr(obj, name))
+
+
+def _read_after_delete(vm: Interpreter, obj: ObjectVar, name: str) -> Var:
+    """``obj.name`` after the trace deleted it from the instance: the class's attribute, or
+    AttributeError as eager raises."""
+    cls = type(obj.value)
+    cls_attr = _class_lookup(cls, name)
+    if cls_attr is _MISSING and not hasattr(cls, "__getattr__"):
+        raise throw(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+    if isinstance(cls_attr, types.FunctionType) and obj.source is not None:
+        guard_method_resolution(vm.out, obj.source, obj.value, name, cls_attr)
+        return BoundMethodVar(obj, FunctionVar(cls_attr))
+    raise Unsupported(f"reading {name!r} of an object after deleting it from the instance")
 
 
 _MISSING = object()

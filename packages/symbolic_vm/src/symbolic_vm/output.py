@@ -109,6 +109,15 @@ class AttrWrite:
 
 
 @attrs.frozen
+class AttrDelete:
+    """``delattr(target, name)`` to replay after the graph runs (the class's ``__delattr__``
+    is object's: attr_stores refuses any other)."""
+
+    target: Var
+    name: str
+
+
+@attrs.frozen
 class GlobalWrite:
     """Rebinding global ``name`` to ``value``."""
 
@@ -161,7 +170,8 @@ class HookRegistration:
 
 
 SideEffect = (
-    AttrWrite | GlobalWrite | ContainerWrite | CellWrite | DictSubclassWrite | HookRegistration
+    AttrWrite | AttrDelete | GlobalWrite | ContainerWrite | CellWrite | DictSubclassWrite
+    | HookRegistration
 )
 
 

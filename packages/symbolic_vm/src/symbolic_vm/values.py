@@ -307,6 +307,12 @@ class GradModeVar(Var):
 
 
 @attrs.frozen(eq=False)
+class DeletedAttrVar(Var):
+    """In ``Output.attr_overlay``: the trace deleted this attribute of an object from the frame
+    (``del obj.name``); reads then find the class's attribute or raise AttributeError."""
+
+
+@attrs.frozen(eq=False)
 class GradModeFunctionVar(Var):
     """A function decorated in the frame with a grad-mode object (``@torch.no_grad()``):
     calling it calls ``fn`` with grad mode ``enabled`` and restores the caller's mode after,
