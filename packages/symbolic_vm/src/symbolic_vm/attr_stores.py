@@ -188,7 +188,7 @@ def _store_through_descriptor(
 ) -> None:
     """A store to a name a data descriptor of the class owns: trace a property's setter."""
     from symbolic_vm.calls import call
-    from symbolic_vm.operations import guard_class_attribute
+    from symbolic_vm.object_attrs import guard_class_attribute
 
     if isinstance(attr, property) and attr.fset is not None:
         if isinstance(obj, NewObjectVar):
@@ -254,7 +254,8 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
     is not there). The object is rebuilt after the graph from its attributes, so nothing is
     replayed. On a plain object from the frame: ``_delete_on_frame_object``."""
     from symbolic_vm.calls import call
-    from symbolic_vm.operations import describe, guard_class_attribute
+    from symbolic_vm.object_attrs import guard_class_attribute
+    from symbolic_vm.operations import describe
 
     if isinstance(obj, ObjectVar) and obj.source is not None:
         _delete_on_frame_object(vm, obj, name)

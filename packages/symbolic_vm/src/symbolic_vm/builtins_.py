@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from guards import TypeSource
-from symbolic_vm import attr_stores, object_model, object_operators, sets
+from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.values import (
@@ -218,7 +218,7 @@ def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(obj, SequentialSliceVar):
         return ConstVar(len(obj.items))
     if isinstance(obj, TensorVar):
-        return ops.size_of(vm.out, obj, 0)
+        return attributes.size_of(vm.out, obj, 0)
     if isinstance(obj, ModuleVar):
         from symbolic_vm.modules import module_len
 
@@ -241,7 +241,7 @@ def has_attribute(vm: Interpreter, obj: Var, name: str) -> bool:
         # As hasattr does: the lookup, the class's __getattribute__/__getattr__ traced as calls
         # (run as often as eager runs them; guards never call them).
         try:
-            ops.getattr_var(vm, obj, name)
+            attributes.getattr_var(vm, obj, name)
         except TracedException as raised:
             if not isinstance(raised.exception, AttributeError):
                 raise
@@ -592,7 +592,7 @@ def _getattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     name = ops.const_value(vm.out, args[1])
     if len(args) > 2:
         try:
-            return ops.getattr_var(vm, args[0], name)
+            return attributes.getattr_var(vm, args[0], name)
         except TracedException as raised:
             if not isinstance(raised.exception, AttributeError):
                 raise
@@ -601,7 +601,7 @@ def _getattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
             if _has_attr(vm, args[0], name):
                 raise
             return args[2]
-    return ops.getattr_var(vm, args[0], name)
+    return attributes.getattr_var(vm, args[0], name)
 
 
 def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
@@ -626,7 +626,7 @@ def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
         return hasattr(obj.value, name)
     if isinstance(obj, NestedFunctionVar):
         try:
-            ops.getattr_var(vm, obj, name)
+            attributes.getattr_var(vm, obj, name)
         except TracedException as raised:
             if not isinstance(raised.exception, AttributeError):
                 raise
@@ -642,7 +642,7 @@ def _hasattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.setattr, object.__setattr__)
 def _setattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    ops.setattr_var(vm, args[0], ops.const_value(vm.out, args[1]), args[2])
+    attr_stores.setattr_var(vm, args[0], ops.const_value(vm.out, args[1]), args[2])
     return ConstVar(None)
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from symbolic_vm import controls, function_effects, higher_order
+from symbolic_vm import attr_stores, attributes, controls, function_effects, higher_order
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
@@ -114,7 +114,7 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             name = ops.const_value(out, args[1])
             if not isinstance(name, str):
                 raise Unsupported("object.__setattr__ with a non-string name")
-            ops.setattr_var(vm, args[0], name, args[2], through_object=True)
+            attr_stores.setattr_var(vm, args[0], name, args[2], through_object=True)
             return ConstVar(None)
         if (
             value is type.__call__
@@ -155,7 +155,7 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         # A module made here has no hooks of its own: calling it calls forward.
         if _has_global_hooks():
             raise Unsupported(f"calling {fn.box.cls.__name__} with global module hooks registered")
-        return call(vm, ops.getattr_var(vm, fn, "forward"), args, kwargs)
+        return call(vm, attributes.getattr_var(vm, fn, "forward"), args, kwargs)
     if isinstance(fn, NewObjectVar):
         dunder_call = _class_call(fn.box.cls)
         if isinstance(dunder_call, types.FunctionType):

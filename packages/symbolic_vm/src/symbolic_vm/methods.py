@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from symbolic_vm import attributes, sets, tensor_attrs
 from symbolic_vm import operations as ops
-from symbolic_vm import sets, tensor_attrs
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.values import (
@@ -162,9 +162,9 @@ def tensor_method(
         if dim_var is not None:
             dim = ops.const_value(out, dim_var)
             if dim is None:
-                return ops.size_of(out, tensor)
-            return ops.size_of(out, tensor, dim if dim >= 0 else dim + tensor.example.dim())
-        return ops.size_of(out, tensor)
+                return attributes.size_of(out, tensor)
+            return attributes.size_of(out, tensor, dim if dim >= 0 else dim + tensor.example.dim())
+        return attributes.size_of(out, tensor)
     if name == "storage_offset" and not args and not kwargs:
         return _storage_offset(out, tensor)
     if name in _TENSOR_META_METHODS:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, GlobalSource, ItemSource, Source
@@ -123,7 +124,7 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
 def _class_member(vm: Interpreter, obj: ModuleVar, name: str, attr: object) -> Var:
     out = vm.out
     if obj.source is not None:  # the class attribute patched, or shadowed on the instance
-        ops.guard_method_resolution(out, obj.source, obj.module, name, attr)
+        object_attrs.guard_method_resolution(out, obj.source, obj.module, name, attr)
     if isinstance(attr, types.FunctionType):
         return BoundMethodVar(obj, FunctionVar(attr))
     if isinstance(attr, property) and attr.fget is not None:
@@ -517,7 +518,7 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
             _guard_no_hooks(vm.out, obj.source)
         if obj.source is not None and not own_forward:
             # forward patched on the instance or class later: recompile
-            ops.guard_method_resolution(vm.out, obj.source, module, "forward", forward)
+            object_attrs.guard_method_resolution(vm.out, obj.source, module, "forward", forward)
     if hooked:
         return _call_hooked(vm, obj, args, kwargs)
     return _call_forward(vm, obj, args, kwargs)

@@ -3,7 +3,7 @@ from the frame (instance dict, then the class: methods bound, properties called,
 objects made while tracing (their box, then the class), and ``super()`` lookups; with the
 class-attribute guards that make monkeypatching a class recompile.
 
-``operations.getattr_var`` dispatches here; ``object_model`` calls ``object_attr(raw=True)``
+``attributes.getattr_var`` dispatches here; ``object_model`` calls ``object_attr(raw=True)``
 for ``object.__getattribute__`` itself (sources that bypass a class's own hook).
 """
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from guards import TypeSource
-from symbolic_vm import object_attrs
+from symbolic_vm import attributes, object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.errors import TracedException, Unsupported, throw
@@ -312,7 +312,7 @@ def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
         if view is not None:
             vm.out.depend(view)
             return dict(view.box.items)
-    keys = call(vm, ops.getattr_var(vm, obj, "keys"), [], {})
+    keys = call(vm, attributes.getattr_var(vm, obj, "keys"), [], {})
     found = iterate(vm, keys)
     return {
         ops.const_value(vm.out, key): getitem(vm, obj, key)
@@ -623,7 +623,7 @@ def generic_getattr(vm: Interpreter, obj: Var, name: str) -> Var:
         return object_attrs.object_attr(vm, obj, name, raw=True)
     if isinstance(obj, NewObjectVar):
         return object_attrs.new_object_attr(vm, obj, name)
-    return ops.getattr_var(vm, obj, name)
+    return attributes.getattr_var(vm, obj, name)
 
 
 def attribute_hooks(obj: Var) -> bool:

@@ -1,4 +1,5 @@
-"""Python semantics over tracked values: operators, truth, attributes, items, iteration."""
+"""Python semantics over tracked values: constants, graph calls, operators, truth, items,
+iteration and subscripts (attribute reads are ``attributes``'s, stores ``attr_stores``'s)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm import attr_stores, object_attrs, tensor_attrs
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
-from symbolic_vm.guard_api import AttrSource, DictCopySource, ItemSource, Source
+from symbolic_vm.guard_api import DictCopySource, ItemSource
 from symbolic_vm.output import ContainerWrite, DictSubclassWrite, Output, is_constant_value
 from symbolic_vm.values import (
     NULL,
@@ -21,14 +21,11 @@ from symbolic_vm.values import (
     DictVar,
     DictViewVar,
     FunctionVar,
-    GeneratorContextVar,
     GeneratorVar,
-    GradModeVar,
     IteratorVar,
     IterBox,
     ListBox,
     ListVar,
-    MethodVar,
     ModuleVar,
     NestedFunctionVar,
     NewObjectVar,
@@ -39,7 +36,6 @@ from symbolic_vm.values import (
     SetBox,
     SetVar,
     SliceVar,
-    SuperVar,
     SymVar,
     TensorVar,
     TupleVar,
@@ -47,7 +43,7 @@ from symbolic_vm.values import (
 )
 
 if TYPE_CHECKING:
-    from symbolic_vm.interpreter import Interpreter
+    pass
 
 BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -707,175 +703,12 @@ def note_mutation(out: Output, var: Var) -> None:
             out.side_effects.append(ContainerWrite(var))
 
 
-# -- attributes -------------------------------------------------------------------------------
-
-_TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
-
-
-def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
-    """``obj.name``."""
-    out = vm.out
-    if isinstance(obj, TensorVar):
-        return _tensor_attr(out, obj, name)
-    if isinstance(obj, SymVar):
-        return MethodVar(obj, name)
-    if isinstance(obj, ModuleVar):
-        from symbolic_vm.modules import module_attr
-
-        return module_attr(vm, obj, name)
-    if isinstance(obj, TupleVar) and name in obj.fields:
-        return obj.items[obj.fields.index(name)]
-    if isinstance(obj, TupleVar) and obj.named_type is not None and TupleVar in MORE_ATTRS:
-        found = MORE_ATTRS[TupleVar](vm, obj, name)  # a named tuple's class data (_fields)
-        if found is not None:
-            return found
-    if isinstance(
-        obj, (ListVar, DictVar, TupleVar, IteratorVar, GeneratorVar, SetVar, GeneratorContextVar)
-    ):
-        return MethodVar(obj, name)
-    if isinstance(obj, ConstVar):
-        value = obj.value
-        try:
-            attr = getattr(value, name)
-        except AttributeError as missing:  # eager raises it here: getattr's default, except
-            out.depend(obj)
-            raise throw(AttributeError, str(missing)) from None
-        if callable(attr):
-            return MethodVar(obj, name)
-        out.depend(obj)
-        return ConstVar(attr)
-    if isinstance(obj, (NewObjectVar, ObjectVar)):
-        from symbolic_vm import object_model
-
-        found = object_model.getattr_hook(vm, obj, name)
-        if found is not None:
-            return found
-    if isinstance(obj, NewObjectVar):
-        return object_attrs.new_object_attr(vm, obj, name)
-    if isinstance(obj, SuperVar):
-        return object_attrs.super_attr(vm, obj, name)
-    if isinstance(obj, FunctionVar):
-        out.depend(obj)
-        try:
-            found = getattr(obj.fn, name)
-        except AttributeError as exc:
-            _guard_function_attr_missing(out, obj, name)
-            raise throw(AttributeError, *exc.args) from None
-        return out.wrap(found, _attr(obj, name))
-    if isinstance(obj, ObjectVar):
-        return object_attrs.object_attr(vm, obj, name)
-    if isinstance(obj, GradModeVar):
-        return MethodVar(obj, name)
-    if isinstance(obj, BoundMethodVar) and name in ("__func__", "__self__"):
-        return obj.func if name == "__func__" else obj.self_var
-    more = MORE_ATTRS.get(type(obj))  # registered by the stdlib models (partial.func, ...)
-    found = more(vm, obj, name) if more is not None else None
-    if found is not None:
-        return found
-    raise Unsupported(f"attribute {name!r} of {describe(obj)}")
-
-
-# Attribute reads on other kinds of tracked value, by the value's class; None: not one of its.
-MORE_ATTRS: dict[type, Callable[[Interpreter, Any, str], Var | None]] = {}
-
-
-def _guard_function_attr_missing(out: Output, fn: FunctionVar, name: str) -> None:
-    """The trace relies on ``fn.name`` being absent: a function's own attributes live in its
-    ``__dict__`` (the type's are fixed), so the guard reads that dict, running no user code."""
-    if fn.source is None:
-        raise Unsupported(f"reading the missing attribute {name!r} of {fn.fn.__qualname__}, "
-                          "a function with no source to guard")
-    where = fn.source.name()
-    out.predicate(f"{name!r} not in {where}.__dict__", f"{where} has no attribute {name!r}")
-
-
-def _attr(obj: Var, name: str) -> Any:
-    return AttrSource(obj.source, name) if obj.source is not None else None
-
-
-# Tensor attributes that are facts TENSOR_MATCH checks (class, dtype, device, layout,
-# requires_grad, dispatch keys, sizes, strides): read from the fake value, which has them.
-_TENSOR_MATCHED_ATTRS = frozenset({
-    "dtype", "device", "layout", "requires_grad", "is_cuda", "is_cpu", "is_mps", "is_xpu",
-    "is_sparse", "is_sparse_csr", "is_quantized", "is_meta", "is_nested", "is_mkldnn",
-    "itemsize", "nbytes",
-})
-# Facts about a tensor's autograd history or views that TENSOR_MATCH does not check: an
-# input's are read from the real tensor and guarded by value; a tensor made in the graph has
-# them by how it was made (its fake has the same).
-_HISTORY_ATTRS = frozenset({"is_leaf", "grad_fn", "_base"})
-
-
-def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
-    example = obj.example
-    if name == "shape":
-        return size_of(out, obj)
-    if name in _TENSOR_MATCHED_ATTRS:
-        out.depend(obj)
-        return ConstVar(getattr(example, name))
-    if name == "ndim":
-        out.depend(obj)
-        return ConstVar(example.dim())
-    if name in _HISTORY_ATTRS:
-        return tensor_attrs.tensor_fact(out, obj, AttrSource, name)
-    if name in _TENSOR_TENSOR_ATTRS:
-        return graph_call(out, getattr, [obj, ConstVar(name)], {})
-    if name == "grad":
-        return tensor_attrs.tensor_grad(out, obj)
-    attr = getattr(torch.Tensor, name, None)
-    if attr is None or not callable(attr):
-        # Any other data attribute (_version, output_nr, names, ...) would be a value the
-        # guards do not check.
-        raise Unsupported(f"tensor attribute {name!r}")
-    return MethodVar(obj, name)
-
-
-def size_of(out: Output, obj: TensorVar, dim: int | None = None) -> Var:
-    """``x.shape`` / ``x.size(dim)``: constants when static, graph values when symbolic."""
-    out.depend(obj)
-    shape = obj.example.shape
-    dims = range(len(shape)) if dim is None else [dim]
-    values: list[Var] = []
-    for d in dims:
-        size = shape[d]
-        if isinstance(size, int):
-            values.append(ConstVar(size))
-        else:
-            node = out.builder.call_method("size", (obj.node, d))
-            values.append(SymVar(node, node.meta["example_value"]))
-    if dim is not None:
-        return values[0]
-    if all(isinstance(v, ConstVar) for v in values):
-        return ConstVar(torch.Size([v.value for v in values if isinstance(v, ConstVar)]))
-    return TupleVar(tuple(values), is_size=True)
-
-
-def guard_class_attribute(out: Output, cls_source: Source, name: str, found: object) -> None:
-    """See object_attrs.guard_class_attribute."""
-    object_attrs.guard_class_attribute(out, cls_source, name, found)
-
-
-def guard_method_resolution(
-    out: Output, source: Source, value: object, name: str, found: object
-) -> None:
-    """See object_attrs.guard_method_resolution."""
-    object_attrs.guard_method_resolution(out, source, value, name, found)
-
-
-def setattr_var(
-    vm: Interpreter, obj: Var, name: str, value: Var, *, through_object: bool = False
-) -> None:
-    """``obj.name = value`` (see attr_stores.setattr_var)."""
-    attr_stores.setattr_var(vm, obj, name, value, through_object=through_object)
-
-
 __all__ = [
     "NULL",
     "NullVar",
     "binary",
     "compare",
     "const_value",
-    "getattr_var",
     "getitem",
     "graph_call",
     "iterate",

@@ -13,7 +13,7 @@ import inspect
 import types
 from typing import TYPE_CHECKING
 
-from symbolic_vm import attr_stores
+from symbolic_vm import attr_stores, attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import TracedException, Unsupported, throw
@@ -84,7 +84,7 @@ def _vars(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if len(args) != 1 or kwargs:
         raise Unsupported("vars() without an argument (the caller's locals)")
     try:
-        return ops.getattr_var(vm, args[0], "__dict__")
+        return attributes.getattr_var(vm, args[0], "__dict__")
     except TracedException as raised:
         if not isinstance(raised.exception, AttributeError):
             raise

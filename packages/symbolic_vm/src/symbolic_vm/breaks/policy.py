@@ -17,7 +17,7 @@ import itertools
 import types
 from typing import TYPE_CHECKING
 
-from symbolic_vm import operations as ops
+from symbolic_vm import attributes
 from symbolic_vm.breaks.crossing import eagerly, has_pending_iterator, plan_crossing
 from symbolic_vm.breaks.decisions import Decision, Resume, RunEagerly, RunRegion, Stop
 from symbolic_vm.breaks.flow import flow_of, with_exit_slots, with_slots
@@ -234,7 +234,7 @@ def _handoff_managers(
                 return None
             manager = vm.out.wrap(manager.value.manager, AttrSource(manager.source, "manager"))
             try:
-                exit_var = ops.getattr_var(vm, manager, "__exit__")  # guards its resolution
+                exit_var = attributes.getattr_var(vm, manager, "__exit__")  # guards its resolution
             except Unsupported:
                 return None
         elif isinstance(manager, NewObjectVar) or (

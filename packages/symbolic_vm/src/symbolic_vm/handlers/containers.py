@@ -6,7 +6,7 @@ import dis
 import operator
 from typing import Any
 
-from symbolic_vm import object_model, object_operators, sets
+from symbolic_vm import attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
@@ -367,5 +367,5 @@ def MATCH_CLASS(vm: Interpreter, inst: dis.Instruction) -> None:
         if not has_attribute(vm, subject, name):
             vm.push(ConstVar(None))
             return
-        values.append(ops.getattr_var(vm, subject, name))
+        values.append(attributes.getattr_var(vm, subject, name))
     vm.push(TupleVar(tuple(values)))

@@ -6,7 +6,7 @@ import dis
 
 import torch
 
-from symbolic_vm import object_model
+from symbolic_vm import attributes, object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
@@ -174,8 +174,8 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(enter_grad_mode(vm.out, manager))
         vm.push(ConstVar(None))
         return
-    exit_fn = ops.getattr_var(vm, manager, "__exit__")
-    entered = call(vm, ops.getattr_var(vm, manager, "__enter__"), [], {})
+    exit_fn = attributes.getattr_var(vm, manager, "__exit__")
+    entered = call(vm, attributes.getattr_var(vm, manager, "__enter__"), [], {})
     vm.push(exit_fn)
     vm.push(entered)
 

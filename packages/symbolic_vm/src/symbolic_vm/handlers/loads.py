@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dis
 
-from symbolic_vm import attr_stores
+from symbolic_vm import attr_stores, attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
@@ -161,13 +161,13 @@ def LOAD_CLOSURE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("LOAD_ATTR", versions=(3.11,))
 def LOAD_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.getattr_var(vm, vm.pop(), inst.argval))
+    vm.push(attributes.getattr_var(vm, vm.pop(), inst.argval))
 
 
 @handler("LOAD_ATTR", versions=(3.12,))
 def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.12: the low bit of the oparg asks for a method load (NULL, then the bound attribute)."""
-    value = ops.getattr_var(vm, vm.pop(), inst.argval)
+    value = attributes.getattr_var(vm, vm.pop(), inst.argval)
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
     vm.push(value)
@@ -176,7 +176,7 @@ def LOAD_ATTR_312(vm: Interpreter, inst: dis.Instruction) -> None:
 @handler("LOAD_ATTR", versions=(3.13,))
 def LOAD_ATTR_313(vm: Interpreter, inst: dis.Instruction) -> None:
     """3.13: a method load pushes the bound attribute, then NULL (callable, NULL, args...)."""
-    vm.push(ops.getattr_var(vm, vm.pop(), inst.argval))
+    vm.push(attributes.getattr_var(vm, vm.pop(), inst.argval))
     if inst.arg is not None and inst.arg & 1:
         vm.push(NULL)
 
@@ -185,14 +185,14 @@ def LOAD_ATTR_313(vm: Interpreter, inst: dis.Instruction) -> None:
 def LOAD_METHOD(vm: Interpreter, inst: dis.Instruction) -> None:
     obj = vm.pop()
     vm.push(NULL)
-    vm.push(ops.getattr_var(vm, obj, inst.argval))
+    vm.push(attributes.getattr_var(vm, obj, inst.argval))
 
 
 @handler("STORE_ATTR")
 def STORE_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     obj = vm.pop()
     value = vm.pop()
-    ops.setattr_var(vm, obj, inst.argval, value)
+    attr_stores.setattr_var(vm, obj, inst.argval, value)
 
 
 @handler("DELETE_ATTR")
@@ -234,7 +234,8 @@ def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
     self_var = vm.pop()
     cls_var = vm.pop()
     vm.pop()  # the global `super` itself
-    value = ops.getattr_var(vm, SuperVar(ops.const_value(vm.out, cls_var), self_var), inst.argval)
+    sup = SuperVar(ops.const_value(vm.out, cls_var), self_var)
+    value = attributes.getattr_var(vm, sup, inst.argval)
     method = inst.arg is not None and bool(inst.arg & 1)
     if method and RUNNING < (3, 13):
         vm.push(NULL)
@@ -264,4 +265,4 @@ def IMPORT_NAME(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("IMPORT_FROM")
 def IMPORT_FROM(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.getattr_var(vm, vm.peek(), inst.argval))
+    vm.push(attributes.getattr_var(vm, vm.peek(), inst.argval))

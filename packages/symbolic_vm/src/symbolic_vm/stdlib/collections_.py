@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from guards import TypeSource
-from symbolic_vm import methods, object_model
+from symbolic_vm import attributes, methods, object_attrs, object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import class_lookup
 from symbolic_vm.builtins_ import implementation, implements
@@ -60,7 +60,7 @@ def _named_tuple_method(
     except AttributeError:
         return None
     if target.source is not None:  # a class monkeypatched later must not reuse this code
-        ops.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
+        object_attrs.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
     cls_var = ObjectVar(cls)
     if isinstance(attr, types.FunctionType):
         return call(vm, python_function(attr), [target, *args], kwargs)
@@ -124,11 +124,11 @@ def _named_tuple_attr(vm: Interpreter, target: TupleVar, name: str) -> Var | Non
     if attr is None or callable(attr) or hasattr(type(attr), "__get__"):
         return None
     if target.source is not None:
-        ops.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
+        object_attrs.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
     return vm.out.wrap(attr, None)
 
 
-ops.MORE_ATTRS[TupleVar] = _named_tuple_attr
+attributes.MORE_ATTRS[TupleVar] = _named_tuple_attr
 
 
 # -- OrderedDict, defaultdict, Counter ----------------------------------------------------------
@@ -238,7 +238,7 @@ def _missing(vm: Interpreter, obj: Var, key: Var) -> Var:
     if isinstance(hook, types.FunctionType):
         return call(vm, python_function(hook), [obj, key], {})
     if hook is collections.defaultdict.__dict__["__missing__"]:
-        factory = ops.getattr_var(vm, obj, "default_factory")
+        factory = attributes.getattr_var(vm, obj, "default_factory")
         if isinstance(factory, ConstVar) and factory.value is None:
             raise throw(KeyError, ops.const_value(vm.out, key))
         made = call(vm, factory, [], {})

@@ -16,6 +16,7 @@ import functools
 import types
 from typing import TYPE_CHECKING
 
+from symbolic_vm import attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
@@ -52,7 +53,7 @@ def _partial_attr(vm: Interpreter, obj: PartialVar, name: str) -> Var | None:
     return None
 
 
-ops.MORE_ATTRS[PartialVar] = _partial_attr
+attributes.MORE_ATTRS[PartialVar] = _partial_attr
 
 
 @calls_of(functools._lru_cache_wrapper)
@@ -119,4 +120,4 @@ def nested_function_attr(vm: Interpreter, fn: NestedFunctionVar, name: str) -> V
     raise throw(AttributeError, f"'function' object has no attribute {name!r}")
 
 
-ops.MORE_ATTRS[NestedFunctionVar] = nested_function_attr
+attributes.MORE_ATTRS[NestedFunctionVar] = nested_function_attr
