@@ -18,11 +18,6 @@ KNOWN_GAPS: dict[str, str] = {
     "id_of_objects_made_in_the_frame": "id() of a list made in the frame is not known while "
     "tracing: a break",
     "id_keyed_memo_of_tensors": "id() of a tensor is not known while tracing: a break",
-    "closure_returned_from_the_frame": "a function made in the frame cannot be returned: a break",
-    "closure_stored_on_an_outside_object": "a function made in the frame cannot be stored on an "
-    "object from outside: a break",
-    "closure_over_a_tensor_escapes": "a function made in the frame closing over a graph tensor "
-    "cannot be returned: a break",
 }
 
 

@@ -71,6 +71,7 @@ from symbolic_vm.values import (
     ListVar,
     MethodVar,
     ModuleVar,
+    NestedFunctionVar,
     NewObjectVar,
     ObjectVar,
     SetVar,
@@ -141,6 +142,29 @@ def make_object(
     return obj
 
 
+def make_function(
+    code: types.CodeType,
+    f_globals: dict[str, Any],
+    defaults: tuple[object, ...],
+    kwdefaults: dict[str, object],
+    cells: tuple[types.CellType, ...],
+    annotations: tuple[object, ...] | None,
+    specials: dict[str, object],
+    attributes: dict[str, object],
+) -> types.FunctionType:
+    """Rebuild a function made while tracing (MAKE_FUNCTION) that leaves the frame: what
+    MAKE_FUNCTION made from the same code, then what the trace stored on it."""
+    fn = types.FunctionType(code, f_globals, code.co_name, defaults or None, cells or None)
+    if kwdefaults:
+        fn.__kwdefaults__ = kwdefaults
+    if annotations is not None:  # MAKE_FUNCTION's flat (name, value, ...) tuple
+        fn.__annotations__ = dict(zip(annotations[::2], annotations[1::2], strict=True))
+    for name, value in specials.items():
+        setattr(fn, name, value)
+    fn.__dict__.update(attributes)
+    return fn
+
+
 class Rebuilder:
     """Turns tracked values into expressions (syntax trees, symbolic_vm.emit), collecting the
     graph outputs they need."""
@@ -153,6 +177,7 @@ class Rebuilder:
         # binding per object made while tracing so each is built once (identity is kept).
         self.lines: list[ast.stmt] = []
         self._made: dict[int, ast.expr] = {}
+        self._filled: set[int] = set()  # cells of rebuilt functions whose contents are set
         self._prefixes: dict[Source, ast.expr] = {}
         self._readers: dict[Source, str] = {}  # root module source -> its reader's tuple
         self._prefix_numbers = itertools.count()
@@ -324,10 +349,50 @@ class Rebuilder:
             return emit.call(
                 emit.attr(self.expr(var.func), "__get__"), [self.expr(var.self_var)]
             )
+        if isinstance(var, NestedFunctionVar):
+            return self._function(var)
         raise Unsupported(
             f"returning or storing {type(var).__name__.removesuffix('Var').lower()} "
             "out of a compiled function"
         )
+
+    def _function(self, fn: NestedFunctionVar) -> ast.expr:
+        """A function made while tracing that leaves the frame (returned, stored): made once,
+        with fresh cells shared as the trace shared them. Each cell is made empty first and
+        filled after the function exists, so a function in its own closure (recursion) works."""
+        if any(cell.external for cell in fn.closure):
+            # The real cell (the frame's free variable, a called function's closure) would
+            # have to be the one shared: not rebuilt.
+            raise Unsupported(
+                "returning or storing a function made in the compiled function that closes "
+                "over a variable from outside it"
+            )
+        cells = [
+            self._once(cell, lambda: self._call(types.CellType, "cell", []))
+            for cell in fn.closure
+        ]
+        helper = emit.name(self.out.install(make_function, "make_function"))
+        f_globals = (
+            self.globals_dict() if fn.f_globals is self.out.f_globals
+            else emit.name(self.out.install(fn.f_globals, "globals"))
+        )
+        made = self._once(fn.fn_dict, lambda: emit.call(helper, [
+            emit.name(self.out.install(fn.code, "code")),
+            f_globals,
+            emit.build("tuple", [self.expr(v) for v in fn.defaults]),
+            emit.dict_display([(emit.const(k), self.expr(v)) for k, v in fn.kwdefaults.items()]),
+            emit.build("tuple", cells),
+            emit.const(None) if fn.annotations is None else self.expr(fn.annotations),
+            emit.dict_display([(emit.const(k), self.expr(v)) for k, v in fn.specials.items()]),
+            self._dict(fn.fn_dict),
+        ]))
+        for cell, where in zip(fn.closure, cells, strict=True):
+            if cell.value is not None and id(cell) not in self._filled:
+                self._filled.add(id(cell))
+                self.lines.append(
+                    emit.assign(emit.attr(where, "cell_contents"), self.expr(cell.value))
+                )
+        return made
 
     def _dict(self, box: DictBox) -> ast.expr:
         """A dict display of ``box``'s items (keys are constants)."""
