@@ -145,10 +145,11 @@ def make_object(
 def make_function(
     code: types.CodeType,
     f_globals: dict[str, Any],
+    *,
     defaults: tuple[object, ...],
     kwdefaults: dict[str, object],
     cells: tuple[types.CellType, ...],
-    annotations: tuple[object, ...] | None,
+    annotations: tuple[Any, ...] | None,
     specials: dict[str, object],
     attributes: dict[str, object],
 ) -> types.FunctionType:
@@ -377,15 +378,21 @@ class Rebuilder:
             else emit.name(self.out.install(fn.f_globals, "globals"))
         )
         made = self._once(fn.fn_dict, lambda: emit.call(helper, [
-            emit.name(self.out.install(fn.code, "code")),
-            f_globals,
-            emit.build("tuple", [self.expr(v) for v in fn.defaults]),
-            emit.dict_display([(emit.const(k), self.expr(v)) for k, v in fn.kwdefaults.items()]),
-            emit.build("tuple", cells),
-            emit.const(None) if fn.annotations is None else self.expr(fn.annotations),
-            emit.dict_display([(emit.const(k), self.expr(v)) for k, v in fn.specials.items()]),
-            self._dict(fn.fn_dict),
-        ]))
+            emit.name(self.out.install(fn.code, "code")), f_globals,
+        ], {
+            "defaults": emit.build("tuple", [self.expr(v) for v in fn.defaults]),
+            "kwdefaults": emit.dict_display(
+                [(emit.const(k), self.expr(v)) for k, v in fn.kwdefaults.items()]
+            ),
+            "cells": emit.build("tuple", cells),
+            "annotations": (
+                emit.const(None) if fn.annotations is None else self.expr(fn.annotations)
+            ),
+            "specials": emit.dict_display(
+                [(emit.const(k), self.expr(v)) for k, v in fn.specials.items()]
+            ),
+            "attributes": self._dict(fn.fn_dict),
+        }))
         for cell, where in zip(fn.closure, cells, strict=True):
             if cell.value is not None and id(cell) not in self._filled:
                 self._filled.add(id(cell))
