@@ -13,7 +13,10 @@ our wrapper); ``strata``: ``compile_api.compile`` (our frontend and backend); ``
 calls instead.
 
     python benchmarks/inductor_cpu_overhead.py [--params 200] [--reps 7] [--calls 200]
-        [--impl eager,ours,strata,torch] [--grad] [--profile ours]
+        [--impl eager,ours,strata,torch] [--modules] [--grad] [--profile ours]
+
+``--modules`` puts each parameter in its own submodule of a Sequential (the layout of real
+models) instead of one ParameterList.
 """
 
 from __future__ import annotations
@@ -43,6 +46,21 @@ class ManyParams(torch.nn.Module):
         return x
 
 
+class AddParam(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.weight
+
+
+def many_modules(n: int) -> torch.nn.Module:
+    """The same chain as ``ManyParams``, each parameter in its own submodule of a Sequential
+    (as real models hold them: read through named submodules, not a ParameterList)."""
+    return torch.nn.Sequential(*(AddParam() for _ in range(n)))
+
+
 def compiled(impl: str, model: torch.nn.Module) -> Callable[..., Any]:
     if impl == "eager":
         return model
@@ -63,12 +81,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--impl", default="eager,ours,strata,torch")
+    parser.add_argument(
+        "--modules", action="store_true", help="parameters in submodules, not a ParameterList"
+    )
     parser.add_argument("--grad", action="store_true", help="calls with grad on (training route)")
     parser.add_argument("--profile", default=None, help="cProfile this implementation's calls")
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = ManyParams(args.params)
+    model = many_modules(args.params) if args.modules else ManyParams(args.params)
     x = torch.randn(8)
     impls = args.impl.split(",")
     grad = torch.enable_grad() if args.grad else torch.no_grad()
@@ -100,6 +121,7 @@ def main() -> None:
     med = {k: statistics.median(v) * 1e6 for k, v in times.items()}
     print(
         f"torch {torch.__version__}, 1 thread, {args.params} parameters,"
+        f" {'in submodules' if args.modules else 'in a ParameterList'},"
         f" grad {'on' if args.grad else 'off'}; us per call (median of {args.reps}"
         f" x {args.calls} calls), ratio to eager"
     )

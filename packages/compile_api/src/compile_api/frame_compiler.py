@@ -35,6 +35,7 @@ from .config import config
 from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
+from .prechecked import prechecked_entry
 from .state import FrameRecord, RecordedGraph, state
 from .torch_controls import RecompileForbidden, marked_dims, torch_stance
 
@@ -469,6 +470,34 @@ def _without_hook(
     return first_calls
 
 
+def _call_prechecked_where_guarded(
+    graphs: list[symbolic_vm.CapturedGraph],
+    namespace: dict[str, Any],
+    guard_list: list[guards.Guard],
+    ctx: CompileContext,
+    code: types.CodeType,
+) -> None:
+    """Install a graph's ``call_prechecked`` in place of its checked call where the frame's
+    guards already check every input as the graph would (``prechecked.py``): each tensor is
+    then inspected once per call, by the guards, not twice."""
+    with state.lock:
+        for graph in graphs:
+            installed = namespace.get(graph.name)
+            compiled = getattr(installed, "__wrapped__", None)
+            if compiled is None:
+                continue
+            entry = prechecked_entry(
+                compiled, graph.input_sources, graph.example_inputs, guard_list
+            )
+            if entry is None:
+                continue
+            log.debug("%s: %s called without its own input check", _where(code), graph.name)
+            namespace[graph.name] = _without_hook(
+                entry, graph.gm.forward, ctx.backend_name, namespace, graph.name,
+                code=code, fullgraph=ctx.fullgraph,
+            )
+
+
 def _finish(record: FrameRecord, ctx: CompileContext) -> None:
     with state.lock:
         state.records.append(record)
@@ -657,6 +686,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             check = guards.compile_guards(guard_set, namespace)
     except Exception as err:
         return _unguardable(record, ctx, code, err)
+    _call_prechecked_where_guarded(result.graphs, namespace, check.guards, ctx, code)
     record.guards_text = check.text
     with state.lock:
         state.tensor_sizes.setdefault((code, ctx.token), []).extend(

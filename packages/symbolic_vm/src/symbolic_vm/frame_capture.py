@@ -210,7 +210,8 @@ def _graph(
     ]
     log.debug("captured %s:\n%s", graph_name, gm.code)
     args = [rebuilder.source(_source(v)) for v in live]
-    return [CapturedGraph(graph_name, gm, example_inputs)], graph_name, args, guarded
+    sources = tuple(_source(v) for v in live)
+    return [CapturedGraph(graph_name, gm, example_inputs, sources)], graph_name, args, guarded
 
 
 def _runs_user_torch_function(value: object) -> bool:

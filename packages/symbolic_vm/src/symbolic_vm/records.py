@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from symbolic_vm.guard_api import GuardSet
+from symbolic_vm.guard_api import GuardSet, Source
 
 
 class FrameLike(Protocol):
@@ -92,6 +92,9 @@ class CapturedGraph:
     name: str
     gm: Any  # torch.fx.GraphModule
     example_inputs: list[object]
+    # Where each input is read from, in input order: the guards on these sources tell the
+    # frontend what every call's inputs are (it may then skip a backend's own input check).
+    input_sources: tuple[Source, ...] = ()
 
 
 @attrs.frozen
