@@ -324,3 +324,37 @@ def test_a_hook_added_after_capture_fails_the_guard():
     assert compiled.guard({"self": model, "x": x})
     model.lin.register_forward_hook(lambda m, i, o: o * 0)
     assert not compiled.guard({"self": model, "x": x})
+
+
+class IndexedParamList(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ws = nn.ParameterList([nn.Parameter(torch.randn(4)) for _ in range(3)])
+
+    def forward(self, x):
+        for w in self.ws:
+            x = x + w
+        return x * self.ws[-1] - self.ws[1]
+
+
+def test_parameter_list_items_are_read_through_its_parameters_dict():
+    model = IndexedParamList()
+    x = torch.randn(4)
+    compiled = check(model.forward, x)
+    text = compile_guards(compiled.result.guards, model.forward.__globals__).text
+    # guarded as module parameters (one MODULE_PARAMS), not through ParameterList.__getitem__
+    assert "MODULE_PARAMS" in text and "_modules['ws']._parameters['2']" in text
+    assert "_size == 3" in text
+    assert compiled.guard({"self": model, "x": x})
+    model.ws.append(nn.Parameter(torch.randn(4)))  # ws[-1] and the loop change
+    assert not compiled.guard({"self": model, "x": x})
+
+
+def test_parameter_list_with_a_plain_item_matches_eager():
+    model = IndexedParamList()
+    model.ws.append(2.5)  # stored as a plain attribute, not in _parameters
+
+    def fn(x):
+        return x * model.ws[-1] + model.ws[0]
+
+    check(fn, torch.randn(4))

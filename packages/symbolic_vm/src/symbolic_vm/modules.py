@@ -155,6 +155,40 @@ def _submodule_key(module: torch.nn.Module, index: object) -> str | None:
     return None
 
 
+def _stock_parameter_list(module: torch.nn.Module) -> bool:
+    cls: Any = type(module)
+    return (
+        isinstance(module, torch.nn.ParameterList)
+        and cls.__getitem__ is torch.nn.ParameterList.__getitem__
+        and cls.__iter__ is torch.nn.ParameterList.__iter__
+        and cls.__len__ is torch.nn.ParameterList.__len__
+        and tables_are_the_path(cls)
+    )
+
+
+def parameter_list_item(out: Output, obj: ModuleVar, index: int, item: object) -> Var:
+    """``plist[index]`` of a stock ParameterList (``item`` is its real value).
+
+    Its ``__getitem__`` checks the index against ``len`` (``_size``), then reads attribute
+    ``str(index)``, which for a parameter is the ``_parameters`` entry (``tables_are_the_path``):
+    read that way, the guards and the transformed code take it as a module parameter
+    (MODULE_PARAMS, one params_reader) instead of calling ``__getitem__`` and its index check
+    once each per call. ``_size`` is guarded (CONSTANT_MATCH): it moves negative indices and
+    what iterating the list yields.
+    """
+    module = obj.module
+    if obj.source is None:
+        return out.wrap(item, None)
+    size = len(module)
+    key = str(index + size if index < 0 else index)
+    if not _stock_parameter_list(module):
+        return out.wrap(item, ItemSource(obj.source, index))
+    out.request("CONSTANT_MATCH", AttrSource(obj.source, "_size"), size)
+    if module._parameters.get(key) is not item:  # a non-tensor item: a plain attribute
+        return out.wrap(item, ItemSource(obj.source, index))
+    return out.wrap(item, ItemSource(AttrSource(obj.source, "_parameters"), key))
+
+
 def submodule_item(out: Output, obj: ModuleVar, index: object, sub: object) -> Var:
     """``container[index]`` (``sub`` is its real value): read through ``_modules`` when the
     container's own ``__getitem__`` would read that entry, with a DICT_KEYS guard on
@@ -163,6 +197,8 @@ def submodule_item(out: Output, obj: ModuleVar, index: object, sub: object) -> V
     module = obj.module
     if obj.source is None:
         return out.wrap(sub, None)
+    if isinstance(module, torch.nn.ParameterList) and type(index) is int:
+        return parameter_list_item(out, obj, index, sub)
     key = _submodule_key(module, index)
     if key is None or module._modules.get(key) is not sub or not tables_are_the_path(type(module)):
         return out.wrap(sub, ItemSource(obj.source, index))

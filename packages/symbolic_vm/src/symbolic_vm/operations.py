@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
-from symbolic_vm.guard_api import DictCopySource, ItemSource
+from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.output import ContainerWrite, DictSubclassWrite, Output, is_constant_value
 from symbolic_vm.values import (
     NULL,
@@ -559,10 +559,9 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     if isinstance(module, torch.nn.ModuleDict):
         return [ConstVar(k) for k in module]
     if isinstance(module, torch.nn.ParameterList):
-        return [
-            out.wrap(p, ItemSource(var.source, i) if var.source is not None else None)
-            for i, p in enumerate(module)
-        ]
+        from symbolic_vm.modules import parameter_list_item
+
+        return [parameter_list_item(out, var, i, p) for i, p in enumerate(module)]
     raise Unsupported(f"iterating over module {type(module).__name__}")
 
 
