@@ -14,11 +14,7 @@ from .corpus import CASES
 from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
-KNOWN_GAPS: dict[str, str] = {
-    "id_of_objects_made_in_the_frame": "id() of a list made in the frame is not known while "
-    "tracing: a break",
-    "id_keyed_memo_of_tensors": "id() of a tensor is not known while tracing: a break",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _param(name: str) -> object:

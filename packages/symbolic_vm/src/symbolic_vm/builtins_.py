@@ -18,6 +18,7 @@ from guards import TypeSource
 from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
+from symbolic_vm.output import MadeObjectId
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -158,11 +159,20 @@ def call_builtin(
             return ops.graph_call(vm.out, value, args, kwargs)
         py_args = [ops.const_value(vm.out, a) for a in args]
         py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
+        if value is not builtins.bool and any(
+            isinstance(a, MadeObjectId) for a in (*py_args, *py_kwargs.values())
+        ):
+            raise Unsupported(f"{_name_of(value)}() of the id() of an object made in the "
+                              "compiled function (its number is only known when the code runs)")
         try:
             return vm.out.wrap(value(*py_args, **py_kwargs), None)
         except Exception as exc:  # int("x"), math.sqrt(-1): eager raises the same
             raise folding_error(exc, "a builtin") from None
     return None
+
+
+def _name_of(fn: object) -> str:
+    return str(getattr(fn, "__name__", fn))
 
 
 _TEXT: dict[object, str] = {builtins.str: "str", builtins.repr: "repr", builtins.format: "format"}
@@ -264,7 +274,7 @@ def _python_type(vm: Interpreter, var: Var) -> type:
         return cls
     if isinstance(var, ConstVar):
         vm.out.depend(var)
-        return type(var.value)
+        return int if isinstance(var.value, MadeObjectId) else type(var.value)
     if isinstance(var, TupleVar):
         return var.named_type or tuple
     if isinstance(var, ListVar):

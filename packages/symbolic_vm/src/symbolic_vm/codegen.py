@@ -58,6 +58,7 @@ from symbolic_vm.output import (
     DictSubclassWrite,
     GlobalWrite,
     HookRegistration,
+    MadeObjectId,
     Output,
     replace_dict_items,
 )
@@ -415,6 +416,9 @@ class Rebuilder:
         being installed as a global, like any other object), else the installed value."""
         if value is None or type(value) in (bool, int, str, bytes):
             return emit.const(value)
+        if isinstance(value, MadeObjectId):
+            raise Unsupported("the id() of an object made in the compiled function leaving it "
+                              "(its number is only known when the code runs)")
         if type(value) is float and math.isfinite(value):  # type: ignore[arg-type]
             return emit.const(value)
         return emit.name(self.out.install(value))

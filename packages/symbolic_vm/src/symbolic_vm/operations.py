@@ -13,7 +13,13 @@ import torch
 
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import DictCopySource
-from symbolic_vm.output import ContainerWrite, DictSubclassWrite, Output, is_constant_value
+from symbolic_vm.output import (
+    ContainerWrite,
+    DictSubclassWrite,
+    MadeObjectId,
+    Output,
+    is_constant_value,
+)
 from symbolic_vm.values import (
     NULL,
     BoundMethodVar,
@@ -162,6 +168,9 @@ def graph_arg(out: Output, var: Var) -> Any:
     if isinstance(var, DictVar):
         return {k: graph_arg(out, v) for k, v in var.box.items.items()}
     if isinstance(var, ConstVar):
+        if isinstance(var.value, MadeObjectId):
+            raise Unsupported("the id() of an object made in the compiled function passed to a "
+                              "torch operation")
         out.depend(var)
         return var.value
     if isinstance(var, SliceVar):

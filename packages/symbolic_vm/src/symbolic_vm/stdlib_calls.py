@@ -17,7 +17,23 @@ from symbolic_vm import attr_stores, attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import TracedException, Unsupported, throw
-from symbolic_vm.values import BoundMethodVar, ConstVar, FunctionVar, ModuleVar, ObjectVar, Var
+from symbolic_vm.output import MadeObjectId
+from symbolic_vm.values import (
+    BoundMethodVar,
+    ConstVar,
+    DictVar,
+    FunctionVar,
+    GeneratorVar,
+    IteratorVar,
+    ListVar,
+    ModuleVar,
+    NestedFunctionVar,
+    NewObjectVar,
+    ObjectVar,
+    SetVar,
+    TensorVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -65,11 +81,29 @@ def _signature(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 @implements(id)
 def _id(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``id(x)`` of an object the guards pin by identity: the same number on every call the
-    code is reused for. Objects made while tracing get a new id per call: Unsupported."""
+    code is reused for. An object whose identity the trace tracks itself (made while tracing,
+    a container or tensor it holds by box or graph node) gets an ``output.MadeObjectId``:
+    compared and hashed like its id, the number itself unknown."""
     (obj,) = args
     if isinstance(obj, ConstVar) and obj.value is None:
         return ConstVar(id(None))
+    key = _tracked_identity(obj)
+    if key is not None:
+        return ConstVar(MadeObjectId(key))
     return ConstVar(id(_real(vm, obj)))
+
+
+def _tracked_identity(var: Var) -> object | None:
+    """What stands for ``var``'s identity in the trace, as ``operations.identical`` decides
+    ``is`` (a box shared by aliases, a graph node); None when the identity is a real object's."""
+    if isinstance(var, TensorVar):
+        node: object = var.node
+        return node
+    if isinstance(var, (ListVar, DictVar, SetVar, NewObjectVar, IteratorVar, GeneratorVar)):
+        return var.box
+    if isinstance(var, NestedFunctionVar):
+        return var.fn_dict
+    return None
 
 
 __all__: list[str] = []
