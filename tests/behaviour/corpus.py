@@ -1891,3 +1891,89 @@ def closure_over_a_tensor_escapes(x: torch.Tensor) -> Any:
         return t + y
 
     return [add_y]
+
+
+class _Pooled:
+    _free: list[Any] = []
+
+    def __new__(cls, v: float) -> Any:
+        if cls._free:
+            return cls._free[-1]  # an existing instance: type.__call__ still runs __init__
+        return super().__new__(cls)
+
+    def __init__(self, v: float) -> None:
+        self.v = v
+
+
+@case()
+def custom_new_returning_a_fresh_or_pooled_instance(x: torch.Tensor) -> Any:
+    a = _Pooled(2.0)
+    _Pooled._free.append(a)
+    b = _Pooled(3.0)  # the pooled one, re-initialised by type.__call__
+    _Pooled._free.clear()
+    return x * a.v, a is b, b.v, type(a).__name__
+
+
+class _Other:
+    pass
+
+
+class _Redirect:
+    def __new__(cls, flag: bool) -> Any:
+        return _Other() if flag else super().__new__(cls)
+
+    def __init__(self, flag: bool) -> None:
+        self.inited = True  # not run when __new__ gives another class's object
+
+
+@case()
+def custom_new_returning_another_class_skips_init(x: torch.Tensor) -> Any:
+    a, b = _Redirect(True), _Redirect(False)
+    return x + 1, type(a).__name__, hasattr(a, "inited"), b.inited
+
+
+class _Shape(metaclass=_Tagged):
+    sides = 0
+
+    def __init__(self, sides: int) -> None:
+        self.sides = sides
+
+
+@case(inputs=lambda: (torch.randn(4, 4), _Box()))
+def delattr_then_store_again_and_class_fallback(x: torch.Tensor, box: Any) -> Any:
+    s = _Shape(4, tag="square")
+    del s.sides  # made here: the class attribute shows through
+    box.n = 3
+    del box.n
+    box.n = 5
+    return x * box.n + s.sides, s.tag, hasattr(box, "n")
+
+
+@case()
+def id_of_dataclass_instances_as_memo_keys(x: torch.Tensor) -> Any:
+    @dataclasses.dataclass
+    class Node:
+        w: float
+
+    nodes = [Node(1.0), Node(2.0)]
+    nodes.append(nodes[0])
+    memo: dict[int, float] = {}
+    total = 0.0
+    for n in nodes:
+        if id(n) in memo:
+            continue
+        memo[id(n)] = n.w
+        total += n.w
+    return x * total, len(memo)
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def no_grad_decorated_function_returned_and_called_again(x: torch.Tensor) -> Any:
+    k = 3.0
+
+    @torch.no_grad()
+    def frozen(t: torch.Tensor) -> torch.Tensor:
+        return t * k
+
+    y = frozen(x)
+    return y, y.requires_grad, (x * 2).requires_grad

@@ -482,12 +482,19 @@ def construct(
         # runs __init__ only on an instance of the class it was asked for.
         vm.out.depend(cls_var)
         obj = call(vm, FunctionVar(new), [cls_var, *args], kwargs)
-        if not (isinstance(obj, NewObjectVar) and issubclass(obj.box.cls, cls)):
+        if isinstance(obj, NewObjectVar):
+            made: type = obj.box.cls
+        elif isinstance(obj, ObjectVar) and obj.source is not None:
+            vm.out.depend(obj)  # an existing instance (a pool, a cache): its class is guarded
+            made = type(obj.value)
+        else:
+            return obj  # not a user object: never an instance of ``cls``
+        if not issubclass(made, cls):
             return obj
     else:
         raise Unsupported(f"creating an instance of {cls.__name__} (its __new__ is not Python)")
-    assert isinstance(obj, NewObjectVar)
-    made = obj.box.cls
+    if isinstance(obj, NewObjectVar):
+        made = obj.box.cls
     init = next(
         (k.__dict__["__init__"] for k in made.__mro__ if "__init__" in k.__dict__), object.__init__
     )
@@ -495,7 +502,9 @@ def construct(
         if (args or kwargs) and new in (object.__new__, dict.__new__):
             raise Unsupported(f"{cls.__name__}() takes no arguments")
         return obj
-    if obj.box.items is not None and not isinstance(init, types.FunctionType):
+    if isinstance(obj, NewObjectVar) and obj.box.items is not None and not isinstance(
+        init, types.FunctionType
+    ):
         from symbolic_vm import object_model
 
         object_model.call_slot(vm, init, [obj, *args], kwargs)  # dict.__init__(obj, ...)
