@@ -140,3 +140,38 @@ def test_float_tanh_is_within_5_ulp_of_float64_on_a_dense_grid(check: Any) -> No
     err = (compiled(x).double() - exact).abs() / ulp
     assert err.max().item() <= 5.0
     assert ((torch.tanh(x).double() - exact).abs() / ulp).max().item() <= 1.0
+
+
+def _ulp_error(y: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
+    """``y``'s error in float ulps at the exact value (float64's result rounded to float)."""
+    e = exact.float().abs()
+    ulp = (e.nextafter(torch.tensor(float("inf"))) - e).double()
+    return (y.double() - exact).abs() / ulp
+
+
+def test_float_exp_and_sigmoid_are_within_a_few_ulp_of_float64_on_a_dense_grid(check: Any) -> None:
+    # cpp.py's vexp (degree-6 polynomial, 2^k added to the exponent field) over its whole
+    # normal range, densely, up to the overflow edge (88.72283 -> FLT_MAX region) and down to
+    # the flush at -87; sigmoid is 1 / (1 + vexp(-x)). Eager (Sleef) stays within 1 ulp on
+    # exp; its sigmoid (also exp, add, divide) reaches 2.3 ulp on this grid, as ours does.
+    x = torch.cat([
+        torch.linspace(-87.0, 88.72283, 600_001),
+        torch.linspace(88.70, 88.72283, 20_001),
+        torch.linspace(-87.0, -86.9, 20_001),
+        torch.logspace(-10, 0, 20_001),
+    ])  # fmt: skip
+    x = torch.cat([x, -x[-20_001:]])
+    compiled = check(lambda t: torch.exp(t), [x], atol=0.0, rtol=1e-6)
+    y = compiled(x)
+    assert torch.isfinite(y).all()
+    assert _ulp_error(y, torch.exp(x.double())).max().item() <= 2.0
+    assert _ulp_error(torch.exp(x), torch.exp(x.double())).max().item() <= 1.0
+    s = torch.linspace(-30.0, 87.0, 400_001)
+    compiled_sigmoid = check(lambda t: torch.sigmoid(t), [s], atol=1e-7, rtol=1e-6)
+    assert _ulp_error(compiled_sigmoid(s), torch.sigmoid(s.double())).max().item() <= 3.0
+    # past the edges: overflow to inf, flush to 0, NaN kept
+    edge = torch.tensor([88.7229, 89.0, 1e30, float("inf"), -87.5, -1e30, -float("inf"),
+                         float("nan")])  # fmt: skip
+    out = check(lambda t: torch.exp(t), [edge], atol=2e-38, rtol=1e-6)(edge)
+    assert torch.equal(out[:4], torch.full((4,), float("inf")))
+    assert torch.equal(out[4:7], torch.zeros(3)) and out[7].isnan()
