@@ -196,7 +196,12 @@ def test_python_use_of_an_unbacked_size_breaks_like_torch_and_fullgraph_raises(
         capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True
     ):
         torch.compile(fn, backend=theirs)(x)
-    assert counter.count == theirs.count
+    if theirs.count:
+        assert counter.count == theirs.count
+    else:
+        # torch.compile can leave the whole frame to eager here (iterate_masked: torch 2.13 on
+        # 3.11 run alone, 2.11 and 2.13 on 3.12); ours keeps the mask-and-index graph.
+        assert counter.count == 1
     compile_api.reset()
     with pytest.raises(compile_api.Unsupported):
         compile_api.compile(fn, backend="eager", fullgraph=True)(INPUTS[0])

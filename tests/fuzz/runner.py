@@ -75,7 +75,7 @@ class Failure:
 
     call: int
     # "value", "inputs", "globals", "stdout", "raised", "not-raised", "exception", "grad_mode",
-    # "alias", "rng", "backward", "grad"
+    # "alias", "rng", "backward", "grad", "internal" (Strata's compile crashed; ran eagerly)
     kind: str
     detail: str
 
@@ -85,7 +85,7 @@ class Failure:
         return (
             self.kind,
             self.detail.split(":", 1)[0]
-            if self.kind in {"raised", "exception", "backward"}
+            if self.kind in {"raised", "exception", "backward", "internal"}
             else "",
         )
 
@@ -388,6 +388,12 @@ def _diff(
     return None
 
 
+def _is_internal_error(message: str) -> bool:
+    """A warning that Strata's own compile failed (not an Unsupported break, not a backend
+    that declined a graph): the frame ran eagerly because of a bug of ours."""
+    return message.startswith("Strata could not compile")
+
+
 def _warning_kind(message: str) -> str:
     """A Strata warning without its file names and numbers, so equal causes count together."""
     first = message.splitlines()[0]
@@ -433,6 +439,12 @@ def check_source(
                 failure = _diff(i, e, c, exact, random, check_rng)
                 if failure is not None:
                     return failure
+        # An error of ours while compiling runs the frame eagerly (same results), but it is a
+        # bug all the same: a crash inside the VM (10k run of 2026-11-26: a dataclass __eq__
+        # whose __module__ is None) would otherwise only show as a warning count.
+        internal = [str(w.message) for w in caught if _is_internal_error(str(w.message))]
+        if internal:
+            return Failure(0, "internal", _warning_kind(internal[0]))
         if stats is not None:
             stats.programs += 1
             stats.graphs += counting.graphs

@@ -63,11 +63,17 @@ def _check(fn: Any, make_args: Any, graphs: int = 1, torch_right: bool = True) -
     same(ours, eager)
     torch_failed = isinstance(theirs, Exception)
     if torch_right and not torch_failed:
-        same(theirs, eager)
+        try:
+            same(theirs, eager)
+        except AssertionError:
+            # This torch release differs from eager here (2.11 words a failed '<' its own
+            # way): it is no reference for the graph count.
+            torch_failed = True
     assert logs[1] == logs[0], "user methods ran differently under compile_api.compile"
     # (torch.compile's log is not compared: 2.13 skips list()'s __len__ length hint.)
     assert counts[1] == graphs, f"graphs: ours, torch's {counts[1:]}"
-    assert torch_failed or counts[1] <= counts[2], f"graphs: ours, torch's {counts[1:]}"
+    # torch 2.11 leaves some of these frames to eager (0 graphs) where 2.13 captures one.
+    assert torch_failed or counts[1] <= max(counts[2], 1), f"graphs: ours, torch's {counts[1:]}"
     return logs[0]
 
 

@@ -55,19 +55,17 @@ def _sums(x: torch.Tensor, lst: list[float]) -> tuple[Any, ...]:
 @pytest.mark.parametrize(
     "lst", [[-0.77, 0.18, 0.59], [1e16, 1.0, -1e16], [0.1] * 10, [1, 2.5, True]]
 )
-def test_sum_matches_the_builtin_and_torch_compile(lst: list[float]) -> None:
+def test_sum_matches_the_builtin(lst: list[float]) -> None:
+    # torch.compile is not the reference here: on Python 3.12 (torch 2.11 and 2.13) it folds
+    # sum() left to right and returns 0.0 for [1e16, 1.0, -1e16] and 0.9999999999999999 for ten
+    # 0.1s, where the builtin returns 1.0 (measured 2026-11-26, docs/python312-2026-11-27.md).
     x = torch.tensor([1.0, -3.0])
     expected = _sums(x, lst)
     compile_api.reset()
-    torch._dynamo.reset()
-    for compiled in (
-        compile_api.compile(_sums, backend="eager", fullgraph=True),
-        torch.compile(_sums, backend="eager", fullgraph=True),
-    ):
-        got = compiled(x, lst)
-        for e, g in zip(expected, got, strict=True):
-            if isinstance(e, torch.Tensor):
-                assert torch.equal(e, g), (lst, e, g)
-            else:
-                assert type(e) is type(g) and e == g, (lst, e, g)
+    got = compile_api.compile(_sums, backend="eager", fullgraph=True)(x, lst)
+    for e, g in zip(expected, got, strict=True):
+        if isinstance(e, torch.Tensor):
+            assert torch.equal(e, g), (lst, e, g)
+        else:
+            assert type(e) is type(g) and e == g, (lst, e, g)
     compile_api.reset()

@@ -183,7 +183,9 @@ _TABLE_FOR: list[int] = [0]
 
 def _allowed_in_graph(fn: object) -> bool:
     """``torch.compiler.allow_in_graph(fn)`` was called: torch keeps fn's id in a set."""
-    if not isinstance(fn, types.FunctionType) or fn.__module__.startswith("torch"):
+    # A function made by exec() in a namespace without __name__ (dataclasses' generated
+    # __eq__ in such a module) has __module__ None.
+    if not isinstance(fn, types.FunctionType) or (fn.__module__ or "").startswith("torch"):
         return False
     rules = _submodule("trace_rules")
     registry = getattr(rules, "_allowed_callable_ids", None)
