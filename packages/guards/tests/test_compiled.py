@@ -359,18 +359,19 @@ class _Hooks:
         self.inner = types.SimpleNamespace(hooks={}, n=3)
 
 
-def test_shape_predicates_reuse_the_sources_already_read(compile_set, verdict) -> None:
+def test_predicate_operands_are_read_once_with_the_other_sources(compile_set, verdict) -> None:
     obj = _Hooks()
     inner = AttrSource(LocalSource("o"), "inner")
 
     def build(gs: GuardSet) -> None:
         gs.TYPE_MATCH(inner, obj.inner)
-        gs.SHAPE("not L['o'].inner.hooks and L['o'].inner.n > 2", "no hooks, n > 2")
-        gs.SHAPE("'forward' not in L['o'].inner.__dict__", "no instance forward")
-        gs.SHAPE("L['p'].q == 1", "an unread source stays as written")
+        gs.SHAPE("not m.hooks and m.n > 2", "no hooks, n > 2", operands={"m": inner})
+        gs.SHAPE("'forward' not in m.__dict__", "no instance forward", operands={"m": inner})
+        gs.SHAPE("L['p'].q == 1", "a predicate over L stays as written")
 
     cg = compile_set(build)
     code = cg.source_code
+    assert code.count("v1 = v0.inner") == 1  # read once, by TYPE_MATCH, reused below
     assert "not v1.hooks and v1.n > 2" in code
     assert "'forward' not in v1.__dict__" in code
     assert "L['p'].q == 1" in code
@@ -383,3 +384,39 @@ def test_shape_predicates_reuse_the_sources_already_read(compile_set, verdict) -
     obj.inner = types.SimpleNamespace(hooks={}, n=3, forward=None)  # a new object at the path
     assert not verdict(cg, {"o": obj, "p": p})[0]
     assert not verdict(cg, {"o": types.SimpleNamespace(), "p": p})[0]
+
+
+def test_predicate_operands_with_keys_and_names_no_expression_can_spell(
+    compile_set, verdict
+) -> None:
+    import enum
+
+    class Key(enum.Enum):
+        A = 1
+        B = 2
+
+    table = ItemSource(LocalSource("d"), Key.A)
+    other = ItemSource(LocalSource("d"), Key.B)
+    odd = AttrSource(LocalSource("o"), "a weird-name")
+    shared = object()
+
+    def build(gs: GuardSet) -> None:
+        gs.SHAPE("a is b", "d[A] is d[B]", label="PREDICATE", operands={"a": table, "b": other})
+        gs.SHAPE("not hasattr(x, 'foo')", "no foo", label="PREDICATE", operands={"x": odd})
+
+    cg = compile_set(build)
+    holder = types.SimpleNamespace(**{"a weird-name": types.SimpleNamespace()})
+    assert verdict(cg, {"d": {Key.A: shared, Key.B: shared}, "o": holder}) == (True, [])
+    ok, why = verdict(cg, {"d": {Key.A: shared, Key.B: object()}, "o": holder})
+    assert not ok and why == [
+        "predicate guard failed: d[A] is d[B] (L['d'][<Key.A: 1>] is L['d'][<Key.B: 2>])"
+    ]
+    getattr(holder, "a weird-name").foo = 1
+    assert not verdict(cg, {"d": {Key.A: shared, Key.B: shared}, "o": holder})[0]
+
+
+def test_predicate_operand_names_must_be_fresh() -> None:
+    with pytest.raises(GuardError, match="len"):
+        GuardSet().SHAPE("len > 1", "shadowing a builtin", operands={"len": LocalSource("x")})
+    with pytest.raises(GuardError, match="y"):
+        GuardSet().SHAPE("x is y", "y is no operand", operands={"x": LocalSource("x")})

@@ -679,9 +679,10 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
             # ShapeEnv (aot's trace specialising a size), and their code is valid only under them.
             guard_set = result.rebuild_guards()
             guard_set.SHAPE(
-                f"getattr(G[{_CALLBACK_NAME!r}](), '_strata_token', 0) in ({ctx.token}, 0)",
+                f"getattr(current(), '_strata_token', 0) in ({ctx.token}, 0)",
                 f"compiled by compile(backend={ctx.backend_name!r}, fullgraph={ctx.fullgraph}, "
                 f"dynamic={ctx.dynamic}); another compile() of this code is running",
+                operands={"current": guards.GlobalSource(_CALLBACK_NAME)},
             )
             check = guards.compile_guards(guard_set, namespace)
     except Exception as err:

@@ -25,7 +25,6 @@ exception while checking means "guard failed" (3.11 ``try`` is free until someth
 
 from __future__ import annotations
 
-import ast
 import logging
 import types
 from collections.abc import Callable
@@ -54,7 +53,8 @@ class _CodeGen:
         self._temps = 0
         self._tls_exclude_checked = tls_exclude_checked
         self._native = native
-        self._loaded: dict[str, str] = {}  # ast.dump of a loaded source's expression -> local
+        self.body: list[str] = []
+        self._local_of: dict[Source, str] = {}
 
     @property
     def tls_exclude_checked(self) -> int | None:
@@ -76,41 +76,29 @@ class _CodeGen:
         self._temps += 1
         return f"{hint}{self._temps}"
 
-    def loaded(self, source: Source, var: str) -> None:
-        """Record that ``var`` now holds ``source``'s value (read unconditionally, above)."""
-        try:
-            tree = ast.parse(source.name(), mode="eval")
-        except SyntaxError:  # a name with a non-literal constant: never in a predicate
-            return
-        self._loaded.setdefault(ast.dump(tree.body), var)
-
-    def local_for(self, expr: ast.expr) -> str | None:
-        return self._loaded.get(ast.dump(expr))
+    def load(self, source: Source) -> str:
+        """The local holding ``source``: read here, unconditionally, unless already read."""
+        var = self._local_of.get(source)
+        if var is not None:
+            return var
+        base = source.base
+        base_expr = self.load(base) if base is not None else ""
+        expr = source.render(base_expr, self.bind)
+        var = f"v{len(self._local_of)}"
+        self._local_of[source] = var
+        self.body.append(f"{var} = {expr}")
+        return var
 
 
 def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
     tls = [g for g in guards if isinstance(g, DispatchTls)]
     gen = _CodeGen(tls[0].exclude_raw if tls else None, native_module())
-    body: list[str] = []
-    local_of: dict[Source, str] = {}
-
-    def load(source: Source) -> str:
-        var = local_of.get(source)
-        if var is not None:
-            return var
-        base = source.base
-        base_expr = load(base) if base is not None else ""
-        expr = source.render(base_expr, gen.bind)
-        var = f"v{len(local_of)}"
-        local_of[source] = var
-        body.append(f"{var} = {expr}")
-        gen.loaded(source, var)
-        return var
-
     for guard in guards:
-        var = load(guard.source) if guard.source is not None else ""
-        body.append(f"# {guard.kind}")
-        body.extend(guard.emit(var, gen))
+        var = gen.load(guard.source) if guard.source is not None else ""
+        lines = guard.emit(var, gen)  # may read its operands into gen.body first
+        gen.body.append(f"# {guard.kind}")
+        gen.body.extend(lines)
+    body = gen.body
 
     lines = [f"def {_FN_NAME}(L):", "    try:"]
     if any(isinstance(g, TensorMatch) and g.reads_through_override() for g in guards):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -181,10 +181,18 @@ class GuardSet:
         torch-function / torch-dispatch mode counts now."""
         self.add(GlobalState(None, capture_global_state()))
 
-    def SHAPE(self, predicate: str, description: str, *, label: str = "SHAPE") -> None:
-        """A Python boolean expression over ``L`` and ``G`` that must hold (``label``: how the
-        log names it, PREDICATE for a condition that is not about sizes)."""
-        self.add(Shape.of(predicate, description, label))
+    def SHAPE(
+        self,
+        predicate: str,
+        description: str,
+        *,
+        label: str = "SHAPE",
+        operands: Mapping[str, Source] | None = None,
+    ) -> None:
+        """A Python boolean expression that must hold, over its ``operands`` (name -> Source,
+        read as every source is read), builtins, and ``L``/``G`` (``label``: how the log names
+        it, PREDICATE for a condition that is not about sizes)."""
+        self.add(Shape.of(predicate, description, label, operands))
 
     # -- views ----------------------------------------------------------------------------
 

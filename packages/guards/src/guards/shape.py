@@ -1,7 +1,8 @@
-"""Turn a torch ShapeEnv's guards into SHAPE predicates over ``L``/``G``.
+"""Turn a torch ShapeEnv's guards into SHAPE predicates over the symbols' sources.
 
-Symbols are rendered as the expression of their source (usually a ``SizeSource``, giving
-``L['x'].size(0)``).  Three kinds of facts are collected, in this order:
+A predicate names each symbol (``s0 >= 2``) and maps that name to the symbol's source
+(usually a ``SizeSource``: the check reads ``L['x'].size(0)``), as ``GuardSet.SHAPE`` takes
+it.  Three kinds of facts are collected, in this order:
 
 1. each symbol's value range from ``var_to_range`` (the ``>= 2`` lower bound that 0/1
    specialisation implies, plus any bound guards tightened), when finite;
@@ -15,6 +16,7 @@ anything else (``sqrt``, ``cos``, ...) raises ShapeGuardError.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -106,13 +108,18 @@ def render_sympy(expr: Any, name_of: Callable[[Any], str]) -> str:
     return r(expr)
 
 
-def shape_guards(shape_env: Any, symbol_sources: Mapping[Any, Source]) -> list[tuple[str, str]]:
-    """The ShapeEnv's facts as ``(predicate, description)`` pairs for ``GuardSet.SHAPE``.
+ShapeFact = tuple[str, str, dict[str, Source]]
+
+
+def shape_guards(shape_env: Any, symbol_sources: Mapping[Any, Source]) -> list[ShapeFact]:
+    """The ShapeEnv's facts as ``(predicate, description, operands)`` for ``GuardSet.SHAPE``.
 
     ``symbol_sources`` maps each sympy Symbol that can appear to where its value lives
-    (``SizeSource(LocalSource('x'), 0)``).  A guard mentioning another symbol raises
-    ShapeGuardError naming it.
+    (``SizeSource(LocalSource('x'), 0)``).  A predicate names its symbols (``s0 == s1``) and
+    ``operands`` maps each of those names to its Source.  A guard mentioning another symbol
+    raises ShapeGuardError naming it.
     """
+    names: dict[Any, str] = {}
 
     def name_of(sym: Any) -> str:
         source = symbol_sources.get(sym)
@@ -121,33 +128,42 @@ def shape_guards(shape_env: Any, symbol_sources: Mapping[Any, Source]) -> list[t
                 f"shape guard mentions symbol {sym} with no source; "
                 f"known: {sorted(str(s) for s in symbol_sources)}"
             )
-        return source.name()
+        name = names.get(sym)
+        if name is None:
+            # torch names its symbols s0, u1, ...: identifiers; anything else gets a fresh one.
+            text = str(sym)
+            fresh = text.isidentifier() and text not in {"L", "G"} and not hasattr(builtins, text)
+            name = text if fresh and not text.startswith("_") else f"_sym{len(names)}"
+            names[sym] = name
+        return name
 
-    out: list[tuple[str, str]] = []
-    seen: set[str] = set()
+    out: list[ShapeFact] = []
+    seen: set[tuple[str, tuple[tuple[str, Source], ...]]] = set()
 
-    def emit(pred: str, desc: str) -> None:
-        if pred not in seen:
-            seen.add(pred)
-            out.append((pred, desc))
+    def emit(pred: str, desc: str, symbols: Any) -> None:
+        operands = {names[s]: symbol_sources[s] for s in symbols if s in names}
+        key = (pred, tuple(sorted(operands.items())))
+        if key not in seen:
+            seen.add(key)
+            out.append((pred, desc, operands))
 
-    for sym, source in symbol_sources.items():
+    for sym in symbol_sources:
         vr = shape_env.var_to_range.get(sym)
         if vr is None:
             continue
         # torch's int_oo claims is_finite, so test for a plain Integer instead.
         if isinstance(vr.lower, sympy.Integer):
-            emit(f"{source.name()} >= {int(vr.lower)}", f"{sym} range lower bound")
+            emit(f"{name_of(sym)} >= {int(vr.lower)}", f"{sym} range lower bound", [sym])
         if isinstance(vr.upper, sympy.Integer):
-            emit(f"{source.name()} <= {int(vr.upper)}", f"{sym} range upper bound")
+            emit(f"{name_of(sym)} <= {int(vr.upper)}", f"{sym} range upper bound", [sym])
     for sym, value in shape_env.replacements.items():
         if sym in symbol_sources and isinstance(value, sympy.Integer):
-            emit(f"{symbol_sources[sym].name()} == {int(value)}", f"{sym} specialised to {value}")
+            emit(f"{name_of(sym)} == {int(value)}", f"{sym} specialised to {value}", [sym])
     for guard in shape_env.guards:
         expr = guard.expr
         if expr is sympy.true:
             continue
         loc = getattr(guard, "sloc", None)
         where = f" at {loc}" if loc is not None else ""
-        emit(render_sympy(expr, name_of), f"{expr}{where}")
+        emit(render_sympy(expr, name_of), f"{expr}{where}", expr.free_symbols)
     return out

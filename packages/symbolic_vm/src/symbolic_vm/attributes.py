@@ -116,8 +116,11 @@ def _guard_function_attr_missing(out: Output, fn: FunctionVar, name: str) -> Non
     if fn.source is None:
         raise Unsupported(f"reading the missing attribute {name!r} of {fn.fn.__qualname__}, "
                           "a function with no source to guard")
-    where = fn.source.name()
-    out.predicate(f"{name!r} not in {where}.__dict__", f"{where} has no attribute {name!r}")
+    out.predicate(
+        f"{name!r} not in f.__dict__",
+        f"{fn.source.describe()} has no attribute {name!r}",
+        f=fn.source,
+    )
 
 
 def _attr(obj: Var, name: str) -> Any:

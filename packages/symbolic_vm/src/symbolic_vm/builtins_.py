@@ -258,9 +258,18 @@ def has_attribute(vm: Interpreter, obj: Var, name: str) -> bool:
             return False
         return True
     found = _has_attr(vm, obj, name)
-    if not found and isinstance(obj, ObjectVar) and obj.source is not None:
-        where = obj.source.name()
-        vm.out.predicate(f"not hasattr({where}, {name!r})", f"{where} has no attribute {name!r}")
+    if (
+        isinstance(obj, ObjectVar)
+        and obj.source is not None
+        and (id(obj.value), name) not in vm.out.attr_overlay  # the trace set it: it is there
+    ):
+        # Either answer: an instance attribute comes and goes with no change of type.
+        where = obj.source.describe()
+        vm.out.predicate(
+            f"hasattr(o, {name!r})" if found else f"not hasattr(o, {name!r})",
+            f"{where} has {'an' if found else 'no'} attribute {name!r}",
+            o=obj.source,
+        )
     return found
 
 

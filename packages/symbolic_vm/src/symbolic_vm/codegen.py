@@ -25,8 +25,10 @@ import ast
 import builtins
 import collections
 import copy
+import functools
 import inspect
 import itertools
+import keyword
 import logging
 import math
 import re
@@ -45,9 +47,14 @@ from symbolic_vm.guard_api import (
     AttrSource,
     DictCopySource,
     GlobalSource,
+    InstanceAttrSource,
     ItemSource,
     LocalSource,
+    MethodCallSource,
+    SizeSource,
     Source,
+    StrideSource,
+    TypeSource,
     params_reader,
 )
 from symbolic_vm.output import (
@@ -214,15 +221,40 @@ class Rebuilder:
         return expr
 
     def _step(self, source: Source, base: ast.expr) -> ast.expr:
-        """``source`` read from its base's expression ``base``."""
-        if isinstance(source, AttrSource) and source.member.isidentifier():
-            return emit.attr(base, source.member)
+        """``source`` read from its base's expression ``base``, built from the source's fields
+        (never from its text). Builtins are reached through installed globals: a frame name
+        ``getattr`` or ``type`` cannot shadow them."""
+        if isinstance(source, AttrSource):
+            if _plain_member(source.member):
+                return emit.attr(base, source.member)
+            return self._call(builtins.getattr, "getattr", [base, emit.const(source.member)])
         if isinstance(source, ItemSource):
             return emit.item(base, self.constant(source.index))
-        # The other kinds (type(), size(), dict copies, descriptor reads, ...) are rare here:
-        # their expression is what the source renders (guards' render is text), read once.
-        text = source.render(_BASE, lambda value, hint: emit.printout(self.constant(value)))
-        return _SubstituteBase(base).visit(ast.parse(text, mode="eval").body)  # type: ignore[no-any-return]
+        if isinstance(source, TypeSource):
+            return self._call(type, "type", [base])
+        if isinstance(source, (SizeSource, StrideSource)):
+            return emit.call(emit.attr(base, source.query), [emit.const(source.dim)])
+        if isinstance(source, MethodCallSource):
+            method = (
+                emit.attr(base, source.method)
+                if _plain_member(source.method)
+                else self._call(builtins.getattr, "getattr", [base, emit.const(source.method)])
+            )
+            return emit.call(
+                method,
+                [self.constant(a) for a in source.args],
+                {k: self.constant(v) for k, v in source.kwargs},
+            )
+        if isinstance(source, DictCopySource):
+            return self._call(dict, "dict", [self._call(dict.items, "dict_items", [base])])
+        if isinstance(source, InstanceAttrSource):
+            reader = object.__getattribute__
+            return self._call(reader, "getattribute", [base, emit.const(source.member)])
+        if source.base is None:
+            raise Unsupported(f"reading {source.describe()} in the transformed code")
+        # Any other derived kind (a class-dict read, a stdlib container's snapshot, ...): the
+        # source's own read of its base's value, installed as a helper.
+        return self._call(functools.partial(_read_step, source), "read", [base])
 
     def _reader_item(self, source: Source) -> ast.expr | None:
         """``__strata_p<k>[j]`` when ``source`` is a parameter Output.reader_group serves,
@@ -344,7 +376,7 @@ class Rebuilder:
             return emit.attr(self.expr(var.self_var), var.name)
         if isinstance(var, IteratorVar):
             ibox = var.box  # one iterator object however often it is referenced
-            return self._once(ibox, lambda: emit.call(emit.name("iter"), [
+            return self._once(ibox, lambda: self._call(iter, "iter", [
                 emit.build("list", [self.expr(v) for v in ibox.items[ibox.index :]])
             ]))
         if isinstance(var, BoundMethodVar):
@@ -409,7 +441,7 @@ class Rebuilder:
         )
 
     def _fresh_set(self, items: frozenset[object]) -> ast.expr:
-        return emit.call(emit.name("set"), [emit.name(self.out.install(items))])
+        return self._call(set, "set", [emit.name(self.out.install(items))])
 
     def constant(self, value: object) -> ast.expr:
         """A literal for a value of a literal type (exactly: an int subclass keeps its class by
@@ -424,18 +456,14 @@ class Rebuilder:
         return emit.name(self.out.install(value))
 
 
-# The placeholder base a source's text is rendered over (Rebuilder._step); never a real name.
-_BASE = "__strata_base__"
+def _plain_member(member: str) -> bool:
+    """Whether ``base.member`` spells the attribute (else the read is a getattr call)."""
+    return member.isidentifier() and not keyword.iskeyword(member)
 
 
-class _SubstituteBase(ast.NodeTransformer):
-    """Replaces the placeholder name :data:`_BASE` with the base's expression."""
-
-    def __init__(self, base: ast.expr) -> None:
-        self.base = base
-
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        return self.base if node.id == _BASE else node
+def _read_step(source: Source, base_value: object) -> object:
+    """What ``source`` reads from its base's value (the same read its guard makes)."""
+    return source.get(base_value, {}, {})
 
 
 def signature_text(code: types.CodeType) -> str:
@@ -474,7 +502,7 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
         if isinstance(effect, AttrWrite):
             target = temp(rebuilder.expr(effect.target))
             value = temp(rebuilder.expr(effect.value))
-            setter = rebuilder.constant(object.__setattr__) if effect.raw else emit.name("setattr")
+            setter = rebuilder.constant(object.__setattr__ if effect.raw else builtins.setattr)
             writes.append(emit.expr_statement(
                 emit.call(setter, [target, emit.const(effect.name), value])
             ))

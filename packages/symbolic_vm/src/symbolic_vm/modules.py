@@ -330,6 +330,11 @@ _GLOBAL_HOOK_TABLES = (
 )
 
 
+# The predicates over a module's hook dicts (``m``: the module, or torch.nn.modules.module).
+_NO_HOOKS = "not (" + " or ".join(f"m.{table}" for table in _HOOK_TABLES) + ")"
+_NO_GLOBAL_HOOKS = "not (" + " or ".join(f"m.{table}" for table in _GLOBAL_HOOK_TABLES) + ")"
+
+
 def _has_hooks(module: torch.nn.Module) -> bool:
     from torch.nn.modules import module as module_impl
 
@@ -343,14 +348,16 @@ def _guard_no_hooks(out: Output, source: Source | None) -> None:
     (its four hook dicts) and globally (torch.nn.modules.module's dicts, once per capture)."""
     from torch.nn.modules import module as module_impl
 
-    holder = out.install(module_impl, "nn_module")
-    where = f"G[{holder!r}]"
-    hooks = " or ".join(f"{where}.{table}" for table in _GLOBAL_HOOK_TABLES)
-    out.predicate(f"not ({hooks})", "no global nn.Module hooks")
+    _guard_no_global_hooks(out, module_impl)
     if source is not None:
-        name = source.name()
-        hooks = " or ".join(f"{name}.{table}" for table in _HOOK_TABLES)
-        out.predicate(f"not ({hooks})", f"{name} has no hooks")
+        out.predicate(_NO_HOOKS, f"{source.describe()} has no hooks", m=source)
+
+
+def _guard_no_global_hooks(out: Output, module_impl: types.ModuleType) -> None:
+    """No global nn.Module hooks (torch.nn.modules.module's dicts, read through the module
+    object installed as a global of the transformed code)."""
+    holder = GlobalSource(out.install(module_impl, "nn_module"))
+    out.predicate(_NO_GLOBAL_HOOKS, "no global nn.Module hooks", m=holder)
 
 
 def _grouped_call(
@@ -373,10 +380,7 @@ def _grouped_call(
         return False
     from torch.nn.modules import module as module_impl
 
-    holder = out.install(module_impl, "nn_module")
-    where = f"G[{holder!r}]"
-    hooks = " or ".join(f"{where}.{table}" for table in _GLOBAL_HOOK_TABLES)
-    out.predicate(f"not ({hooks})", "no global nn.Module hooks")
+    _guard_no_global_hooks(out, module_impl)
     calls = out.module_calls.setdefault(source.base_source, {})
     calls.setdefault(source.index, (type(module), forward))
     return True

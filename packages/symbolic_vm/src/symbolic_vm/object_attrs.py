@@ -148,11 +148,15 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Va
         attr = object.__getattribute__(value, name) if raw else getattr(value, name)
     except AttributeError as exc:
         if obj.source is not None:
-            where = obj.source.name()
             # Without running the class's own __getattribute__/__getattr__ (the trace ran them).
-            test = (f"{name!r} not in object.__getattribute__({where}, '__dict__')" if raw
-                    else f"not hasattr({where}, {name!r})")
-            out.predicate(test, f"{where} has no attribute {name!r}")
+            where = obj.source.describe()
+            if raw:
+                instance_dict = InstanceAttrSource(obj.source, "__dict__")
+                out.predicate(f"{name!r} not in d", f"{where} has no attribute {name!r}",
+                              d=instance_dict)
+            else:
+                out.predicate(f"not hasattr(o, {name!r})", f"{where} has no attribute {name!r}",
+                              o=obj.source)
         raise throw(AttributeError, *exc.args) from None
     return out.wrap(attr, _attr(obj, name))
 
@@ -231,9 +235,10 @@ def guard_method_resolution(
     class still holds it and, for a non-data descriptor, that the instance does not shadow it."""
     guard_class_attribute(out, TypeSource(source), name, found)
     if hasattr(value, "__dict__") and not hasattr(type(found), "__set__"):
-        where = source.name()
         out.predicate(
-            f"{name!r} not in {where}.__dict__", f"{where}.{name} is not set on the instance"
+            f"{name!r} not in o.__dict__",
+            f"{source.describe()}.{name} is not set on the instance",
+            o=source,
         )
 
 

@@ -674,8 +674,11 @@ def _guard_missing(vm: Interpreter, obj: Var, name: str) -> None:
         object.__getattribute__(obj.value, "__dict__")
     except AttributeError:
         return  # no instance dict: nothing can shadow the class
-    where = InstanceAttrSource(obj.source, "__dict__").name()
-    vm.out.predicate(f"{name!r} not in {where}", f"{obj.source.describe()}.{name} is still unset")
+    vm.out.predicate(
+        f"{name!r} not in d",
+        f"{obj.source.describe()}.{name} is still unset",
+        d=InstanceAttrSource(obj.source, "__dict__"),
+    )
 
 
 def _missing(obj: Var, cls: type, name: str) -> bool:

@@ -258,13 +258,14 @@ class Output:
         self._int_symbols: dict[int, Any] = {}
         # Each placeholder symbol -> where its value lives (SizeSource or the int's source).
         self._symbol_sources: dict[Any, Source] = {}
-        self._by_source: dict[str, Var] = {}
+        self._by_source: dict[Source, Var] = {}
         self._by_id: dict[int, Var] = {}
         self._at_entry: dict[int, list[Any] | int] = {}  # box id -> keys / length at entry
         self._keep_alive: list[object] = []
         self._depended: set[int] = set()  # ids of placeholder nodes whose metadata was read
-        self._guards: dict[tuple[str, str], GuardRequest] = {}
-        self._predicates: dict[str, str] = {}  # SHAPE-style guards: predicate -> description
+        self._guards: dict[tuple[str, Source], GuardRequest] = {}
+        # PREDICATE guards: (expression, its operands by name) -> description
+        self._predicates: dict[tuple[str, tuple[tuple[str, Source], ...]], str] = {}
         self.inlined_calls = 0  # user code run symbolically (it may have changed anything)
         self.side_effects: list[SideEffect] = []
         # Attribute writes on real objects, seen by later reads in the same trace.
@@ -295,7 +296,7 @@ class Output:
         gives one var, so mutations are seen through every alias.
         """
         if source is not None:
-            key = source.name()
+            key = source
             known = self._by_source.get(key)
             if known is not None:
                 return known
@@ -388,8 +389,10 @@ class Output:
                 # One tensor reached by two paths (tied weights, an argument also held by a
                 # module): the code reads the first path only, so the second must stay it.
                 self.predicate(
-                    f"{source.name()} is {known.source.name()}",
+                    "a is b",
                     f"{source.describe()} is still {known.source.describe()}",
+                    a=source,
+                    b=known.source,
                 )
             return known
         if source is None:
@@ -398,7 +401,7 @@ class Output:
         dims = self.config.dynamic_dims.get(source.name(), frozenset())
         # Module parameters and buffers keep static sizes under dynamic=True, as torch.compile's
         # force_parameter_static_shapes does (they are guarded together by MODULE_PARAMS).
-        static = isinstance(value, torch.nn.Parameter) or "._buffers[" in source.name()
+        static = isinstance(value, torch.nn.Parameter) or _is_buffer(source)
         kept = self.config.static_dims.get(source.name())
         if kept and self.config.dynamic and not static:
             # mark_static under dynamic=True: only the other dims are symbolic.
@@ -451,7 +454,7 @@ class Output:
             if isinstance(root, AttrSource):
                 # Fields of plain objects passed in (a config instance) count, module
                 # attributes do not (torch.compile keeps nn.Module ints static).
-                holder = self._by_source.get(root.base_source.name())
+                holder = self._by_source.get(root.base_source)
                 if not (isinstance(holder, ObjectVar) and _is_user_instance(holder.value)):
                     return False
             root = root.base_source
@@ -536,11 +539,11 @@ class Output:
             # Contents and iteration order (equal sets can iterate differently), compared by
             # repr: its elements are constants whose repr reads back (values.is_set_element),
             # so {True} is not {1} and {-0.0} not {0.0}, as eager tells them apart.
-            where = source.name()
             self.request("TYPE_MATCH", source, set())
             self.predicate(
-                f"repr(list({where})) == {repr(list(var.box.original))!r}",
-                f"{where} holds {list(var.box.original)!r} in this order",
+                f"repr(list(s)) == {repr(list(var.box.original))!r}",
+                f"{source.describe()} holds {list(var.box.original)!r} in this order",
+                s=source,
             )
         elif isinstance(var, PartialVar):
             # What a call of it passes: how many arguments and which keywords (func, the
@@ -573,7 +576,7 @@ class Output:
 
     def request(self, kind: str, source: Source, value: object) -> None:
         """Ask for one guard (merged with an identical request)."""
-        self._guards.setdefault((kind, source.name()), GuardRequest(kind, source, value))
+        self._guards.setdefault((kind, source), GuardRequest(kind, source, value))
 
     def change_marks(self) -> tuple[int, ...]:
         """Counters that move when the trace changes what a graph break could not undo.
@@ -584,10 +587,11 @@ class Output:
         """
         return (len(self.builder.graph.nodes), len(self.side_effects), self.inlined_calls)
 
-    def predicate(self, predicate: str, description: str) -> None:
-        """Guard a Python boolean expression over ``L``/``G`` (a SHAPE-kind guard the log calls
-        PREDICATE)."""
-        self._predicates.setdefault(predicate, description)
+    def predicate(self, predicate: str, description: str, **operands: Source) -> None:
+        """Guard a Python boolean expression over its ``operands`` (name -> Source, read by the
+        check as every source is; a SHAPE-kind guard the log calls PREDICATE). Sources never
+        travel as text: any attribute name or dict key a Source holds works."""
+        self._predicates.setdefault((predicate, tuple(sorted(operands.items()))), description)
 
     def used_placeholder(self, var: TensorVar | SymVar) -> bool:
         """True when the graph or the trace relied on input ``var``."""
@@ -618,8 +622,10 @@ class Output:
         def with_facts_now() -> GuardSet:
             guard_set = GuardSet()
             guard_set.update(captured)
-            for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
-                guard_set.SHAPE(predicate, description)
+            for predicate, description, operands in shape_guards(
+                self.builder.shape_env, symbol_sources
+            ):
+                guard_set.SHAPE(predicate, description, operands=operands)
             return guard_set
 
         return captured, with_facts_now
@@ -688,10 +694,12 @@ class Output:
                     guard_set.ID_MATCH(source, real)
         if symbol_sources:
             # Relations the trace relied on between symbolic sizes (x.size(0) == y.size(0), ...).
-            for predicate, description in shape_guards(self.builder.shape_env, symbol_sources):
-                guard_set.SHAPE(predicate, description)
-        for predicate, description in self._predicates.items():
-            guard_set.SHAPE(predicate, description, label="PREDICATE")
+            for predicate, description, operands in shape_guards(
+                self.builder.shape_env, symbol_sources
+            ):
+                guard_set.SHAPE(predicate, description, operands=operands)
+        for (predicate, named), description in self._predicates.items():
+            guard_set.SHAPE(predicate, description, label="PREDICATE", operands=dict(named))
         self._module_call_guards(guard_set)
         for request in self._guards.values():
             if request.kind == "ID_MATCH" and request.source in pinned:
@@ -701,8 +709,9 @@ class Output:
                 guard_set.TYPE_MATCH(request.source, request.value)
                 expected = tuple(int(v) for v in request.value)
                 guard_set.SHAPE(
-                    f"tuple({request.source.name()}) == {expected!r}",
-                    f"{request.source.name()} is torch.Size({list(expected)})",
+                    f"tuple(size) == {expected!r}",
+                    f"{request.source.describe()} is torch.Size({list(expected)})",
+                    operands={"size": request.source},
                 )
                 continue
             try:
@@ -734,7 +743,7 @@ class Output:
     def _parameter_root(self, source: Source) -> Source | None:
         """The root module source when ``source`` is a live, static graph input that is a
         module parameter MODULE_PARAMS covers (guard_set's own test), else None."""
-        var = self._by_source.get(source.name())
+        var = self._by_source.get(source)
         if not isinstance(var, TensorVar) or var.source != source or not var.node.users:
             return None
         if self._input_symbols.get(id(var.node)):
@@ -793,7 +802,7 @@ class Output:
             table = "_modules"
         if not parts or table != "_modules":  # no _parameters step at the end
             return None
-        root_var = self._by_source.get(node.name())
+        root_var = self._by_source.get(node)
         if not isinstance(root_var, ModuleVar):
             return None
         owner: Any = root_var.module
@@ -861,6 +870,16 @@ def _is_user_instance(value: object) -> bool:
         # On the class: an instance lookup could run the class's own __getattr__.
         and not callable(getattr(type(value), "__torch_function__", None))
         and type(value).__module__ not in _LIBRARY_MODULES
+    )
+
+
+def _is_buffer(source: Source) -> bool:
+    """Whether ``source`` reads through some module's ``_buffers`` dict."""
+    return any(
+        isinstance(step, ItemSource)
+        and isinstance(step.base_source, AttrSource)
+        and step.base_source.member == "_buffers"
+        for step in source.chain()
     )
 
 

@@ -165,7 +165,7 @@ class _SnapshotSource(Source):
     def describe(self) -> str:
         return f"{self.builder.__name__}({self.base_source.describe()})"
 
-    def name(self) -> str:  # an expression over L and G (predicates are evaluated from it)
+    def name(self) -> str:  # as logs show it: the builder's name, not its bound repr
         return f"{self.builder.__name__}({self.base_source.name()})"
 
 
