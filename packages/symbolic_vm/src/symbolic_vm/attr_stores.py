@@ -25,6 +25,7 @@ import torch
 
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
+from symbolic_vm.operations import const_value, describe
 from symbolic_vm.output import AttrDelete, AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
 from symbolic_vm.values import (
@@ -86,8 +87,6 @@ def setattr_var(
     here (its attributes are rebuilt into its ``__dict__``); on an argument it is Unsupported
     all the same, since the replay would go through the class's ``__setattr__``.
     """
-    from symbolic_vm.operations import describe
-
     out = vm.out
     if isinstance(obj, TensorVar) and name == "grad":
         set_tensor_grad(out, obj, value)
@@ -153,8 +152,6 @@ def _store_on_function(vm: Interpreter, fn: NestedFunctionVar, name: str, value:
     """``f.name = value`` on a function made while tracing (``functools.update_wrapper``): a
     special attribute kept for reads, anything else into its ``__dict__``. The function never
     leaves the frame (codegen refuses that), so nothing is replayed."""
-    from symbolic_vm.operations import const_value
-
     if name in _FUNCTION_CALL_STATE:
         raise Unsupported(f"storing {name} on a function made in the compiled function")
     if name in _FUNCTION_SPECIALS:
@@ -187,7 +184,6 @@ def _store_through_descriptor(
     vm: Interpreter, obj: Var, name: str, attr: object, value: Var, *, raw: bool = False
 ) -> None:
     """A store to a name a data descriptor of the class owns: trace a property's setter."""
-    from symbolic_vm.calls import call
     from symbolic_vm.object_attrs import guard_class_attribute
 
     if isinstance(attr, property) and attr.fset is not None:
@@ -197,7 +193,7 @@ def _store_through_descriptor(
         elif obj.source is not None:
             vm.out.depend(obj)
             guard_class_attribute(vm.out, TypeSource(obj.source), name, attr)
-        call(vm, vm.out.wrap(attr.fset, None), [obj, value], {})
+        vm.call(vm.out.wrap(attr.fset, None), [obj, value], {})
         return
     setter = class_lookup(type(attr), "__set__")
     if isinstance(setter, types.FunctionType) and isinstance(obj, (ObjectVar, NewObjectVar)):
@@ -224,8 +220,6 @@ def _call_user_set(
 ) -> None:
     """``type(desc).__set__(desc, obj, value)`` traced as a call (its effects replayed, run as
     often as eager runs it); guards pin the descriptor, read from the class dicts."""
-    from symbolic_vm.calls import call
-
     out = vm.out
     if isinstance(obj, NewObjectVar):
         cls_source = obj.box.cls_source
@@ -236,7 +230,7 @@ def _call_user_set(
     if where is not None:
         out.request("ID_MATCH", where, desc)
         out.request("ID_MATCH", AttrSource(TypeSource(where), "__set__"), setter)
-    call(vm, out.wrap(setter, None), [out.wrap(desc, where), obj, value], {})
+    vm.call(out.wrap(setter, None), [out.wrap(desc, where), obj, value], {})
 
 
 def _real(obj: Var) -> Any:
@@ -253,9 +247,7 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
     property's deleter is called, else the name leaves the instance dict (AttributeError when it
     is not there). The object is rebuilt after the graph from its attributes, so nothing is
     replayed. On a plain object from the frame: ``_delete_on_frame_object``."""
-    from symbolic_vm.calls import call
     from symbolic_vm.object_attrs import guard_class_attribute
-    from symbolic_vm.operations import describe
 
     if isinstance(obj, ObjectVar) and obj.source is not None:
         _delete_on_frame_object(vm, obj, name)
@@ -269,7 +261,7 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
             raise Unsupported(f"deleting {name!r} of a {cls.__name__}: its __delattr__ is C code")
         if obj.box.cls_source is not None:
             guard_class_attribute(vm.out, obj.box.cls_source, "__delattr__", hook)
-        call(vm, vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
+        vm.call(vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
         return
     cls_attr = class_lookup(cls, name)
     if isinstance(cls_attr, types.MemberDescriptorType):  # a __slots__ member
@@ -281,7 +273,7 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
         if isinstance(cls_attr, property) and cls_attr.fdel is not None:
             if obj.box.cls_source is not None:
                 guard_class_attribute(vm.out, obj.box.cls_source, name, cls_attr)
-            call(vm, vm.out.wrap(cls_attr.fdel, None), [obj], {})
+            vm.call(vm.out.wrap(cls_attr.fdel, None), [obj], {})
             return
         raise Unsupported(
             f"deleting {name!r}, a data descriptor ({type(cls_attr).__name__}) of the class"
@@ -296,8 +288,6 @@ def _delete_on_frame_object(vm: Interpreter, obj: ObjectVar, name: str) -> None:
     the trace sees the name gone (``attr_overlay`` holds a DeletedAttrVar) and the deletion is
     replayed by ``delattr`` after the graph, in program order with the stores. Whether the
     instance had the name is guarded (read from its ``__dict__``, running no user code)."""
-    from symbolic_vm.operations import describe
-
     out = vm.out
     real = obj.value
     cls = type(real)
@@ -342,9 +332,7 @@ def cached_property_of_new_object(
 ) -> Var:
     """``obj.name`` where the class has ``functools.cached_property`` ``name``: call its
     function once and keep the value in the instance dict, as ``cached_property.__get__``."""
-    from symbolic_vm.calls import call
-
-    result = call(vm, vm.out.wrap(attr.func, None), [obj], {})
+    result = vm.call(vm.out.wrap(attr.func, None), [obj], {})
     obj.box.attrs[attr.attrname or name] = result
     return result
 

@@ -13,6 +13,7 @@ import torch
 from symbolic_vm import object_attrs, tensor_attrs
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
+from symbolic_vm.modules import module_attr
 from symbolic_vm.operations import describe, graph_call
 from symbolic_vm.values import (
     BoundMethodVar,
@@ -51,8 +52,6 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
     if isinstance(obj, SymVar):
         return MethodVar(obj, name)
     if isinstance(obj, ModuleVar):
-        from symbolic_vm.modules import module_attr
-
         return module_attr(vm, obj, name)
     if isinstance(obj, TupleVar) and name in obj.fields:
         return obj.items[obj.fields.index(name)]

@@ -18,6 +18,8 @@ from guards import TypeSource
 from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
+from symbolic_vm.methods import next_value
+from symbolic_vm.modules import module_len
 from symbolic_vm.output import MadeObjectId
 from symbolic_vm.values import (
     BoundMethodVar,
@@ -230,8 +232,6 @@ def _len(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(obj, TensorVar):
         return attributes.size_of(vm.out, obj, 0)
     if isinstance(obj, ModuleVar):
-        from symbolic_vm.modules import module_len
-
         vm.out.depend(obj)
         size = module_len(vm.out, obj)
         if size is None:
@@ -413,8 +413,6 @@ def _iter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.next)
 def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.methods import next_value
-
     iterator = args[0]
     if isinstance(iterator, GeneratorVar):
         value = ops.generator_next(vm.out, iterator)
@@ -485,8 +483,6 @@ def _sorted(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> list[Var]:
     """``sorted(values, key=..., reverse=...)``: the keys must be constants, the values need not."""
-    from symbolic_vm.calls import call
-
     unknown = set(kwargs) - {"key", "reverse"}
     if unknown:
         raise Unsupported(f"sorting with {sorted(unknown)}")
@@ -495,7 +491,7 @@ def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> l
     if key is not None and isinstance(key, ConstVar) and key.value is None:
         key = None
     keys = [
-        ops.const_value(vm.out, v if key is None else call(vm, key, [v], {})) for v in values
+        ops.const_value(vm.out, v if key is None else vm.call(key, [v], {})) for v in values
     ]
     try:
         order = sorted(range(len(values)), key=lambda i: keys[i], reverse=reverse)
@@ -507,8 +503,6 @@ def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> l
 def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pick: Any) -> Var:
     """``max``/``min`` with ``key=`` (called on each value, traced) and ``default=``; the
     keys compared must be constants, the values need not be (``max(ts, key=len)``)."""
-    from symbolic_vm.calls import call
-
     name = pick.__name__
     if set(kwargs) - {"key", "default"}:
         raise Unsupported(f"{name}() with keywords {sorted(set(kwargs) - {'key', 'default'})}")
@@ -528,7 +522,7 @@ def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pic
             raise throw(ValueError, *exc.args) from exc
     if key is None and any(ops.is_graph_value(v) for v in values):
         raise Unsupported(f"{name}() over tensors compares tensor data")
-    keyed = values if key is None else [call(vm, key, [v], {}) for v in values]
+    keyed = values if key is None else [vm.call(key, [v], {}) for v in values]
     keys = [ops.const_value(vm.out, k) for k in keyed]
     try:
         index: int = pick(range(len(values)), key=keys.__getitem__)  # the first equal one wins
@@ -696,24 +690,20 @@ def _fields(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.map)
 def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call
-
     if _has_generator(args[1:]):
         return _over_generator(vm, _lazy_map, args, kwargs)
     columns = [ops.iterate(vm.out, a) for a in args[1:]]
     rows = zip(*columns, strict=False)
-    return IteratorVar(IterBox([call(vm, args[0], list(row), {}) for row in rows]))
+    return IteratorVar(IterBox([vm.call(args[0], list(row), {}) for row in rows]))
 
 
 @implements(builtins.filter)
 def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call
-
     if _has_generator(args[1:]):
         return _over_generator(vm, _lazy_filter, args, kwargs)
     kept = []
     for value in ops.iterate(vm.out, args[1]):
-        test = value if isinstance(args[0], ConstVar) else call(vm, args[0], [value], {})
+        test = value if isinstance(args[0], ConstVar) else vm.call(args[0], [value], {})
         if ops.truth(vm.out, test):
             kept.append(value)
     return IteratorVar(IterBox(kept))
@@ -721,8 +711,6 @@ def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(functools.reduce)
 def _reduce(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call
-
     values = ops.iterate(vm.out, args[1])
     if len(args) > 2:
         values = [args[2], *values]
@@ -730,7 +718,7 @@ def _reduce(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         raise Unsupported("TypeError: reduce() of empty iterable with no initial value")
     total = values[0]
     for value in values[1:]:
-        total = call(vm, args[0], [total, value], {})
+        total = vm.call(args[0], [total, value], {})
     return total
 
 
@@ -790,9 +778,7 @@ def _lazy_filter(fn: Any, iterable: Any) -> Any:
 
 
 def _over_generator(vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call
-
-    return call(vm, FunctionVar(lazy), args, kwargs)
+    return vm.call(FunctionVar(lazy), args, kwargs)
 
 
 def _has_generator(args: list[Var]) -> bool:

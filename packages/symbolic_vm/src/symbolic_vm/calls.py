@@ -7,14 +7,27 @@ import contextlib
 import inspect
 import types
 import weakref
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
+from torch.nn.modules import module as module_impl
 
-from symbolic_vm import attr_stores, attributes, controls, function_effects, higher_order
+from symbolic_vm import (
+    attr_stores,
+    attributes,
+    builtins_,
+    controls,
+    function_effects,
+    higher_order,
+    methods,
+    object_model,
+    torch_calls,
+)
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource
+from symbolic_vm.interpreter import Interpreter
+from symbolic_vm.modules import call_module, call_sequential_slice
 from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
 from symbolic_vm.values import (
     AutocastExitVar,
@@ -42,9 +55,6 @@ from symbolic_vm.values import (
     Var,
 )
 
-if TYPE_CHECKING:
-    from symbolic_vm.interpreter import Interpreter
-
 _CO_VARARGS = inspect.CO_VARARGS
 _CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 _CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -52,9 +62,6 @@ _CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_AS
 
 def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``fn(*args, **kwargs)`` on tracked values."""
-    from symbolic_vm import builtins_, methods, object_model, torch_calls
-    from symbolic_vm.modules import call_module
-
     out = vm.out
     if isinstance(fn, FunctionVar):
         return _call_function(vm, fn, args, kwargs)
@@ -88,8 +95,6 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
     if isinstance(fn, ModuleVar):
         return call_module(vm, fn, args, kwargs)
     if isinstance(fn, SequentialSliceVar):
-        from symbolic_vm.modules import call_sequential_slice
-
         return call_sequential_slice(vm, fn, args, kwargs)
     if isinstance(fn, AutocastExitVar):
         torch_calls.exit_autocast(out, fn)
@@ -192,8 +197,6 @@ def _call_in_grad_mode(
 ) -> Var:
     """The decorated function's call: the mode switched around it in the graph, restored
     also when the call raises (the wrapper's ``with`` block)."""
-    from symbolic_vm import torch_calls
-
     previous = torch.is_grad_enabled()
     torch_calls.set_grad_mode(vm.out, fn.enabled)
     try:
@@ -217,8 +220,6 @@ def _name(value: object) -> str:
 def _call_function(
     vm: Interpreter, fn: FunctionVar, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
-    from symbolic_vm import builtins_, torch_calls
-
     # mypy reads a FunctionType attribute through an instance as a bound method.
     func = cast(types.FunctionType, fn.fn)  # type: ignore[redundant-cast]
     out = vm.out
@@ -288,8 +289,6 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
     kwargs: dict[str, Var],
 ) -> Var:
     """Run ``code`` as a call with these arguments, inside the current capture."""
-    from symbolic_vm.interpreter import Interpreter
-
     is_generator = bool(code.co_flags & inspect.CO_GENERATOR)
     if code.co_flags & _CO_GENERATOR_LIKE and not is_generator:
         raise Unsupported(f"calling coroutine or async generator function {code.co_name}")
@@ -403,8 +402,6 @@ def _own_metaclass_call(cls: type) -> bool:
 
 def _has_global_hooks() -> bool:
     """Module hooks registered for every module (torch.nn.modules.module.register_module_*)."""
-    from torch.nn.modules import module as module_impl
-
     tables = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
               "_global_backward_pre_hooks")
     return any(bool(getattr(module_impl, name, None)) for name in tables)
@@ -505,8 +502,6 @@ def construct(
     if isinstance(obj, NewObjectVar) and obj.box.items is not None and not isinstance(
         init, types.FunctionType
     ):
-        from symbolic_vm import object_model
-
         object_model.call_slot(vm, init, [obj, *args], kwargs)  # dict.__init__(obj, ...)
         return obj
     if not isinstance(init, types.FunctionType):
@@ -520,8 +515,6 @@ def construct(
 def blank_instance(vm: Interpreter, cls_var: ObjectVar) -> NewObjectVar:
     """``object.__new__(cls)`` (``dict.__new__`` for a dict subclass): an instance of a user
     class made in the trace, with no attributes yet."""
-    from symbolic_vm import object_model
-
     cls = cls_var.value
     if not isinstance(cls, type):
         raise Unsupported(f"object.__new__({ops.describe(cls_var)})")

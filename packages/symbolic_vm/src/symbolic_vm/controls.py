@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from symbolic_vm import torch_calls
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.values import ConstVar, Var
 
@@ -229,6 +230,5 @@ def dispatch(
     if control.kind is ControlKind.NO_OP_CONTEXT:
         # A fresh stand-in made while tracing; the `with` then inlines its empty enter/exit.
         return out.wrap(contextlib.nullcontext(), None)
-    from symbolic_vm import torch_calls
 
     return torch_calls.opaque_call(out, fn, args, kwargs)

@@ -10,7 +10,7 @@ import types
 
 import torch
 
-from symbolic_vm import handlers, stdlib  # noqa: F401 (stdlib: its trackers, before a trace)
+from symbolic_vm import calls, handlers, stdlib  # noqa: F401 (stdlib: its trackers, before a trace)
 from symbolic_vm.breaks.decisions import Resume, Retrace, RunEagerly, RunRegion, Stop
 from symbolic_vm.breaks.flow import clear_flows
 from symbolic_vm.breaks.policy import break_record, build, decide, reset_resumes
@@ -112,7 +112,7 @@ def _capture_once(
                 raise Unsupported(f"{code.co_name} is a generator or coroutine")
             vm = Interpreter(
                 out, code, frame.f_globals, dict(frame.f_builtins), local_vars={},
-                frame_locals=dict(frame.f_locals),
+                frame_locals=dict(frame.f_locals), call=calls.call,
             )
             # Only a function's frame breaks: a class body or module (no CO_OPTIMIZED: locals in
             # a dict) has no resume functions, and a 3.11 comprehension's parameter `.0` is no

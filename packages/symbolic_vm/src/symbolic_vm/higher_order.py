@@ -85,9 +85,7 @@ _CHECKPOINT_OPTIONS = frozenset(
 
 
 def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call
-
-    return call(vm, fn, args, kwargs)
+    return vm.call(fn, args, kwargs)
 
 
 def _checkpoint(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:

@@ -26,6 +26,11 @@ log = logging.getLogger("strata.symbolic_vm")
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 Handler = Callable[["Interpreter", dis.Instruction], None]
+# How a tracked value is called (symbolic_vm.calls.call). The root Interpreter is given it and
+# inlined frames inherit it, so the semantics modules call through ``vm.call`` rather than
+# importing calls, which dispatches to all of them (the cycle that kept their imports inside
+# functions).
+CallFn = Callable[["Interpreter", Var, list[Var], dict[str, Var]], Var]
 
 Version = tuple[int, int]
 SUPPORTED_VERSIONS: tuple[Version, ...] = SUPPORTED
@@ -141,9 +146,14 @@ class Interpreter:
         frame_locals: dict[str, Any] | None = None,
         depth: int = 0,
         parent: Interpreter | None = None,
+        call: CallFn | None = None,
     ) -> None:
         if depth > MAX_INLINE_DEPTH:
             raise Unsupported("inlining depth limit reached (recursion?)")
+        caller = call if call is not None else (parent._caller if parent is not None else None)
+        if caller is None:
+            raise TypeError("the root Interpreter needs call= (symbolic_vm.calls.call)")
+        self._caller: CallFn = caller
         self.out = out
         self.code = code
         self.f_globals = f_globals
@@ -173,6 +183,10 @@ class Interpreter:
         self.handling: Any = None  # the exception an except block handles (an ObjectVar)
         # root frame only: every generator made in the trace (closed at its return)
         self.made_generators: list[GeneratorVar] = []
+
+    def call(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        """``fn(*args, **kwargs)`` on tracked values, in this frame."""
+        return self._caller(self, fn, args, kwargs)
 
     # -- running ----------------------------------------------------------------------------
 

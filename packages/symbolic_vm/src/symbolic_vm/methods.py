@@ -11,6 +11,7 @@ from symbolic_vm import attributes, sets, tensor_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
+from symbolic_vm.modules import module_iterator
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -92,8 +93,6 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         except Exception as exc:
             raise Unsupported(f"{type(exc).__name__} raised by {name}() on a constant") from exc
     if isinstance(target, ModuleVar):
-        from symbolic_vm.modules import module_iterator
-
         return module_iterator(vm, target, name, args, kwargs)
     if isinstance(target, GradModeVar):
         from symbolic_vm import torch_calls

@@ -6,6 +6,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.nn.modules import module as module_impl
 
 from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
@@ -128,9 +129,7 @@ def _class_member(vm: Interpreter, obj: ModuleVar, name: str, attr: object) -> V
     if isinstance(attr, types.FunctionType):
         return BoundMethodVar(obj, FunctionVar(attr))
     if isinstance(attr, property) and attr.fget is not None:
-        from symbolic_vm.calls import call
-
-        return call(vm, out.wrap(attr.fget, None), [obj], {})
+        return vm.call(out.wrap(attr.fget, None), [obj], {})
     if isinstance(attr, staticmethod):
         return out.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
@@ -336,8 +335,6 @@ _NO_GLOBAL_HOOKS = "not (" + " or ".join(f"m.{table}" for table in _GLOBAL_HOOK_
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
-    from torch.nn.modules import module as module_impl
-
     local = [getattr(module, name, None) for name in _HOOK_TABLES]
     global_hooks = [getattr(module_impl, name, None) for name in _GLOBAL_HOOK_TABLES]
     return any(bool(h) for h in (*local, *global_hooks))
@@ -346,8 +343,6 @@ def _has_hooks(module: torch.nn.Module) -> bool:
 def _guard_no_hooks(out: Output, source: Source | None) -> None:
     """The inlined forward ran no hooks: reuse only while there are still none, on this module
     (its four hook dicts) and globally (torch.nn.modules.module's dicts, once per capture)."""
-    from torch.nn.modules import module as module_impl
-
     _guard_no_global_hooks(out, module_impl)
     if source is not None:
         out.predicate(_NO_HOOKS, f"{source.describe()} has no hooks", m=source)
@@ -378,8 +373,6 @@ def _grouped_call(
         )
     ):
         return False
-    from torch.nn.modules import module as module_impl
-
     _guard_no_global_hooks(out, module_impl)
     calls = out.module_calls.setdefault(source.base_source, {})
     calls.setdefault(source.index, (type(module), forward))
@@ -406,8 +399,6 @@ _GLOBAL_FORWARD_HOOK_FLAGS = (
 def _check_hooks_inlinable(module: torch.nn.Module) -> None:
     """Raise Unsupported for the hooks the VM leaves to eager: backward hooks (theirs is
     autograd state, not graph code) and ``always_call`` forward hooks."""
-    from torch.nn.modules import module as module_impl
-
     name = type(module).__name__
     local = _hook_tables(module)
     if (
@@ -423,8 +414,6 @@ def _guard_global_hooks(out: Output) -> Source:
     """Guard the global hook dicts as the trace found them: exact keys in order (forward
     hooks, their with_kwargs/always_call sets; the backward ones empty). Returns the source of
     ``torch.nn.modules.module``."""
-    from torch.nn.modules import module as module_impl
-
     holder = GlobalSource(out.install(module_impl, "nn_module"))
     for table in (*_GLOBAL_HOOK_TABLES, *_GLOBAL_FORWARD_HOOK_FLAGS):
         out.request("DICT_KEYS", AttrSource(holder, table), getattr(module_impl, table))
@@ -458,10 +447,6 @@ def _call_hooked(
     them: global then local pre-hooks (each may replace the args, or args and kwargs when
     registered with_kwargs), forward, then global then local forward hooks (each may replace
     the output). Every hook dict is guarded by its exact keys and each hook by identity."""
-    from torch.nn.modules import module as module_impl
-
-    from symbolic_vm.calls import call
-
     out = vm.out
     module = obj.module
     holder = _guard_global_hooks(out)
@@ -489,14 +474,14 @@ def _call_hooked(
     for table, hook_id, hook in pre_hooks:
         hook_var = _hook_var(out, table, hook_id, hook)
         if hook_id in pre_kwargs:
-            result = call(vm, hook_var, [obj, args_var, kwargs_var], {})
+            result = vm.call(hook_var, [obj, args_var, kwargs_var], {})
             if _is_none(result):
                 continue
             if not (isinstance(result, TupleVar) and len(result.items) == 2):
                 raise Unsupported("a forward pre-hook (with_kwargs) returned a non-pair")
             args_var, kwargs_var = result.items
         else:
-            result = call(vm, hook_var, [obj, args_var], {})
+            result = vm.call(hook_var, [obj, args_var], {})
             if _is_none(result):
                 continue
             args_var = result if isinstance(result, TupleVar) else TupleVar((result,))
@@ -520,7 +505,7 @@ def _call_hooked(
             [obj, args_var, kwargs_var, output] if hook_id in fwd_kwargs
             else [obj, args_var, output]
         )
-        result = call(vm, hook_var, hook_args, {})
+        result = vm.call(hook_var, hook_args, {})
         if not _is_none(result):
             output = result
     return output
@@ -529,13 +514,11 @@ def _call_hooked(
 def _call_forward(
     vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
-    from symbolic_vm.calls import call
-
     module = obj.module
     forward = type(module).forward
     if "forward" in module.__dict__:
-        return call(vm, module_attr(vm, obj, "forward"), args, kwargs)
-    return call(vm, BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)
+        return vm.call(module_attr(vm, obj, "forward"), args, kwargs)
+    return vm.call(BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)
 
 
 def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -570,17 +553,14 @@ def call_sequential_slice(
     """Calling ``seq[a:b]``: the new Sequential has no hooks of its own, so its call is its
     ``forward`` (each submodule on the previous one's output) unless a global module hook
     would see it (guarded as the trace found them)."""
-    from symbolic_vm.calls import call
-
     if kwargs or len(args) != 1:
         raise Unsupported("calling a Sequential slice with other than one positional argument")
-    from torch.nn.modules import module as module_impl
 
     if any(getattr(module_impl, name, None) for name in _GLOBAL_HOOK_TABLES):
         raise Unsupported("calling a Sequential slice while global module hooks are registered")
     _guard_no_hooks(vm.out, None)
     value = args[0]
     for module in seq.items:
-        value = call(vm, module, [value], {})
+        value = vm.call(module, [value], {})
     return value
 

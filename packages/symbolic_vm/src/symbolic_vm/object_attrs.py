@@ -109,11 +109,9 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Va
     ):
         return written.box.items[name]
     if isinstance(cls_attr, property) and cls_attr.fget is not None:
-        from symbolic_vm.calls import call
-
         if obj.source is not None:
             guard_class_attribute(out, TypeSource(obj.source), name, cls_attr)
-        return call(vm, out.wrap(cls_attr.fget, None), [obj], {})
+        return vm.call(out.wrap(cls_attr.fget, None), [obj], {})
     if python_get(cls_attr) and (is_data_descriptor(cls_attr) or name not in instance_dict):
         # A user descriptor: its __get__ is traced as a call (run as often as eager runs it).
         if obj.source is not None:
@@ -202,14 +200,12 @@ def descriptor_get(
 ) -> Var:
     """``type(desc).__get__(desc, instance, owner)`` traced as a call; the guards pin the
     descriptor (read from the class dicts, so no ``__get__`` runs in them) and its ``__get__``."""
-    from symbolic_vm.calls import call
-
     out = vm.out
     getter = attr_stores.class_lookup(type(desc), "__get__")
     if where is not None:
         out.request("ID_MATCH", where, desc)
         out.request("ID_MATCH", AttrSource(TypeSource(where), "__get__"), getter)
-    return call(vm, out.wrap(getter, None), [out.wrap(desc, where), instance, owner], {})
+    return vm.call(out.wrap(getter, None), [out.wrap(desc, where), instance, owner], {})
 
 
 def guard_class_attribute(out: Output, cls_source: Source, name: str, found: object) -> None:
@@ -275,9 +271,7 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     if obj.box.cls_source is not None:
         guard_class_attribute(vm.out, obj.box.cls_source, name, cls_attr)
     if isinstance(cls_attr, property) and cls_attr.fget is not None:
-        from symbolic_vm.calls import call
-
-        return call(vm, vm.out.wrap(cls_attr.fget, None), [obj], {})
+        return vm.call(vm.out.wrap(cls_attr.fget, None), [obj], {})
     if isinstance(cls_attr, types.FunctionType):
         return BoundMethodVar(obj, FunctionVar(cls_attr))
     if isinstance(cls_attr, staticmethod):

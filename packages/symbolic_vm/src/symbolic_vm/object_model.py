@@ -35,7 +35,17 @@ from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, DictCopySource, InstanceAttrSource
-from symbolic_vm.values import ConstVar, DictBox, DictVar, MethodVar, NewObjectVar, ObjectVar, Var
+from symbolic_vm.methods import call_method
+from symbolic_vm.values import (
+    ConstVar,
+    DictBox,
+    DictVar,
+    FunctionVar,
+    MethodVar,
+    NewObjectVar,
+    ObjectVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -202,11 +212,8 @@ def next_of(vm: Interpreter, iterator: Var) -> Var:
 
 
 def _inline(vm: Interpreter, fn: Callable[..., Any], args: list[Var]) -> Var:
-    from symbolic_vm.calls import call
-    from symbolic_vm.values import FunctionVar
-
     assert isinstance(fn, types.FunctionType)
-    return call(vm, FunctionVar(fn), args, {})
+    return vm.call(FunctionVar(fn), args, {})
 
 
 def _next_calls(iterator: Any, step: Callable[[Any], Any]) -> Any:
@@ -302,8 +309,6 @@ def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
     directly (no user code runs); any other object with ``keys`` through ``obj.keys()`` and
     ``obj[key]`` for each key (an OrderedDict subclass: ModelOutput's ``__getitem__`` runs
     once per key, as in eager). None: not a user object with ``keys`` (pairs are iterated)."""
-    from symbolic_vm.calls import call
-
     cls = user_class(obj)
     if cls is None or class_lookup(cls, "keys") is MISSING:
         return None
@@ -312,7 +317,7 @@ def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
         if view is not None:
             vm.out.depend(view)
             return dict(view.box.items)
-    keys = call(vm, attributes.getattr_var(vm, obj, "keys"), [], {})
+    keys = vm.call(attributes.getattr_var(vm, obj, "keys"), [], {})
     found = iterate(vm, keys)
     return {
         ops.const_value(vm.out, key): getitem(vm, obj, key)
@@ -362,12 +367,10 @@ def _guard_class_attr(vm: Interpreter, obj: Var, name: str, found: object) -> No
 
 
 def _call_dunder(vm: Interpreter, obj: Var, name: str, args: list[Var]) -> Var | None:
-    from symbolic_vm.calls import call
-
     method = _python_method(vm, obj, name)
     if method is None:
         return None
-    return call(vm, vm.out.wrap(method, None), [obj, *args], {})
+    return vm.call(vm.out.wrap(method, None), [obj, *args], {})
 
 
 @register(object)
@@ -583,8 +586,6 @@ def _frame_dict_view(vm: Interpreter, obj: Var) -> DictVar | None:
 def _dict_slot(
     vm: Interpreter, view: DictVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
-    from symbolic_vm.methods import call_method
-
     kind = _DICT_DUNDERS.get(name)
     out = vm.out
     if kind == "getitem":
@@ -639,8 +640,6 @@ def attribute_hooks(obj: Var) -> bool:
 def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
     """``obj.name`` through the class's Python ``__getattribute__`` (traced as a call), or its
     ``__getattr__`` for a name the normal lookup does not find; None: the normal lookup."""
-    from symbolic_vm.calls import call
-
     cls = user_class(obj)
     if cls is None or name == "__class__":
         return None
@@ -651,7 +650,7 @@ def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
     if isinstance(hook, types.FunctionType):
         _guard_class_attr(vm, obj, "__getattribute__", hook)
         try:
-            return call(vm, vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
+            return vm.call(vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
         except TracedException as raised:
             # As CPython's slot: an AttributeError from __getattribute__ asks __getattr__.
             if fallback is None or not isinstance(raised.exception, AttributeError):
@@ -661,7 +660,7 @@ def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
     else:
         _guard_missing(vm, obj, name)
     _guard_class_attr(vm, obj, "__getattr__", fallback)
-    return call(vm, vm.out.wrap(fallback, None), [obj, ConstVar(name)], {})
+    return vm.call(vm.out.wrap(fallback, None), [obj, ConstVar(name)], {})
 
 
 def _guard_missing(vm: Interpreter, obj: Var, name: str) -> None:

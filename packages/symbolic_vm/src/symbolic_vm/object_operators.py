@@ -100,8 +100,6 @@ def _method(vm: Interpreter, var: Var, cls: type | None, name: str) -> Any:
 
 
 def _call(vm: Interpreter, method: Any, this: Var, other: Var) -> Var:
-    from symbolic_vm.calls import call
-
     if method is object.__eq__:
         return ConstVar(True) if ops.identical(vm.out, this, other) else ConstVar(NotImplemented)
     if method is object.__ne__:
@@ -113,7 +111,7 @@ def _call(vm: Interpreter, method: Any, this: Var, other: Var) -> Var:
         return ConstVar(not ops.truth(vm.out, found))
     if any(method is slot for slot in _OBJECT_SLOTS):
         return ConstVar(NotImplemented)
-    return call(vm, vm.out.wrap(method, None), [this, other], {})
+    return vm.call(vm.out.wrap(method, None), [this, other], {})
 
 
 def _not_implemented(var: Var) -> bool:
@@ -263,8 +261,6 @@ def _compare(vm: Interpreter, symbol: str, a: Var, b: Var) -> Var | None:
 
 def unary(vm: Interpreter, fn: Callable[[Any], Any], a: Var) -> Var | None:
     """``-a``, ``+a``, ``~a``, ``abs(a)`` on an instance of a user class; None otherwise."""
-    from symbolic_vm.calls import call
-
     if not isinstance(a, (NewObjectVar, ObjectVar)) or fn not in _UNARY_NAMES:
         return None
     name, what = _UNARY_NAMES[fn]
@@ -277,7 +273,7 @@ def unary(vm: Interpreter, fn: Callable[[Any], Any], a: Var) -> Var | None:
         return None
     if method is None:
         raise throw(TypeError, f"bad operand type for {what}: '{cls.__name__}'")
-    return call(vm, vm.out.wrap(method, None), [a], {})
+    return vm.call(vm.out.wrap(method, None), [a], {})
 
 
 def binary_op(vm: Interpreter, symbol: str, a: Var, b: Var) -> Var:

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from fxbuild import FakePropagationError
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.output import (
@@ -119,8 +121,6 @@ def const_value(out: Output, var: Var) -> Any:
 
 
 def _specialize(value: Any) -> Any:
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
-
     try:
         if isinstance(value, torch.SymBool):
             return bool(value)
@@ -210,8 +210,6 @@ def _structseq_fields(example: object) -> tuple[str, ...]:
 
 def graph_call(out: Output, target: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """Add ``target(*args, **kwargs)`` to the graph."""
-    from fxbuild import FakePropagationError
-
     try:
         node = out.builder.call_function(
             target,
@@ -237,8 +235,6 @@ def _same_object(result: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 def graph_method(out: Output, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """Add ``args[0].name(*args[1:], **kwargs)`` to the graph."""
-    from fxbuild import FakePropagationError
-
     try:
         node = out.builder.call_method(
             name,
@@ -447,7 +443,6 @@ def truth(out: Output, var: Var) -> bool:
     if isinstance(var, SymVar):
         # A branch on sizes: take the branch the example sizes take and guard on it. bool() of
         # the SymInt guards only what the branch needs (n != 0), not n's value.
-        from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
         try:
             return bool(var.example)

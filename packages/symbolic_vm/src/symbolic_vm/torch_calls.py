@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 from torch._library.custom_ops import CustomOpDef
+from torch.fx.node import map_aggregate
 from torch.utils import _pytree as pytree
 
 from symbolic_vm import methods
@@ -17,6 +18,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import CallSource, UnsupportedGuardValue
 from symbolic_vm.output import AttrWrite, Output
+from symbolic_vm.registries import NONSTRICT_TRACE
 from symbolic_vm.values import (
     AutocastExitVar,
     AutocastVar,
@@ -374,8 +376,6 @@ def _probe_out_call(  # noqa: PLR0917 - the parts of one call
     """Run the out= call on fakes with fresh out tensors like ``targets``: raises Unsupported
     where eager raises (dtype, autograd), else the sizes eager leaves the out tensors with and
     the named-tuple class an out= call returns (``torch.return_types.max_out``)."""
-    from torch.fx.node import map_aggregate
-
     def example(value: Any) -> Any:
         return value.meta["example_value"] if isinstance(value, torch.fx.Node) else value
 
@@ -559,8 +559,6 @@ def opaque_call(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -
     and tuples around them. A plain tensor or tuple/list result keeps ``fn`` itself as the
     node's target. Either way ``fn`` runs once on fakes.
     """
-    from symbolic_vm.registries import NONSTRICT_TRACE
-
     if fn not in NONSTRICT_TRACE:
         return ops.graph_call(out, fn, args, kwargs)
     flat, specs = _flat_outputs(fn)

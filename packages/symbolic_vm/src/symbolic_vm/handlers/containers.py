@@ -8,6 +8,7 @@ from typing import Any
 
 from symbolic_vm import attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
+from symbolic_vm.builtins_ import call_builtin, has_attribute, python_type
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
 from symbolic_vm.values import (
@@ -295,8 +296,6 @@ def _unpacked(vm: Interpreter, value: Var) -> list[Var]:
 
 @handler("GET_LEN")
 def GET_LEN(vm: Interpreter, inst: dis.Instruction) -> None:
-    from symbolic_vm.builtins_ import call_builtin
-
     result = call_builtin(vm, ObjectVar(len), [vm.peek()], {})
     assert result is not None
     vm.push(result)
@@ -339,8 +338,6 @@ def MATCH_CLASS(vm: Interpreter, inst: dis.Instruction) -> None:
     Pops the keyword names, the class and the subject; the positional names come from the
     class's ``__match_args__`` (or the subject itself for the builtin types of _MATCH_SELF).
     """
-    from symbolic_vm.builtins_ import has_attribute, python_type
-
     out = vm.out
     keywords = tuple(ops.const_value(out, vm.pop()))
     cls = ops.const_value(out, vm.pop())

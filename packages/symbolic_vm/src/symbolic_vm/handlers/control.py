@@ -12,6 +12,12 @@ from symbolic_vm.calls import call
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.generator_close import close_at_frame_end
 from symbolic_vm.interpreter import RUNNING, Interpreter, ReturnSignal, YieldSignal, handler
+from symbolic_vm.torch_calls import (
+    InferenceModeVar,
+    enter_autocast,
+    enter_grad_mode,
+    enter_inference_mode,
+)
 from symbolic_vm.values import (
     AutocastVar,
     ConstVar,
@@ -153,12 +159,9 @@ def RETURN_CONST(vm: Interpreter, inst: dis.Instruction) -> None:
 def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
     manager = vm.pop()
     if isinstance(manager, AutocastVar):
-        from symbolic_vm.torch_calls import enter_autocast
-
         vm.push(enter_autocast(vm.out, manager))
         vm.push(ConstVar(None))
         return
-    from symbolic_vm.torch_calls import InferenceModeVar, enter_inference_mode
 
     if isinstance(manager, InferenceModeVar):
         vm.push(enter_inference_mode(vm.out, manager))
@@ -169,8 +172,6 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.out.depend(manager)
         manager = GradModeVar(type(manager.value) is torch.enable_grad)
     if isinstance(manager, GradModeVar):
-        from symbolic_vm.torch_calls import enter_grad_mode
-
         vm.push(enter_grad_mode(vm.out, manager))
         vm.push(ConstVar(None))
         return

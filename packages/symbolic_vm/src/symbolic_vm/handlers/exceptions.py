@@ -20,6 +20,7 @@ from __future__ import annotations
 import dis
 from typing import TYPE_CHECKING
 
+from symbolic_vm.calls import call
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
 from symbolic_vm.values import ConstVar, ObjectVar, TupleVar, Var
@@ -106,8 +107,6 @@ def RERAISE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("WITH_EXCEPT_START")
 def WITH_EXCEPT_START(vm: Interpreter, inst: dis.Instruction) -> None:
-    from symbolic_vm.calls import call
-
     exc = vm.peek()
     exit_fn = vm.peek(4)
     if not isinstance(exc, ObjectVar):

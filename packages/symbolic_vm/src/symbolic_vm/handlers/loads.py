@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dis
+import sys
 
 from symbolic_vm import attr_stores, attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
 from symbolic_vm.output import CellWrite, GlobalWrite
-from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, Var
+from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, SuperVar, Var
 
 
 @handler("PRECALL", versions=(3.11,))
@@ -229,8 +230,6 @@ def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
 
     The NULL of a method load goes below the attribute on 3.12 and above it on 3.13.
     """
-    from symbolic_vm.values import SuperVar
-
     self_var = vm.pop()
     cls_var = vm.pop()
     vm.pop()  # the global `super` itself
@@ -247,8 +246,6 @@ def LOAD_SUPER_ATTR(vm: Interpreter, inst: dis.Instruction) -> None:
 @handler("IMPORT_NAME")
 def IMPORT_NAME(vm: Interpreter, inst: dis.Instruction) -> None:
     """``import m`` inside the function: only modules already imported (no import side effects)."""
-    import sys
-
     fromlist = ops.const_value(vm.out, vm.pop())
     level = ops.const_value(vm.out, vm.pop())
     name = inst.argval

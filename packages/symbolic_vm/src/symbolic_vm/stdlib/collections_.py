@@ -49,8 +49,6 @@ def _named_tuple_method(
 ) -> Var | None:
     """``nt._replace(b=2)``, ``nt._asdict()``, ``nt._make(...)``, a method of a NamedTuple
     class: the class's Python function, inlined with the tuple as ``self``."""
-    from symbolic_vm.calls import call
-
     cls = target.named_type
     if not _is_namedtuple_class(cls):
         return None
@@ -63,11 +61,11 @@ def _named_tuple_method(
         object_attrs.guard_class_attribute(vm.out, TypeSource(target.source), name, attr)
     cls_var = ObjectVar(cls)
     if isinstance(attr, types.FunctionType):
-        return call(vm, python_function(attr), [target, *args], kwargs)
+        return vm.call(python_function(attr), [target, *args], kwargs)
     if isinstance(attr, classmethod) and isinstance(attr.__func__, types.FunctionType):
-        return call(vm, python_function(attr.__func__), [cls_var, *args], kwargs)
+        return vm.call(python_function(attr.__func__), [cls_var, *args], kwargs)
     if isinstance(attr, staticmethod) and isinstance(attr.__func__, types.FunctionType):
-        return call(vm, python_function(attr.__func__), args, kwargs)
+        return vm.call(python_function(attr.__func__), args, kwargs)
     return None
 
 
@@ -230,18 +228,16 @@ def _writable(vm: Interpreter, obj: Var) -> DictVar:
 def _missing(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``d[key]`` for a key ``d`` lacks: the class's ``__missing__`` (defaultdict's factory,
     Counter's 0), as dict.__getitem__ calls it."""
-    from symbolic_vm.calls import call
-
     cls = object_model.user_class(obj)
     assert cls is not None
     hook = class_lookup(cls, "__missing__")
     if isinstance(hook, types.FunctionType):
-        return call(vm, python_function(hook), [obj, key], {})
+        return vm.call(python_function(hook), [obj, key], {})
     if hook is collections.defaultdict.__dict__["__missing__"]:
         factory = attributes.getattr_var(vm, obj, "default_factory")
         if isinstance(factory, ConstVar) and factory.value is None:
             raise throw(KeyError, ops.const_value(vm.out, key))
-        made = call(vm, factory, [], {})
+        made = vm.call(factory, [], {})
         _writable(vm, obj).box.items[ops.const_value(vm.out, key)] = made
         return made
     raise throw(KeyError, ops.const_value(vm.out, key))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from guards import TypeSource
+from symbolic_vm import object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.builtins_ import implements
@@ -183,9 +184,6 @@ class _Copier:
         """The class's own ``__deepcopy__(memo)`` (read from the instance, as deepcopy reads
         it) or ``__copy__()`` (read from the class, as copy.copy does), traced as a call; the
         copy is remembered unless it is the object itself. None: the class has neither."""
-        from symbolic_vm import object_model
-        from symbolic_vm.calls import call
-
         cls = user_class(var)
         assert cls is not None
         name = "__deepcopy__" if self.deep else "__copy__"
@@ -201,7 +199,7 @@ class _Copier:
         method = object_model.python_method(self.vm, var, name)
         assert method is hook
         args = [DictVar(self.memo_box)] if self.deep else []
-        copied = call(self.vm, FunctionVar(hook), [var, *args], {})
+        copied = self.vm.call(FunctionVar(hook), [var, *args], {})
         if _identity(copied) is None or _identity(copied) != key:  # deepcopy: "if y is not x"
             self._remember(key, copied)
         return copied
@@ -281,8 +279,6 @@ def _hooked_lookup(
     """``getattr(var, name, None)`` as the copy module asks it: through the class's own
     ``__getattribute__``/``__getattr__`` where it has one (traced, so it runs as in eager),
     else the plain lookup (no user code runs). None: AttributeError."""
-    from symbolic_vm import object_model
-
     try:
         found = object_model.getattr_hook(vm, var, name)
     except TracedException as raised:

@@ -58,14 +58,12 @@ attributes.MORE_ATTRS[PartialVar] = _partial_attr
 
 @calls_of(functools._lru_cache_wrapper)
 def _call_cached(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call
-
     out = vm.out
     out.depend(fn)
     wrapped = fn.value.__wrapped__
     source = None if fn.source is None else AttrSource(fn.source, "__wrapped__")
     effects = len(out.side_effects)
-    result = call(vm, out.wrap(wrapped, source), args, kwargs)
+    result = vm.call(out.wrap(wrapped, source), args, kwargs)
     if len(out.side_effects) != effects:
         raise Unsupported(
             f"the lru_cache'd {getattr(wrapped, '__qualname__', 'function')} changes objects "

@@ -246,8 +246,6 @@ def compress(data: Iterable[Any], selectors: Iterable[Any]) -> Iterator[Any]:
 def _groupby(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """Groups worked out when called, which is only eager's order where reading the input and
     calling ``key`` have no effects: checked, else Unsupported (a clean break)."""
-    from symbolic_vm.calls import call
-
     out = vm.out
     if len(args) + len(kwargs) > 2 or set(kwargs) - {"iterable", "key"}:
         raise Unsupported("itertools.groupby with unexpected arguments")
@@ -258,7 +256,7 @@ def _groupby(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     marks = (len(out.builder.graph.nodes), len(out.side_effects))
     rows: list[tuple[object, Var, list[Var]]] = []
     for value in ops.iterate(out, iterable):
-        found = value if _is_none(key) else call(vm, key, [value], {})
+        found = value if _is_none(key) else vm.call(key, [value], {})
         k = ops.const_value(out, found)
         if rows and rows[-1][0] == k:
             rows[-1][2].append(value)
@@ -267,7 +265,7 @@ def _groupby(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if (len(out.builder.graph.nodes), len(out.side_effects)) != marks:
         raise Unsupported("itertools.groupby whose key function has effects")
     table = ListVar(ListBox([TupleVar((k, ListVar(ListBox(vs)))) for _, k, vs in rows]))
-    return call(vm, python_function(_groups), [table], {})
+    return vm.call(python_function(_groups), [table], {})
 
 
 def _is_none(var: Var) -> bool:

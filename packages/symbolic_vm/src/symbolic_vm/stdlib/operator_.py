@@ -95,10 +95,8 @@ def _parts(vm: Interpreter, fn: ObjectVar) -> tuple[Any, tuple[Any, ...]]:
 
 def _run(vm: Interpreter, helper: Callable[..., Any], consts: list[object], args: list[Var],
          kwargs: dict[str, Var]) -> Var:
-    from symbolic_vm.calls import call as vm_call
-
     wrapped = [vm.out.wrap(c, None) for c in consts]
-    return vm_call(vm, python_function(helper), [*wrapped, *args], kwargs)
+    return vm.call(python_function(helper), [*wrapped, *args], kwargs)
 
 
 @calls_of(operator.itemgetter)

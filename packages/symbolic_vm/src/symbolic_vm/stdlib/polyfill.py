@@ -30,9 +30,7 @@ def polyfill(*reals: object) -> Callable[[F], F]:
     def register(py_fn: F) -> F:
         @implements(*reals)
         def run(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-            from symbolic_vm.calls import call
-
-            return call(vm, python_function(py_fn), args, kwargs)
+            return vm.call(python_function(py_fn), args, kwargs)
 
         return py_fn
 
