@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm.errors import Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, ClassDictSource, TypeSource
+from symbolic_vm.guard_api import AttrSource, ClassDictSource, InstanceAttrSource, TypeSource
 from symbolic_vm.operations import const_value, describe
 from symbolic_vm.output import AttrDelete, AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
@@ -310,11 +310,12 @@ def _delete_on_frame_object(vm: Interpreter, obj: ObjectVar, name: str) -> None:
         assert obj.source is not None
         out.depend(obj)
         present = name in instance_dict
-        where = obj.source.name()
+        where = obj.source.describe()
         test = "in" if present else "not in"
         out.predicate(
-            f"{name!r} {test} object.__getattribute__({where}, '__dict__')",
+            f"{name!r} {test} d",
             f"{where} {'has' if present else 'has no'} attribute {name!r} of its own",
+            d=InstanceAttrSource(obj.source, "__dict__"),
         )
     else:
         present = not isinstance(overlay, DeletedAttrVar)
