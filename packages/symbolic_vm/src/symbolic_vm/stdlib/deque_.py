@@ -15,6 +15,7 @@ from symbolic_vm import object_model
 from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.stdlib.collections_ import ListSnapshotSource
 from symbolic_vm.values import (
     ConstVar,
     IteratorVar,
@@ -51,8 +52,6 @@ def _values(vm: Interpreter, obj: Var) -> list[Var]:
     """A deque's items for reading: its list, or a frame deque's items as ``list(d)``."""
     if isinstance(obj, ObjectVar) and type(obj.value) is deque and obj.source is not None:
         vm.out.depend(obj)
-        from symbolic_vm.stdlib.collections_ import ListSnapshotSource
-
         snapshot = vm.out.wrap(list(obj.value), ListSnapshotSource(obj.source))
         return ops.items(vm.out, snapshot)
     return _box(obj)[0]
