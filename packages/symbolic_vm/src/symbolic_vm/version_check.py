@@ -17,6 +17,8 @@ def handled_opnames() -> set[str] | None:
     """The opcodes that some supported version's handler table or UNSUPPORTED names; None
     where the tables cannot be loaded (an unported interpreter may fail anywhere in them)."""
     try:
+        # Lazy on purpose: on an unported Python loading the tables may fail, and that failure
+        # is the answer (the module itself must import everywhere).
         import symbolic_vm.handlers  # noqa: F401 - registers the handlers
         from symbolic_vm.interpreter import SUPPORTED_VERSIONS, UNSUPPORTED, handlers_for
     except Exception:
