@@ -77,3 +77,17 @@ def test_predicates_name_sources_as_operands_not_as_text() -> None:
         expression = call.args[0] if call.args else None
         text = ast.unparse(expression) if expression is not None else ""
         assert ".name()" not in text and "L[" not in text and "G[" not in text, where
+
+
+def test_the_readme_example_runs_and_computes_what_eager_does() -> None:
+    import re
+
+    readme = (SRC.parents[1] / "README.md").read_text()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "import " in b]
+    assert blocks, "the README has a runnable example"
+    for block in blocks:
+        scope: dict[str, object] = {"__name__": "readme_example", "print": lambda *a: None}
+        exec(compile(block, "README.md", "exec"), scope)
+        toy, compiled, a, b = (scope[k] for k in ("toy", "compiled", "a", "b"))
+        got, want = compiled(a, b), toy(a, b)  # type: ignore[operator]
+        assert all(bool((g == w).all()) for g, w in zip(got, want))
