@@ -18,7 +18,7 @@ from guards import TypeSource
 from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
-from symbolic_vm.methods import next_value
+from symbolic_vm.methods import next_value, sort_values
 from symbolic_vm.modules import module_len
 from symbolic_vm.output import MadeObjectId
 from symbolic_vm.values import (
@@ -479,25 +479,6 @@ def _dict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 @implements(builtins.sorted)
 def _sorted(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return ListVar(ListBox(sort_values(vm, ops.iterate(vm.out, args[0]), kwargs)))
-
-
-def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> list[Var]:
-    """``sorted(values, key=..., reverse=...)``: the keys must be constants, the values need not."""
-    unknown = set(kwargs) - {"key", "reverse"}
-    if unknown:
-        raise Unsupported(f"sorting with {sorted(unknown)}")
-    reverse = bool(ops.const_value(vm.out, kwargs["reverse"])) if "reverse" in kwargs else False
-    key = kwargs.get("key")
-    if key is not None and isinstance(key, ConstVar) and key.value is None:
-        key = None
-    keys = [
-        ops.const_value(vm.out, v if key is None else vm.call(key, [v], {})) for v in values
-    ]
-    try:
-        order = sorted(range(len(values)), key=lambda i: keys[i], reverse=reverse)
-    except TypeError as exc:
-        raise Unsupported(f"TypeError raised by sorting: {exc}") from exc
-    return [values[i] for i in order]
 
 
 def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pick: Any) -> Var:

@@ -255,6 +255,26 @@ def _input_requires_grad(
     raise Unsupported("Tensor.requires_grad_() changing a graph input's requires_grad")
 
 
+def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> list[Var]:
+    """``sorted(values, key=..., reverse=...)`` (list.sort and sorted()): the keys must be
+    constants, the values need not."""
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        raise Unsupported(f"sorting with {sorted(unknown)}")
+    reverse = bool(ops.const_value(vm.out, kwargs["reverse"])) if "reverse" in kwargs else False
+    key = kwargs.get("key")
+    if key is not None and isinstance(key, ConstVar) and key.value is None:
+        key = None
+    keys = [
+        ops.const_value(vm.out, v if key is None else vm.call(key, [v], {})) for v in values
+    ]
+    try:
+        order = sorted(range(len(values)), key=lambda i: keys[i], reverse=reverse)
+    except TypeError as exc:
+        raise Unsupported(f"TypeError raised by sorting: {exc}") from exc
+    return [values[i] for i in order]
+
+
 def _list_method(
     vm: Interpreter, lst: ListVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
@@ -288,8 +308,6 @@ def _list_method(
         values = _const_items(vm, ops.items(out, lst))
         return ConstVar(getattr(values, name)(ops.const_value(out, args[0])))
     if name == "sort" and not args:
-        from symbolic_vm.builtins_ import sort_values
-
         box.items[:] = sort_values(vm, list(box.items), kwargs)
         return ConstVar(None)
     if name == "remove":
