@@ -293,3 +293,26 @@ def test_an_attribute_hasattr_found_on_the_instance_is_guarded_present(
             assert_same(compiled(o, x), has_foo(o, x))
     finally:
         compile_api.reset()
+
+
+def scale_entry(d: dict[Color, torch.Tensor]) -> torch.Tensor:
+    return d[Color.A] * 2
+
+
+def test_automatic_dynamic_keys_tensors_by_source_odd_keys_included(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Sizes 3 then 4 at d[Color.A]: the second compile makes that dim symbolic, so size 5 reuses
+    # it (compile_api keys automatic dynamic by Source, the capture looks the Source up).
+    import evalframe
+
+    monkeypatch.setattr(compile_api.config, "suppress_errors", False)
+    compile_api.reset()
+    try:
+        compiled = compile_api.compile(scale_entry, backend="eager")
+        for n in (3, 4, 5, 6):
+            d = {Color.A: torch.randn(n)}
+            assert_same(compiled(d), scale_entry(d))
+        assert len(evalframe.cache_entries(scale_entry.__code__)) == 2
+    finally:
+        compile_api.reset()

@@ -281,15 +281,15 @@ def _timed(record: FrameRecord, phase: str) -> Iterator[None]:
 
 def _dynamic_dims(
     frame: types.FrameType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
-) -> dict[str, frozenset[int]]:
+) -> dict[guards.Source, frozenset[int]]:
     """Dims to make symbolic: mark_dynamic'd ones, plus automatic dynamic after a size change.
 
     Automatic dynamic compares each tensor that an earlier entry's TENSOR_MATCH guarded (found
     through its source, so tensors inside lists, dicts and attributes count too) with its size now.
     """
     code = frame.f_code
-    dims: dict[str, set[int]] = {}
-    static: dict[str, frozenset[int]] = {}
+    dims: dict[guards.Source, set[int]] = {}
+    static: dict[guards.Source, frozenset[int]] = {}
     for name, value in f_locals.items():
         if not isinstance(value, torch.Tensor):
             continue
@@ -297,9 +297,9 @@ def _dynamic_dims(
         torch_dynamic, torch_static = marked_dims(value)
         marked = set(getattr(value, "_strata_dynamic_dims", ())) | torch_dynamic
         if marked:
-            dims.setdefault(f"L[{name!r}]", set()).update(marked)
+            dims.setdefault(guards.LocalSource(name), set()).update(marked)
         if torch_static:
-            static[f"L[{name!r}]"] = torch_static
+            static[guards.LocalSource(name)] = torch_static
     with state.lock:
         auto = state.auto_dynamic.setdefault((code, ctx.token), {})
         if recompiling and ctx.dynamic is None and config.automatic_dynamic_shapes:
@@ -319,34 +319,33 @@ def _dynamic_dims(
                     for i, (old, new) in enumerate(zip(sizes, shape, strict=True))
                     if old is not None and old != new
                 }
-                name = source.name()
-                if changed - auto.get(name, frozenset()):
-                    auto[name] = auto.get(name, frozenset()) | changed
+                if changed - auto.get(source, frozenset()):
+                    auto[source] = auto.get(source, frozenset()) | changed
                     channel("dynamic").debug(
                         "%s: size of %s changed at dims %s; recompiling them as dynamic",
                         _where(code),
-                        name,
+                        source.name(),
                         sorted(changed),
                     )
-        for name, auto_dims in auto.items():
-            dims.setdefault(name, set()).update(auto_dims - static.get(name, frozenset()))
-    return {name: frozenset(d) for name, d in dims.items()}
+        for source, auto_dims in auto.items():
+            dims.setdefault(source, set()).update(auto_dims - static.get(source, frozenset()))
+    return {source: frozenset(d) for source, d in dims.items()}
 
 
-def _static_dims(f_locals: dict[str, Any]) -> dict[str, frozenset[int]]:
+def _static_dims(f_locals: dict[str, Any]) -> dict[guards.Source, frozenset[int]]:
     """Dims torch's ``mark_static`` pinned, kept static even under ``dynamic=True``."""
-    static = {}
+    static: dict[guards.Source, frozenset[int]] = {}
     for name, value in f_locals.items():
         if isinstance(value, torch.Tensor):
             dims = marked_dims(value)[1]
             if dims:
-                static[f"L[{name!r}]"] = dims
+                static[guards.LocalSource(name)] = dims
     return static
 
 
 def _dynamic_ints(
     frame: types.FrameType, f_locals: dict[str, Any], ctx: CompileContext, recompiling: bool
-) -> frozenset[str]:
+) -> frozenset[guards.Source]:
     """Int sources to trace as SymInts: automatic dynamic for ints, as for sizes above.
 
     An int that an earlier entry's CONSTANT_MATCH guarded and that now holds another int is
@@ -361,13 +360,12 @@ def _dynamic_ints(
                     value = source.resolve(f_locals, frame.f_globals)
                 except Exception:  # the source no longer resolves: nothing to compare
                     continue
-                name = source.name()
-                if type(value) is int and value != old and name not in auto:
-                    auto.add(name)
+                if type(value) is int and value != old and source not in auto:
+                    auto.add(source)
                     channel("dynamic").debug(
                         "%s: %s changed from %d to %d; recompiling it as a SymInt",
                         _where(code),
-                        name,
+                        source.name(),
                         old,
                         value,
                     )

@@ -62,12 +62,12 @@ class State:
     tensor_sizes: dict[CodeKey, list[tuple[Any, tuple[int | None, ...]]]] = attrs.field(
         factory=dict
     )
-    # (code object, context token) -> {source name: dims made dynamic by automatic dynamic}
-    auto_dynamic: dict[CodeKey, dict[str, frozenset[int]]] = attrs.field(factory=dict)
+    # (code object, context token) -> {source: dims made dynamic by automatic dynamic}
+    auto_dynamic: dict[CodeKey, dict[Any, frozenset[int]]] = attrs.field(factory=dict)
     # (code object, context token) -> (source, value) of every int its entries' CONSTANT_MATCH
-    # guards checked, and the names of the int sources automatic dynamic made SymInts
+    # guards checked, and the int sources automatic dynamic made SymInts
     int_values: dict[CodeKey, list[tuple[Any, int]]] = attrs.field(factory=dict)
-    auto_dynamic_ints: dict[CodeKey, set[str]] = attrs.field(factory=dict)
+    auto_dynamic_ints: dict[CodeKey, set[Any]] = attrs.field(factory=dict)
     # (globals dict, name) pairs this process installed, removed by reset()
     installed: list[tuple[dict[str, Any], str]] = attrs.field(factory=list)
     skip_codes: set[types.CodeType] = attrs.field(factory=set)

@@ -7,8 +7,8 @@ import functools
 import logging
 import re
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import attrs
 import sympy
@@ -27,7 +27,7 @@ from symbolic_vm.guard_api import (
     UnsupportedGuardValue,
     shape_guards,
 )
-from symbolic_vm.records import CaptureConfig
+from symbolic_vm.records import CaptureConfig, DimsBySource
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -398,11 +398,11 @@ class Output:
         if source is None:
             raise Unsupported("a tensor that the VM cannot name as a frame input")
         name = _placeholder_name(source)
-        dims = self.config.dynamic_dims.get(source.name(), frozenset())
+        dims = _keyed(self.config.dynamic_dims, source) or frozenset()
         # Module parameters and buffers keep static sizes under dynamic=True, as torch.compile's
         # force_parameter_static_shapes does (they are guarded together by MODULE_PARAMS).
         static = isinstance(value, torch.nn.Parameter) or _is_buffer(source)
-        kept = self.config.static_dims.get(source.name())
+        kept = _keyed(self.config.static_dims, source)
         if kept and self.config.dynamic and not static:
             # mark_static under dynamic=True: only the other dims are symbolic.
             static, dims = True, frozenset(range(value.dim())) - kept
@@ -460,7 +460,8 @@ class Output:
             root = root.base_source
         if not isinstance(root, LocalSource):
             return False
-        return self.config.dynamic is True or source.name() in self.config.dynamic_ints
+        ints: frozenset[object] = self.config.dynamic_ints
+        return self.config.dynamic is True or source in ints or source.name() in ints
 
     def _wrap_int(self, value: int, source: Source) -> SymVar:
         node = self.builder.placeholder(_placeholder_name(source), value, symbolic=True)
@@ -871,6 +872,13 @@ def _is_user_instance(value: object) -> bool:
         and not callable(getattr(type(value), "__torch_function__", None))
         and type(value).__module__ not in _LIBRARY_MODULES
     )
+
+
+def _keyed(table: DimsBySource, source: Source) -> frozenset[int] | None:
+    """``table``'s entry for ``source``: keyed by the Source, or by its text (older callers)."""
+    by_source = cast(Mapping[object, frozenset[int]], table)
+    found = by_source.get(source)
+    return found if found is not None else by_source.get(source.name())
 
 
 def _is_buffer(source: Source) -> bool:

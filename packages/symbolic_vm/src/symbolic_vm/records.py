@@ -64,21 +64,26 @@ def frame_from_call(
     return FrameInput(code, f_locals, func.__globals__, dict(f_builtins))
 
 
+# Dims per source: keyed by the Source, or by its name() text (``"L['x']"``, older callers).
+DimsBySource = Mapping[Source, frozenset[int]] | Mapping[str, frozenset[int]]
+
+
 @attrs.frozen
 class CaptureConfig:
     """How to capture: fail on anything unsupported (fullgraph), and which dims are symbolic.
 
-    ``dynamic_ints`` names frame-local int sources (``L['n']``, ``L['sizes'][0]``) to trace as
-    SymInt graph inputs (automatic dynamic after their value changed); with ``dynamic=True``
-    every such int is symbolic anyway. ``static_dims`` (torch's ``mark_static``) stay static
-    even under ``dynamic=True``.
+    Sources are keyed by the Source itself (``LocalSource('x')``; its ``name()`` text,
+    ``"L['x']"``, is accepted too). ``dynamic_ints`` holds frame-local int sources
+    (``L['n']``, ``L['sizes'][0]``) to trace as SymInt graph inputs (automatic dynamic after
+    their value changed); with ``dynamic=True`` every such int is symbolic anyway.
+    ``static_dims`` (torch's ``mark_static``) stay static even under ``dynamic=True``.
     """
 
     fullgraph: bool = False
     dynamic: bool | None = None
-    dynamic_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
-    static_dims: Mapping[str, frozenset[int]] = attrs.field(factory=dict)
-    dynamic_ints: frozenset[str] = frozenset()
+    dynamic_dims: DimsBySource = attrs.field(factory=dict)
+    static_dims: DimsBySource = attrs.field(factory=dict)
+    dynamic_ints: frozenset[Source] | frozenset[str] = frozenset()
     # torch.compile's settings of these names: Tensor.item() as an unbacked symbol, and ops
     # whose output sizes depend on data (nonzero, x[mask]) with unbacked sizes; else breaks.
     capture_scalar_outputs: bool = False
