@@ -1977,3 +1977,37 @@ def no_grad_decorated_function_returned_and_called_again(x: torch.Tensor) -> Any
 
     y = frozen(x)
     return y, y.requires_grad, (x * 2).requires_grad
+
+
+class _Quacking(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return hasattr(obj, "quack")
+
+    @property
+    def label(cls) -> str:
+        return cls.__name__.lower()
+
+    def make(cls, v: float) -> Any:
+        return cls(v)
+
+
+class _DuckLike(metaclass=_Quacking):
+    def __init__(self, v: float) -> None:
+        self.v = v
+
+
+class _Mallard:
+    quack = True
+
+
+@case()
+def metaclass_instancecheck_is_called(x: torch.Tensor) -> Any:
+    checks = (isinstance(_Mallard(), _DuckLike), isinstance(object(), _DuckLike),
+              isinstance(_DuckLike(1.0), _DuckLike), isinstance(_Mallard(), (int, _DuckLike)))
+    return x + 1, checks
+
+
+@case()
+def metaclass_property_and_method_on_the_class(x: torch.Tensor) -> Any:
+    made = _DuckLike.make(3.0)
+    return x * made.v, _DuckLike.label, type(made).__name__

@@ -350,7 +350,59 @@ def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
             isinstance(obj.example, c) if type(c) is _LEGACY_TENSOR_TYPE else issubclass(py_type, c)
             for c in options
         ))
+    if any(_user_instancecheck(c) is not None for c in options):
+        return ConstVar(_isinstance_through_hooks(vm, obj, classes, options))
     return ConstVar(issubclass(_python_type(vm, obj), cls))
+
+
+_CHECK = "__instancecheck__"
+
+
+def _user_instancecheck(cls: object) -> types.FunctionType | None:
+    """A user metaclass's own ``__instancecheck__`` (Python code isinstance calls), or None
+    where isinstance is a subclass test of the object's type (``type``'s, ABCMeta's, torch's
+    and typing's metaclasses, answered as before)."""
+    if not isinstance(cls, type):
+        return None
+    meta: type = type(cls)
+    hook = next(
+        (k.__dict__[_CHECK] for k in meta.__mro__ if _CHECK in k.__dict__), None
+    )
+    if not isinstance(hook, types.FunctionType):
+        return None
+    module = hook.__module__ or ""
+    if module.split(".")[0] in ("torch", "typing", "abc", "_py_abc", "typing_extensions"):
+        return None
+    return hook
+
+
+def _isinstance_through_hooks(
+    vm: Interpreter, obj: Var, classes: Var, options: tuple[Any, ...]
+) -> bool:
+    """``isinstance(obj, classes)`` as CPython runs it when a class's metaclass has its own
+    ``__instancecheck__``: an exact type match first, then the hook (traced as a call), per
+    class in order."""
+    from symbolic_vm.calls import call
+
+    py_type = _python_type(vm, obj)
+    for i, c in enumerate(options):
+        if py_type is c:
+            return True
+        hook = _user_instancecheck(c)
+        if hook is None:
+            if issubclass(py_type, c):
+                return True
+            continue
+        if isinstance(classes, TupleVar):
+            c_var = classes.items[i]
+        elif isinstance(classes, ObjectVar):
+            c_var = classes
+        else:
+            c_var = ObjectVar(c)
+        found = call(vm, BoundMethodVar(c_var, FunctionVar(hook)), [obj], {})
+        if ops.truth(vm.out, found):
+            return True
+    return False
 
 
 @implements(builtins.issubclass)

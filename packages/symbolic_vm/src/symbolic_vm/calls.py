@@ -518,6 +518,8 @@ def blank_instance(vm: Interpreter, cls_var: ObjectVar) -> NewObjectVar:
     cls = cls_var.value
     if not isinstance(cls, type):
         raise Unsupported(f"object.__new__({ops.describe(cls_var)})")
+    if cls is object:  # object(): a sentinel, no attributes (codegen.make_object rebuilds it)
+        return NewObjectVar(ObjectBox(object, {}, cls_source=cls_var.source))
     if cls.__module__ in ("builtins", "torch") or cls.__module__.startswith("torch."):
         raise Unsupported(f"creating an instance of {cls.__module__}.{cls.__name__}")
     if object_model.builtin_base(cls) not in (object, dict, collections.OrderedDict) and not (
