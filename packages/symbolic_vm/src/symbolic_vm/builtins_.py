@@ -382,8 +382,6 @@ def _isinstance_through_hooks(
     """``isinstance(obj, classes)`` as CPython runs it when a class's metaclass has its own
     ``__instancecheck__``: an exact type match first, then the hook (traced as a call), per
     class in order."""
-    from symbolic_vm.calls import call
-
     py_type = _python_type(vm, obj)
     for i, c in enumerate(options):
         if py_type is c:
@@ -399,7 +397,7 @@ def _isinstance_through_hooks(
             c_var = classes
         else:
             c_var = ObjectVar(c)
-        found = call(vm, BoundMethodVar(c_var, FunctionVar(hook)), [obj], {})
+        found = vm.call(BoundMethodVar(c_var, FunctionVar(hook)), [obj], {})
         if ops.truth(vm.out, found):
             return True
     return False
