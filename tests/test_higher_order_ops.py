@@ -197,8 +197,11 @@ def test_checkpoint_under_the_eager_backend_recomputes_the_body_in_backward() ->
     compiled = compile_api.compile(model, backend="eager", fullgraph=True)
     compiled(x)  # compile outside the counting mode
     got_forward, got_backward = _forward_and_backward_addmms(compiled, x)
-    # torch's checkpoint op turns early stop off: the whole body is recomputed.
-    assert (got_forward, got_backward) == (2, 2)
+    # torch 2.13's checkpoint op turns early stop off: the whole body is recomputed. torch
+    # 2.11's op run outside aot only tags the body's nodes and runs it: nothing is recomputed,
+    # for torch.compile(backend="eager") as for us (the graph holds the same op).
+    expected = (2, 2) if torch.__version__ >= "2.13" else (2, 0)
+    assert (got_forward, got_backward) == expected
 
 
 @pytest.mark.parametrize("partition", ["default_partition", "min_cut_partition"])

@@ -88,13 +88,16 @@ class SourceTracing:
                     return node
             return None
 
-        seen: set[int] = set()
+        # Keyed by id, holding each node: the Python object of an autograd node can be freed
+        # once unreferenced and its id reused by the next one visited, which then looked seen
+        # (torch 2.11 stopped the walk at the softmax: backward ops kept no source line).
+        seen: dict[int, object] = {}
         todo = [t.grad_fn for t in outputs if isinstance(t, torch.Tensor) and t.grad_fn]
         while todo:
             fn = todo.pop()
             if id(fn) in seen:
                 continue
-            seen.add(id(fn))
+            seen[id(fn)] = fn
             todo.extend(next_fn for next_fn, _ in fn.next_functions if next_fn is not None)
             node = node_for(fn._sequence_nr())
             if node is not None:
