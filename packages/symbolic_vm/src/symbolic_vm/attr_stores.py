@@ -16,15 +16,16 @@ class leaves it to ``object.__setattr__`` and no data descriptor owns the name; 
 
 from __future__ import annotations
 
-import functools
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from symbolic_vm.class_dicts import MISSING, class_lookup, has_instance_dict, is_data_descriptor
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, InstanceAttrSource, TypeSource
+from symbolic_vm.object_attrs import guard_class_attribute
 from symbolic_vm.operations import const_value, describe
 from symbolic_vm.output import AttrDelete, AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
@@ -43,29 +44,6 @@ from symbolic_vm.values import (
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
     from symbolic_vm.output import Output
-
-MISSING = object()  # what class_lookup returns for a name no class defines
-
-
-def class_lookup(cls: type, name: str) -> Any:
-    """``name`` in the class dicts along ``cls``'s MRO (no descriptor called), or MISSING."""
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return MISSING
-
-
-def is_data_descriptor(attr: object) -> bool:
-    """Whether ``attr`` found on a class takes precedence over the instance dict."""
-    kind = type(attr)
-    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
-
-
-def has_instance_dict(cls: type) -> bool:
-    """Whether instances of ``cls`` have a ``__dict__`` (a class of ``__slots__`` only has
-    none: storing any other name raises AttributeError)."""
-    return cls.__dictoffset__ != 0
-
 
 def _own_setattr(cls: type) -> bool:
     """Whether stores on instances of ``cls`` go through something other than the default
@@ -184,8 +162,6 @@ def _store_through_descriptor(
     vm: Interpreter, obj: Var, name: str, attr: object, value: Var, *, raw: bool = False
 ) -> None:
     """A store to a name a data descriptor of the class owns: trace a property's setter."""
-    from symbolic_vm.object_attrs import guard_class_attribute
-
     if isinstance(attr, property) and attr.fset is not None:
         if isinstance(obj, NewObjectVar):
             if obj.box.cls_source is not None:
@@ -247,8 +223,6 @@ def delattr_var(vm: Interpreter, obj: Var, name: str, *, through_object: bool = 
     property's deleter is called, else the name leaves the instance dict (AttributeError when it
     is not there). The object is rebuilt after the graph from its attributes, so nothing is
     replayed. On a plain object from the frame: ``_delete_on_frame_object``."""
-    from symbolic_vm.object_attrs import guard_class_attribute
-
     if isinstance(obj, ObjectVar) and obj.source is not None:
         _delete_on_frame_object(vm, obj, name)
         return
@@ -328,19 +302,8 @@ def _delete_on_frame_object(vm: Interpreter, obj: ObjectVar, name: str) -> None:
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement
 
 
-def cached_property_of_new_object(
-    vm: Interpreter, obj: NewObjectVar, name: str, attr: functools.cached_property[Any]
-) -> Var:
-    """``obj.name`` where the class has ``functools.cached_property`` ``name``: call its
-    function once and keep the value in the instance dict, as ``cached_property.__get__``."""
-    result = vm.call(vm.out.wrap(attr.func, None), [obj], {})
-    obj.box.attrs[attr.attrname or name] = result
-    return result
-
-
 __all__ = [
     "MISSING",
-    "cached_property_of_new_object",
     "class_lookup",
     "delattr_var",
     "is_data_descriptor",

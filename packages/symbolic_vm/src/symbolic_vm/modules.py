@@ -10,6 +10,7 @@ from torch.nn.modules import module as module_impl
 
 from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
+from symbolic_vm.class_dicts import MISSING, class_lookup, is_data_descriptor
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, GlobalSource, ItemSource, Source
 from symbolic_vm.values import (
@@ -68,26 +69,11 @@ def state_source(
     if (
         tables_are_the_path(cls)
         and name not in module.__dict__
-        and _class_attribute(cls, name) is _MISSING
+        and class_lookup(cls, name) is MISSING
         and all(name not in module.__dict__.get(t, {}) for t in _TABLES[: _TABLES.index(table)])
     ):
         return ItemSource(AttrSource(base, table), name)
     return AttrSource(base, name)
-
-
-_MISSING = object()
-
-
-def _class_attribute(cls: type, name: str) -> object:
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name]
-    return _MISSING
-
-
-def _is_data_descriptor(attr: object) -> bool:
-    kind = type(attr)
-    return hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
 
 def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
@@ -101,17 +87,17 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
         return overlay
     out.depend(obj)
     source = AttrSource(obj.source, name) if obj.source is not None else None
-    class_attr = _class_attribute(type(module), name)
+    class_attr = class_lookup(type(module), name)
     if isinstance(class_attr, (types.GetSetDescriptorType, types.MemberDescriptorType)):
         # Slots and ``__dict__``: the value the descriptor gives, read at its source.
         return out.wrap(class_attr.__get__(module, type(module)), source)
-    if class_attr is not _MISSING and _is_data_descriptor(class_attr):
+    if class_attr is not MISSING and is_data_descriptor(class_attr):
         return _class_member(vm, obj, name, class_attr)
     if name in module.__dict__:
         return out.wrap(module.__dict__[name], source)
     if name in _MODULE_ITERATORS:
         return MethodVar(obj, name)
-    if class_attr is not _MISSING:
+    if class_attr is not MISSING:
         return _class_member(vm, obj, name, class_attr)
     for table in _TABLES:
         entries = module.__dict__.get(table, {})
@@ -368,7 +354,7 @@ def _grouped_call(
         and source.base_source.member == "_modules"
         # The check reads the hook dicts from the instance __dict__: only where they live.
         and all(
-            table in module.__dict__ and _class_attribute(type(module), table) is _MISSING
+            table in module.__dict__ and class_lookup(type(module), table) is MISSING
             for table in _HOOK_TABLES
         )
     ):

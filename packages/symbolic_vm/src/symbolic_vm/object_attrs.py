@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from symbolic_vm import attr_stores
 from symbolic_vm import operations as ops
-from symbolic_vm.attr_stores import is_data_descriptor
+from symbolic_vm.class_dicts import MISSING, class_lookup, is_data_descriptor
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import (
     AttrSource,
@@ -180,7 +179,7 @@ def python_get(attr: object) -> bool:
     """Whether ``attr``, found on a class, is a descriptor whose ``__get__`` is Python code."""
     if attr is _MISSING or isinstance(attr, (property, functools.cached_property)):
         return False
-    return isinstance(attr_stores.class_lookup(type(attr), "__get__"), types.FunctionType)
+    return isinstance(class_lookup(type(attr), "__get__"), types.FunctionType)
 
 
 def class_descriptor(cls: type, name: str) -> object | None:
@@ -189,7 +188,7 @@ def class_descriptor(cls: type, name: str) -> object | None:
     meta = type(cls)
     if meta.__getattribute__ is not type.__getattribute__:  # type: ignore[comparison-overlap]
         return None
-    if attr_stores.class_lookup(meta, name) is not attr_stores.MISSING:
+    if class_lookup(meta, name) is not MISSING:
         return None
     found = _class_lookup(cls, name)
     return found if python_get(found) else None
@@ -201,7 +200,7 @@ def descriptor_get(
     """``type(desc).__get__(desc, instance, owner)`` traced as a call; the guards pin the
     descriptor (read from the class dicts, so no ``__get__`` runs in them) and its ``__get__``."""
     out = vm.out
-    getter = attr_stores.class_lookup(type(desc), "__get__")
+    getter = class_lookup(type(desc), "__get__")
     if where is not None:
         out.request("ID_MATCH", where, desc)
         out.request("ID_MATCH", AttrSource(TypeSource(where), "__get__"), getter)
@@ -239,8 +238,8 @@ def guard_method_resolution(
 
 
 def _class_lookup(cls: type, name: str) -> Any:
-    found = attr_stores.class_lookup(cls, name)
-    return _MISSING if found is attr_stores.MISSING else found
+    found = class_lookup(cls, name)
+    return _MISSING if found is MISSING else found
 
 
 def _slot_owner(cls: type) -> str:
@@ -279,7 +278,7 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     if isinstance(cls_attr, classmethod):
         return BoundMethodVar(vm.out.wrap(obj.box.cls, None), vm.out.wrap(cls_attr.__func__, None))
     if isinstance(cls_attr, functools.cached_property):
-        return attr_stores.cached_property_of_new_object(vm, obj, name, cls_attr)
+        return _cached_property_of_new_object(vm, obj, name, cls_attr)
     if python_get(cls_attr):
         cls_source = obj.box.cls_source
         where = ClassDictSource(cls_source, name) if cls_source is not None else None
@@ -345,3 +344,12 @@ def _real_object(var: Var) -> Any:
         return var.value
     raise Unsupported(f"super() on {ops.describe(var)}")
 
+
+def _cached_property_of_new_object(
+    vm: Interpreter, obj: NewObjectVar, name: str, attr: functools.cached_property[Any]
+) -> Var:
+    """``obj.name`` where the class has ``functools.cached_property`` ``name``: call its
+    function once and keep the value in the instance dict, as ``cached_property.__get__``."""
+    result = vm.call(vm.out.wrap(attr.func, None), [obj], {})
+    obj.box.attrs[attr.attrname or name] = result
+    return result
