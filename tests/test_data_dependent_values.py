@@ -102,7 +102,8 @@ def _ours(fn: Callable[..., Any], backend: str, **options: Any) -> GraphCounter:
     compiled = compile_api.compile(fn, backend=counting, **options)
     for x in INPUTS:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # inductor_lite's fallback for unbacked graphs
+            # inductor_lite compiles unbacked sizes: a fallback to the aot graph would warn
+            warnings.simplefilter("error", RuntimeWarning)
             got = compiled(x)
         torch.testing.assert_close(got, fn(x))
     return counter
@@ -209,3 +210,117 @@ def test_python_use_of_an_unbacked_size_breaks_like_torch_and_fullgraph_raises(
     with pytest.raises(Exception):  # noqa: B017 (torch raises its UserError)
         torch.compile(fn, backend="eager", fullgraph=True)(INPUTS[0])
     torch._dynamo.reset()
+
+
+# ------------------------------------------- int(t), float(t), bool(t), t.tolist() (issue 19)
+
+
+def int_of_float(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.max() * 3)  # exact (a sum's rounding would decide the truncation)
+
+
+def int_of_int(x: torch.Tensor) -> torch.Tensor:
+    return x * int(x.int().sum())
+
+
+def float_of_float(x: torch.Tensor) -> torch.Tensor:
+    return x * float(x.sum())
+
+
+def float_of_int(x: torch.Tensor) -> torch.Tensor:
+    return x * float((x * 3).int().sum())
+
+
+def bool_of_bool(x: torch.Tensor) -> torch.Tensor:
+    return x * bool(x.sum() > 0)
+
+
+def bool_of_float(x: torch.Tensor) -> torch.Tensor:
+    return x * bool(x.sum())
+
+
+def tolist_summed(x: torch.Tensor) -> torch.Tensor:
+    return x * sum((x * 2).int().flatten().tolist())
+
+
+def tolist_returned(x: torch.Tensor) -> Any:
+    return (x * 2).int().tolist(), x + 1
+
+
+def tolist_as_sizes(x: torch.Tensor) -> torch.Tensor:
+    a, b = (x.abs() * 2 + 1).int()[:2, 0].tolist()
+    return torch.zeros(a, b) + x.sum()
+
+
+def tolist_of_floats(x: torch.Tensor) -> Any:
+    return (x * 2).tolist(), x + 1  # torch breaks: tolist() of a non-integer tensor
+
+
+def tolist_of_bools(x: torch.Tensor) -> Any:
+    return (x > 0).flatten().tolist(), x + 1  # the same
+
+
+SCALAR_CONVERSIONS = [
+    int_of_float,
+    int_of_int,
+    float_of_float,
+    float_of_int,
+    bool_of_bool,
+    bool_of_float,
+    tolist_summed,
+    tolist_returned,
+    tolist_as_sizes,
+    tolist_of_floats,
+    tolist_of_bools,
+]
+
+
+def _conversion_graphs(fn: Callable[..., Any], flag: bool) -> tuple[int, int]:
+    """(our graph count, torch.compile's) with capture_scalar_outputs = ``flag``, after checking
+    our results against eager on every input."""
+    compile_api.config.capture_scalar_outputs = flag
+    counter = _ours(fn, "aot_eager")
+    theirs = GraphCounter()
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(capture_scalar_outputs=flag):
+        compiled = torch.compile(fn, backend=theirs)
+        for x in INPUTS:
+            compiled(x)
+    torch._dynamo.reset()
+    return counter.count, theirs.count
+
+
+@pytest.mark.parametrize("flag", [True, False], ids=["capture", "default"])
+@pytest.mark.parametrize("fn", SCALAR_CONVERSIONS, ids=[f.__name__ for f in SCALAR_CONVERSIONS])
+def test_scalar_conversions_are_captured_or_break_like_torch(
+    fn: Callable[..., Any], flag: bool
+) -> None:
+    # capture_scalar_outputs on: int()/float()/bool() of a one-element tensor and tolist() of
+    # an integer tensor are item() calls in the graph (one graph where torch has one); off, or
+    # tolist() of floats or bools, they break as torch's do (a graph on each side, and the
+    # resumed code specialised on each Python value it is handed).
+    # Never more graphs than torch (tolist_returned: torch recompiles its resumed code per
+    # list value, ours reads the list without guarding on its values).
+    ours, theirs = _conversion_graphs(fn, flag)
+    captured = flag and fn not in (tolist_of_floats, tolist_of_bools)
+    if captured:
+        assert ours == theirs == 1
+    else:
+        assert 2 <= ours <= theirs
+
+
+@pytest.mark.parametrize(
+    "fn", [int_of_float, bool_of_float, tolist_summed, tolist_as_sizes],
+    ids=["int", "bool", "tolist", "tolist_sizes"],
+)
+def test_scalar_conversions_under_fullgraph_compile_with_the_default_backend(
+    fn: Callable[..., Any],
+) -> None:
+    compile_api.config.capture_scalar_outputs = True
+    compile_api.config.suppress_errors = False
+    compiled = compile_api.compile(fn, fullgraph=True)  # inductor_lite
+    for x in INPUTS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an inductor_lite fallback warns: fail on it
+            got = compiled(x)
+        torch.testing.assert_close(got, fn(x))

@@ -360,8 +360,8 @@ def test_cond_with_tensor_predicate_is_one_graph_with_eager_values_and_gradients
     name: str, backend: str
 ) -> None:
     # Both branches are subgraphs of one torch.ops.higher_order.cond node, as torch.compile
-    # captures them; aot traces through the op (forward and backward), inductor_lite runs a
-    # graph holding it as aot built it.
+    # captures them; aot traces through the op (forward and backward), inductor_lite compiles
+    # each branch (tests/test_inductor_runtime_values.py checks that no graph runs eagerly).
     fn = COND_PROGRAMS[name]
     counter = GraphCounter()
     inner = compile_api.lookup_backend(backend)
@@ -373,9 +373,7 @@ def test_cond_with_tensor_predicate_is_one_graph_with_eager_values_and_gradients
     compile_api.reset()
     compiled = compile_api.compile(fn, backend=counting, fullgraph=True)
     for level in COND_INPUTS:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # inductor_lite's fallback for the aot graph
-            got = _cond_run(compiled, level)
+        got = _cond_run(compiled, level)
         torch.testing.assert_close(got, _cond_run(fn, level))
     graphs = [n for gm in counter.graphs for n in gm.graph.nodes if n.target is torch.cond]
     assert graphs == []  # the op, never the eager wrapper

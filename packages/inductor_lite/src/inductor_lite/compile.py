@@ -442,7 +442,10 @@ def _compile(
     example_inputs: Sequence[object],
     config: InductorConfig,
 ) -> CompiledGraph:
-    lowered = lower_graph(aten_gm, example_inputs, config)
+    def compile_branch(branch: torch.fx.GraphModule, inputs: Sequence[object]) -> Any:
+        return compile_aten_graph(branch, inputs, config=config)  # each cond branch
+
+    lowered = lower_graph(aten_gm, example_inputs, config, compile_branch)
     items = schedule(lowered)
     for item in items:
         if isinstance(item, FallbackNode) and item.target in kept_as_aten():
@@ -521,7 +524,7 @@ def _compile(
     static_scalars: tuple[int, ...] = ()
     if lowered.symbols:
         input_check = build_input_check(lowered)
-        bound = set(lowered.scalar_inputs)
+        bound = set(lowered.scalar_inputs) | set(lowered.float_inputs)
         static_scalars = tuple(
             k
             for k, a in enumerate(example_inputs)

@@ -13,6 +13,7 @@ import sympy
 import torch
 import torch.fx
 
+from . import runtime_values as rv
 from .config import InductorConfig
 from .conv_fold import GUARD_KEY, fold_conv_epilogues
 from .errors import LoweringError, UnsupportedGraph
@@ -211,9 +212,15 @@ def _static_tensor(t: torch.Tensor) -> bool:
 class GraphLowering:
     """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
 
-    def __init__(self, gm: torch.fx.GraphModule, config: InductorConfig) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        config: InductorConfig,
+        compile_subgraph: rv.SubgraphCompiler | None = None,
+    ) -> None:
         self.gm = gm
         self.config = config
+        self.compile_subgraph = compile_subgraph
         self.buffers: dict[str, BufferSpec] = {}
         self.nodes: list[Node] = []
         self.inputs: list[BufferSpec] = []
@@ -227,6 +234,8 @@ class GraphLowering:
         # size symbols, each bound to the input size (or SymInt input) it is read from
         self.symbols: dict[Any, SymbolBinding] = {}
         self.scalar_inputs: dict[int, Size] = {}
+        self.float_inputs: dict[int, str] = {}
+        self.float_items: dict[torch.fx.Node, sympy.Symbol] = {}  # float item()s in Python
         self.guards: list[TensorRef] = []
         self.input_writes: list[InputWrite] = []
         self.made_by: dict[str, torch.fx.Node | None] = {}  # the node lowered at each buffer
@@ -352,6 +361,9 @@ class GraphLowering:
                 self.env[node] = self._input(node, example_inputs[len(self.inputs)])
             elif node.op == "get_attr":
                 value = getattr(self.gm, node.target)
+                if isinstance(value, torch.fx.GraphModule):
+                    self.env[node] = value  # a cond's branch: compiled where the cond is
+                    continue
                 if not isinstance(value, torch.Tensor):
                     raise LoweringError(f"get_attr {node.target} is not a tensor")
                 self.env[node] = self._constant(value)
@@ -379,6 +391,7 @@ class GraphLowering:
             self.scalar_inputs,
             self.guards,
             input_writes=self.input_writes,
+            float_inputs=self.float_inputs,
             origins=buffer_origins(self.env, self.made_by, self._realized),
         )
 
@@ -405,7 +418,10 @@ class GraphLowering:
             return
         hint = node.hint
         if hint is None:
-            hint = node.shape_env.var_to_val.get(expr) if node.shape_env is not None else None
+            env = node.shape_env
+            name = "backed_var_to_val" if hasattr(env, "backed_var_to_val") else "var_to_val"
+            values = getattr(env, name, {})  # torch 2.13 renamed it
+            hint = values.get(expr)
         self.symbols[expr] = SymbolBinding(expr, k, dim, int(hint) if hint is not None else 64)
 
     def _input(self, node: torch.fx.Node, example: object) -> object:
@@ -419,8 +435,10 @@ class GraphLowering:
         ):
             example = val  # the symbolic example value is what the code must be general in
         if not isinstance(example, torch.Tensor):
-            if isinstance(example, torch.SymFloat | torch.SymBool):
-                raise UnsupportedGraph("symbolic float/bool inputs are not supported")
+            if isinstance(example, torch.SymFloat):
+                return rv.float_input(self, name, k)
+            if isinstance(example, torch.SymBool):
+                raise UnsupportedGraph("symbolic bool inputs are not supported")
             if isinstance(example, torch.SymInt):
                 self._bind(example, k, None)
                 self.inputs.append(BufferSpec(name, (), (), torch.int64))
@@ -477,7 +495,13 @@ class GraphLowering:
         scalar = _sym_scalar(target, args)
         if scalar is not None:
             return scalar
+        if target is torch.ops.higher_order.cond:
+            return rv.lower_cond(self, node, args)
+        if rv.has_unbacked_bindings(node):
+            return rv.lower_data_dependent(self, node, target, args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):
+            if rv.needs_python(node.meta.get("val")):
+                return rv.python_scalar(self, node)
             # arithmetic on sizes (operator.mul on SymInts, sym_size, ...): the value is the
             # expression fake propagation computed, evaluated by the wrapper at run time
             sym = _symbolic_value(node.meta.get("val"))
@@ -702,7 +726,10 @@ class GraphLowering:
             value = self.env[out]
             meta = out.meta.get("val")
             if isinstance(value, SymScalar):
-                raise UnsupportedGraph("a float computed from sizes is a graph output")
+                if out.target is not torch.ops.aten._local_scalar_dense.default:
+                    raise UnsupportedGraph("a float computed from sizes is a graph output")
+                specs.append(OutputSpec(None, rv.item_output(self, out)))
+                continue
             if not isinstance(value, TensorValue):
                 specs.append(OutputSpec(None, value))
                 continue
@@ -742,16 +769,22 @@ class GraphLowering:
 
 
 def lower_graph(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[object], config: InductorConfig
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[object],
+    config: InductorConfig,
+    compile_subgraph: rv.SubgraphCompiler | None = None,
 ) -> LoweredGraph:
-    """Lower an aten-level graph (as produced by make_fx or aot) to the loop IR."""
+    """Lower an aten-level graph (as produced by make_fx or aot) to the loop IR.
+
+    ``compile_subgraph`` compiles a ``torch.cond``'s branches (the caller's compiler: this
+    layer lowers, it does not compile); without it a graph holding a cond is refused."""
     if config.conv_fold_epilogue and config.conv_channels_last:
         folded = fold_conv_epilogues(gm)
         if folded is not gm:
-            lowered = GraphLowering(folded, config).run(example_inputs)
+            lowered = GraphLowering(folded, config, compile_subgraph).run(example_inputs)
             lowered.unguarded = _flat_runner(gm)
             return lowered
-    return GraphLowering(gm, config).run(example_inputs)
+    return GraphLowering(gm, config, compile_subgraph).run(example_inputs)
 
 
 def _flat_runner(gm: torch.fx.GraphModule) -> Callable[[Sequence[Any]], tuple[object, ...]]:

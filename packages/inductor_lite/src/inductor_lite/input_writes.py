@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .graph_lowering import _is_dense
-from .ir import BufferSpec, FallbackNode, LoweredGraph, PointwiseNode, affine
+from .ir import BufferSpec, FallbackNode, LoweredGraph, PointwiseNode, affine, may_alias_arguments
 from .scheduler import Kernel, ScheduleItem, iter_loads
 from .symbolic import Size, same
 
@@ -125,9 +125,7 @@ def in_place_writes(graph: LoweredGraph, items: Sequence[ScheduleItem]) -> dict[
     returned = {o.ref.buf for o in graph.outputs if o.ref is not None}
     aliased: set[str] = set()  # read by an aten call whose result may alias its arguments
     for item in items:
-        if isinstance(item, FallbackNode) and any(
-            r.alias_info is not None for r in item.target._schema.returns
-        ):
+        if isinstance(item, FallbackNode) and may_alias_arguments(item.target):
             aliased |= _reads(item)
     writer: dict[str, tuple[int, int]] = {}  # buffer -> (item, step) storing it
     stored_twice: set[str] = set()

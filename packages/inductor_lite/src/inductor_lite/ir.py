@@ -434,13 +434,26 @@ class FallbackNode:
     """An aten call from the wrapper. Tensor arguments are ``TensorRef``s (in ``args``).
 
     ``outputs`` names the buffers bound to the results (``None`` for results unused).
+    ``binds`` names the size symbols the call defines (data-dependent sizes, ``item()``):
+    ``(symbol, path)`` where ``path`` is Python reading it from the result written ``{}``
+    (``"{}.size(0)"``, ``"{}[1].size(0)"``, ``"{}"`` for the result itself); the wrapper
+    binds them right after the call.
+    The target is an OpOverload, or a callable of ours (a ``torch.cond``'s branches).
     """
 
-    target: Any  # an OpOverload: the torch boundary
+    target: Any  # an OpOverload or a callable: the torch boundary
     args: tuple[object, ...]
     kwargs: tuple[tuple[str, object], ...]
     outputs: tuple[BufferSpec | None, ...]
     multi_output: bool
+    binds: tuple[tuple[str, str], ...] = ()
+
+
+def may_alias_arguments(target: object) -> bool:
+    """Whether a fallback's result may share memory with its arguments (a view op, by its
+    schema). Our own callables (a cond's compiled branches) return fresh tensors."""
+    schema = getattr(target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
 Node = PointwiseNode | ReductionNode | FallbackNode
@@ -512,3 +525,5 @@ class LoweredGraph:
     input_writes: list[InputWrite] = field(default_factory=list)
     # each buffer's aten nodes and source lines, for comments in the generated code
     origins: dict[str, tuple[Origin, ...]] = field(default_factory=dict)
+    # float inputs by position: the 0-dim float64 buffer the wrapper puts each in
+    float_inputs: dict[int, str] = field(default_factory=dict)

@@ -180,6 +180,15 @@ def _body_symbols(v: VExpr) -> set[object]:
     return out
 
 
+def _node_symbols(node: PointwiseNode | ReductionNode) -> set[str]:
+    """The names of the size symbols a node's loops, layout and body use."""
+    if isinstance(node, PointwiseNode):
+        extra: list[object] = [*node.sizes, *node.strides, node.offset]
+    else:
+        extra = [*node.out_sizes, *node.red_sizes]
+    return {str(s) for s in expr_symbols(extra) | _body_symbols(node.body)}
+
+
 def has_indirect_index(kernel: Kernel) -> bool:
     """True when some load of ``kernel`` is indexed by a value read from a tensor."""
     return any(_index_values(ld.index) for s in kernel.steps for ld in iter_loads(s.node.body))
@@ -295,6 +304,8 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
     """
     items: list[_OpenKernel | FallbackNode] = []
     writer: dict[str, int] = {}  # buffer -> index of the item producing it
+    # data-dependent size symbol -> index of the aten call binding it (runtime_values.py)
+    binder: dict[str, int] = {}
     last_call = -1  # index of the last aten call in items
     for node in graph.nodes:
         if isinstance(node, FallbackNode):
@@ -303,8 +314,11 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
             for spec in node.outputs:
                 if spec is not None:
                     writer[spec.name] = len(items) - 1
+            binder.update((name, len(items) - 1) for name, _ in node.binds)
             continue
         deps = [writer[ld.buf] for ld in iter_loads(node.body) if ld.buf in writer]
+        if binder:
+            deps += [binder[s] for s in _node_symbols(node) if s in binder]
         if node.buf in writer:
             deps.append(
                 writer[node.buf]
@@ -336,6 +350,7 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
                 placed = first + 1 if deps else 0
                 if placed < len(items):
                     writer = {b: (k + 1 if k >= placed else k) for b, k in writer.items()}
+                    binder = {b: (k + 1 if k >= placed else k) for b, k in binder.items()}
                     if placed <= last_call:
                         last_call += 1
             items.insert(placed, _OpenKernel(_prod(step.outer_sizes), [step], {}))

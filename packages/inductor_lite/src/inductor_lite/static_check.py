@@ -22,6 +22,8 @@ def meta_key(x: object) -> object:
     """What a compiled graph assumes of one input."""
     if isinstance(x, torch.Tensor):
         return (x.dtype, x.device, tuple(x.shape), tuple(x.stride()))
+    if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
+        return (type(x), "symbolic")  # hashing would guard on its value
     # non-tensor inputs are baked into the generated code: the value itself must match
     try:
         hash(x)
@@ -43,6 +45,9 @@ def static_input_check(example_inputs: Sequence[object]) -> Callable[[Sequence[A
                 f"isinstance({a}, _Tensor) and {a}.dtype is _d{k} and {a}.shape == _s{k}"
                 f" and {a}.stride() == _t{k} and {a}.device == _v{k}"
             )
+        elif isinstance(x, torch.SymFloat):
+            # a float known only at run time: read by the code, any value is fine
+            terms.append(f"type({a}) is float")
         else:
             ns[f"_k{k}"] = meta_key(x)
             terms.append(f"_key({a}) == _k{k}")

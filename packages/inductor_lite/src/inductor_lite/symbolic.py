@@ -26,6 +26,7 @@ from torch.utils._sympy.functions import (
     ModularIndexing,
     PythonMod,
 )
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from .errors import LoweringError
 
@@ -129,9 +130,12 @@ def known_lt(a: Size, b: Size) -> bool:
 
 def _shift(e: sympy.Expr) -> sympy.Expr:
     # a symbolic size is >= 2 (0 and 1 are specialised by the guards): substitute s = t + 2
-    # with t >= 0 so that sympy's sign rules see the tighter bound
+    # with t >= 0 so that sympy's sign rules see the tighter bound; a data-dependent
+    # (unbacked) size may be 0 or 1: s = t
     subs = {
-        s: sympy.Symbol(f"_t_{s.name}", integer=True, nonnegative=True) + 2 for s in e.free_symbols
+        s: sympy.Symbol(f"_t_{s.name}", integer=True, nonnegative=True)
+        + (0 if symbol_is_type(s, SymT.UNBACKED_INT) else 2)
+        for s in e.free_symbols
     }
     return sympy.expand(e.xreplace(subs))
 
@@ -172,7 +176,12 @@ def hint(x: Size, hints: Mapping[sympy.Symbol, int]) -> int:
     """The value of ``x`` for the example inputs (for heuristics only, never for results)."""
     if isinstance(x, int):
         return x
-    return int(x.xreplace(dict(hints)))
+    e = sympy.sympify(x.xreplace(dict(hints)))  # a bare symbol gives the hint itself
+    # a data-dependent (unbacked) size has no example value: take a typical one
+    return int(e.xreplace(dict.fromkeys(e.free_symbols, sympy.Integer(_UNBACKED_HINT))))
+
+
+_UNBACKED_HINT = 64
 
 
 def expr_symbols(xs: Iterable[object]) -> set[sympy.Symbol]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import sympy
 import torch
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from .cpp import KernelSource
 from .errors import UnsupportedGraph
@@ -23,6 +24,7 @@ from .ir import (
     TensorRef,
     affine,
     contiguous_strides,
+    may_alias_arguments,
 )
 from .origins import comment_lines, item_buffers
 from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads, kernel_symbols
@@ -169,7 +171,9 @@ def build_wrapper(
     }
     ns.update(graph.constants)
     consts: list[object] = []
-    external = {s.name for s in graph.inputs} | set(graph.constants)
+    external = (
+        {s.name for s in graph.inputs} | set(graph.constants) | set(graph.float_inputs.values())
+    )
     # a guard's buffer, and a new value copied into its input at the end, are read at the
     # end like an output: never reused before that
     output_bufs = (
@@ -187,15 +191,17 @@ def build_wrapper(
     owned: set[str] = set()
     pinned: set[str] = set()
     for item in items:
-        if isinstance(item, FallbackNode) and any(
-            r.alias_info is not None for r in item.target._schema.returns
-        ):
+        if isinstance(item, FallbackNode) and may_alias_arguments(item.target):
             pinned |= _reads(item)
     lines = ["def call(args):"]
     names = ", ".join(s.name for s in graph.inputs)
     if graph.inputs:
         lines.append(f"    {names}{',' if len(graph.inputs) == 1 else ''} = args")
     lines += _bind_symbols(graph)
+    for k, buf in graph.float_inputs.items():
+        lines.append(
+            f"    {buf} = torch.tensor({graph.inputs[k].name}, dtype=torch.float64, device=_dev)"
+        )
     lines += _overlap_check(graph, set(in_place.values()))
     boxed = boxed and not graph.guards
     # inputs the call may let go of before it returns (boxed calls only)
@@ -298,7 +304,7 @@ def build_wrapper(
             fresh = [s.name for s in item.outputs if s is not None]
             allocated.update(fresh)
             drops.extend(n for n in fresh if n not in last_use and n in internal)
-            if not any(r.alias_info is not None for r in item.target._schema.returns):
+            if not may_alias_arguments(item.target):
                 owned.update(fresh)  # a new tensor from aten: ours to reuse once it is dead
         for name in sorted(_reads(item)):
             if last_use.get(name) != k:
@@ -421,8 +427,18 @@ def _fallback_lines(  # noqa: PLR0917
         kwargs = ", ".join(x for x in (kwargs, f"out={out_buf}") if x)
     call = f"_fb{k}({args}{', ' if args and kwargs else ''}{kwargs})"
     lines: list[str] = []
-    if node.multi_output:
+    if node.binds:
+        # data-dependent sizes: bound from the result before anything (the result's own
+        # layout check below included) reads them
         lines.append(f"    _r{k} = {call}")
+        lines.extend(f"    {name} = {path.format(f'_r{k}')}" for name, path in node.binds)
+        call = f"_r{k}"
+        if all(spec is None for spec in node.outputs):
+            lines.append(f"    del _r{k}")
+            return lines
+    if node.multi_output:
+        if call != f"_r{k}":
+            lines.append(f"    _r{k} = {call}")
         for j, spec in enumerate(node.outputs):
             if spec is not None:
                 sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
@@ -433,6 +449,8 @@ def _fallback_lines(  # noqa: PLR0917
         assert spec is not None
         sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
         lines.append(f"    {spec.name} = _restride({call}, {sizes}, {strides})")
+        if node.binds:
+            lines.append(f"    del _r{k}")
     return lines
 
 
@@ -520,6 +538,23 @@ def _check_bound(fn: Callable[..., object], ns: dict[str, object]) -> None:
             raise UnsupportedGraph(f"size symbol {name} is not the size of an input")
 
 
+def _has_unbacked(sizes: Sequence[Size]) -> bool:
+    return any(
+        symbol_is_type(sym, SymT.UNBACKED_INT)
+        for s in sizes
+        if isinstance(s, sympy.Expr)
+        for sym in s.free_symbols
+    )
+
+
+def _strides_agree(
+    shape: Sequence[int], strides: Sequence[int], expected: Sequence[int]
+) -> bool:
+    """Strides equal on every dim of more than one element (the others address nothing
+    beyond element 0, whatever their stride)."""
+    return all(n <= 1 or a == b for n, a, b in zip(shape, strides, expected, strict=True))
+
+
 def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
     """A per-call check for a graph with size symbols: may the compiled code run on ``args``?
 
@@ -549,16 +584,31 @@ def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
         elif k in scalar_symbols:
             lines.append(f"    if type({name}) is not int:")
             lines.append("        return False")
+        elif k in graph.float_inputs:
+            lines.append(f"    if type({name}) is not float:")
+            lines.append("        return False")
     lines += _bind_symbols(graph)
     for b in graph.symbols:
-        lines.append(f"    if {b.symbol.name} < 2:")
+        # a data-dependent size (a backward's input sized by a mask) may be 0 or 1: nothing
+        # above us specialised it, and the code was generated for any value of it
+        least = 0 if symbol_is_type(b.symbol, SymT.UNBACKED_INT) else 2
+        lines.append(f"    if {b.symbol.name} < {least}:")
         lines.append("        return False")
     for k, value in graph.scalar_inputs.items():
         lines.append(f"    if {graph.inputs[k].name} != {pyexpr(value)}:")
         lines.append("        return False")
+    ns["_strides_agree"] = _strides_agree
     for spec in graph.inputs:
         name = spec.name
-        if spec.name in graph.buffers:
+        if spec.name in graph.buffers and _has_unbacked(spec.sizes):
+            # a dim of a data-dependent size may hold 0 or 1 element, where any stride
+            # (aot's contiguous tangents give 0) addresses the same memory
+            lines.append(
+                f"    if {name}.shape != {pysizes(spec.sizes)} or not "
+                f"_strides_agree({name}.shape, {name}.stride(), {pysizes(spec.strides)}):"
+            )
+            lines.append("        return False")
+        elif spec.name in graph.buffers:
             lines.append(
                 f"    if {name}.shape != {pysizes(spec.sizes)} or "
                 f"{name}.stride() != {pysizes(spec.strides)}:"

@@ -136,6 +136,12 @@ def call_builtin(
     found = per_type(vm, fn, args, kwargs) if per_type is not None else None
     if found is not None:
         return found
+    if value in (int, float, bool) and len(args) == 1 and isinstance(args[0], TensorVar):
+        from symbolic_vm import methods  # int(t): an item() under capture_scalar_outputs
+
+        scalar = None if kwargs else methods.tensor_to_scalar(vm, value, args[0])
+        if scalar is not None:
+            return scalar
     if value in _TEXT and 1 <= len(args) <= (2 if value is builtins.format else 1) and not kwargs:
         text = object_model.text_of(vm, args[0], _TEXT[value], args[1] if len(args) > 1 else None)
         if text is not None:  # a user __str__/__repr__/__format__, traced

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +149,10 @@ def tensor_method(
     out = vm.out
     if name == "item" and not args and not kwargs and out.builder.unbacked_scalars:
         return ops.graph_method(out, name, [tensor], {})  # an unbacked symbol
+    if name == "tolist" and not args and not kwargs and out.builder.unbacked_scalars:
+        found = _tolist(out, tensor)
+        if found is not None:
+            return found
     if name in _DATA_DEPENDENT_METHODS:
         raise Unsupported(
             f"Tensor.{name}() needs the tensor's data, which is unknown while tracing"
@@ -419,3 +424,50 @@ def _dict_method(
     if name == "__contains__":
         return ConstVar(ops.const_value(out, args[0]) in box.items)
     raise Unsupported(f"dict.{name}()")
+
+
+def _tolist(out: Output, tensor: TensorVar) -> Var | None:
+    """``tensor.tolist()`` as torch.compile captures it under capture_scalar_outputs: one
+    ``item()`` (an unbacked symbol) per element, nested as the tensor's static shape says;
+    None for a symbolic shape or a non-integer tensor (the call then breaks, as torch's)."""
+    shape = tuple(tensor.example.shape)
+    dtype = tensor.example.dtype
+    if (
+        not all(isinstance(n, int) for n in shape)
+        or dtype.is_floating_point
+        or dtype.is_complex
+        or dtype is torch.bool
+    ):
+        return None
+    if not shape:
+        return ops.graph_method(out, "item", [tensor], {})
+    rows: list[Var] = []
+    for k in range(shape[0]):
+        row = ops.graph_call(out, operator.getitem, [tensor, ConstVar(k)], {})
+        assert isinstance(row, TensorVar)
+        item = _tolist(out, row)
+        assert item is not None
+        rows.append(item)
+    return ListVar(ListBox(rows))
+
+
+def tensor_to_scalar(vm: Interpreter, kind: type, tensor: TensorVar) -> Var | None:
+    """``int(t)``, ``float(t)``, ``bool(t)`` under capture_scalar_outputs: ``t.item()`` (an
+    unbacked symbol) converted as torch.compile does (``torch.sym_int``/``sym_float``, a
+    comparison with 0 for ``bool``); None when the setting is off or the tensor has more than
+    one element (or a symbolic size): the call then breaks."""
+    out = vm.out
+    shape = tuple(tensor.example.shape)
+    if not out.builder.unbacked_scalars or not all(n == 1 for n in shape if isinstance(n, int)):
+        return None
+    if not all(isinstance(n, int) for n in shape):
+        return None  # a symbolic size: eager raises unless it is 1 at run time
+    dtype = tensor.example.dtype
+    item = ops.graph_method(out, "item", [tensor], {})
+    if kind is bool and dtype is not torch.bool:
+        return ops.graph_call(out, operator.ne, [item, ConstVar(0)], {})  # nan is true too
+    if kind is int and dtype.is_floating_point:
+        return ops.graph_call(out, torch.sym_int, [item], {})
+    if kind is float and not dtype.is_floating_point:
+        return ops.graph_call(out, torch.sym_float, [item], {})
+    return item
