@@ -21,6 +21,7 @@ from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs
 from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
 from aot.partition import PartitionStats, default_partition, partition_stats
+from aot.rng_replay import replay_checkpointed_random_ops
 from aot.runtime import (
     CompiledCallable,
     make_inference_runtime,
@@ -345,6 +346,7 @@ class AotFunction:
         annotate = self.sources.annotate_backward if self.sources else None
         joint = trace_joint(self._flat_fn, meta, trace_inputs, fake_mode, self.decompositions,
                             before_backward=annotate)
+        replay_checkpointed_random_ops(joint.gm)  # recomputed dropout: the forward's mask
         fw_gm, bw_gm = self.partition_fn(
             joint.gm, joint.example_inputs, num_fwd_outputs=joint.num_fwd_outputs
         )

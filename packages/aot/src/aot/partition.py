@@ -24,6 +24,7 @@ import torch
 import torch.fx
 
 from aot.errors import PartitionError
+from aot.rng_replay import RNG_REPLAY_OPS
 
 __all__ = [
     "PartitionStats",
@@ -89,7 +90,7 @@ def is_recomputable(node: torch.fx.Node) -> bool:
     if target.__module__ == "_operator" and getattr(target, "__name__", "") == "getitem":
         return False
     tags = getattr(target, "tags", ())
-    if torch.Tag.nondeterministic_seeded in tags:
+    if torch.Tag.nondeterministic_seeded in tags or target in RNG_REPLAY_OPS:
         return False
     if torch.Tag.pointwise in tags:
         return True

@@ -497,6 +497,8 @@ class GraphLowering:
             return scalar
         if target is torch.ops.higher_order.cond:
             return rv.lower_cond(self, node, args)
+        if rv.is_rng_replay(target):
+            return rv.lower_rng_replay(self, node, target, args, kwargs)
         if rv.has_unbacked_bindings(node):
             return rv.lower_data_dependent(self, node, target, args, kwargs)
         if not isinstance(target, torch._ops.OpOverload):

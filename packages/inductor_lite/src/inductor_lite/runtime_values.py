@@ -39,6 +39,8 @@ __all__ = [
     "BranchCall",
     "SubgraphCompiler",
     "float_input",
+    "is_rng_replay",
+    "lower_rng_replay",
     "has_unbacked_bindings",
     "item_output",
     "lower_cond",
@@ -174,6 +176,50 @@ def python_scalar(L: GraphLowering, node: torch.fx.Node) -> sympy.Symbol:
     name = f"v_{node.name}"
     L.nodes.append(FallbackNode(node.target, tuple(args), (), (None,), False, ((name, "{}"),)))
     return sympy.Symbol(name, integer=True)
+
+
+def is_rng_replay(target: object) -> bool:
+    """torch's rng prims, which aot puts around checkpointed random ops (``rng_replay.py``)."""
+    hop = torch.ops.higher_order
+    return target in (
+        getattr(hop, "run_and_save_rng_state", None), getattr(hop, "run_with_rng_state", None)
+    ) and target is not None
+
+
+class _FlatResults:
+    """Calls ``target`` and flattens its nested results (the wrapper indexes flat results)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[object, ...]:
+        return tuple(pytree.tree_leaves(self.target(*args, **kwargs)))
+
+    def __repr__(self) -> str:
+        return repr(self.target)
+
+
+def lower_rng_replay(
+    L: GraphLowering,
+    node: torch.fx.Node,
+    target: Any,
+    args: Sequence[object],
+    kwargs: dict[str, object],
+) -> object:
+    """A random op run with a saved (or saving the) generator state: an aten-level call from
+    the wrapper, results laid out as the node's example values."""
+    val = node.meta.get("val")
+    flat, spec = pytree.tree_flatten(val)
+    if not isinstance(val, list | tuple) or len(flat) == len(val):
+        return L.fallback(node, target, args, kwargs)
+    original = node.meta["val"]
+    node.meta["val"] = tuple(flat)  # lowered as one flat multi-output call
+    try:
+        results = L.fallback(node, _FlatResults(target), args, kwargs)
+    finally:
+        node.meta["val"] = original
+    assert isinstance(results, tuple)
+    return pytree.tree_unflatten(list(results), spec)
 
 
 class BranchCall:

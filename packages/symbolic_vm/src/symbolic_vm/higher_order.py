@@ -4,10 +4,11 @@
 ``torch.ops.higher_order.tag_activation_checkpoint`` node over ``fn``'s body traced into a
 subgraph, as torch.compile captures it. Run eagerly, that op is torch's checkpoint of the body
 (activations dropped, the body recomputed in backward); aot traces it, and its partitioners
-save the region's inputs and recompute the tagged ops in the backward graph. A body with random
-ops, a reentrant checkpoint, and checkpoint under no_grad are traced as the call ``fn(*args)``
-(results and gradients equal eager's; no memory saved): recomputing a random op would draw new
-numbers, and eager's reentrant checkpoint is an autograd.Function the graph cannot replay.
+save the region's inputs and recompute the tagged ops in the backward graph (a random op there
+replays the generator state saved before it in the forward, so dropout draws the forward's
+mask, as eager's checkpoint restores the RNG state). A reentrant checkpoint and checkpoint under
+no_grad are traced as the call ``fn(*args)`` (results and gradients equal eager's; no memory
+saved): eager's reentrant checkpoint is an autograd.Function the graph cannot replay.
 
 ``torch.cond(pred, true_fn, false_fn, operands)`` with a Python predicate calls the taken branch,
 as eager torch.cond does. With a tensor (or SymBool) predicate both branches are traced, each
@@ -122,15 +123,8 @@ def _checkpoint(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
     return _checkpoint_node(vm, fn, fn_args, fn_kwargs)
 
 
-# Names of torch's random functions and methods: a checkpointed body calling one is inlined
-# (its recomputation would draw new numbers; eager's checkpoint restores the RNG state first).
-_RANDOM_NAME_PARTS = (
-    "rand", "dropout", "bernoulli", "multinomial", "normal", "uniform", "exponential",
-    "cauchy", "geometric", "poisson", "rrelu",
-)  # fmt: skip
-
-
 def _calls_random(gm: torch.fx.GraphModule) -> bool:
+    """Whether a traced body draws random numbers (a dropout in training, torch.rand)."""
     for node in gm.graph.nodes:
         if node.op == "call_method":
             name = str(node.target)
@@ -156,13 +150,42 @@ def _no_op_dropout(node: torch.fx.Node) -> bool:
     return given.get("p", 0.5) == 0 or given.get(params[2], True) is False
 
 
+_RANDOM_NAME_PARTS = (
+    "rand", "dropout", "bernoulli", "multinomial", "normal", "uniform", "exponential",
+    "cauchy", "geometric", "poisson", "rrelu",
+)  # fmt: skip
+
+
+def checkpoint_keeping_rng(gmod: torch.fx.GraphModule, *args: Any, **kwargs: Any) -> Any:
+    """The graph's op for a checkpointed body with random ops.
+
+    Traced (fake tensors, make_fx: aot), it is torch's ``tag_activation_checkpoint``, whose
+    tagged random ops aot replays from the saved generator state. Run eagerly (the eager
+    backend), it is torch's checkpoint with ``preserve_rng_state=True``: the op itself turns
+    that off (torch's compiler replays random numbers in its code generator), which would
+    recompute dropout with a new mask.
+    """
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+    if get_proxy_mode() is not None or torch._guards.detect_fake_mode(args) is not None:
+        return _TAG_CHECKPOINT(gmod, *args, **kwargs)
+
+    def run(*inputs: Any) -> Any:
+        return torch.fx.Interpreter(gmod).run(*inputs)
+
+    return torch.utils.checkpoint.checkpoint(
+        run, *args, use_reentrant=False, preserve_rng_state=True, early_stop=False
+    )
+
+
 def _checkpoint_node(
     vm: Interpreter, fn: Var, fn_args: list[Var], fn_kwargs: dict[str, Var]
 ) -> Var:
     """Non-reentrant ``checkpoint(fn, *args)`` as one ``tag_activation_checkpoint`` node over
     ``fn``'s traced body, as torch.compile captures it: the eager backend runs torch's
-    checkpoint on the body (activations dropped, recomputed in backward); aot traces that
-    recomputation into its backward graph. A body with random ops is inlined instead."""
+    checkpoint on the body (activations dropped, recomputed in backward, with the RNG state
+    it had in the forward); aot traces that recomputation into its backward graph, random ops
+    replayed from the generator state saved before them."""
     out = vm.out
     try:
         sub, outputs, shape = _trace_subgraph(
@@ -175,16 +198,13 @@ def _checkpoint_node(
     inputs = list(sub.lifted)
     sub.order_inputs(inputs)
     body = sub.finish(outputs)
-    if _calls_random(body):
-        return _call(vm, fn, fn_args, fn_kwargs)
     attr = out.builder.submodule("wrap_body", body)
+    op = checkpoint_keeping_rng if _calls_random(body) else _TAG_CHECKPOINT
     try:
-        node = out.builder.call_function(
-            _TAG_CHECKPOINT, (attr, *inputs), {"use_reentrant": False}
-        )
+        node = out.builder.call_function(op, (attr, *inputs), {"use_reentrant": False})
     except FakePropagationError:
         # torch's checkpoint op cannot run this body (a torch.cond inside: its caching mode
-        # has no rule for it): traced inline instead, as for a random body.
+        # has no rule for it): traced inline instead.
         out.builder.graph.erase_node(attr)
         return _call(vm, fn, fn_args, fn_kwargs)
     return _unflatten(ops.wrap_example(out, node), shape)
