@@ -16,7 +16,6 @@ import pytest
 import torch
 
 import compile_api
-
 from tests.conftest import GraphCounter
 
 
