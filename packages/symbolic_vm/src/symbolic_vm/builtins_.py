@@ -18,7 +18,7 @@ from guards import TypeSource
 from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
-from symbolic_vm.methods import next_value, sort_values
+from symbolic_vm.methods import next_value, sort_values, tensor_to_scalar
 from symbolic_vm.modules import module_len
 from symbolic_vm.output import MadeObjectId
 from symbolic_vm.values import (
@@ -137,9 +137,8 @@ def call_builtin(
     if found is not None:
         return found
     if value in (int, float, bool) and len(args) == 1 and isinstance(args[0], TensorVar):
-        from symbolic_vm import methods  # int(t): an item() under capture_scalar_outputs
-
-        scalar = None if kwargs else methods.tensor_to_scalar(vm, value, args[0])
+        # int(t): an item() under capture_scalar_outputs
+        scalar = None if kwargs else tensor_to_scalar(vm, value, args[0])
         if scalar is not None:
             return scalar
     if value in _TEXT and 1 <= len(args) <= (2 if value is builtins.format else 1) and not kwargs:

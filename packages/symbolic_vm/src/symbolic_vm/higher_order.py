@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.utils.checkpoint
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from fxbuild import FakePropagationError, SubgraphBuilder
 from symbolic_vm import controls
@@ -165,8 +166,6 @@ def checkpoint_keeping_rng(gmod: torch.fx.GraphModule, *args: Any, **kwargs: Any
     that off (torch's compiler replays random numbers in its code generator), which would
     recompute dropout with a new mask.
     """
-    from torch.fx.experimental.proxy_tensor import get_proxy_mode
-
     if get_proxy_mode() is not None or torch._guards.detect_fake_mode(args) is not None:
         return _TAG_CHECKPOINT(gmod, *args, **kwargs)
 
