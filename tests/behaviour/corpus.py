@@ -2011,3 +2011,15 @@ def metaclass_instancecheck_is_called(x: torch.Tensor) -> Any:
 def metaclass_property_and_method_on_the_class(x: torch.Tensor) -> Any:
     made = _DuckLike.make(3.0)
     return x * made.v, _DuckLike.label, type(made).__name__
+
+
+class _PretendsToBeATensor:
+    @property
+    def __class__(self) -> type:  # type: ignore[override]
+        return torch.Tensor
+
+
+@case()
+def isinstance_consults_a_class_property(x: torch.Tensor) -> Any:
+    p = _PretendsToBeATensor()
+    return x + 1, isinstance(p, torch.Tensor), isinstance(p, _PretendsToBeATensor), type(p).__name__

@@ -357,7 +357,22 @@ def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
         ))
     if any(_user_instancecheck(c) is not None for c in options):
         return ConstVar(_isinstance_through_hooks(vm, obj, classes, options))
-    return ConstVar(issubclass(_python_type(vm, obj), cls))
+    py_type = _python_type(vm, obj)
+    if issubclass(py_type, cls):
+        return ConstVar(True)
+    if _overrides_class(py_type):
+        # CPython then asks obj.__class__ (a proxy's property): read as eager reads it
+        claimed = ops.const_value(vm.out, attributes.getattr_var(vm, obj, "__class__"))
+        return ConstVar(
+            claimed is not py_type and isinstance(claimed, type) and issubclass(claimed, cls)
+        )
+    return ConstVar(False)
+
+
+def _overrides_class(cls: type) -> bool:
+    """Whether instances of ``cls`` may answer ``__class__`` with another class (a property or
+    attribute named ``__class__`` in a class dict): isinstance consults it."""
+    return any("__class__" in k.__dict__ for k in cls.__mro__ if k is not object)
 
 
 _CHECK = "__instancecheck__"

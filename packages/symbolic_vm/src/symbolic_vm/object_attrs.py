@@ -213,7 +213,11 @@ def guard_class_attribute(out: Output, cls_source: Source, name: str, found: obj
 
     ``cls_source`` names the class (``type(L['obj'])`` or the class's own source).
     """
-    attr = AttrSource(cls_source, name)
+    attr: Source = AttrSource(cls_source, name)
+    if any(name in k.__dict__ and is_data_descriptor(k.__dict__[name]) for k in (type, object)):
+        # ``cls.__class__`` (``__doc__``, ...) reads type's own descriptor, not the class
+        # dict's entry: guard the class dicts themselves
+        attr = ClassDictSource(cls_source, name)
     if isinstance(found, (types.FunctionType, property)):
         out.request("ID_MATCH", attr, found)
     elif isinstance(found, staticmethod):
@@ -257,7 +261,9 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
     if isinstance(cls_attr, types.MemberDescriptorType):  # an unset __slots__ member
         owner = _slot_owner(obj.box.cls)
         raise throw(AttributeError, f"{owner!r} object has no attribute {name!r}")
-    if name == "__class__":  # object's getset descriptor: the class it was made with
+    if name == "__class__" and cls_attr is object.__dict__["__class__"]:
+        # object's getset descriptor (not a class's own __class__ property): the class it was
+        # made with
         return ObjectVar(obj.box.cls, source=obj.box.cls_source)
     if name == "__dict__" or _is_c_method(cls_attr):
         from symbolic_vm import object_model
