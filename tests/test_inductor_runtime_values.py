@@ -214,7 +214,32 @@ def flag_item(x: torch.Tensor) -> torch.Tensor:
     return x * (x.sum() > 0).item() + int(x.max() * 3)
 
 
+def filled_by_item(x: torch.Tensor) -> torch.Tensor:
+    return torch.full((3,), x.sum().item()) + 1  # a float item() handed to an aten call
+
+
+def sliced_by_item(x: torch.Tensor) -> torch.Tensor:
+    return x.flatten()[: (x > 0).sum().item()] * 2
+
+
+def arange_of_item(x: torch.Tensor) -> torch.Tensor:
+    return torch.arange((x > 0).sum().item()) * 2 + x.sum()
+
+
+def repeated(x: torch.Tensor) -> torch.Tensor:
+    return torch.repeat_interleave((x.flatten() > 0).long() + 1).float().sum()
+
+
+def gathered_by_nonzero(x: torch.Tensor) -> torch.Tensor:
+    return x[x.nonzero()[:, 0]].sum(0)
+
+
 DATA_DEPENDENT = [
+    filled_by_item,
+    sliced_by_item,
+    arange_of_item,
+    repeated,
+    gathered_by_nonzero,
     masked_head,
     flag_item,
     scale_by_item,

@@ -236,6 +236,7 @@ class GraphLowering:
         self.scalar_inputs: dict[int, Size] = {}
         self.float_inputs: dict[int, str] = {}
         self.float_items: dict[torch.fx.Node, sympy.Symbol] = {}  # float item()s in Python
+        self.python_floats: dict[int, tuple[SymScalar, sympy.Symbol]] = {}  # by id, kept alive
         self.guards: list[TensorRef] = []
         self.input_writes: list[InputWrite] = []
         self.made_by: dict[str, torch.fx.Node | None] = {}  # the node lowered at each buffer
@@ -495,12 +496,9 @@ class GraphLowering:
         scalar = _sym_scalar(target, args)
         if scalar is not None:
             return scalar
-        if target is torch.ops.higher_order.cond:
-            return rv.lower_cond(self, node, args)
-        if rv.is_rng_replay(target):
-            return rv.lower_rng_replay(self, node, target, args, kwargs)
-        if rv.has_unbacked_bindings(node):
-            return rv.lower_data_dependent(self, node, target, args, kwargs)
+        special = rv.lower_runtime_value(self, node, target, args, kwargs)
+        if special is not rv.NOT_SPECIAL:  # a cond, data-dependent sizes, aot's RNG replay
+            return special
         if not isinstance(target, torch._ops.OpOverload):
             if rv.needs_python(node.meta.get("val")):
                 return rv.python_scalar(self, node)
@@ -684,6 +682,8 @@ class GraphLowering:
             if isinstance(a, TensorValue):
                 return self.ref_of(a)
             if isinstance(a, SymScalar):
+                if id(a) in self.python_floats:  # a float item(): the wrapper's Python float
+                    return self.python_floats[id(a)][1]
                 raise UnsupportedGraph(f"a float computed from sizes passed to {target}")
             if isinstance(a, list | tuple):
                 return type(a)(to_ref(x) for x in a)

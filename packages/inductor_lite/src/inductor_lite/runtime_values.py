@@ -36,11 +36,13 @@ if TYPE_CHECKING:
     from .graph_lowering import GraphLowering
 
 __all__ = [
+    "NOT_SPECIAL",
     "BranchCall",
     "SubgraphCompiler",
     "float_input",
     "is_rng_replay",
     "lower_rng_replay",
+    "lower_runtime_value",
     "has_unbacked_bindings",
     "item_output",
     "lower_cond",
@@ -53,6 +55,26 @@ aten = torch.ops.aten
 
 # compiles a cond's branch: (aten graph, example inputs) -> callable returning its outputs
 SubgraphCompiler = Callable[[torch.fx.GraphModule, Sequence[object]], Callable[..., Any]]
+
+
+NOT_SPECIAL = object()  # what lower_runtime_value returns for any other node
+
+
+def lower_runtime_value(
+    L: GraphLowering,
+    node: torch.fx.Node,
+    target: Any,
+    args: Sequence[object],
+    kwargs: dict[str, object],
+) -> object:
+    """The lowering of a node whose value the wrapper learns at run time, else NOT_SPECIAL."""
+    if target is torch.ops.higher_order.cond:
+        return lower_cond(L, node, args)
+    if is_rng_replay(target):
+        return lower_rng_replay(L, node, target, args, kwargs)
+    if has_unbacked_bindings(node):
+        return lower_data_dependent(L, node, target, args, kwargs)
+    return NOT_SPECIAL
 
 
 def has_unbacked_bindings(node: torch.fx.Node) -> bool:
@@ -117,7 +139,9 @@ def _lower_item(L: GraphLowering, node: torch.fx.Node, args: Sequence[object]) -
         L.float_items[node] = sympy.Symbol(name)
         # kernels read the element themselves, as float64: the Python float eager passes on
         # (exact for every floating dtype); a float cannot be an int64 kernel argument
-        return SymScalar(cast(src.loader([IConst(0)] * src.ndim), torch.float64))
+        value = SymScalar(cast(src.loader([IConst(0)] * src.ndim), torch.float64))
+        L.python_floats[id(value)] = (value, sympy.Symbol(name))  # for aten calls' arguments
+        return value
     if isinstance(val, torch.SymBool):
         return sympy.Symbol(name, integer=True)  # bound to int(item): 0 or 1
     if not isinstance(val, torch.SymInt):
