@@ -15,7 +15,7 @@ SRC = Path(symbolic_vm.__file__).parent
 # between the semantics modules still to be cut by moving shared definitions down a layer
 # (issue 24; operations/attributes are being split under issue 20). The number may only go down:
 # fix a cycle, then lower it here.
-CEILING = 13
+CEILING = 10
 LAZY_ON_PURPOSE = {"version_check.py"}
 
 

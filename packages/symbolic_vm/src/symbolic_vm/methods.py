@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm import attributes, sets, tensor_attrs
+from symbolic_vm import attributes, higher_order, sets, tensor_attrs, torch_calls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.modules import module_iterator
+from symbolic_vm.tensor_attrs import DATA_DEPENDENT_METHODS, FACT_METHODS, TENSOR_META_METHODS
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -40,25 +41,6 @@ if TYPE_CHECKING:
     from symbolic_vm.output import Output
 
 # Tensor methods whose result is a Python value read from metadata (no graph node).
-_TENSOR_META_METHODS = frozenset({
-    "dim", "ndimension", "numel", "nelement", "element_size", "is_floating_point",
-    "is_complex", "is_contiguous", "get_device", "stride", "is_signed", "storage_offset",
-})
-_DATA_DEPENDENT_METHODS = frozenset(
-    {"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"}
-)
-# Answers TENSOR_MATCH does not check (see tensor_attrs.tensor_fact): whether an input is a view.
-_FACT_METHODS = frozenset({"_is_view"})
-
-
-def answers_from_metadata(name: str) -> bool:
-    """Whether ``tensor_method`` answers ``Tensor.<name>`` itself (a Python value from the
-    tensor's metadata, guarded) rather than adding an op to the graph."""
-    return name in _TENSOR_META_METHODS or name in _FACT_METHODS or name in (
-        "size", "is_set_to", *_DATA_DEPENDENT_METHODS
-    )
-
-
 def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """Call a MethodVar."""
     target = method.self_var
@@ -95,11 +77,8 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
             raise Unsupported(f"{type(exc).__name__} raised by {name}() on a constant") from exc
     if isinstance(target, ModuleVar):
         return module_iterator(vm, target, name, args, kwargs)
-    if isinstance(target, GradModeVar):
-        from symbolic_vm import torch_calls
-
-        if name == "__enter__":
-            return torch_calls.enter_grad_mode(out, target)
+    if isinstance(target, GradModeVar) and name == "__enter__":
+        return torch_calls.enter_grad_mode(out, target)
     if isinstance(target, IteratorVar) and name == "__next__":
         return next_value(target)
     if isinstance(target, GeneratorVar) and name == "__next__":
@@ -153,7 +132,7 @@ def tensor_method(
         found = _tolist(out, tensor)
         if found is not None:
             return found
-    if name in _DATA_DEPENDENT_METHODS:
+    if name in DATA_DEPENDENT_METHODS:
         raise Unsupported(
             f"Tensor.{name}() needs the tensor's data, which is unknown while tracing"
         )
@@ -171,7 +150,7 @@ def tensor_method(
         return attributes.size_of(out, tensor)
     if name == "storage_offset" and not args and not kwargs:
         return _storage_offset(out, tensor)
-    if name in _TENSOR_META_METHODS:
+    if name in TENSOR_META_METHODS:
         out.depend(tensor)
         py_args = [ops.const_value(out, a) for a in args]
         # Keywords too: is_contiguous(memory_format=...), stride(dim=0) answer other questions.
@@ -182,7 +161,7 @@ def tensor_method(
         if isinstance(value, tuple) and not all(isinstance(v, int) for v in value):
             return ops.graph_method(out, name, [tensor, *args], kwargs)
         return ConstVar(value)
-    if name in _FACT_METHODS and not args and not kwargs:
+    if name in FACT_METHODS and not args and not kwargs:
         return tensor_attrs.tensor_fact(out, tensor, MethodCallSource, name)
     if name == "type" and not args and not kwargs:
         out.depend(tensor)
@@ -190,22 +169,17 @@ def tensor_method(
     if name == "requires_grad_" and tensor.node.op == "placeholder":
         return _input_requires_grad(vm, tensor, args, kwargs)
     if name == "register_hook":
-        from symbolic_vm import higher_order
-
         return higher_order.register_hook(vm, tensor, args, kwargs)
     if name in ("__enter__", "__exit__", "backward", "retain_grad"):
         raise Unsupported(f"Tensor.{name}() inside a compiled function")
-    if name == "new_tensor" and len(args) == 1:
-        from symbolic_vm import torch_calls
-
-        if torch_calls.holds_symbol(out, args[0]):
-            # as torch.tensor(n), but with this tensor's dtype and device unless given
-            options = {
-                "dtype": ConstVar(tensor.example.dtype),
-                "device": ConstVar(tensor.example.device),
-                **kwargs,
-            }
-            return torch_calls.tensor_of_symbols(out, args[0], options)
+    if name == "new_tensor" and len(args) == 1 and torch_calls.holds_symbol(out, args[0]):
+        # as torch.tensor(n), but with this tensor's dtype and device unless given
+        options = {
+            "dtype": ConstVar(tensor.example.dtype),
+            "device": ConstVar(tensor.example.device),
+            **kwargs,
+        }
+        return torch_calls.tensor_of_symbols(out, args[0], options)
     return ops.graph_method(out, name, [tensor, *args], kwargs)
 
 

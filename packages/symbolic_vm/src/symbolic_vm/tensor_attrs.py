@@ -70,4 +70,32 @@ def set_tensor_grad(out: Output, obj: TensorVar, value: Var) -> None:
     out.side_effects.append(AttrWrite(obj, "grad", value))
 
 
-__all__ = ["set_tensor_grad", "tensor_fact", "tensor_grad"]
+# Tensor methods answered from metadata (methods.tensor_method; torch_calls for Tensor.<m>(x)).
+TENSOR_META_METHODS = frozenset({
+    "dim", "ndimension", "numel", "nelement", "element_size", "is_floating_point",
+    "is_complex", "is_contiguous", "get_device", "stride", "is_signed", "storage_offset",
+})
+DATA_DEPENDENT_METHODS = frozenset(
+    {"item", "tolist", "numpy", "__bool__", "__index__", "data_ptr"}
+)
+# Answers TENSOR_MATCH does not check (see tensor_attrs.tensor_fact): whether an input is a view.
+FACT_METHODS = frozenset({"_is_view"})
+
+
+def answers_from_metadata(name: str) -> bool:
+    """Whether methods.tensor_method answers ``Tensor.<name>`` itself (a Python value from the
+    tensor's metadata, guarded) rather than adding an op to the graph."""
+    return name in TENSOR_META_METHODS or name in FACT_METHODS or name in (
+        "size", "is_set_to", *DATA_DEPENDENT_METHODS
+    )
+
+
+__all__ = [
+    "DATA_DEPENDENT_METHODS",
+    "FACT_METHODS",
+    "TENSOR_META_METHODS",
+    "answers_from_metadata",
+    "set_tensor_grad",
+    "tensor_fact",
+    "tensor_grad",
+]

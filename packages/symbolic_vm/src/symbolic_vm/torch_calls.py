@@ -13,8 +13,8 @@ from torch._library.custom_ops import CustomOpDef
 from torch.fx.node import map_aggregate
 from torch.utils import _pytree as pytree
 
-from symbolic_vm import methods
 from symbolic_vm import operations as ops
+from symbolic_vm import tensor_attrs
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import CallSource, UnsupportedGuardValue
 from symbolic_vm.output import AttrWrite, Output
@@ -29,6 +29,7 @@ from symbolic_vm.values import (
     GradModeVar,
     ListBox,
     ListVar,
+    MethodVar,
     ObjectVar,
     SymVar,
     TensorVar,
@@ -230,10 +231,10 @@ def call_torch(
         return None
     if (
         isinstance(value, types.MethodDescriptorType) and args
-        and isinstance(args[0], TensorVar) and methods.answers_from_metadata(value.__name__)
+        and isinstance(args[0], TensorVar) and tensor_attrs.answers_from_metadata(value.__name__)
     ):
         # torch.Tensor.storage_offset(x) is x.storage_offset(): folded and guarded the same way.
-        return methods.tensor_method(vm, args[0], value.__name__, args[1:], kwargs)
+        return vm.call(MethodVar(args[0], value.__name__), args[1:], kwargs)
     out.depend(fn)
     if "out" in kwargs:
         return _call_with_out(out, value, args, kwargs)
