@@ -9,6 +9,7 @@ so the pass rate says how much of torch.compile's supported behaviour Strata mat
 
 from __future__ import annotations
 
+import abc
 import collections
 import dataclasses
 import enum
@@ -2023,3 +2024,26 @@ class _PretendsToBeATensor:
 def isinstance_consults_a_class_property(x: torch.Tensor) -> Any:
     p = _PretendsToBeATensor()
     return x + 1, isinstance(p, torch.Tensor), isinstance(p, _PretendsToBeATensor), type(p).__name__
+
+
+class _Shape(abc.ABC):
+    @abc.abstractmethod
+    def area(self) -> float: ...
+
+
+class _Square(_Shape):
+    def __init__(self, s: float) -> None:
+        self.s = s
+
+    def area(self) -> float:
+        return self.s**2
+
+
+@case()
+def abstract_class_refuses_instances(x: torch.Tensor) -> Any:
+    try:
+        _Shape()  # type: ignore[abstract]
+        msg = ""
+    except TypeError as e:
+        msg = str(e)
+    return x * _Square(2.0).area(), msg

@@ -24,7 +24,7 @@ from symbolic_vm import (
     torch_calls,
 )
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import TracedException, Unsupported
+from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ItemSource
 from symbolic_vm.interpreter import Interpreter
 from symbolic_vm.modules import call_module, call_sequential_slice
@@ -530,6 +530,13 @@ def blank_instance(vm: Interpreter, cls_var: ObjectVar) -> NewObjectVar:
         raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
     items = object_model.new_items(cls)
     vm.out.depend(cls_var)
+    if getattr(cls, "__abstractmethods__", None):
+        # object.__new__ refuses an abstract class (abc): raise what eager raises, with its
+        # own message (asked of object.__new__ itself: it fails before making anything)
+        try:
+            object.__new__(cls)
+        except TypeError as exc:
+            raise throw(TypeError, *exc.args) from None
     obj = NewObjectVar(ObjectBox(cls, {}, cls_source=cls_var.source, items=items))
     if issubclass(cls, torch.nn.Module):
         # A user module made here: its __init__ is inlined like any class's (nn.Module's own
