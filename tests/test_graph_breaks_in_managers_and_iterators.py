@@ -17,6 +17,7 @@ Found and not fixed (``xfail(strict=True)``, with the reproducer): see the test 
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import copy
 import functools
@@ -1404,6 +1405,60 @@ def test_a_generator_left_suspended_runs_its_finally_when_eager_does(
 
 def test_a_generator_held_to_the_end_stays_in_one_graph() -> None:
     assert graph_count(two_generators_left_suspended, (X,)) == 1
+
+
+class Squares(collections.abc.Sequence[int]):
+    """A user Sequence: iterating it runs ``Sequence.__iter__``, whose ``try`` only catches
+    IndexError."""
+
+    def __getitem__(self, i: int) -> int:  # type: ignore[override]
+        if i >= 5:
+            raise IndexError(i)
+        return i * i
+
+    def __len__(self) -> int:
+        return 5
+
+
+def sequence_left_by_break(x: torch.Tensor) -> torch.Tensor:
+    for v in Squares():
+        if v > 3:
+            break  # drops Sequence.__iter__ suspended inside its try/except IndexError
+    LOG.append(("after the loop", v))
+    return x * v + (4 in Squares())
+
+
+def generator_catching_base_exception_dropped(x: torch.Tensor) -> torch.Tensor:
+    def numbers() -> Iterator[int]:
+        try:
+            yield 1
+            yield 2
+        except BaseException:  # catches the GeneratorExit of its close
+            LOG.append("closed")
+            raise
+
+    a = next(numbers())
+    LOG.append("after next")
+    return x + a
+
+
+@pytest.mark.parametrize(
+    "fn", [sequence_left_by_break, generator_catching_base_exception_dropped],
+    ids=["sequence_except_indexerror", "except_base_exception"],
+)
+def test_a_dropped_generator_whose_handler_misses_generator_exit_matches_eager(
+    fn: Callable[..., Any],
+) -> None:
+    # transformers' models iterate user Sequences (Sequence.__iter__ holds a try/except
+    # IndexError) and leave them early; closing such a generator runs none of its code, so the
+    # frame stays in one graph. A handler that does catch GeneratorExit still runs eagerly.
+    assert_like_eager(fn, [(X,), (X,)])
+
+
+def test_a_sequence_left_early_stays_in_one_graph() -> None:
+    compile_api.reset()
+    report = compile_api.explain(sequence_left_by_break)(X)
+    assert (report.graph_count, report.graph_break_count) == (1, 0)
 
 
 class Doubles:

@@ -13,6 +13,7 @@ the output code at all, which runs such a frame eagerly too.
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING
 
 from symbolic_vm.errors import FrameRunsEagerly, TracedException, Unsupported, throw
@@ -83,9 +84,47 @@ def _handler_pending(gen: GeneratorVar) -> bool:
     frame = box.frame
     paused_at = frame.instructions[frame.ip - 1].offset
     target = frame.handler_target(paused_at)
-    if target is None:
-        return False
-    first = frame.instructions[frame.index_of[target]]
-    # 3.12+ wraps every generator body in a handler turning StopIteration into RuntimeError:
-    # GeneratorExit passes through it untouched.
-    return not (first.opname == "CALL_INTRINSIC_1" and "STOPITERATION" in first.argrepr)
+    seen: set[int] = set()
+    while target is not None and target not in seen:
+        seen.add(target)
+        insts = frame.instructions
+        at = frame.index_of[target]
+        first = insts[at]
+        # 3.12+ wraps every generator body in a handler turning StopIteration into RuntimeError:
+        # GeneratorExit passes through it untouched.
+        if first.opname == "CALL_INTRINSIC_1" and "STOPITERATION" in first.argrepr:
+            return False
+        passes = _passes_through(frame, at)
+        if passes is None:
+            return True
+        target = frame.handler_target(passes)
+    return False
+
+
+def _passes_through(frame: Interpreter, at: int) -> int | None:
+    """Where GeneratorExit re-raises from if the handler at ``at`` lets it through untouched.
+
+    Two shapes run no code of the generator's own: ``except E:`` with one builtin-named class
+    that GeneratorExit is no instance of (``Sequence.__iter__``'s ``except IndexError``: the
+    match fails and the exception is re-raised), and the cleanup block that pops the exception
+    state and re-raises. Anything else (a finally, ``__exit__``, a bare ``except``) returns None.
+    """
+    insts = frame.instructions
+    ops = [inst.opname for inst in insts[at : at + 4]]
+    if ops[:3] == ["COPY", "POP_EXCEPT", "RERAISE"]:
+        return insts[at + 2].offset
+    if (
+        len(ops) == 4
+        and ops[0] == "PUSH_EXC_INFO"
+        and ops[1] in ("LOAD_GLOBAL", "LOAD_NAME")
+        and ops[2] == "CHECK_EXC_MATCH"
+        and ops[3].startswith("POP_JUMP")
+        and ops[3].endswith("IF_FALSE")
+    ):
+        name = insts[at + 1].argval
+        cls = frame.f_globals[name] if name in frame.f_globals else vars(builtins).get(name)
+        if not isinstance(cls, type) or issubclass(GeneratorExit, cls):
+            return None
+        miss = frame.instructions[frame.index_of[insts[at + 3].argval]]
+        return miss.offset if miss.opname == "RERAISE" else None
+    return None
