@@ -2047,3 +2047,19 @@ def abstract_class_refuses_instances(x: torch.Tensor) -> Any:
     except TypeError as e:
         msg = str(e)
     return x * _Square(2.0).area(), msg
+
+
+@case(inputs=lambda: (torch.randn(4, 4, requires_grad=True),))
+def stacked_grad_mode_decorators(x: torch.Tensor) -> Any:
+    @torch.no_grad()
+    @torch.enable_grad()
+    def inner(t: torch.Tensor) -> torch.Tensor:  # the innermost mode wins inside
+        return t * 2
+
+    @torch.enable_grad()
+    @torch.no_grad()
+    def frozen(t: torch.Tensor) -> torch.Tensor:
+        return t * 3
+
+    a, b = inner(x), frozen(x)
+    return a.detach(), a.requires_grad, b, b.requires_grad, torch.is_grad_enabled()

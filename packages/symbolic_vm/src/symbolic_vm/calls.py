@@ -180,6 +180,8 @@ def _grad_mode_decorator(mode: GradModeVar, args: list[Var], kwargs: dict[str, V
     if kwargs or len(args) != 1:
         raise Unsupported("calling a grad-mode object with other than one function")
     fn = args[0]
+    if isinstance(fn, GradModeFunctionVar):  # stacked decorators: each switches in turn
+        return GradModeFunctionVar(mode.enabled, fn)
     if isinstance(fn, FunctionVar):
         code: types.CodeType = fn.fn.__code__
     elif isinstance(fn, NestedFunctionVar):
