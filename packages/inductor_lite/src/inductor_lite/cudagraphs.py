@@ -19,7 +19,8 @@ the very addresses it was recorded with, which decides everything below:
 * **Shapes.** A graph is compiled for one set of sizes and strides (the capture layer's guards
   recompile on new ones), and each compiled graph records its own CUDA graph.
 * **Not recorded** (the graph runs as compiled, and the reason is logged on
-  ``strata.inductor_lite`` and ``strata.perf_hints``): CPU tensors, size symbols (dynamic
+  ``strata.inductor_lite`` and ``strata.perf_hints``): CPU tensors, a cond or data-dependent
+  sizes (values read on the host), size symbols (dynamic
   shapes), runtime guards (a host read of a device value), an output viewing an input as
   another dtype, a capture that CUDA refuses. Calls the compiled graph itself would not
   run (other sizes, grad needed, overlapping written inputs) run as it runs them.
@@ -48,6 +49,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import torch
 import torch.utils._pytree as pytree
+
+from .ir import FallbackNode
+from .runtime_values import BranchCall
 
 if TYPE_CHECKING:
     from .compile import CompiledGraph
@@ -437,6 +441,12 @@ def cudagraph_runner(compiled: CompiledGraph) -> CompiledGraph | CudaGraphRunner
         reason = "the graph has symbolic sizes (dynamic shapes)"
     elif lowered.guards:
         reason = "the graph checks values on the host at run time (runtime guards)"
+    elif lowered.float_inputs or any(
+        isinstance(i, FallbackNode) and (i.binds or isinstance(i.target, BranchCall))
+        for i in compiled.items
+    ):
+        # a replay would keep the recorded branch, sizes and scalars
+        reason = "the graph reads values on the host (a cond's predicate, data-dependent sizes)"
     if reason is not None:
         log.info("cudagraphs: running this graph unrecorded: %s", reason)
         _hints_log.debug("cudagraphs skipped: %s", reason)
