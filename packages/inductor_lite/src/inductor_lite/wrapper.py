@@ -420,7 +420,10 @@ def _fallback_lines(  # noqa: PLR0917
     ns: dict[str, object],
     out_buf: str | None = None,
 ) -> list[str]:
-    ns[f"_fb{k}"] = node.target if out_buf is None else _OUT_VARIANTS[node.target]
+    target = node.target if out_buf is None else _OUT_VARIANTS[node.target]
+    # an OpOverload's __call__ is one Python frame around its C++ handle ``_op``: bound
+    # directly, ~1 us less per aten call (58 per call of mobilenet_v3_small)
+    ns[f"_fb{k}"] = target._op if isinstance(target, torch._ops.OpOverload) else target
     args = ", ".join(_arg_expr(a, buffers, consts) for a in node.args)
     kwargs = ", ".join(f"{n}={_arg_expr(v, buffers, consts)}" for n, v in node.kwargs)
     if out_buf is not None:
