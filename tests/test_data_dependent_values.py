@@ -324,3 +324,19 @@ def test_scalar_conversions_under_fullgraph_compile_with_the_default_backend(
             warnings.simplefilter("error")  # an inductor_lite fallback warns: fail on it
             got = compiled(x)
         torch.testing.assert_close(got, fn(x))
+
+
+CAPTURED_CONVERSIONS = [
+    f for f in SCALAR_CONVERSIONS if f not in (tolist_of_floats, tolist_of_bools)
+]
+
+
+@pytest.mark.parametrize(
+    "fn", CAPTURED_CONVERSIONS, ids=[f.__name__ for f in CAPTURED_CONVERSIONS]
+)
+def test_scalar_conversions_under_fullgraph_are_one_graph_like_torch(
+    fn: Callable[..., Any],
+) -> None:
+    # torch's default settings: fullgraph=True captures them (as it does item()), both sides
+    assert _ours(fn, "eager", fullgraph=True).count == 1
+    assert _torch_graphs(fn, flags=False, fullgraph=True) == 1
