@@ -120,8 +120,10 @@ _SYMBOLIC_EQUIVALENTS: dict[int, Any] = {
     },
 }
 
-_OPERATOR_BINARY = {v: k for k, v in ops.BINARY_OPS.items()}
-_OPERATOR_COMPARE = {v: k for k, v in ops.COMPARE_OPS.items()}
+# Keyed by id (the operator functions live as long as the module): the callee looked up may be
+# any object, unhashable (an OrderedDict) or with a user __eq__/__hash__ that must not run here.
+_OPERATOR_BINARY = {id(v): k for k, v in ops.BINARY_OPS.items()}
+_OPERATOR_COMPARE = {id(v): k for k, v in ops.COMPARE_OPS.items()}
 
 
 def call_builtin(
@@ -136,13 +138,17 @@ def call_builtin(
     found = per_type(vm, fn, args, kwargs) if per_type is not None else None
     if found is not None:
         return found
-    if value in (int, float, bool) and len(args) == 1 and isinstance(args[0], TensorVar):
+    if (value is int or value is float or value is bool) and len(args) == 1 and isinstance(
+        args[0], TensorVar
+    ):
         # int(t): an item() under capture_scalar_outputs
         scalar = None if kwargs else tensor_to_scalar(vm, value, args[0])
         if scalar is not None:
             return scalar
-    if value in _TEXT and 1 <= len(args) <= (2 if value is builtins.format else 1) and not kwargs:
-        text = object_model.text_of(vm, args[0], _TEXT[value], args[1] if len(args) > 1 else None)
+    # by identity: ``value`` may be unhashable (an OrderedDict's bound method's self, ...)
+    text_kind = next((kind for f, kind in _TEXT.items() if f is value), None)
+    if text_kind and 1 <= len(args) <= (2 if value is builtins.format else 1) and not kwargs:
+        text = object_model.text_of(vm, args[0], text_kind, args[1] if len(args) > 1 else None)
         if text is not None:  # a user __str__/__repr__/__format__, traced
             return text
     if value is builtins.hash and len(args) == 1 and not kwargs:
@@ -153,10 +159,10 @@ def call_builtin(
         truth = object_model.truth(vm, args[0])  # a user __bool__/__len__, a deque's items
         if truth is not None:
             return ConstVar(truth)
-    if value in _OPERATOR_BINARY and not kwargs and len(args) == 2:
-        return object_operators.binary_op(vm, _OPERATOR_BINARY[value], args[0], args[1])
-    if value in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
-        return object_operators.compare_op(vm, _OPERATOR_COMPARE[value], args[0], args[1])
+    if id(value) in _OPERATOR_BINARY and not kwargs and len(args) == 2:
+        return object_operators.binary_op(vm, _OPERATOR_BINARY[id(value)], args[0], args[1])
+    if id(value) in _OPERATOR_COMPARE and not kwargs and len(args) == 2:
+        return object_operators.compare_op(vm, _OPERATOR_COMPARE[id(value)], args[0], args[1])
     sym_equivalent = _SYMBOLIC_EQUIVALENTS.get(id(value))
     if sym_equivalent is not None and not kwargs and any(isinstance(a, SymVar) for a in args):
         return ops.graph_call(vm.out, sym_equivalent, args, kwargs)

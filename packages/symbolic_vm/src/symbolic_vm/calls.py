@@ -135,6 +135,13 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             # object.__new__(cls): from a class's own __new__ (super().__new__(cls)) or a
             # metaclass's __call__. With more arguments eager may raise: not modelled.
             return blank_instance(vm, args[0])
+        if isinstance(value, weakref.ref):
+            # Before the builtin and torch tables: a weakref hashes as its referent, which
+            # may be unhashable (a hook handle's OrderedDict) or run a user __hash__.
+            # Only a referent the trace already tracks (by identity) can be answered.
+            target = value()
+            out.depend(fn)
+            return ConstVar(None) if target is None else out.wrap(target, None)
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
         if handled is not None:
             return handled
@@ -146,11 +153,6 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             return handled
         if isinstance(value, type):
             return construct(vm, fn, args, kwargs)
-        if isinstance(value, weakref.ref):
-            # Only a referent the trace already tracks (by identity) can be answered.
-            target = value()
-            out.depend(fn)
-            return ConstVar(None) if target is None else out.wrap(target, None)
         dunder_call = _class_call(type(value))
         if isinstance(dunder_call, types.FunctionType):
             out.depend(fn)
