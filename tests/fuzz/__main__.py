@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         "--families",
         default="",
         help="every program is built around these construct families (comma-separated, "
-        "from families.FAMILIES) instead of a random pick",
+        "from families.FAMILIES or object_families.LATE_FAMILIES) instead of a random pick",
     )
     parser.add_argument("--report", default="", help="write a JSON summary here")
     parser.add_argument(

@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass, field
 
 from .families import CONSTRUCTS, FAMILIES, Family
+from .object_families import LATE_FAMILIES
 
 __all__ = [
     "FAMILY_RATE",
@@ -480,15 +481,27 @@ KNOWN_BUG_FEATURES = {
     "rng_state": "comparing the global RNG state after each call (the program sets "
     "CHECK_RNG_STATE = False)",
     **{f"family:{name}": f"the {name} construct family (families.py)" for name in FAMILIES},
+    **{f"family:{name}": f"the {name} construct family (object_families.py)"
+       for name in LATE_FAMILIES},
     **CONSTRUCTS,
 }
 
 # The share of programs built around construct families (issue 18's bug classes).
 FAMILY_RATE = 0.5
+# Families added later are drawn apart, each with its own rate and random stream, so programs
+# of the earlier families stay as they were for every seed (recorded runs can be rerun) and the
+# CI slice's cost grows only by the programs that draw a late family.
+LATE_FAMILY_RATE = 0.06
+ALL_FAMILIES = {**FAMILIES, **LATE_FAMILIES}
 
 
-def _pick_families(rng: random.Random, avoid: frozenset[str]) -> list[Family]:
+def _pick_families(rng: random.Random, avoid: frozenset[str], seed: int) -> list[Family]:
     picked: list[Family] = []
+    late = random.Random(seed * 7919 + 17)
+    for slot, name in enumerate(sorted(LATE_FAMILIES)):
+        fam_seed = late.random()
+        if late.random() < LATE_FAMILY_RATE and f"family:{name}" not in avoid:
+            picked.append(LATE_FAMILIES[name](random.Random(fam_seed), f"fl{slot}_", avoid))
     if rng.random() >= FAMILY_RATE:
         return picked
     names = sorted(FAMILIES)
@@ -514,10 +527,10 @@ def generate_program(
         raise ValueError(f"unknown features to avoid: {sorted(unknown)}")
     rng = random.Random(seed)
     gen = _Gen(rng, avoid)
-    fams = _pick_families(rng, avoid)
+    fams = _pick_families(rng, avoid, seed)
     if families is not None:
         fams = [
-            FAMILIES[name](random.Random(seed + i), f"f{i}_", avoid)
+            ALL_FAMILIES[name](random.Random(seed + i), f"f{i}_", avoid)
             for i, name in enumerate(families)
         ]
     lines = ["import torch", "", "G = 0", "GL = []", "GT = torch.tensor(0.5)", ""]

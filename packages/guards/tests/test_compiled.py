@@ -420,3 +420,32 @@ def test_predicate_operand_names_must_be_fresh() -> None:
         GuardSet().SHAPE("len > 1", "shadowing a builtin", operands={"len": LocalSource("x")})
     with pytest.raises(GuardError, match="y"):
         GuardSet().SHAPE("x is y", "y is no operand", operands={"x": LocalSource("x")})
+
+
+def test_explaining_failures_keeps_no_frame_value_alive(model) -> None:
+    # failures() runs on every recompile with the frame's locals: a reference cycle there kept
+    # them (a suspended generator, the user's tensors) alive until the next garbage collection,
+    # so a generator's finally ran late (found by the fuzzer's py_objects family).
+    import gc
+    import weakref
+
+    self_, x = model
+    gs = GuardSet()
+    module_guards(gs, self_, x)
+    gs.CONSTANT_MATCH(ItemSource(LocalSource("lst"), 0), 1.0)
+    cg = compile_guards(gs, {})
+
+    class Held:
+        pass
+
+    held = Held()
+    alive = weakref.ref(held)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        assert cg.failures({"self": self_, "x": torch.randn(9, 9), "lst": [2.0], "h": held})
+        del held
+        assert alive() is None
+    finally:
+        if was_enabled:
+            gc.enable()

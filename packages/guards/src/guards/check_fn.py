@@ -25,6 +25,7 @@ exception while checking means "guard failed" (3.11 ``try`` is free until someth
 
 from __future__ import annotations
 
+import functools
 import logging
 import types
 from collections.abc import Callable
@@ -154,23 +155,7 @@ class CompiledGuards:
         """Each failed guard in words, in check order; empty exactly when the check passes."""
         values: dict[Source, object] = {}
         errors: dict[Source, str] = {}
-
-        def read(source: Source) -> None:
-            # The same reads, in the same order, as the generated check: bases first, once.
-            if source in values or source in errors:
-                return
-            base = source.base
-            if base is not None:
-                read(base)
-                if base in errors:
-                    errors[source] = errors[base]
-                    return
-            try:
-                base_value = values[base] if base is not None else None
-                values[source] = source.get(base_value, f_locals, self.f_globals)
-            except Exception as exc:
-                errors[source] = f"{type(exc).__name__}: {exc}"
-
+        read = functools.partial(self._read, values=values, errors=errors, f_locals=f_locals)
         out: list[str] = []
         for guard in self.guards:
             value: object = None
@@ -193,6 +178,34 @@ class CompiledGuards:
             if problem is not None:
                 out.append(problem)
         return out
+
+    def _read(
+        self,
+        source: Source,
+        *,
+        values: dict[Source, object],
+        errors: dict[Source, str],
+        f_locals: dict[str, object],
+    ) -> None:
+        """The same reads, in the same order, as the generated check: bases first, once.
+
+        A method, not a closure calling itself: such a closure is a reference cycle that kept
+        the frame's locals (a generator left suspended, the user's tensors) alive until the
+        next garbage collection, after each recompile.
+        """
+        if source in values or source in errors:
+            return
+        base = source.base
+        if base is not None:
+            self._read(base, values=values, errors=errors, f_locals=f_locals)
+            if base in errors:
+                errors[source] = errors[base]
+                return
+        try:
+            base_value = values[base] if base is not None else None
+            values[source] = source.get(base_value, f_locals, self.f_globals)
+        except Exception as exc:
+            errors[source] = f"{type(exc).__name__}: {exc}"
 
     def __repr__(self) -> str:
         return f"CompiledGuards({len(self.guards)} guards)"
