@@ -184,3 +184,44 @@ def test_site_packages_below_the_stdlib_folder_are_not_stdlib() -> None:
     assert is_library_file(os.path.join(stdlib, "json", "__init__.py"))
     for folder in site.getsitepackages():
         assert not is_library_file(os.path.join(folder, "some_library", "layers.py"))
+
+
+class _Held:
+    pass
+
+
+def test_a_frame_run_eagerly_keeps_none_of_its_locals_alive() -> None:
+    # The record of a frame that runs eagerly keeps its GraphBreakNeeded (explain reads it);
+    # its traceback held the compiler's frames and through them the user's frame and locals
+    # until reset() (a generator left suspended there never ran its finally: found by the
+    # fuzzer's py_objects family). Reference cycles through the compiler's frames remain (a
+    # collection frees them), so this test collects once.
+    import gc
+    import weakref
+
+    import compile_api
+
+    def made_function_escapes(x: torch.Tensor, held: _Held) -> Any:
+        y = x + 1
+
+        def inner(a: torch.Tensor) -> torch.Tensor:
+            return a * 2
+
+        return y, inner
+
+    compile_api.reset()
+    compiled = compile_api.compile(made_function_escapes, backend="eager")
+    held = _Held()
+    alive = weakref.ref(held)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        out = compiled(torch.ones(2), held)
+        torch.testing.assert_close(out[0], torch.ones(2) + 1)
+        del held, out
+        gc.collect()
+        assert alive() is None
+    finally:
+        if was_enabled:
+            gc.enable()
+        compile_api.reset()

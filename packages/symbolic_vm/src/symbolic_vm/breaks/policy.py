@@ -58,7 +58,9 @@ def decide(out: Output, vm: Interpreter, stop: Stop) -> Decision:
     try:
         decision = _decide(out, vm, stop)
     except Unsupported as exc:  # a value that cannot cross the break (from the plan)
-        decision = RunEagerly(exc)
+        # Without its traceback: it holds this frame, which holds the decision (a reference
+        # cycle keeping the user's frame and locals alive until a garbage collection).
+        decision = RunEagerly(exc.with_traceback(None))
     if isinstance(decision, RunEagerly) and stop.region is None and any(
         not isinstance(v, NullVar | ContextExitVar | AutocastExitVar) for v in stop.stack
     ):
