@@ -119,6 +119,18 @@ def is_constant_value(value: object) -> bool:
     return isinstance(value, CONSTANT_TYPES)
 
 
+def _is_dict_key(key: object) -> bool:
+    """Whether a dict read from the frame can be tracked item by item with ``key`` as a key: a
+    constant, or a class or typing form equal and hashed by identity only, so a lookup in the
+    trace finds exactly what eager's would (huggingface_hub's validators: a dict keyed by
+    ``typing.Union``, ``list``, ...). Other objects stay opaque: their keys would be folded."""
+    if is_constant_value(key):
+        return True
+    kind = type(key)
+    by_identity = kind.__hash__ is object.__hash__ and kind.__eq__ is object.__eq__
+    return by_identity and (isinstance(key, type) or kind.__module__ == "typing")
+
+
 def _nested_size_source(fake_source: Any, source: Source) -> Source | None:
     """Where a size symbol the fake-tensor converter made for an input (``<input>.size(0)``) or
     for a tensor hanging off it (``<input>.grad.size(0)``) lives in the frame, given the
@@ -341,7 +353,7 @@ class Output:
                 ListBox([self.wrap(v, _item(source, i)) for i, v in enumerate(value)]),
                 source=source,
             )
-        if type(value) is dict and all(is_constant_value(k) for k in value):
+        if type(value) is dict and all(_is_dict_key(k) for k in value):
             return DictVar(
                 DictBox({k: self.wrap(v, _item(source, k)) for k, v in value.items()}),
                 source=source,
