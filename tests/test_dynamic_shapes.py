@@ -53,6 +53,20 @@ def test_dynamic_true_compiles_once_for_a_sweep(counter: Any) -> None:
     assert counter.count == 1
 
 
+def pad_nothing(x: torch.Tensor) -> torch.Tensor:
+    # timm's Swin pads each window stage by (window - H % window) % window: zero when divisible
+    return torch.nn.functional.pad(x * 2, (0, 0, 0, 0, 0, 0)) + 1
+
+
+def test_dynamic_true_keeps_the_batch_symbolic_through_a_zero_pad(counter: Any) -> None:
+    # F.pad's C++ composite reads concrete sizes on fake tensors and pinned the batch to its
+    # first value (2 graphs for timm's Swin); the Python dispatcher's decomposition does not.
+    fn = compile_api.compile(pad_nothing, backend=counter, dynamic=True)
+    for n in SWEEP:
+        same(fn, pad_nothing, torch.randn(n, 4, 4, 3))
+    assert counter.count == 1
+
+
 @pytest.mark.parametrize("special", [0, 1])
 def test_dynamic_true_specialises_zero_and_one(counter: Any, special: int) -> None:
     fn = compile_api.compile(row_norm, backend=counter, dynamic=True)

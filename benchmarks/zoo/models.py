@@ -178,6 +178,133 @@ def _t5() -> Built:
     )
 
 
+def _bart() -> Built:
+    transformers = import_transformers()
+
+    config = transformers.BartConfig(
+        vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+        decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2,
+    )  # fmt: skip
+    model = _seeded(lambda: transformers.BartForConditionalGeneration(config))
+    ids, ids2 = _tokens(BATCH, SEQ), _tokens(BATCH, SEQ2, 1)
+    dec, dec2 = _tokens(BATCH, SEQ // 2, 2), _tokens(BATCH, SEQ2 // 2, 3)
+    return Built(
+        model,
+        {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec},
+        {"input_ids": ids2, "attention_mask": torch.ones_like(ids2), "decoder_input_ids": dec2},
+        {"labels": dec.clone()},
+        {"labels": dec2.clone()},
+    )
+
+
+def _mistral() -> Built:
+    transformers = import_transformers()
+
+    # A sliding window shorter than the sequences, so the window mask is exercised.
+    config = transformers.MistralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        sliding_window=4,
+    )  # fmt: skip
+    return _lm(transformers.MistralForCausalLM, config)
+
+
+def _gemma() -> Built:
+    transformers = import_transformers()
+
+    config = transformers.GemmaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=8, max_position_embeddings=64,
+    )  # fmt: skip
+    return _lm(transformers.GemmaForCausalLM, config)
+
+
+def _gpt_neox() -> Built:
+    transformers = import_transformers()
+
+    config = transformers.GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, max_position_embeddings=64, rotary_pct=0.5,
+        hidden_dropout=0.0, attention_dropout=0.0,
+    )  # fmt: skip
+    return _lm(transformers.GPTNeoXForCausalLM, config)
+
+
+def _opt() -> Built:
+    transformers = import_transformers()
+
+    config = transformers.OPTConfig(
+        vocab_size=VOCAB, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+        num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=32,
+        dropout=0.0, attention_dropout=0.0, pad_token_id=1,
+    )  # fmt: skip
+    return _lm(transformers.OPTForCausalLM, config)
+
+
+def _roberta() -> Built:
+    transformers = import_transformers()
+
+    config = transformers.RobertaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, pad_token_id=1,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    return _lm(transformers.RobertaForMaskedLM, config)
+
+
+def _deberta_v2() -> Built:
+    transformers = import_transformers()
+
+    # Disentangled attention with relative positions (position buckets, c2p and p2c terms).
+    config = transformers.DebertaV2Config(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64, relative_attention=True,
+        position_buckets=8, max_relative_positions=16, pos_att_type=["p2c", "c2p"],
+        norm_rel_ebd="layer_norm", share_att_key=True, position_biased_input=False,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    return _lm(transformers.DebertaV2ForMaskedLM, config)
+
+
+def _albert() -> Built:
+    transformers = import_transformers()
+
+    config = transformers.AlbertConfig(
+        vocab_size=VOCAB, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    )  # fmt: skip
+    return _lm(transformers.AlbertForMaskedLM, config)
+
+
+def _clip() -> Built:
+    transformers = import_transformers()
+
+    text = {
+        "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": 32,
+        "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+    }  # fmt: skip
+    vision = {
+        "image_size": IMAGE, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 2,
+    }  # fmt: skip
+    config = transformers.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16)
+    model = _seeded(lambda: transformers.CLIPModel(config))
+    ids, ids2 = _tokens(BATCH, SEQ), _tokens(BATCH, SEQ2, 1)
+    return Built(
+        model,
+        {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": _images(BATCH)},
+        {"input_ids": ids2, "attention_mask": torch.ones_like(ids2),
+         "pixel_values": _images(BATCH, 1)},
+        {"return_loss": True},
+        {"return_loss": True},
+    )  # fmt: skip
+
+
 def _vit() -> Built:
     transformers = import_transformers()
 
@@ -261,6 +388,20 @@ MODELS: dict[str, ZooModel] = {
         ZooModel("vit_tiny", "timm", _timm("vit_tiny_patch16_224", img_size=IMAGE), train=True),
         ZooModel("convnext_atto", "timm", _timm("convnext_atto")),
         ZooModel("mobilenetv3", "timm", _timm("mobilenetv3_small_050")),
+        ZooModel("bart", "transformers", _bart, train=True),
+        ZooModel("mistral", "transformers", _mistral, train=True),
+        ZooModel("gemma", "transformers", _gemma),
+        ZooModel("gpt_neox", "transformers", _gpt_neox),
+        ZooModel("opt", "transformers", _opt, train=True),
+        ZooModel("roberta", "transformers", _roberta),
+        ZooModel("deberta_v2", "transformers", _deberta_v2, train=True),
+        ZooModel("albert", "transformers", _albert),
+        ZooModel("clip", "transformers", _clip, train=True),
+        ZooModel("resnet50", "torchvision", _torchvision("resnet50")),
+        ZooModel("regnet", "timm", _timm("regnetx_002")),
+        ZooModel("swin", "timm", _timm("swin_tiny_patch4_window7_224", img_size=IMAGE,
+                                       window_size=2, embed_dim=24, depths=(1, 1, 2, 1),
+                                       num_heads=(1, 2, 2, 4))),
     ]
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -10,6 +11,7 @@ from typing import Any, cast
 
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._guards import GuardSource, Source
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
@@ -257,8 +259,15 @@ class GraphBuilder:
         fake_args: Any = map_aggregate(cast(Any, args), to_example)
         fake_kwargs: Any = map_aggregate(cast(Any, kwargs), to_example)
         name = target if isinstance(target, str) else _target_name(target)
+        # With symbols about, ops run under the Python dispatcher as the graph's own tracing
+        # (aot) does: its SymInt-aware decompositions keep sizes symbolic where a C++ composite
+        # reads concrete sizes and specialises them (F.pad with zero padding pinned the batch
+        # of timm's Swin to its first value under dynamic=True).
+        dispatcher = (
+            enable_python_dispatcher() if self.shape_env.var_to_val else contextlib.nullcontext()
+        )
         try:
-            with self.fake_mode:
+            with dispatcher, self.fake_mode:
                 if op == "call_method":
                     receiver, *rest = fake_args
                     result = getattr(receiver, target)(*rest, **fake_kwargs)
