@@ -30,6 +30,7 @@ from symbolic_vm.guard_api import (
 )
 from symbolic_vm.values import (
     BoundMethodVar,
+    ClassNamespaceVar,
     ConstVar,
     DeletedAttrVar,
     DictVar,
@@ -44,6 +45,9 @@ from symbolic_vm.values import (
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
     from symbolic_vm.output import Output
+
+
+_TYPE_DICT = type.__dict__["__dict__"]
 
 
 def _plain_attr(obj: Var, name: str) -> Any:
@@ -97,6 +101,13 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Va
                 attr = getattr(value, name)
             except AttributeError as exc:
                 raise Unsupported(f"{value!r} has no attribute {name!r}") from exc
+        if (
+            name == "__dict__" and type(attr) is types.MappingProxyType and obj.source is not None
+            and isinstance(value, type) and class_lookup(type(value), name) is _TYPE_DICT
+        ):
+            # A fresh proxy on every read: a view of the class's namespace, guarded by what is
+            # read through it, never by the proxy's identity (stdlib/mappingproxy.py).
+            return ClassNamespaceVar(attr, value, source=_attr(obj, name))
         return out.wrap(attr, _attr(obj, name))
     # A plain instance: instance dict first, then the class (methods bind to the instance).
     instance_dict = getattr(value, "__dict__", {})

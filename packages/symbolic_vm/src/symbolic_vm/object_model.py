@@ -127,6 +127,9 @@ def user_class(var: Var) -> type | None:
 
 
 def _tracker(var: Var) -> TypeTracker | None:
+    by_kind = VAR_TRACKERS.get(type(var))
+    if by_kind is not None:
+        return by_kind
     cls = user_class(var)
     if cls is None and isinstance(var, ObjectVar) and isinstance(var.value, type):
         return CLASS_TRACKERS.get(type(var.value))  # a class's own operations (``Color["RED"]``)
@@ -135,6 +138,10 @@ def _tracker(var: Var) -> TypeTracker | None:
 
 # Trackers for classes themselves, by their exact metaclass (enum.EnumMeta: stdlib/misc.py).
 CLASS_TRACKERS: dict[type, TypeTracker] = {}
+
+# Trackers for kinds of tracked value, by the var's exact class (a class's ``__dict__``:
+# stdlib/mappingproxy.py).
+VAR_TRACKERS: dict[type, TypeTracker] = {}
 
 
 # -- entry points for the opcode handlers and builtins ------------------------------------------

@@ -275,6 +275,15 @@ class ObjectVar(Var):
     value: Any
 
 
+@attrs.frozen(eq=False)
+class ClassNamespaceVar(ObjectVar):
+    """``cls.__dict__`` of a class from the frame: ``value`` is the mappingproxy read, ``owner``
+    the class. Each read makes a fresh proxy, so it is never guarded by identity: reads through
+    it guard the class's entries they used (``stdlib/mappingproxy.py``)."""
+
+    owner: type
+
+
 @attrs.define(eq=False)
 class ObjectBox:
     """Attributes of an object made while tracing, or written on a sourced object."""

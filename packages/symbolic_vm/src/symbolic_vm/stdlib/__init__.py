@@ -15,6 +15,7 @@ from symbolic_vm.stdlib import (  # noqa: F401
     deque_,
     functools_,
     itertools_,
+    mappingproxy,
     misc,
     operator_,
 )

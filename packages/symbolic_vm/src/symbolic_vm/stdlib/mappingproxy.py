@@ -1,0 +1,90 @@
+"""``cls.__dict__`` of a class from the frame, as a view of the class's namespace.
+
+Python makes a fresh ``mappingproxy`` on every ``cls.__dict__`` read, so a guard on the
+proxy's identity fails on every call. ``object_attrs`` reads it as a ``ClassNamespaceVar`` and
+the operations here guard what they read through it instead: the class itself (its read
+already guards its identity), each entry read (``ItemSource``), and, for ``in``, ``len`` and
+iteration, the presence, count or order of the keys. A class attribute stored or deleted in
+the trace would not show in the real proxy: such reads break instead.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from symbolic_vm import operations as ops
+from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.guard_api import ItemSource, Source
+from symbolic_vm.object_model import VAR_TRACKERS, TypeTracker
+from symbolic_vm.values import ClassNamespaceVar, ConstVar, IterBox, IteratorVar, Var
+
+if TYPE_CHECKING:
+    from symbolic_vm.interpreter import Interpreter
+
+
+def _view(vm: Interpreter, obj: Var) -> tuple[ClassNamespaceVar, Source]:
+    assert isinstance(obj, ClassNamespaceVar) and obj.source is not None
+    owner = id(obj.owner)
+    if any(stored_on == owner for stored_on, _ in vm.out.attr_overlay):
+        raise Unsupported(f"reading {obj.source.describe()} after the trace changed the class")
+    return obj, obj.source
+
+
+def _key(vm: Interpreter, key: Var) -> str:
+    k = ops.const_value(vm.out, key)
+    if not isinstance(k, str):  # a class's namespace only ever holds str keys
+        raise Unsupported(f"a class __dict__ indexed by a {type(k).__name__}")
+    return k
+
+
+def _where(source: Source) -> str:
+    return source.describe()
+
+
+class _ClassNamespaceTracker(TypeTracker):
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        view, source = _view(vm, obj)
+        k = _key(vm, key)
+        if k not in view.value:
+            vm.out.predicate(f"{k!r} not in d", f"{_where(source)} has no key {k!r}", d=source)
+            raise throw(KeyError, k)
+        # The entry's own guard (by its kind, where the trace relies on it) reads it again.
+        vm.out.predicate(f"{k!r} in d", f"{_where(source)} has key {k!r}", d=source)
+        return vm.out.wrap(view.value[k], ItemSource(source, k))
+
+    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
+        raise throw(TypeError, "'mappingproxy' object does not support item assignment")
+
+    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
+        raise throw(TypeError, "'mappingproxy' object does not support item deletion")
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        view, source = _view(vm, obj)
+        k = _key(vm, item)
+        found = k in view.value
+        test = f"{k!r} in d" if found else f"{k!r} not in d"
+        vm.out.predicate(test, f"{_where(source)}: {test}", d=source)
+        return ConstVar(found)
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        view, source = _view(vm, obj)
+        n = len(view.value)
+        vm.out.predicate(f"len(d) == {n}", f"{_where(source)} has {n} keys", d=source)
+        return ConstVar(n)
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        view, source = _view(vm, obj)
+        full = bool(view.value)
+        vm.out.predicate(f"bool(d) is {full}", f"{_where(source)} is empty: {not full}", d=source)
+        return ConstVar(full)
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        view, source = _view(vm, obj)
+        keys = tuple(view.value)
+        if not all(type(k) is str for k in keys):
+            raise Unsupported(f"iterating {_where(source)} with non-str keys")
+        vm.out.predicate(f"tuple(d) == {keys!r}", f"{_where(source)} keys in order", d=source)
+        return IteratorVar(IterBox([ConstVar(k) for k in keys]))
+
+
+VAR_TRACKERS[ClassNamespaceVar] = _ClassNamespaceTracker()
