@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from counting_backend import Counting
 
 import compile_api
-from counting_backend import Counting
 
 
 def _make_class() -> type:
