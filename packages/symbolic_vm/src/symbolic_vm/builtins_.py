@@ -19,7 +19,7 @@ from symbolic_vm import attr_stores, attributes, object_model, object_operators,
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.methods import next_value, sort_values, tensor_to_scalar
-from symbolic_vm.modules import module_len
+from symbolic_vm.module_tables import module_len
 from symbolic_vm.output import MadeObjectId
 from symbolic_vm.values import (
     BoundMethodVar,

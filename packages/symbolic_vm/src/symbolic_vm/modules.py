@@ -13,6 +13,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup, is_data_descriptor
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, GlobalSource, ItemSource, Source
+from symbolic_vm.module_tables import STATE_TABLES, state_source
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -32,48 +33,6 @@ from symbolic_vm.values import (
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
     from symbolic_vm.output import Output
-
-
-_MODULE_GETATTR = torch.nn.Module.__getattr__
-_MODULE_SETATTR = torch.nn.Module.__setattr__
-_TABLES = ("_parameters", "_buffers", "_modules")
-
-
-def tables_are_the_path(cls: type) -> bool:
-    """True when, for instances of ``cls``, a name held in ``_parameters``/``_buffers``/
-    ``_modules`` (and not a class attribute) is found there by ``getattr`` and nowhere else.
-
-    Proof by the class: attribute lookup is object's (instance ``__dict__`` first, then
-    ``nn.Module.__getattr__``, which reads the three tables in that order), and ``__setattr__``
-    is ``nn.Module``'s, which removes a name from ``__dict__`` whenever it stores it in a table
-    and refuses to shadow one (``register_*`` refuse an existing attribute). Only writes that
-    bypass it (``object.__setattr__``, ``m.__dict__[name] = ...``) or a change of the instance's
-    ``__class__`` could make ``__dict__`` shadow a table entry; neither is guarded.
-    """
-    return (
-        getattr(cls, "__getattribute__", None) is object.__getattribute__
-        and getattr(cls, "__getattr__", None) is _MODULE_GETATTR
-        and getattr(cls, "__setattr__", None) is _MODULE_SETATTR
-    )
-
-
-def state_source(
-    base: Source | None, module: torch.nn.Module, table: str, name: str
-) -> Source | None:
-    """The source of ``module.<name>`` held in ``module.<table>``: read through the table's dict
-    (``base._parameters['weight']``) when the class proves ``getattr`` ends there (see
-    :func:`tables_are_the_path`), else through ``getattr`` (``base.weight``)."""
-    if base is None:
-        return None
-    cls = type(module)
-    if (
-        tables_are_the_path(cls)
-        and name not in module.__dict__
-        and class_lookup(cls, name) is MISSING
-        and all(name not in module.__dict__.get(t, {}) for t in _TABLES[: _TABLES.index(table)])
-    ):
-        return ItemSource(AttrSource(base, table), name)
-    return AttrSource(base, name)
 
 
 def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
@@ -99,7 +58,7 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
         return MethodVar(obj, name)
     if class_attr is not MISSING:
         return _class_member(vm, obj, name, class_attr)
-    for table in _TABLES:
+    for table in STATE_TABLES:
         entries = module.__dict__.get(table, {})
         if name in entries:
             value = entries[name]
@@ -121,111 +80,6 @@ def _class_member(vm: Interpreter, obj: ModuleVar, name: str, attr: object) -> V
     if isinstance(attr, classmethod):
         return BoundMethodVar(out.wrap(type(obj.module), None), out.wrap(attr.__func__, None))
     return out.wrap(attr, None)
-
-
-def _submodule_key(module: torch.nn.Module, index: object) -> str | None:
-    """The ``_modules`` key that ``module[index]`` reads, for the stock Sequential/ModuleList
-    ``__getitem__`` with an int and ModuleDict's with a key (None otherwise)."""
-    cls: Any = type(module)  # the container classes' __getitem__, compared by identity
-    if cls.__getitem__ is torch.nn.ModuleDict.__getitem__:
-        return index if isinstance(index, str) and index in module._modules else None
-    if isinstance(index, bool) or not isinstance(index, int):
-        return None
-    keys = list(module._modules)
-    if cls.__getitem__ is torch.nn.Sequential.__getitem__:
-        return keys[index] if -len(keys) <= index < len(keys) else None
-    if cls.__getitem__ is torch.nn.ModuleList.__getitem__:
-        key = str(index if index >= 0 else index + len(keys))
-        return key if key in module._modules else None
-    return None
-
-
-def _stock_parameter_list(module: torch.nn.Module) -> bool:
-    cls: Any = type(module)
-    return (
-        isinstance(module, torch.nn.ParameterList)
-        and cls.__getitem__ is torch.nn.ParameterList.__getitem__
-        and cls.__iter__ is torch.nn.ParameterList.__iter__
-        and cls.__len__ is torch.nn.ParameterList.__len__
-        and tables_are_the_path(cls)
-    )
-
-
-def parameter_list_item(out: Output, obj: ModuleVar, index: int, item: object) -> Var:
-    """``plist[index]`` of a stock ParameterList (``item`` is its real value).
-
-    Its ``__getitem__`` checks the index against ``len`` (``_size``), then reads attribute
-    ``str(index)``, which for a parameter is the ``_parameters`` entry (``tables_are_the_path``):
-    read that way, the guards and the transformed code take it as a module parameter
-    (MODULE_PARAMS, one params_reader) instead of calling ``__getitem__`` and its index check
-    once each per call. ``_size`` is guarded (CONSTANT_MATCH): it moves negative indices and
-    what iterating the list yields.
-    """
-    module = obj.module
-    if obj.source is None:
-        return out.wrap(item, None)
-    size = len(module)
-    key = str(index + size if index < 0 else index)
-    if not _stock_parameter_list(module):
-        return out.wrap(item, ItemSource(obj.source, index))
-    out.request("CONSTANT_MATCH", AttrSource(obj.source, "_size"), size)
-    if module._parameters.get(key) is not item:  # a non-tensor item: a plain attribute
-        return out.wrap(item, ItemSource(obj.source, index))
-    return out.wrap(item, ItemSource(AttrSource(obj.source, "_parameters"), key))
-
-
-def submodule_item(out: Output, obj: ModuleVar, index: object, sub: object) -> Var:
-    """``container[index]`` (``sub`` is its real value): read through ``_modules`` when the
-    container's own ``__getitem__`` would read that entry, with a DICT_KEYS guard on
-    ``_modules`` where the key depends on the position (Sequential, negative ModuleList
-    indices), else through the subscript itself."""
-    module = obj.module
-    if obj.source is None:
-        return out.wrap(sub, None)
-    if isinstance(module, torch.nn.ParameterList) and type(index) is int:
-        return parameter_list_item(out, obj, index, sub)
-    key = _submodule_key(module, index)
-    if key is None or module._modules.get(key) is not sub or not tables_are_the_path(type(module)):
-        return out.wrap(sub, ItemSource(obj.source, index))
-    modules_source = AttrSource(obj.source, "_modules")
-    if isinstance(module, torch.nn.Sequential) or (isinstance(index, int) and index < 0):
-        out.request("DICT_KEYS", modules_source, module._modules)
-    return out.wrap(sub, ItemSource(modules_source, key))
-
-
-_MODULES_LEN = (
-    torch.nn.ModuleList.__len__, torch.nn.Sequential.__len__, torch.nn.ModuleDict.__len__
-)
-
-
-def module_len(out: Output, obj: ModuleVar) -> int | None:
-    """``len(container)`` of a ModuleList/Sequential/ModuleDict (their ``__len__`` is the size
-    of ``_modules``, guarded by DICT_KEYS: appending a module recompiles); None for a module
-    class with another ``__len__``."""
-    module = obj.module
-    if type(module).__len__ not in _MODULES_LEN:
-        return None
-    if obj.source is not None:
-        out.request("DICT_KEYS", AttrSource(obj.source, "_modules"), module._modules)
-    return len(module._modules)
-
-
-def container_modules(out: Output, obj: ModuleVar) -> list[Var]:
-    """``list(container)`` for a Sequential/ModuleList: its ``_modules`` values in order, each
-    read through ``_modules`` under a DICT_KEYS guard (a module added, removed or reordered
-    later recompiles), or by position when the class iterates another way."""
-    module = obj.module
-    stock_iter = type(module).__iter__ in (
-        torch.nn.Sequential.__iter__, torch.nn.ModuleList.__iter__
-    )
-    if obj.source is None or not stock_iter or not tables_are_the_path(type(module)):
-        return [
-            out.wrap(sub, ItemSource(obj.source, i) if obj.source is not None else None)
-            for i, sub in enumerate(module)
-        ]
-    modules_source = AttrSource(obj.source, "_modules")
-    out.request("DICT_KEYS", modules_source, module._modules)
-    return [out.wrap(sub, ItemSource(modules_source, key)) for key, sub in module._modules.items()]
 
 
 # Generator methods of nn.Module answered by the VM with lists of sourced values.

@@ -15,6 +15,12 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from fxbuild import FakePropagationError
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import DictCopySource
+from symbolic_vm.module_tables import (
+    container_modules,
+    module_len,
+    parameter_list_item,
+    submodule_item,
+)
 from symbolic_vm.output import (
     ContainerWrite,
     DictSubclassWrite,
@@ -453,8 +459,6 @@ def truth(out: Output, var: Var) -> bool:
                 "(.item(), nonzero), unknown while tracing"
             ) from None
     if isinstance(var, ModuleVar):
-        from symbolic_vm.modules import module_len
-
         cls = type(var.module)
         if getattr(cls, "__bool__", None) is None and getattr(cls, "__len__", None) is None:
             return True
@@ -557,14 +561,10 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     module = var.module
     out.depend(var)
     if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
-        from symbolic_vm.modules import container_modules
-
         return container_modules(out, var)
     if isinstance(module, torch.nn.ModuleDict):
         return [ConstVar(k) for k in module]
     if isinstance(module, torch.nn.ParameterList):
-        from symbolic_vm.modules import parameter_list_item
-
         return [parameter_list_item(out, var, i, p) for i, p in enumerate(module)]
     raise Unsupported(f"iterating over module {type(module).__name__}")
 
@@ -664,8 +664,6 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
             # A ModuleList slice (``self.layers[:n]``, to iterate): its submodules, read through
             # the list's _modules. A tuple, not a new ModuleList (known limit: type() differs).
             return TupleVar(tuple(iterate(out, obj)[index]))
-        from symbolic_vm.modules import submodule_item
-
         return submodule_item(out, obj, index, sub)
     if isinstance(obj, ConstVar):
         out.depend(obj)
