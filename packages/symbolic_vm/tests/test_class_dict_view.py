@@ -131,3 +131,50 @@ def test_a_class_attribute_stored_in_the_trace_shows_in_the_dict(store: bool) ->
     t = torch.arange(3.0)
     torch.testing.assert_close(compiled(t), make(eager_cls)(t))
     assert ours_cls.__dict__["x"] == eager_cls.__dict__["x"]
+
+
+def _methods(cls: type) -> Callable[[torch.Tensor], Any]:
+    def fn(t: torch.Tensor) -> Any:
+        scaled = t * cls.__dict__.get("x", 1.0) + cls.__dict__.get("nope", 0.5)
+        public = [k for k in cls.__dict__.keys() if not k.startswith("_")]
+        values = [v for k, v in cls.__dict__.items() if k in ("x", "y")]
+        return scaled, public, values, len(cls.__dict__.values()) > 0
+
+    return fn
+
+
+def test_class_dict_methods_compile_once_and_recompile_on_a_change() -> None:
+    compile_api.reset()
+    torch._dynamo.reset()
+    cls = _make_class()
+    fn = _methods(cls)
+    ours, theirs = Counting(), _TorchCounter()
+    compiled = compile_api.compile(fn, backend=ours)
+    reference = torch.compile(fn, backend=theirs)
+    for _ in range(3):
+        t = torch.arange(3.0)
+        _check(compiled(t), reference(t), fn(t))
+    assert ours.count == 1
+    assert ours.count == theirs.count
+    cls.x = 4.0  # type: ignore[attr-defined]
+    t = torch.arange(3.0)
+    _check(compiled(t), reference(t), fn(t))
+    assert ours.count == 2
+
+
+def test_a_returned_view_or_copy_has_eager_type_and_leaves_the_class_alone() -> None:
+    compile_api.reset()
+    cls = _make_class()
+
+    def fn(t: torch.Tensor) -> Any:
+        copied = cls.__dict__.copy()
+        copied["x"] = 9.0
+        return t + 1, cls.__dict__.keys(), copied
+
+    compiled = compile_api.compile(fn, backend=Counting())
+    t = torch.arange(3.0)
+    ours, eager = compiled(t), fn(t)
+    torch.testing.assert_close(ours[0], eager[0])
+    assert type(ours[1]) is type(eager[1]) and list(ours[1]) == list(eager[1])
+    assert type(ours[2]) is dict and ours[2] == eager[2]
+    assert cls.__dict__["x"] == 2.0

@@ -17,6 +17,7 @@ from symbolic_vm.modules import module_attr
 from symbolic_vm.operations import describe, graph_call
 from symbolic_vm.values import (
     BoundMethodVar,
+    ClassNamespaceVar,
     ConstVar,
     DictVar,
     FunctionVar,
@@ -74,6 +75,10 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
             return MethodVar(obj, name)
         out.depend(obj)
         return ConstVar(attr)
+    if isinstance(obj, ClassNamespaceVar):
+        found = MORE_ATTRS[ClassNamespaceVar](vm, obj, name)  # cls.__dict__.keys, .get, ...
+        if found is not None:
+            return found
     if isinstance(obj, (NewObjectVar, ObjectVar)):
         from symbolic_vm import object_model
 

@@ -10,13 +10,24 @@ the trace would not show in the real proxy: such reads break instead.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from symbolic_vm import attributes, methods
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import ItemSource, Source
 from symbolic_vm.object_model import VAR_TRACKERS, TypeTracker
-from symbolic_vm.values import ClassNamespaceVar, ConstVar, IteratorVar, IterBox, Var
+from symbolic_vm.values import (
+    ClassNamespaceVar,
+    ConstVar,
+    DictBox,
+    DictVar,
+    DictViewVar,
+    IteratorVar,
+    IterBox,
+    MethodVar,
+    Var,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -41,16 +52,69 @@ def _where(source: Source) -> str:
     return source.describe()
 
 
+def _entry(vm: Interpreter, obj: Var, key: Var) -> Var | None:
+    """``cls.__dict__[key]``; None where the class has no such key (guarded either way)."""
+    view, source = _view(vm, obj)
+    k = _key(vm, key)
+    if k not in view.value:
+        vm.out.predicate(f"{k!r} not in d", f"{_where(source)} has no key {k!r}", d=source)
+        return None
+    # The entry's own guard (by its kind, where the trace relies on it) reads it again.
+    vm.out.predicate(f"{k!r} in d", f"{_where(source)} has key {k!r}", d=source)
+    return vm.out.wrap(view.value[k], ItemSource(source, k))
+
+
+def _keys(vm: Interpreter, obj: Var) -> tuple[str, ...]:
+    """The keys in order, guarded so (a key added, removed or reordered recompiles)."""
+    view, source = _view(vm, obj)
+    keys = tuple(view.value)
+    if not all(type(k) is str for k in keys):
+        raise Unsupported(f"iterating {_where(source)} with non-str keys")
+    vm.out.predicate(f"tuple(d) == {keys!r}", f"{_where(source)} keys in order", d=source)
+    return keys
+
+
+def _copy(vm: Interpreter, obj: Var) -> DictVar:
+    """A dict made in the trace with the namespace's items (each read at its own source)."""
+    assert obj.source is not None
+    source = obj.source
+    value = cast(ClassNamespaceVar, obj).value
+    return DictVar(
+        DictBox({k: vm.out.wrap(value[k], ItemSource(source, k)) for k in _keys(vm, obj)})
+    )
+
+
+_VIEWS = ("keys", "values", "items")
+_METHODS = frozenset({*_VIEWS, "get", "copy"})
+
+
+def _attr(vm: Interpreter, obj: Var, name: str) -> Var | None:
+    return MethodVar(obj, name) if name in _METHODS else None
+
+
+def _method(
+    vm: Interpreter, obj: Var, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
+    if kwargs:
+        raise throw(TypeError, f"mappingproxy.{name}() takes no keyword arguments")
+    if name in _VIEWS and not args:
+        # mappingproxy's views are the namespace dict's own (dict_keys, ...): the same over a
+        # copy made in the trace, so they rebuild as the real type.
+        return DictViewVar(_copy(vm, obj), name)
+    if name == "copy" and not args:
+        return _copy(vm, obj)
+    if name == "get" and len(args) in (1, 2):
+        found = _entry(vm, obj, args[0])
+        return found if found is not None else (args[1] if len(args) == 2 else ConstVar(None))
+    raise Unsupported(f"mappingproxy.{name}() with {len(args)} arguments")
+
+
 class _ClassNamespaceTracker(TypeTracker):
     def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
-        view, source = _view(vm, obj)
-        k = _key(vm, key)
-        if k not in view.value:
-            vm.out.predicate(f"{k!r} not in d", f"{_where(source)} has no key {k!r}", d=source)
-            raise throw(KeyError, k)
-        # The entry's own guard (by its kind, where the trace relies on it) reads it again.
-        vm.out.predicate(f"{k!r} in d", f"{_where(source)} has key {k!r}", d=source)
-        return vm.out.wrap(view.value[k], ItemSource(source, k))
+        found = _entry(vm, obj, key)
+        if found is None:
+            raise throw(KeyError, ops.const_value(vm.out, key))
+        return found
 
     def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
         raise throw(TypeError, "'mappingproxy' object does not support item assignment")
@@ -79,12 +143,9 @@ class _ClassNamespaceTracker(TypeTracker):
         return ConstVar(full)
 
     def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
-        view, source = _view(vm, obj)
-        keys = tuple(view.value)
-        if not all(type(k) is str for k in keys):
-            raise Unsupported(f"iterating {_where(source)} with non-str keys")
-        vm.out.predicate(f"tuple(d) == {keys!r}", f"{_where(source)} keys in order", d=source)
-        return IteratorVar(IterBox([ConstVar(k) for k in keys]))
+        return IteratorVar(IterBox([ConstVar(k) for k in _keys(vm, obj)]))
 
 
 VAR_TRACKERS[ClassNamespaceVar] = _ClassNamespaceTracker()
+attributes.MORE_ATTRS[ClassNamespaceVar] = _attr
+methods.MORE_METHODS[ClassNamespaceVar] = _method
