@@ -10,6 +10,7 @@ the VM inlines like user code in place of the C function (``itertools.chain``), 
 from __future__ import annotations
 
 from symbolic_vm.stdlib import (  # noqa: F401
+    class_getitem,
     collections_,
     copy_,
     deque_,
