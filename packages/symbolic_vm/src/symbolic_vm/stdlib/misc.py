@@ -11,16 +11,21 @@ from typing import TYPE_CHECKING
 
 from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import BuiltinImpl, implements
+from symbolic_vm.class_dicts import class_lookup
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.object_model import CLASS_TRACKERS, TypeTracker
 from symbolic_vm.stdlib.polyfill import calls_of
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
+    DeletedAttrVar,
     DictBox,
     DictVar,
     IteratorVar,
     IterBox,
+    ListBox,
+    ListVar,
+    NewObjectVar,
     ObjectVar,
     Var,
 )
@@ -122,3 +127,64 @@ def _method_type(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Va
     if len(args) != 2 or kwargs:
         raise throw(TypeError, "method expected 2 arguments")
     return BoundMethodVar(args[1], args[0])
+
+
+@implements(builtins.dir)
+def _dir(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``dir(obj)`` of a plain object from the frame (object's own ``__dir__``, no attribute
+    hook): its names, sorted. The guard recomputes ``dir(o)`` (after checking the class still
+    answers it with object's code, so the check never runs user code): an attribute added or
+    removed on the instance or along its classes recompiles."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("dir() without exactly one argument")
+    obj = args[0]
+    if isinstance(obj, NewObjectVar):
+        return _dir_of_new_object(vm, obj)
+    if not isinstance(obj, ObjectVar) or obj.source is None or isinstance(obj.value, type):
+        raise Unsupported(f"dir() of {ops.describe(obj)}")
+    value = obj.value
+    cls = type(value)
+    _check_plain_dir(cls)
+    changed = {id(value), *(id(k) for k in cls.__mro__)}
+    if any(owner in changed for owner, _ in vm.out.attr_overlay):
+        raise Unsupported("dir() after the trace changed the object or its class")
+    names = dir(value)
+    vm.out.depend(obj)
+    vm.out.predicate(
+        "type(o).__dir__ is object.__dir__"
+        " and type(o).__getattribute__ is object.__getattribute__"
+        f" and dir(o) == {names!r}",
+        f"dir({obj.source.describe()}) gives the same names",
+        o=obj.source,
+    )
+    return ListVar(ListBox([ConstVar(n) for n in names]))
+
+
+def _check_plain_dir(cls: type) -> None:
+    plain = (
+        class_lookup(cls, "__dir__") is object.__dict__["__dir__"]
+        and class_lookup(cls, "__getattribute__") is object.__dict__["__getattribute__"]
+    )
+    if not plain or cls.__module__ == "builtins" or type(cls) is not type:
+        raise Unsupported(f"dir() of a {cls.__name__} (its own __dir__ or attribute hooks)")
+
+
+def _dir_of_new_object(vm: Interpreter, obj: NewObjectVar) -> Var:
+    """``dir(obj)`` of an object made in the trace: its attributes as the trace left them and
+    the names along its class's bases (``object.__dir__``), the class's guarded when it came
+    from the frame."""
+    cls = obj.box.cls
+    _check_plain_dir(cls)
+    if any(owner in {id(k) for k in cls.__mro__} for owner, _ in vm.out.attr_overlay):
+        raise Unsupported("dir() after the trace changed the object's class")
+    from_class = dir(cls)
+    if obj.box.cls_source is not None:
+        vm.out.predicate(
+            "type(c) is type and c.__dir__ is object.__dir__"
+            " and c.__getattribute__ is object.__getattribute__"
+            f" and dir(c) == {from_class!r}",
+            f"dir({obj.box.cls_source.describe()}) gives the same names",
+            c=obj.box.cls_source,
+        )
+    own = {k for k, v in obj.box.attrs.items() if not isinstance(v, DeletedAttrVar)}
+    return ListVar(ListBox([ConstVar(n) for n in sorted(own | set(from_class))]))
