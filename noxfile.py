@@ -10,7 +10,7 @@ from pathlib import Path
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "typecheck", "lint"]
+nox.options.sessions = ["tests", "tests313", "typecheck", "lint"]
 
 ROOT = Path(__file__).parent
 # Dependency order: each package after those it imports.
@@ -147,30 +147,83 @@ def tests(session: nox.Session) -> None:
         _run_torch_free_suites(session)
 
 
-@nox.session(name="tests-3.13", venv_backend="none")
-def tests_313(session: nox.Session) -> None:
-    """The whole suite, torch included, on CPython 3.13 (pyenv's interpreter).
+# What the 3.13 CI slice needs: torch (pip's cp313 build of the pinned version) and the test tools;
+# not the model zoo's libraries, whose tests are not in the slice.
+PY313_DEPS = [
+    "setuptools>=64",
+    "wheel",
+    TORCH,
+    "numpy",
+    "pytest>=8",
+    "hypothesis>=6",
+    "networkx>=3",
+    "attrs>=23",
+    "typing-extensions>=4.8",
+    "coverage>=7",
+]
+# The 3.13 CI slice: the suites whose outcome depends on the bytecode of the running CPython (the
+# symbolic VM's handlers, the frame hook and guards built for this ABI, the behaviour corpus and
+# the fuzzer's fixed-seed programs, each compiled against eager). The rest of the suite goes
+# through the same VM on FX graphs, and runs on 3.11 in CI and on 3.13 by hand (tests-3.13).
+PY313_SLICE = [
+    "packages/symbolic_vm/tests",
+    "packages/evalframe/tests",
+    "packages/guards/tests",
+    "tests/behaviour",
+    "tests/fuzz/test_fuzz_ci.py",
+]
 
-    Not part of CI: our machines hold a CPU torch wheel for 3.11 only, so pip takes torch 2.13
-    for 3.13 from the registry as a CUDA build (gigabytes; it runs on CPU). Run it by hand.
-    Session 6 ran it slice by slice (docs/python313-2026-11-26.md): every slice passed, about
-    59 minutes on the loaded 2-core machine without inductor_lite's three Triton-interpreter
-    files, which need no frame hook or bytecode and are the slowest; to leave them out:
-    ``nox -s tests-3.13 -- packages tests --ignore=packages/inductor_lite/tests/test_triton.py
-    --ignore=packages/inductor_lite/tests/test_triton_input_writes.py
-    --ignore=packages/inductor_lite/tests/test_triton_memory.py``.
+
+def _python313_venv(session: nox.Session, *deps: str) -> Path:
+    """.nox/py313: a CPython 3.13 venv (pyenv's interpreter) holding torch, deps and our packages.
+
+    pip takes torch for cp313 from the registry (a CUDA build, run on CPU here; our local wheels
+    are cp311 only); the pip cache makes a second fresh venv quick. The pin is checked after the
+    install, as in _install_strata.
     """
     python = next((p for p in _other_interpreters() if p.endswith("3.13")), None)
     if python is None:
         session.skip("no CPython 3.13 under pyenv")
-    venv = ROOT / ".nox" / "full-3.13"
+    venv = ROOT / ".nox" / "py313"
     bin_dir = venv / "bin"
     if not (bin_dir / "python").exists():
         session.run(python, "-m", "venv", str(venv), external=True)
     pip = [str(bin_dir / "python"), "-m", "pip", "install", "-q"]
     # torch pins the triton it was built with; the 3.11 session's TRITON pin does not apply.
-    session.run(*pip, "setuptools>=64", "wheel", TORCH, *TEST_DEPS, external=True)
+    session.run(*pip, *PY313_DEPS, *deps, external=True)
     session.run(*pip, "--no-build-isolation", "--no-deps", *PACKAGE_DIRS, external=True)
+    session.run(
+        str(bin_dir / "python"),
+        "-c",
+        "import sys, torch; assert sys.version_info[:2] == (3, 13), sys.version; "
+        f"assert torch.__version__.split('+')[0] == {TORCH.split('==')[1]!r}, torch.__version__",
+        external=True,
+    )
+    return bin_dir
+
+
+@nox.session(name="tests313", venv_backend="none")
+def tests313(session: nox.Session) -> None:
+    """CI's CPython 3.13 slice, torch included (PY313_SLICE); `-- ARGS` runs pytest ARGS instead."""
+    bin_dir = _python313_venv(session)
+    session.run(
+        str(bin_dir / "python"), "-m", "pytest", *(session.posargs or PY313_SLICE),
+        "-p", "no:cacheprovider", external=True, success_codes=[0],
+    )
+
+
+@nox.session(name="tests-3.13", venv_backend="none")
+def tests_313(session: nox.Session) -> None:
+    """The whole suite, torch included, on CPython 3.13 (pyenv's interpreter), by hand.
+
+    CI runs the tests313 slice; this is the rest (about an hour on the loaded 2-core machine,
+    docs/python313-2026-11-26.md). inductor_lite's three Triton-interpreter files need no frame
+    hook or bytecode and are the slowest; to leave them out:
+    ``nox -s tests-3.13 -- packages tests --ignore=packages/inductor_lite/tests/test_triton.py
+    --ignore=packages/inductor_lite/tests/test_triton_input_writes.py
+    --ignore=packages/inductor_lite/tests/test_triton_memory.py``.
+    """
+    bin_dir = _python313_venv(session, *TEST_DEPS)
     session.run(
         str(bin_dir / "python"), "-m", "pytest", *(session.posargs or ["packages", "tests"]),
         external=True, success_codes=[0, 5],
