@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import nox
@@ -147,8 +149,8 @@ def tests(session: nox.Session) -> None:
         _run_torch_free_suites(session)
 
 
-# What the 3.13 CI slice needs: torch (pip's cp313 build of the pinned version) and the test tools;
-# not the model zoo's libraries, whose tests are not in the slice.
+# What the 3.13 CI slice (and tests312) needs: torch (pip's build of the pinned version for that
+# CPython) and the test tools; not the model zoo's libraries, whose tests are not in the slice.
 PY313_DEPS = [
     "setuptools>=64",
     "wheel",
@@ -174,29 +176,42 @@ PY313_SLICE = [
 ]
 
 
-def _python313_venv(session: nox.Session, *deps: str) -> Path:
-    """.nox/py313: a CPython 3.13 venv (pyenv's interpreter) holding torch, deps and our packages.
+_BUILD_OUTPUTS = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "*.so")
 
-    pip takes torch for cp313 from the registry (a CUDA build, run on CPU here; our local wheels
-    are cp311 only); the pip cache makes a second fresh venv quick. The pin is checked after the
-    install, as in _install_strata.
+
+def _torch_venv(session: nox.Session, minor: str, *deps: str) -> Path:
+    """.nox/py3XX: a venv of pyenv's CPython ``minor`` holding torch, ``deps`` and our packages.
+
+    pip takes torch for cp312/cp313 from the registry (a CUDA build, run on CPU here; our local
+    wheels are cp311 only); the pip cache makes a second fresh venv quick. The pin is checked
+    after the install, as in _install_strata.
     """
-    python = next((p for p in _other_interpreters() if p.endswith("3.13")), None)
+    python = next((p for p in _other_interpreters() if p.endswith(minor)), None)
     if python is None:
-        session.skip("no CPython 3.13 under pyenv")
-    venv = ROOT / ".nox" / "py313"
+        session.skip(f"no CPython {minor} under pyenv")
+    venv = ROOT / ".nox" / f"py{minor.replace('.', '')}"
     bin_dir = venv / "bin"
     if not (bin_dir / "python").exists():
         session.run(python, "-m", "venv", str(venv), external=True)
     pip = [str(bin_dir / "python"), "-m", "pip", "install", "-q"]
     # torch pins the triton it was built with; the 3.11 session's TRITON pin does not apply.
     session.run(*pip, *PY313_DEPS, *deps, external=True)
-    session.run(*pip, "--no-build-isolation", "--no-deps", *PACKAGE_DIRS, external=True)
+    # pip builds a local folder in place (its build/ and *.egg-info); CI runs this beside the
+    # 3.11 session, which builds the same folders: build copies instead.
+    with tempfile.TemporaryDirectory() as tmp:
+        copies = []
+        for package in PACKAGE_DIRS:
+            copy = Path(tmp) / Path(package).name
+            shutil.copytree(package, copy, ignore=_BUILD_OUTPUTS)
+            copies.append(str(copy))
+        session.run(*pip, "--no-build-isolation", "--no-deps", *copies, external=True)
+    major, minor_number = minor.split(".")
     session.run(
         str(bin_dir / "python"),
         "-c",
-        "import sys, torch; assert sys.version_info[:2] == (3, 13), sys.version; "
-        f"assert torch.__version__.split('+')[0] == {TORCH.split('==')[1]!r}, torch.__version__",
+        f"import sys, torch; assert sys.version_info[:2] == ({major}, {minor_number}), "
+        f"sys.version; assert torch.__version__.split('+')[0] == {TORCH.split('==')[1]!r}, "
+        "torch.__version__",
         external=True,
     )
     return bin_dir
@@ -205,10 +220,20 @@ def _python313_venv(session: nox.Session, *deps: str) -> Path:
 @nox.session(name="tests313", venv_backend="none")
 def tests313(session: nox.Session) -> None:
     """CI's CPython 3.13 slice, torch included (PY313_SLICE); `-- ARGS` runs pytest ARGS instead."""
-    bin_dir = _python313_venv(session)
+    bin_dir = _torch_venv(session, "3.13")
     session.run(
         str(bin_dir / "python"), "-m", "pytest", *(session.posargs or PY313_SLICE),
-        "-p", "no:cacheprovider", external=True, success_codes=[0],
+        "-p", "no:cacheprovider", external=True,
+    )
+
+
+@nox.session(name="tests312", venv_backend="none")
+def tests312(session: nox.Session) -> None:
+    """The same slice on CPython 3.12, by hand (CI runs 3.12's torch-free suites only)."""
+    bin_dir = _torch_venv(session, "3.12")
+    session.run(
+        str(bin_dir / "python"), "-m", "pytest", *(session.posargs or PY313_SLICE),
+        "-p", "no:cacheprovider", external=True,
     )
 
 
@@ -223,7 +248,7 @@ def tests_313(session: nox.Session) -> None:
     --ignore=packages/inductor_lite/tests/test_triton_input_writes.py
     --ignore=packages/inductor_lite/tests/test_triton_memory.py``.
     """
-    bin_dir = _python313_venv(session, *TEST_DEPS)
+    bin_dir = _torch_venv(session, "3.13", *TEST_DEPS)
     session.run(
         str(bin_dir / "python"), "-m", "pytest", *(session.posargs or ["packages", "tests"]),
         external=True, success_codes=[0, 5],

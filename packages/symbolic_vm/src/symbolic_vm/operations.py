@@ -13,6 +13,7 @@ import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from fxbuild import FakePropagationError
+from symbolic_vm.aliasing import identity_predicate
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import (
@@ -400,6 +401,9 @@ def identical(out: Output, a: Var, b: Var) -> bool:
     if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
         out.depend(a)
         out.depend(b)
+        guard = identity_predicate(a, b, real_a is real_b)
+        if guard is not None:
+            out.predicate(guard[0], guard[1], **guard[2])
         return real_a is real_b
     if isinstance(a, ConstVar) or isinstance(b, ConstVar):
         # A constant (None, True, ...) is never the same object as a tensor/container/function.
@@ -682,7 +686,8 @@ def setitem(out: Output, obj: Var, key: Var, value: Var) -> None:
         return
     if isinstance(obj, ListVar):
         index = const_value(out, key)
-        obj.box.items[index] = value
+        # ``lst[a:b] = it`` stores the items of ``it`` (a Var is not iterable: TypeError)
+        obj.box.items[index] = iterate(out, value) if isinstance(index, slice) else value
         note_mutation(out, obj)
         return
     if isinstance(obj, DictVar):

@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from fxbuild import GraphBuilder
+from symbolic_vm.aliasing import container_partition
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import (
     AttrSource,
@@ -315,6 +316,7 @@ class Output:
             if isinstance(value, (list, dict, set)):
                 known = self._by_id.get(id(value))
                 if known is not None:
+                    self._by_source[key] = known  # an alias: aliasing.container_partition
                     return known
             var = self._wrap(value, source)
             self._by_source[key] = var
@@ -713,6 +715,9 @@ class Output:
                 guard_set.SHAPE(predicate, description, operands=operands)
         for (predicate, named), description in self._predicates.items():
             guard_set.SHAPE(predicate, description, label="PREDICATE", operands=dict(named))
+        partition = container_partition(self._by_source)
+        if partition is not None:
+            guard_set.SHAPE(partition[0], partition[1], label="PREDICATE", operands=partition[2])
         self._module_call_guards(guard_set)
         for request in self._guards.values():
             if request.kind == "ID_MATCH" and request.source in pinned:

@@ -245,11 +245,12 @@ def STORE_SUBSCR(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("STORE_SLICE", versions=(3.12, 3.13))
 def STORE_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
-    end = ops.const_value(vm.out, vm.pop())
-    start = ops.const_value(vm.out, vm.pop())
+    # as BUILD_SLICE then STORE_SUBSCR (3.11's form): a user class's __setitem__ runs
+    end = vm.pop()
+    start = vm.pop()
     obj = vm.pop()
     value = vm.pop()
-    ops.setitem(vm.out, obj, ConstVar(slice(start, end)), value)
+    object_model.setitem(vm, obj, _slice(vm, [start, end]), value)
 
 
 @handler("DELETE_SUBSCR")
