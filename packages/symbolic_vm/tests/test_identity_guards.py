@@ -39,6 +39,10 @@ def appends_through_one_alias(x: torch.Tensor, a: list[int], b: list[int]) -> An
     return x * len(b), a is b
 
 
+def lists_compared_by_identity(x: torch.Tensor, a: list[int], b: list[int]) -> Any:
+    return x + (1 if a is b else 2) + len(a)
+
+
 def dict_write_through_one_alias(x: torch.Tensor, a: dict[str, int], b: dict[str, int]) -> Any:
     a["k"] = 2
     return x * len(b)
@@ -75,6 +79,14 @@ def test_a_dict_passed_twice_is_not_taken_for_two_dicts_on_the_next_call() -> No
     _check_sequences(
         dict_write_through_one_alias,
         [lambda: (torch.ones(2), *({},) * 2), lambda: (torch.ones(2), {}, {})],
+    )
+
+
+def test_is_between_two_list_arguments_is_guarded_both_ways() -> None:
+    shared = [1]
+    _check_sequences(
+        lists_compared_by_identity,
+        [lambda: (torch.ones(2), shared, shared), lambda: (torch.ones(2), shared, [1])],
     )
 
 

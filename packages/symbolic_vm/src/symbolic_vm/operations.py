@@ -387,16 +387,16 @@ def identical(out: Output, a: Var, b: Var) -> bool:
         return True
     if isinstance(a, TensorVar) and isinstance(b, TensorVar):
         return a.node is b.node
-    if isinstance(a, ListVar) and isinstance(b, ListVar):
-        return a.box is b.box
-    if isinstance(a, DictVar) and isinstance(b, DictVar):
-        return a.box is b.box
+    if isinstance(a, (ListVar, DictVar, SetVar)) and isinstance(b, (ListVar, DictVar, SetVar)):
+        same = a.box is b.box
+        guard = identity_predicate(a, b, same)
+        if guard is not None:
+            out.predicate(guard[0], guard[1], **guard[2])
+        return same
     if isinstance(a, NewObjectVar) and isinstance(b, NewObjectVar):
         return a.box is b.box
     if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
         return False  # made in this trace: no other value (and no real object) is it
-    if isinstance(a, SetVar) and isinstance(b, SetVar):
-        return a.box is b.box
     real_a, real_b = _identity(a), _identity(b)
     if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
         out.depend(a)
