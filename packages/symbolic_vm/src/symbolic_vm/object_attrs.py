@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 
 _TYPE_DICT = type.__dict__["__dict__"]
+_TYPE_GETATTRIBUTE = type.__dict__["__getattribute__"]  # the guards read cls.__dict__ again
 
 
 def _plain_attr(obj: Var, name: str) -> Any:
@@ -104,6 +105,7 @@ def _object_attr(vm: Interpreter, obj: ObjectVar, name: str, *, raw: bool) -> Va
         if (
             name == "__dict__" and type(attr) is types.MappingProxyType and obj.source is not None
             and isinstance(value, type) and class_lookup(type(value), name) is _TYPE_DICT
+            and class_lookup(type(value), "__getattribute__") is _TYPE_GETATTRIBUTE
         ):
             # A fresh proxy on every read: a view of the class's namespace, guarded by what is
             # read through it, never by the proxy's identity (stdlib/mappingproxy.py).
