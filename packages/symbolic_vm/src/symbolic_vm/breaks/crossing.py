@@ -11,6 +11,7 @@ resume function traces the call into its graph), and numbers the helper's return
 from __future__ import annotations
 
 import ast
+import dis
 import types
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from symbolic_vm.values import (
     ContextExitVar,
     IteratorVar,
     MethodVar,
+    NestedFunctionVar,
     NullVar,
     SymVar,
     TensorVar,
@@ -59,6 +61,13 @@ def plan_crossing(
         cell = vm.cells.get(name)
         if cell is not None and cell.value is not None:
             bound[name] = cell.value
+    shared = _rebound_shared_cell(vm, stop, [*stop.stack, *bound.values()])
+    if shared is not None:
+        # The resume function makes its own cells for the frame's cell variables and a function
+        # made in the frame is rebuilt with fresh ones: a later rebinding on either side would
+        # go unseen by the other (found by the fuzzer's py_objects family).
+        raise eagerly(stop, f"a function made in the frame shares the variable {shared!r} with "
+                            "it and one of them rebinds it later (the frame runs eagerly)")
     if has_pending_iterator(list(bound.values())):
         # The same for an iterator held in a local, with items left.
         raise eagerly(stop, "an iterator with items left is held in a local (the frame runs "
@@ -104,6 +113,37 @@ def plan_crossing(
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
     return Resume(rebuilder, writes, emit.build("tuple", values), stack, live)
+
+
+def _rebound_shared_cell(vm: Interpreter, stop: Stop, values: list[Var]) -> str | None:
+    """The name of a frame cell variable that a live function made in the frame closes over
+    and that the function (``nonlocal``) or the frame after ``stop`` rebinds; else None."""
+    own = {id(cell): name for name, cell in vm.cells.items()}
+    later = {
+        str(inst.argval) for inst in dis.get_instructions(vm.code)
+        if inst.offset >= stop.offset and inst.opname in ("STORE_DEREF", "DELETE_DEREF")
+    }
+    for var in values:
+        if not isinstance(var, NestedFunctionVar):
+            continue
+        rebinds = _stores_to_freevars(var.code)
+        for free, cell in zip(var.code.co_freevars, var.closure, strict=False):
+            name = own.get(id(cell))
+            if name is not None and (free in rebinds or name in later):
+                return name
+    return None
+
+
+def _stores_to_freevars(code: types.CodeType) -> set[str]:
+    """Free variables that ``code`` (or a function nested in it) rebinds."""
+    names = {
+        str(inst.argval) for inst in dis.get_instructions(code)
+        if inst.opname in ("STORE_DEREF", "DELETE_DEREF") and inst.argval in code.co_freevars
+    }
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _stores_to_freevars(const) & set(code.co_freevars)
+    return names
 
 
 def eagerly(stop: Stop, why: str) -> Unsupported:
