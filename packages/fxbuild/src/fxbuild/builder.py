@@ -263,9 +263,8 @@ class GraphBuilder:
         # (aot) does: its SymInt-aware decompositions keep sizes symbolic where a C++ composite
         # reads concrete sizes and specialises them (F.pad with zero padding pinned the batch
         # of timm's Swin to its first value under dynamic=True).
-        dispatcher = (
-            enable_python_dispatcher() if self.shape_env.var_to_val else contextlib.nullcontext()
-        )
+        symbols = _has_backed_symbols(self.shape_env)
+        dispatcher = enable_python_dispatcher() if symbols else contextlib.nullcontext()
         try:
             with dispatcher, self.fake_mode:
                 if op == "call_method":
@@ -424,3 +423,10 @@ def is_fake(value: object) -> bool:
 
 
 __all__ = ["GraphBuilder", "SubgraphBuilder", "is_fake"]
+
+
+def _has_backed_symbols(shape_env: Any) -> bool:
+    """Whether ``shape_env`` has made a backed symbol (torch 2.13 renamed ``var_to_val``, which
+    now warns on every read, to ``backed_var_to_val``; 2.11 has both)."""
+    table = getattr(shape_env, "backed_var_to_val", None)
+    return bool(shape_env.var_to_val if table is None else table)
