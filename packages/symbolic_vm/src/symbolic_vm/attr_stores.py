@@ -29,6 +29,7 @@ from symbolic_vm.object_attrs import guard_class_attribute
 from symbolic_vm.operations import const_value, describe
 from symbolic_vm.output import AttrDelete, AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
+from symbolic_vm.type_trackers import store_attribute
 from symbolic_vm.values import (
     ConstVar,
     DeletedAttrVar,
@@ -81,11 +82,8 @@ def setattr_var(
         raise Unsupported(f"attribute assignment on {describe(obj)}")
     if isinstance(obj, ObjectVar) and isinstance(obj.value, type) and type(obj.value) is type:
         cls = object  # a plain class: type.__setattr__ stores in its dict like object's
-    if _own_setattr(cls) and not through_object:
-        from symbolic_vm import object_model
-
-        if object_model.store_attribute(vm, obj, name, value):
-            return  # the class's Python __setattr__, traced as a call
+    if _own_setattr(cls) and not through_object and store_attribute(vm, obj, name, value):
+        return  # the class's Python __setattr__, traced as a call
     own_setattr = _own_setattr(cls)
     if own_setattr and not (through_object and isinstance(obj, (NewObjectVar, ObjectVar))):
         raise Unsupported(f"storing {name!r} on a {cls.__name__}, whose class defines __setattr__")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm import object_attrs, tensor_attrs
+from symbolic_vm import object_attrs, tensor_attrs, type_trackers
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.modules import module_attr
@@ -80,9 +80,7 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         if found is not None:
             return found
     if isinstance(obj, (NewObjectVar, ObjectVar)):
-        from symbolic_vm import object_model
-
-        found = object_model.getattr_hook(vm, obj, name)
+        found = type_trackers.getattr_hook(vm, obj, name)
         if found is not None:
             return found
     if isinstance(obj, NewObjectVar):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from guards import TypeSource
-from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets
+from symbolic_vm import attr_stores, attributes, object_model, object_operators, sets, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.methods import next_value, sort_values, tensor_to_scalar
@@ -258,7 +258,7 @@ def python_type(vm: Interpreter, var: Var) -> type:
 
 def has_attribute(vm: Interpreter, obj: Var, name: str) -> bool:
     """``hasattr(obj, name)``; an attribute found missing on a frame object is guarded so."""
-    if object_model.attribute_hooks(obj):
+    if type_trackers.attribute_hooks(obj):
         # As hasattr does: the lookup, the class's __getattribute__/__getattr__ traced as calls
         # (run as often as eager runs them; guards never call them).
         try:
@@ -497,7 +497,7 @@ def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         if len(args) > 1:
             return args[1]
         raise throw(StopIteration)
-    if object_model.user_class(iterator) is not None:
+    if type_trackers.user_class(iterator) is not None:
         try:
             return object_model.next_of(vm, iterator)
         except TracedException as raised:

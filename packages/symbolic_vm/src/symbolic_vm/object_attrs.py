@@ -33,6 +33,7 @@ from symbolic_vm.values import (
     ClassNamespaceVar,
     ConstVar,
     DeletedAttrVar,
+    DictBox,
     DictVar,
     FunctionVar,
     ModuleVar,
@@ -278,11 +279,9 @@ def new_object_attr(vm: Interpreter, obj: NewObjectVar, name: str) -> Var:
         # object's getset descriptor (not a class's own __class__ property): the class it was
         # made with
         return ObjectVar(obj.box.cls, source=obj.box.cls_source)
-    if name == "__dict__" or _is_c_method(cls_attr):
-        from symbolic_vm import object_model
-
-        if name == "__dict__":
-            return object_model.generic_getattr(vm, obj, name)
+    if name == "__dict__":  # object's __dict__ getset: the instance's attributes, shared
+        return DictVar(DictBox(obj.box.attrs))
+    if _is_c_method(cls_attr):
         return BoundMethodVar(obj, ObjectVar(cls_attr))  # a dict method of a dict subclass
     if cls_attr is _MISSING:
         raise throw(AttributeError, f"{obj.box.cls.__name__!r} object has no attribute {name!r}")

@@ -1,10 +1,10 @@
-"""Operations on values dispatched by their Python type: the registry, and user-defined objects.
+"""Operations on values dispatched by their Python type, and user-defined objects.
 
-``tracker_for(cls)`` walks ``cls.__mro__`` and returns the ``TypeTracker`` registered for the
-nearest class (``register(cls)``), so an operation on a value is answered by the tracker of its
-type, as CPython answers it from the type's slots. A tracker method returns None (or False) for
-"not mine": the caller then keeps its own answer (the VM's built-in values: tensors, lists,
-dicts, constants), so kinds move onto the registry one at a time.
+``type_trackers.tracker_for(cls)`` walks ``cls.__mro__`` and returns the ``TypeTracker``
+registered for the nearest class (``register(cls)``), so an operation on a value is answered by
+the tracker of its type, as CPython answers it from the type's slots. A tracker method returns
+None (or False) for "not mine": the caller then keeps its own answer (the VM's built-in values:
+tensors, lists, dicts, constants), so kinds move onto the registry one at a time.
 
 Registered here:
 
@@ -29,13 +29,20 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from guards import TypeSource
 from symbolic_vm import attributes, object_attrs
 from symbolic_vm import operations as ops
-from symbolic_vm.attr_stores import MISSING, class_lookup
-from symbolic_vm.errors import TracedException, Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, DictCopySource, InstanceAttrSource
+from symbolic_vm.class_dicts import MISSING, class_lookup
+from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.methods import call_method
+from symbolic_vm.object_operators import compare_op
+from symbolic_vm.type_trackers import (
+    TypeTracker,
+    python_method,
+    register,
+    tracker_of,
+    user_class,
+)
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -51,131 +58,38 @@ if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
 
 
-class TypeTracker:
-    """How the VM runs the operations of one Python type; each method answers None when the
-    value is not one it handles (the caller's own rules then apply)."""
-
-    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
-        return None
-
-    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
-        return False
-
-    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
-        return False
-
-    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
-        return None
-
-    def length(self, vm: Interpreter, obj: Var) -> Var | None:
-        return None
-
-    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
-        return None
-
-    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
-        return None
-
-    def setattr(self, vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
-        return False
-
-
-_TRACKERS: dict[type, TypeTracker] = {}
-_RESOLVED: dict[type, TypeTracker | None] = {}
-
-
-def register(*classes: type) -> Callable[[type[TypeTracker]], type[TypeTracker]]:
-    """Class decorator: one instance of the tracker answers for ``classes`` and subclasses."""
-
-    def add(tracker: type[TypeTracker]) -> type[TypeTracker]:
-        instance = tracker()
-        for cls in classes:
-            _TRACKERS[cls] = instance
-        _RESOLVED.clear()
-        return tracker
-
-    return add
-
-
-def tracker_for(cls: type) -> TypeTracker | None:
-    """The tracker registered for the nearest class in ``cls.__mro__`` (cached per class)."""
-    try:
-        return _RESOLVED[cls]
-    except KeyError:
-        pass
-    found = next((_TRACKERS[k] for k in cls.__mro__ if k in _TRACKERS), None)
-    _RESOLVED[cls] = found
-    return found
-
-
-def user_class(var: Var) -> type | None:
-    """The class of a user-defined object the registry dispatches on: an object made while
-    tracing, or a plain instance from the frame (never a class, module, function or builtin)."""
-    if isinstance(var, NewObjectVar):
-        return var.box.cls
-    if isinstance(var, ObjectVar):
-        value = var.value
-        if isinstance(value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-                              types.MethodType, types.WrapperDescriptorType,
-                              types.MethodDescriptorType, types.MethodWrapperType)):
-            return None
-        cls = type(value)
-        if cls.__module__ == "builtins":
-            return None
-        return cls
-    return None
-
-
-def _tracker(var: Var) -> TypeTracker | None:
-    by_kind = VAR_TRACKERS.get(type(var))
-    if by_kind is not None:
-        return by_kind
-    cls = user_class(var)
-    if cls is None and isinstance(var, ObjectVar) and isinstance(var.value, type):
-        return CLASS_TRACKERS.get(type(var.value))  # a class's own operations (``Color["RED"]``)
-    return None if cls is None else tracker_for(cls)
-
-
-# Trackers for classes themselves, by their exact metaclass (enum.EnumMeta: stdlib/misc.py).
-CLASS_TRACKERS: dict[type, TypeTracker] = {}
-
-# Trackers for kinds of tracked value, by the var's exact class (a class's ``__dict__``:
-# stdlib/mappingproxy.py).
-VAR_TRACKERS: dict[type, TypeTracker] = {}
-
-
 # -- entry points for the opcode handlers and builtins ------------------------------------------
 
 
 def getitem(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``obj[key]``."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     found = tracker.getitem(vm, obj, key) if tracker is not None else None
     return found if found is not None else ops.getitem(vm.out, obj, key)
 
 
 def setitem(vm: Interpreter, obj: Var, key: Var, value: Var) -> None:
     """``obj[key] = value``."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     if tracker is None or not tracker.setitem(vm, obj, key, value):
         ops.setitem(vm.out, obj, key, value)
 
 
 def delitem(vm: Interpreter, obj: Var, key: Var) -> bool:
     """``del obj[key]`` when the registry handles ``obj``'s type (else False)."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     return tracker is not None and tracker.delitem(vm, obj, key)
 
 
 def contains(vm: Interpreter, obj: Var, item: Var) -> Var | None:
     """``item in obj`` when the registry handles ``obj``'s type."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     return tracker.contains(vm, obj, item) if tracker is not None else None
 
 
 def length(vm: Interpreter, obj: Var) -> Var | None:
     """``len(obj)`` when the registry handles ``obj``'s type."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     return tracker.length(vm, obj) if tracker is not None else None
 
 
@@ -189,11 +103,11 @@ def iterate(vm: Interpreter, obj: Var) -> Var | None:
 def iter_object(vm: Interpreter, obj: Var) -> Var | None:
     """``iter(obj)`` itself when the registry handles ``obj``'s type (its ``__iter__``'s result;
     for a class with only ``__getitem__``, the sequence protocol's iterator)."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     found = tracker.iterate(vm, obj) if tracker is not None else None
     if found is None and isinstance(tracker, UserObjectTracker):
-        getitem = _python_method(vm, obj, "__getitem__")
-        if getitem is not None and _python_method(vm, obj, "__iter__") is None:
+        getitem = python_method(vm, obj, "__getitem__")
+        if getitem is not None and python_method(vm, obj, "__iter__") is None:
             return _inline(vm, _sequence_iterator, [obj, vm.out.wrap(getitem, None)])
     return found
 
@@ -203,7 +117,7 @@ def as_iterable(vm: Interpreter, iterator: Var | None) -> Var | None:
     ``__next__`` (the values come one call at a time, interleaved with the consumer's code)."""
     if iterator is None:
         return None
-    step = _python_method(vm, iterator, "__next__")
+    step = python_method(vm, iterator, "__next__")
     if step is None:
         return iterator
     return _inline(vm, _next_calls, [iterator, vm.out.wrap(step, None)])
@@ -275,7 +189,7 @@ def text_of(vm: Interpreter, obj: Var, kind: str, spec: Var | None = None) -> Va
     if cls is None:
         return None
     if kind == "format":
-        if _python_method(vm, obj, "__format__") is not None:
+        if python_method(vm, obj, "__format__") is not None:
             result = _call_dunder(vm, obj, "__format__", [spec or ConstVar("")])
             return _checked_text(vm, result, "__format__")
         if class_lookup(cls, "__format__") is not object.__format__:
@@ -283,11 +197,11 @@ def text_of(vm: Interpreter, obj: Var, kind: str, spec: Var | None = None) -> Va
         if spec is not None and ops.const_value(vm.out, spec):
             raise throw(TypeError, f"unsupported format string passed to {cls.__name__}.__format__")
         kind = "str"
-    if kind == "str" and _python_method(vm, obj, "__str__") is not None:
+    if kind == "str" and python_method(vm, obj, "__str__") is not None:
         return _checked_text(vm, _call_dunder(vm, obj, "__str__", []), "__str__")
     if kind == "str" and class_lookup(cls, "__str__") is not object.__str__:
         return None
-    if _python_method(vm, obj, "__repr__") is not None:
+    if python_method(vm, obj, "__repr__") is not None:
         return _checked_text(vm, _call_dunder(vm, obj, "__repr__", []), "__repr__")
     return None
 
@@ -305,7 +219,7 @@ def length_hint(vm: Interpreter, obj: Var) -> None:
     (``__len__``, else ``__length_hint__``): its answer only sizes the result, but the call
     runs as in eager."""
     for name in ("__len__", "__length_hint__"):
-        if _python_method(vm, obj, name) is not None:
+        if python_method(vm, obj, name) is not None:
             _call_dunder(vm, obj, name, [])
             return
 
@@ -334,47 +248,16 @@ def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
 
 def truth(vm: Interpreter, obj: Var) -> bool | None:
     """``bool(obj)`` when the registry handles ``obj``'s type."""
-    tracker = _tracker(obj)
+    tracker = tracker_of(obj)
     found = tracker.truth(vm, obj) if tracker is not None else None
     return None if found is None else ops.truth(vm.out, found)
-
-
-def store_attribute(vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
-    """``obj.name = value`` through the class's own ``__setattr__`` (True when done here)."""
-    tracker = _tracker(obj)
-    return tracker is not None and tracker.setattr(vm, obj, name, value)
 
 
 # -- user-defined classes ---------------------------------------------------------------------
 
 
-def _python_method(vm: Interpreter, obj: Var, name: str) -> Any:
-    """The Python function ``type(obj).name`` resolves to, guarded where the class has a
-    source; None when the class has no such attribute or it is not a Python function."""
-    cls = user_class(obj)
-    if cls is None:
-        return None
-    found = class_lookup(cls, name)
-    if found is MISSING or not isinstance(found, types.FunctionType):
-        return None
-    _guard_class_attr(vm, obj, name, found)
-    return found
-
-
-python_method = _python_method
-
-
-def _guard_class_attr(vm: Interpreter, obj: Var, name: str, found: object) -> None:
-    if isinstance(obj, NewObjectVar):
-        if obj.box.cls_source is not None:
-            vm.out.request("ID_MATCH", AttrSource(obj.box.cls_source, name), found)
-    elif obj.source is not None:
-        vm.out.depend(obj)
-        vm.out.request("ID_MATCH", AttrSource(TypeSource(obj.source), name), found)
-
-
 def _call_dunder(vm: Interpreter, obj: Var, name: str, args: list[Var]) -> Var | None:
-    method = _python_method(vm, obj, name)
+    method = python_method(vm, obj, name)
     if method is None:
         return None
     return vm.call(vm.out.wrap(method, None), [obj, *args], {})
@@ -395,11 +278,9 @@ class UserObjectTracker(TypeTracker):
 
     def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
         found = _call_dunder(vm, obj, "__contains__", [item])
-        if found is not None or _python_method(vm, obj, "__iter__") is None:
+        if found is not None or python_method(vm, obj, "__iter__") is None:
             return found
         # No __contains__: Python compares against what __iter__ yields.
-        from symbolic_vm.object_operators import compare_op
-
         iterator = as_iterable(vm, _call_dunder(vm, obj, "__iter__", []))
         assert iterator is not None
         for candidate in ops.iterate(vm.out, iterator):
@@ -417,7 +298,7 @@ class UserObjectTracker(TypeTracker):
 
     def truth(self, vm: Interpreter, obj: Var) -> Var | None:
         found = _call_dunder(vm, obj, "__bool__", [])
-        if found is None and _python_method(vm, obj, "__len__") is not None:
+        if found is None and python_method(vm, obj, "__len__") is not None:
             size = _call_dunder(vm, obj, "__len__", [])
             assert size is not None
             return ops.compare(vm.out, "!=", size, ConstVar(0))
@@ -632,70 +513,3 @@ def generic_getattr(vm: Interpreter, obj: Var, name: str) -> Var:
     if isinstance(obj, NewObjectVar):
         return object_attrs.new_object_attr(vm, obj, name)
     return attributes.getattr_var(vm, obj, name)
-
-
-def attribute_hooks(obj: Var) -> bool:
-    """Whether ``obj``'s class reads attributes through its own Python ``__getattribute__`` or
-    ``__getattr__`` (user code the VM traces; a guard must not run it)."""
-    cls = user_class(obj)
-    return cls is not None and any(
-        isinstance(class_lookup(cls, hook), types.FunctionType)
-        for hook in ("__getattribute__", "__getattr__")
-    )
-
-
-def getattr_hook(vm: Interpreter, obj: Var, name: str) -> Var | None:
-    """``obj.name`` through the class's Python ``__getattribute__`` (traced as a call), or its
-    ``__getattr__`` for a name the normal lookup does not find; None: the normal lookup."""
-    cls = user_class(obj)
-    if cls is None or name == "__class__":
-        return None
-    hook = class_lookup(cls, "__getattribute__")
-    fallback = class_lookup(cls, "__getattr__")
-    if not isinstance(fallback, types.FunctionType):
-        fallback = None
-    if isinstance(hook, types.FunctionType):
-        _guard_class_attr(vm, obj, "__getattribute__", hook)
-        try:
-            return vm.call(vm.out.wrap(hook, None), [obj, ConstVar(name)], {})
-        except TracedException as raised:
-            # As CPython's slot: an AttributeError from __getattribute__ asks __getattr__.
-            if fallback is None or not isinstance(raised.exception, AttributeError):
-                raise
-    elif fallback is None or not _missing(obj, cls, name):
-        return None
-    else:
-        _guard_missing(vm, obj, name)
-    _guard_class_attr(vm, obj, "__getattr__", fallback)
-    return vm.call(vm.out.wrap(fallback, None), [obj, ConstVar(name)], {})
-
-
-def _guard_missing(vm: Interpreter, obj: Var, name: str) -> None:
-    """The normal lookup of ``name`` failed on a frame object (so ``__getattr__`` answers):
-    guard that its instance dict still lacks it, read without running the class's hooks (the
-    class attributes are fixed by the class guards)."""
-    if not isinstance(obj, ObjectVar) or obj.source is None:
-        return
-    try:
-        object.__getattribute__(obj.value, "__dict__")
-    except AttributeError:
-        return  # no instance dict: nothing can shadow the class
-    vm.out.predicate(
-        f"{name!r} not in d",
-        f"{obj.source.describe()}.{name} is still unset",
-        d=InstanceAttrSource(obj.source, "__dict__"),
-    )
-
-
-def _missing(obj: Var, cls: type, name: str) -> bool:
-    """Whether the normal lookup of ``name`` fails (found without running user code)."""
-    if class_lookup(cls, name) is not MISSING:
-        return False
-    if isinstance(obj, NewObjectVar):
-        return name not in obj.box.attrs
-    assert isinstance(obj, ObjectVar)
-    try:
-        instance_dict = object.__getattribute__(obj.value, "__dict__")
-    except AttributeError:
-        return True
-    return name not in instance_dict

@@ -24,8 +24,8 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from symbolic_vm import object_model
 from symbolic_vm import operations as ops
+from symbolic_vm import type_trackers
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.errors import throw
 from symbolic_vm.values import (
@@ -70,7 +70,7 @@ class _NotMine(Exception):
 def _cls(vm: Interpreter, var: Var) -> type | None:
     """The user class dispatched on, None for a builtin operand; _NotMine for anything else
     (a module, a class with ``__torch_function__``, an object of a C class)."""
-    cls = object_model.user_class(var)
+    cls = type_trackers.user_class(var)
     if cls is None:
         if isinstance(var, ConstVar) and type(var.value) not in _PLAIN_CONSTANTS:
             raise _NotMine  # an enum member, a torch.Size, ...: their own operators
@@ -94,7 +94,7 @@ def _method(vm: Interpreter, var: Var, cls: type | None, name: str) -> Any:
         return found
     if not isinstance(found, types.FunctionType):
         raise _NotMine
-    method = object_model.python_method(vm, var, name)
+    method = type_trackers.python_method(vm, var, name)
     assert method is found
     return found
 
@@ -104,7 +104,7 @@ def _call(vm: Interpreter, method: Any, this: Var, other: Var) -> Var:
         return ConstVar(True) if ops.identical(vm.out, this, other) else ConstVar(NotImplemented)
     if method is object.__ne__:
         # object's __ne__ asks the class's __eq__ and inverts a real answer.
-        eq = _method(vm, this, object_model.user_class(this), "__eq__")
+        eq = _method(vm, this, type_trackers.user_class(this), "__eq__")
         found = _call(vm, eq, this, other) if eq is not None else ConstVar(NotImplemented)
         if _not_implemented(found):
             return found
@@ -119,7 +119,7 @@ def _not_implemented(var: Var) -> bool:
 
 
 def _type_name(vm: Interpreter, var: Var) -> str:
-    cls = object_model.user_class(var)
+    cls = type_trackers.user_class(var)
     if cls is not None:
         return cls.__name__
     if isinstance(var, TensorVar):
@@ -195,7 +195,7 @@ def _binary(vm: Interpreter, symbol: str, a: Var, b: Var) -> Var | None:
 def _sequence_error(vm: Interpreter, plain: str, a: Var, b: Var) -> str | None:
     """The error of a sequence's own ``+``/``*`` (tried after both operators gave
     NotImplemented): concatenation with the left operand, repetition by the other one."""
-    ca, cb = object_model.user_class(a), object_model.user_class(b)
+    ca, cb = type_trackers.user_class(a), type_trackers.user_class(b)
     if plain == "*":
         if ca is None and _sequence_name(a) is not None:
             counted = b

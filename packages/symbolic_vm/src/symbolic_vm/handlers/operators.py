@@ -5,7 +5,7 @@ from __future__ import annotations
 import dis
 import operator
 
-from symbolic_vm import object_model, object_operators
+from symbolic_vm import object_model, object_operators, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
@@ -80,7 +80,7 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
         return ops.const_value(out, item) in container.box.items
     if isinstance(container, (TupleVar, ListVar)):
         for candidate in ops.items(out, container):
-            if object_model.user_class(item) or object_model.user_class(candidate):
+            if type_trackers.user_class(item) or type_trackers.user_class(candidate):
                 # CPython's list_contains: identity, then ``candidate == item`` (a user __eq__).
                 if ops.identical(out, candidate, item) or ops.truth(
                     out, object_operators.compare_op(vm, "==", candidate, item)

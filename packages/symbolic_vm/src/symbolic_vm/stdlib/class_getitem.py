@@ -18,7 +18,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.object_attrs import guard_class_attribute
-from symbolic_vm.object_model import CLASS_TRACKERS, TypeTracker
+from symbolic_vm.type_trackers import CLASS_TRACKERS, TypeTracker
 from symbolic_vm.values import FunctionVar, ObjectVar, Var
 
 if TYPE_CHECKING:

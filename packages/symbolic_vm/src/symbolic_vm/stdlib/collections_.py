@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from guards import TypeSource
-from symbolic_vm import attributes, methods, object_attrs, object_model
+from symbolic_vm import attributes, methods, object_attrs, object_model, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import class_lookup
 from symbolic_vm.builtins_ import implementation, implements
@@ -228,7 +228,7 @@ def _writable(vm: Interpreter, obj: Var) -> DictVar:
 def _missing(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``d[key]`` for a key ``d`` lacks: the class's ``__missing__`` (defaultdict's factory,
     Counter's 0), as dict.__getitem__ calls it."""
-    cls = object_model.user_class(obj)
+    cls = type_trackers.user_class(obj)
     assert cls is not None
     hook = class_lookup(cls, "__missing__")
     if isinstance(hook, types.FunctionType):
@@ -248,7 +248,7 @@ class _FamilyTracker(object_model.DictSubclassTracker):
     items, with ``__missing__`` for absent keys."""
 
     def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
-        if object_model._python_method(vm, obj, "__getitem__") is not None:
+        if type_trackers.python_method(vm, obj, "__getitem__") is not None:
             return super().getitem(vm, obj, key)
         items = _items(vm, obj)
         if items is None:  # objcore: a user subclass from the frame (object_model's view)
@@ -259,7 +259,7 @@ class _FamilyTracker(object_model.DictSubclassTracker):
         return _missing(vm, obj, key)
 
     def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
-        if object_model._python_method(vm, obj, "__setitem__") is not None or (
+        if type_trackers.python_method(vm, obj, "__setitem__") is not None or (
             isinstance(obj, ObjectVar) and type(obj.value) not in _FAMILY
         ):  # objcore: a user subclass from the frame goes to object_model's view
             return super().setitem(vm, obj, key, value)
@@ -306,7 +306,7 @@ class _FamilyTracker(object_model.DictSubclassTracker):
         return ConstVar(bool(items.box.items))
 
 
-object_model.register(*_FAMILY)(_FamilyTracker)
+type_trackers.register(*_FAMILY)(_FamilyTracker)
 
 
 @implements(collections.defaultdict)
@@ -405,8 +405,8 @@ def _dict_delitem(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> V
     """``dict.__delitem__(d, k)`` (Counter's ``super().__delitem__``): on a family member's
     items (replayed for one from the frame), else object_model's dict-subclass slots."""
     obj = args[0]
-    cls = object_model.user_class(obj)
-    ours = cls is not None and isinstance(object_model.tracker_for(cls), _FamilyTracker) and (
+    cls = type_trackers.user_class(obj)
+    ours = cls is not None and isinstance(type_trackers.tracker_for(cls), _FamilyTracker) and (
         not isinstance(obj, ObjectVar) or type(obj.value) in _FAMILY
     )  # a user subclass from the frame: object_model's own dict-subclass view
     if len(args) == 2 and not kwargs and ours:

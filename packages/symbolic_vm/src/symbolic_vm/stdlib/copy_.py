@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from guards import TypeSource
-from symbolic_vm import object_model
 from symbolic_vm import operations as ops
+from symbolic_vm import type_trackers
 from symbolic_vm.attr_stores import MISSING, class_lookup
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import InstanceAttrSource
-from symbolic_vm.object_model import user_class
+from symbolic_vm.type_trackers import user_class
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -191,12 +191,12 @@ class _Copier:
         if hook is MISSING:
             return None
         if not isinstance(hook, types.FunctionType) or (
-            self.deep and object_model.attribute_hooks(var)
+            self.deep and type_trackers.attribute_hooks(var)
         ):
             raise Unsupported(f"copy of a {cls.__name__} through its {name} (not a plain method)")
         if isinstance(var, ObjectVar) and var.source is None:
             raise Unsupported(f"copying a {cls.__name__} the guards cannot name")
-        method = object_model.python_method(self.vm, var, name)
+        method = type_trackers.python_method(self.vm, var, name)
         assert method is hook
         args = [DictVar(self.memo_box)] if self.deep else []
         copied = self.vm.call(FunctionVar(hook), [var, *args], {})
@@ -280,7 +280,7 @@ def _hooked_lookup(
     ``__getattribute__``/``__getattr__`` where it has one (traced, so it runs as in eager),
     else the plain lookup (no user code runs). None: AttributeError."""
     try:
-        found = object_model.getattr_hook(vm, var, name)
+        found = type_trackers.getattr_hook(vm, var, name)
     except TracedException as raised:
         if isinstance(raised.exception, AttributeError):
             return None

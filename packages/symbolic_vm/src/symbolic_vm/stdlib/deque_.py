@@ -11,8 +11,8 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING
 
-from symbolic_vm import object_model
 from symbolic_vm import operations as ops
+from symbolic_vm import type_trackers
 from symbolic_vm.builtins_ import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.stdlib.collections_ import ListSnapshotSource
@@ -209,7 +209,7 @@ def _copy(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return NewObjectVar(ObjectBox(deque, {_ITEMS: copied, "maxlen": maxlen}))
 
 
-class _DequeTracker(object_model.TypeTracker):
+class _DequeTracker(type_trackers.TypeTracker):
     """``d[i]``, ``d[i] = v``, ``del d[i]``, ``x in d``, ``len(d)``, ``iter(d)``, ``bool(d)``."""
 
     def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
@@ -251,4 +251,4 @@ class _DequeTracker(object_model.TypeTracker):
         return ConstVar(bool(_values(vm, obj)))
 
 
-object_model.register(deque)(_DequeTracker)
+type_trackers.register(deque)(_DequeTracker)

@@ -16,7 +16,7 @@ from symbolic_vm import attributes, methods
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import ItemSource, Source
-from symbolic_vm.object_model import VAR_TRACKERS, TypeTracker
+from symbolic_vm.type_trackers import VAR_TRACKERS, TypeTracker
 from symbolic_vm.values import (
     ClassNamespaceVar,
     ConstVar,

@@ -13,8 +13,8 @@ from symbolic_vm import operations as ops
 from symbolic_vm.builtins_ import BuiltinImpl, implements
 from symbolic_vm.class_dicts import class_lookup
 from symbolic_vm.errors import Unsupported, throw
-from symbolic_vm.object_model import CLASS_TRACKERS, TypeTracker
 from symbolic_vm.stdlib.polyfill import calls_of
+from symbolic_vm.type_trackers import CLASS_TRACKERS, TypeTracker
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
