@@ -135,6 +135,43 @@ def test_a_value_read_by_another_kernel_is_still_stored(tcheck_memory: Any) -> N
     assert c.kernel_count >= 1
 
 
+def _attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    scores = (q @ k.transpose(-2, -1)) * 0.125
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+    return weights @ v
+
+
+@pytest.mark.parametrize("n", [64, 4200])  # rows in one block (persistent), rows in chunks
+def test_softmax_writes_its_probabilities_over_the_scores(tcheck_memory: Any, n: int) -> None:
+    # the softmax kernel (max, exp, sum, divide) stores each row only after its max and sum,
+    # which read the whole row: it may store over the scores (an aten result dead after it)
+    rows = 4 if n > 1000 else n
+    q = torch.randn(1, 2, rows, 16, device=DEV)
+    k, v = (torch.randn(1, 2, n, 16, device=DEV) for _ in range(2))
+    mask = torch.tril(torch.ones(rows, n, dtype=torch.bool, device=DEV))
+    c = tcheck_memory(_attention, [q, k, v, mask], atol=1e-5, rtol=1e-4)
+    assert c.wrapper_source.count("# in place") == 1
+    if DEV == "cuda":
+        with torch.no_grad():
+            compiled = peak_bytes(lambda: c(q, k, v, mask))
+            assert compiled <= peak_bytes(lambda: _attention(q, k, v, mask))
+
+
+def test_softmax_reading_other_scores_does_not_store_over_them(tcheck_memory: Any) -> None:
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        s = a @ b  # the transposed read takes other rows' elements: no store over s
+        return torch.softmax(s, dim=-1) * s.transpose(0, 1)
+
+    c = tcheck_memory(
+        fn, [torch.randn(48, 32, device=DEV), torch.randn(32, 48, device=DEV)],
+        atol=1e-5, rtol=1e-4,
+    )
+    assert c.kernel_count == 1
+    assert "# in place" not in c.wrapper_source
+
+
 class _MLP(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

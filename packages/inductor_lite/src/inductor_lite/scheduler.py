@@ -42,6 +42,7 @@ __all__ = [
     "has_indirect_index",
     "iter_loads",
     "kernel_symbols",
+    "reads_within_row",
     "schedule",
 ]
 
@@ -212,7 +213,7 @@ def _step_for_rows(node: PointwiseNode | ReductionNode, rows: Size) -> Step | No
     return None
 
 
-def _reads_within_row(reader: Step, producer: Step, load: VLoad) -> bool:
+def reads_within_row(reader: Step, producer: Step, load: VLoad) -> bool:
     """True when ``load`` (in ``reader``) only touches the producer's current row."""
     pnode = producer.node
     if isinstance(pnode, PointwiseNode) and not pnode.full_store:
@@ -289,7 +290,7 @@ def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step |
         return None
     for load in iter_loads(node.body):
         producer = group.produced.get(load.buf)
-        if producer is not None and not _reads_within_row(step, producer, load):
+        if producer is not None and not reads_within_row(step, producer, load):
             return None
     return step
 

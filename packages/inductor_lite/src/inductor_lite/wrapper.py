@@ -21,13 +21,23 @@ from .ir import (
     FallbackNode,
     LoweredGraph,
     PointwiseNode,
+    ReductionNode,
     TensorRef,
+    VLoad,
     affine,
     contiguous_strides,
     may_alias_arguments,
 )
 from .origins import comment_lines, item_buffers
-from .scheduler import Kernel, ScheduleItem, has_indirect_index, iter_loads, kernel_symbols
+from .scheduler import (
+    Kernel,
+    ScheduleItem,
+    Step,
+    has_indirect_index,
+    iter_loads,
+    kernel_symbols,
+    reads_within_row,
+)
 from .symbolic import Size, pyexpr, pysizes
 
 __all__ = ["build_input_check", "build_wrapper", "ctypes_kernels", "kernel_local_buffers"]
@@ -248,6 +258,10 @@ def build_wrapper(
     # allocation; on CPU the pool above keeps reusable ones instead)
     drops: list[str] = []
     pooling = pass_pointers
+    # Triton: kernel-local values (kept in registers, never stored) cannot take memory over
+    rows_local = (
+        None if pass_pointers else frozenset().union(*kernel_local_buffers(graph, items).values())
+    )
     internal = set(buffers) - external - output_bufs
 
     for k, item in enumerate(items):
@@ -260,7 +274,7 @@ def build_wrapper(
             pair = next(
                 (
                     (out, src)
-                    for out, src in _in_place(item, buffers)
+                    for out, src in _in_place(item, buffers, rows=rows_local)
                     if out not in allocated and reusable(src) and last_use.get(src) == k
                 ),
                 None,
@@ -351,7 +365,9 @@ def build_wrapper(
     return call, source
 
 
-def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> list[tuple[str, str]]:
+def _in_place(
+    item: Kernel, buffers: dict[str, BufferSpec], *, rows: frozenset[str] | None = None
+) -> list[tuple[str, str]]:
     """Every (output, input) such that ``item`` may write its output over the input's memory.
 
     That is a one-step pointwise kernel whose every load of the input is at the very address
@@ -359,10 +375,100 @@ def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> list[tuple[str, s
     input having the output's dtype and static sizes. The kernel then reads an element and
     writes it back in one iteration, so no iteration sees another's result (the generated
     code's restrict qualifiers are not relied on across iterations).
+
+    ``rows`` (Triton: the kernel-local buffers, which are never stored): also a pointwise
+    step of a longer kernel (softmax's normalising step after its max and sum), see
+    ``_in_place_rows``.
     """
     if len(item.steps) != 1 or not isinstance(item.steps[0].node, PointwiseNode):
-        return []
-    node = item.steps[0].node
+        return [] if rows is None else _in_place_rows(item, buffers, rows)
+    return _same_address_inputs(item.steps[0].node, buffers, set())
+
+
+def _in_place_rows(
+    item: Kernel, buffers: dict[str, BufferSpec], local: frozenset[str]
+) -> list[tuple[str, str]]:
+    """(output, input) pairs of a multi-step Triton kernel whose pointwise step ``s`` may
+    store over the input: ``s`` loads the input only at the address it stores to, no later
+    step loads it, and every earlier step that loads it is a reduction over the current row
+    of ``s``'s contiguous output whose result ``s`` depends on (through the kernel's own
+    values). A store of row ``o`` then waits, by data dependence, for each of those
+    reductions of row ``o``, hence for all their loads of that row; programs own disjoint
+    rows. (Attention's softmax writing its probabilities over the scores: 2 MiB less at
+    the peak of a transformer block.)"""
+    found: list[tuple[str, str]] = []
+    steps = item.steps
+    for p, step in enumerate(steps):
+        node = step.node
+        if not isinstance(node, PointwiseNode) or not node.full_store or node.buf in local:
+            continue
+        if node.strides != contiguous_strides(node.sizes) or node.offset != 0:
+            continue
+        # the kernel's values step p depends on, directly or through earlier steps
+        produced = {s.node.buf: s for s in steps[:p]}
+        needed: set[str] = set()
+        stack = [ld.buf for ld in iter_loads(node.body) if ld.buf in produced]
+        while stack:
+            b = stack.pop()
+            if b not in needed:
+                needed.add(b)
+                body = produced[b].node.body
+                stack.extend(ld.buf for ld in iter_loads(body) if ld.buf in produced)
+        own = {ld.buf for ld in iter_loads(node.body)}
+        same = {b for _, b in _same_address_inputs(node, buffers, set(produced))}
+        out = node.buf
+        spec = buffers[out]
+        candidates = {ld.buf for s in steps[:p] for ld in iter_loads(s.node.body)} | own
+        for src in sorted(candidates - set(produced) - {out}):
+            if buffers[src].dtype != spec.dtype or buffers[src].numel != spec.numel:
+                continue
+            later = any(
+                ld.buf == src for s in steps[p + 1 :] for ld in iter_loads(s.node.body)
+            )
+            if later or (src in own and src not in same) or any(
+                ld.buf == src and not _read_before_store(s, step, ld, needed, src, buffers)
+                for s in steps[:p]
+                for ld in iter_loads(s.node.body)
+            ):
+                continue
+            found.append((out, src))
+    return found
+
+
+def _read_before_store(  # noqa: PLR0917
+    s: Step,
+    store: Step,
+    load: VLoad,
+    needed: set[str],
+    src: str,
+    buffers: dict[str, BufferSpec],
+) -> bool:
+    """Whether every element ``load`` (in the earlier step ``s``) reads of ``src`` is read
+    before ``store`` can write it: ``s`` is a reduction over ``store``'s current row that
+    ``store`` depends on, or a pointwise step over ``store``'s elements, reading ``src`` at
+    the address it stores to, whose value ``store`` reads at the address it stores to."""
+    if s.node.buf not in needed:
+        return False
+    if isinstance(s.node, ReductionNode):
+        return reads_within_row(s, store, load)
+    node, pnode = s.node, store.node
+    assert isinstance(pnode, PointwiseNode)
+    # addresses, not indices: ``store`` writes address a of src's memory from ``s``'s value
+    # at address a, which ``s`` computed from src's element at address a
+    if buffers[node.buf].numel != buffers[pnode.buf].numel:
+        return False
+    if src not in {b for _, b in _same_address_inputs(node, buffers, set())}:
+        return False
+    same = {b for _, b in _same_address_inputs(pnode, buffers, set(), loose=True)}
+    return node.buf in same
+
+
+def _same_address_inputs(
+    node: PointwiseNode, buffers: dict[str, BufferSpec], skip: set[str], *, loose: bool = False
+) -> list[tuple[str, str]]:
+    """(node's buffer, input) for each input of ``node`` (not in ``skip``) of the output's
+    dtype and size that ``node`` loads only at the address it stores to (``loose``: any
+    dtype, only at the element it computes)."""
     out = buffers[node.buf]
     if not all(isinstance(x, int) for x in (*node.sizes, *node.strides, node.offset)):
         return []
@@ -373,7 +479,9 @@ def _in_place(item: Kernel, buffers: dict[str, BufferSpec]) -> list[tuple[str, s
     loads = list(iter_loads(node.body))
     for src in sorted({ld.buf for ld in loads}):
         spec = buffers[src]
-        if src == node.buf or spec.dtype != out.dtype or spec.numel != out.numel:
+        if src == node.buf or src in skip:
+            continue
+        if not loose and (spec.dtype != out.dtype or spec.numel != out.numel):
             continue
         ok = True
         for ld in (x for x in loads if x.buf == src):
