@@ -841,6 +841,3 @@ def _over_generator(vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[st
 def _has_generator(args: list[Var]) -> bool:
     return any(isinstance(a, GeneratorVar) for a in args)
 
-
-# Registers more @implements (inspect.signature, id): imported last, as it uses this module.
-from symbolic_vm import stdlib_calls  # noqa: E402, F401
