@@ -12,7 +12,7 @@ from pathlib import Path
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "tests313", "typecheck", "lint"]
+nox.options.sessions = ["tests", "typecheck", "lint"]
 
 ROOT = Path(__file__).parent
 # Dependency order: each package after those it imports.
@@ -149,7 +149,7 @@ def tests(session: nox.Session) -> None:
         _run_torch_free_suites(session)
 
 
-# What the 3.13 CI slice (and tests312) needs: torch (pip's build of the pinned version for that
+# What the 3.13 slice (and tests312) needs: torch (pip's build of the pinned version for that
 # CPython) and the test tools; not the model zoo's libraries, whose tests are not in the slice.
 PY313_DEPS = [
     "setuptools>=64",
@@ -163,7 +163,8 @@ PY313_DEPS = [
     "typing-extensions>=4.8",
     "coverage>=7",
 ]
-# The 3.13 CI slice: the suites whose outcome depends on the bytecode of the running CPython (the
+# The 3.13 slice, run by hand (no local 3.13 CPU torch: see README): the suites whose outcome
+# depends on the bytecode of the running CPython (the
 # symbolic VM's handlers, the frame hook and guards built for this ABI, the behaviour corpus and
 # the fuzzer's fixed-seed programs, each compiled against eager). The rest of the suite goes
 # through the same VM on FX graphs, and runs on 3.11 in CI and on 3.13 by hand (tests-3.13).
@@ -219,7 +220,7 @@ def _torch_venv(session: nox.Session, minor: str, *deps: str) -> Path:
 
 @nox.session(name="tests313", venv_backend="none")
 def tests313(session: nox.Session) -> None:
-    """CI's CPython 3.13 slice, torch included (PY313_SLICE); `-- ARGS` runs pytest ARGS instead."""
+    """The CPython 3.13 slice, torch included (PY313_SLICE), by hand; `-- ARGS` runs pytest ARGS."""
     bin_dir = _torch_venv(session, "3.13")
     session.run(
         str(bin_dir / "python"), "-m", "pytest", *(session.posargs or PY313_SLICE),
@@ -241,7 +242,8 @@ def tests312(session: nox.Session) -> None:
 def tests_313(session: nox.Session) -> None:
     """The whole suite, torch included, on CPython 3.13 (pyenv's interpreter), by hand.
 
-    CI runs the tests313 slice; this is the rest (about an hour on the loaded 2-core machine,
+    tests313 is the bytecode-dependent slice; this is everything (about an hour on the loaded
+    2-core machine,
     docs/python313-2026-11-26.md). inductor_lite's three Triton-interpreter files need no frame
     hook or bytecode and are the slowest; to leave them out:
     ``nox -s tests-3.13 -- packages tests --ignore=packages/inductor_lite/tests/test_triton.py
