@@ -99,9 +99,13 @@ def test_the_compiled_block_step_backward_peaks_below_its_forward() -> None:
 
     timeline = step_timeline("transformer_block_train", quick=False)
     forward, backward = timeline.phase_peak["forward"], timeline.phase_peak["backward"]
-    # the backward starts from what the forward saved (12 MiB) and adds one MLP activation
-    # and its gradient at a time
-    assert backward < forward, (backward / 2**20, forward / 2**20)
+    # The backward starts from what the forward saved (12 MiB) and adds one MLP activation and
+    # its gradient at a time; since the forward's softmax stores over its scores (25d4dd4) the
+    # two peaks are level (19.03 and 19.02 MiB), at torch.compile's 19 MiB on the H100 (the
+    # simulation leaves out the allocator's rounding). Session 6's order peaked at 21 MiB.
+    peak = max(forward, backward)
+    assert peak < 19.5 * 2**20, (backward / 2**20, forward / 2**20)
+    assert backward < forward + 2**20, (backward / 2**20, forward / 2**20)
 
 
 def test_recomputed_values_are_computed_where_the_backward_first_needs_them() -> None:
