@@ -357,3 +357,12 @@ def test_torch_mark_static_under_dynamic_true_keeps_that_dim_static(
     for gm, n in zip(counter.graphs, (3, 5), strict=True):
         shape = next(p.meta["example_value"].shape for p in gm.graph.find_nodes(op="placeholder"))
         assert shape[0] == n and isinstance(shape[1], torch.SymInt)
+
+
+def test_the_frontend_package_is_found_from_torch_compiler_without_naming_it() -> None:
+    # Strata finds torch's frontend by the module torch.compiler.set_stance imports (its source
+    # never names it); that must be the package whose graph_break and stance it recognises.
+    import symbolic_vm
+
+    assert symbolic_vm.torch_frontend_module() is torch._dynamo
+    assert symbolic_vm.torch_frontend_module("eval_frame") is torch._dynamo.eval_frame

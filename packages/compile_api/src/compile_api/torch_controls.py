@@ -24,9 +24,10 @@ from collections.abc import Callable
 
 import torch
 
+import symbolic_vm
+
 __all__ = ["RecompileForbidden", "marked_dims", "on_torch_reset", "torch_stance"]
 
-_EVAL_FRAME = "torch._dynamo.eval_frame"  # a sys.modules key: read, never imported or called
 _LOADED: list[types.ModuleType] = []
 
 # Tensor attributes torch's marks set (sets of dims), and what each asks for.
@@ -40,7 +41,8 @@ class RecompileForbidden(RuntimeError):
 
 def _eval_frame() -> types.ModuleType | None:
     if not _LOADED:
-        module = sys.modules.get(_EVAL_FRAME)
+        # the frontend's eval_frame module, where the stance lives (looked up, never imported)
+        module = symbolic_vm.torch_frontend_module("eval_frame")
         if module is None:
             return None
         _LOADED.append(module)

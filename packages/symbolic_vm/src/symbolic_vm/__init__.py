@@ -10,7 +10,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from symbolic_vm.controls import note_torch_disabled, torch_disabled_code
+    from symbolic_vm.controls import (
+        note_torch_disabled,
+        torch_disabled_code,
+        torch_frontend_module,
+    )
     from symbolic_vm.errors import GraphBreakNeeded, SymbolicVMError, Unsupported
     from symbolic_vm.frame_capture import capture, reset, reset_counters
     from symbolic_vm.records import (
@@ -52,6 +56,7 @@ _EXPORTS = {
     "reset_registries": "symbolic_vm.registries",
     "note_torch_disabled": "symbolic_vm.controls",
     "torch_disabled_code": "symbolic_vm.controls",
+    "torch_frontend_module": "symbolic_vm.controls",
     "unsupported_python": "symbolic_vm.version_check",
 }
 
@@ -74,6 +79,7 @@ __all__ = [
     "reset_registries",
     "note_torch_disabled",
     "torch_disabled_code",
+    "torch_frontend_module",
     "reset_counters",
     "reset",
     "unsupported_python",

@@ -14,6 +14,7 @@ loaded it), and only its functions' identities and its registry of allowed ids a
 from __future__ import annotations
 
 import contextlib
+import dis
 import enum
 import sys
 import types
@@ -38,11 +39,29 @@ __all__ = [
     "note_torch_disabled",
     "run_unhooked",
     "torch_disabled_code",
+    "torch_frontend_module",
 ]
 
-# torch's public compiler package, and the name of its frontend package (read, never imported).
+# torch's public compiler package.
 _COMPILER: Any = getattr(torch, "compiler")  # noqa: B009 - spelled as an attribute on purpose
-_FRONTEND = "torch._dynamo"  # a sys.modules key: read for identities, never imported or called
+
+
+def _frontend_name() -> str | None:
+    """The name of the package behind torch's public compiler controls: the module that
+    ``torch.compiler.set_stance`` imports when called, read from its bytecode (the function is
+    never called, the package never imported here). None if a torch release stops importing
+    one there: its controls are then not recognised (they run as ordinary calls)."""
+    set_stance = getattr(_COMPILER, "set_stance", None)
+    if not isinstance(set_stance, types.FunctionType):
+        return None
+    for inst in dis.get_instructions(set_stance):
+        if inst.opname == "IMPORT_NAME" and isinstance(inst.argval, str):
+            return inst.argval
+    return None
+
+
+# A sys.modules key, read for identities and state, never imported or called.
+_FRONTEND = _frontend_name()
 # The attributes torch's disable decorator sets on the wrapper it returns.
 _DISABLE_MARK = "_torchdynamo_disable"
 _RECURSIVE_MARK = "_torchdynamo_disable_recursive"
@@ -72,12 +91,21 @@ class Control:
     value: object = None
 
 
+def torch_frontend_module(name: str = "") -> types.ModuleType | None:
+    """torch's compiler frontend package (or its submodule ``name``) if the user's process has
+    loaded it, else None. Only looked up in ``sys.modules``: Strata reads identities and state
+    from it and never imports or calls it."""
+    if _FRONTEND is None:
+        return None
+    return sys.modules.get(f"{_FRONTEND}.{name}" if name else _FRONTEND)
+
+
 def _frontend() -> types.ModuleType | None:
-    return sys.modules.get(_FRONTEND)
+    return torch_frontend_module()
 
 
 def _submodule(name: str) -> types.ModuleType | None:
-    return sys.modules.get(f"{_FRONTEND}.{name}")
+    return torch_frontend_module(name)
 
 
 def is_torch_disabled(fn: object) -> bool:
