@@ -332,22 +332,6 @@ def _dynamic_dims(
     return {source: frozenset(d) for source, d in dims.items()}
 
 
-def _detached(err: BaseException) -> BaseException:
-    """``err`` without the tracebacks of its chain, to be kept in a record: they hold the
-    compiler's frames, and through them the user's frame and its locals (tensors, a generator
-    whose finally eager runs when the frame ends), alive until ``reset()``."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [err]
-    while todo:
-        link = todo.pop()
-        if link is None or id(link) in seen:
-            continue
-        seen.add(id(link))
-        link.__traceback__ = None
-        todo += [link.__cause__, link.__context__]
-    return err
-
-
 def _static_dims(f_locals: dict[str, Any]) -> dict[guards.Source, frozenset[int]]:
     """Dims torch's ``mark_static`` pinned, kept static even under ``dynamic=True``."""
     static: dict[guards.Source, frozenset[int]] = {}
@@ -650,7 +634,8 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         if ctx.fullgraph:
             raise
         record.ran_eagerly = str(err)
-        record.breaks.append(_detached(err))
+        # kept without its tracebacks: they would keep the user's frame and locals alive
+        record.breaks.append(symbolic_vm.drop_tracebacks(err))
         _finish(record, ctx)
         return evalframe.SKIP
     except Exception as err:

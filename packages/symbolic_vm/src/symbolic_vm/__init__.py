@@ -15,7 +15,12 @@ if TYPE_CHECKING:
         torch_disabled_code,
         torch_frontend_module,
     )
-    from symbolic_vm.errors import GraphBreakNeeded, SymbolicVMError, Unsupported
+    from symbolic_vm.errors import (
+        GraphBreakNeeded,
+        SymbolicVMError,
+        Unsupported,
+        drop_tracebacks,
+    )
     from symbolic_vm.frame_capture import capture, reset, reset_counters
     from symbolic_vm.records import (
         CaptureConfig,
@@ -49,6 +54,7 @@ _EXPORTS = {
     "Unsupported": "symbolic_vm.errors",
     "GraphBreakNeeded": "symbolic_vm.errors",
     "SymbolicVMError": "symbolic_vm.errors",
+    "drop_tracebacks": "symbolic_vm.errors",
     "graph_break": "symbolic_vm.registries",
     "allow_in_graph": "symbolic_vm.registries",
     "nonstrict_trace": "symbolic_vm.registries",
@@ -72,6 +78,7 @@ __all__ = [
     "Unsupported",
     "GraphBreakNeeded",
     "SymbolicVMError",
+    "drop_tracebacks",
     "graph_break",
     "allow_in_graph",
     "nonstrict_trace",

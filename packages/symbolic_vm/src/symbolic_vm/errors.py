@@ -159,3 +159,18 @@ def folding_error(exc: Exception, what: str) -> TracedException | Unsupported:
         return throw(type(exc), *exc.args)
     return Unsupported(f"{type(exc).__name__} raised while folding {what}: {exc}")
 
+
+def drop_tracebacks(err: BaseException) -> BaseException:
+    """``err`` with the tracebacks of its chain (``__cause__``, ``__context__``) cleared, to be
+    kept: they hold the compiler's frames and through them the user's frame and its locals (a
+    generator whose ``finally`` eager runs when the frame ends) until the error is dropped."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [err]
+    while todo:
+        link = todo.pop()
+        if link is None or id(link) in seen:
+            continue
+        seen.add(id(link))
+        link.__traceback__ = None
+        todo += [link.__cause__, link.__context__]
+    return err

@@ -16,7 +16,7 @@ import torch
 
 from symbolic_vm.breaks.decisions import Retrace, Stop
 from symbolic_vm.breaks.region import Region
-from symbolic_vm.errors import TracedException, Unsupported
+from symbolic_vm.errors import TracedException, Unsupported, drop_tracebacks
 from symbolic_vm.guard_api import GlobalSource, ItemSource, LocalSource, Source
 from symbolic_vm.output import Output
 from symbolic_vm.values import NULL, Cell, GeneratorVar, ObjectVar, Var
@@ -240,7 +240,7 @@ class Interpreter:
                 if snapshot is not None or self.may_break:
                     # Kept in a Stop/Retrace: its traceback would hold this frame, which holds
                     # it (a cycle keeping the user's frame and locals alive until a gc).
-                    _drop_tracebacks(located)
+                    drop_tracebacks(located)
                 if snapshot is not None and snapshot[2] == self.out.change_marks():
                     return Stop(inst.offset, snapshot[0], snapshot[1], located)
                 if snapshot is not None or self.may_break:
@@ -424,19 +424,6 @@ class Interpreter:
 _EXCEPTION_TABLES: weakref.WeakKeyDictionary[types.CodeType, tuple[Any, ...]] = (
     weakref.WeakKeyDictionary()
 )
-
-
-def _drop_tracebacks(err: BaseException) -> None:
-    """Clear the tracebacks of ``err`` and of the errors it was raised from or during."""
-    seen: set[int] = set()
-    todo: list[BaseException | None] = [err]
-    while todo:
-        link = todo.pop()
-        if link is None or id(link) in seen:
-            continue
-        seen.add(id(link))
-        link.__traceback__ = None
-        todo += [link.__cause__, link.__context__]
 
 
 def _exception_table(code: types.CodeType) -> tuple[Any, ...]:
