@@ -218,24 +218,24 @@ def _torch_venv(session: nox.Session, minor: str, *deps: str) -> Path:
     return bin_dir
 
 
-@nox.session(name="tests313", venv_backend="none")
-def tests313(session: nox.Session) -> None:
-    """The CPython 3.13 slice, torch included (PY313_SLICE), by hand; `-- ARGS` runs pytest ARGS."""
-    bin_dir = _torch_venv(session, "3.13")
+def _run_slice(session: nox.Session, version: str) -> None:
+    bin_dir = _torch_venv(session, version)
     session.run(
         str(bin_dir / "python"), "-m", "pytest", *(session.posargs or PY313_SLICE),
         "-p", "no:cacheprovider", external=True,
     )
+
+
+@nox.session(name="tests313", venv_backend="none")
+def tests313(session: nox.Session) -> None:
+    """The CPython 3.13 slice, torch included (PY313_SLICE), by hand; `-- ARGS` runs pytest ARGS."""
+    _run_slice(session, "3.13")
 
 
 @nox.session(name="tests312", venv_backend="none")
 def tests312(session: nox.Session) -> None:
     """The same slice on CPython 3.12, by hand (CI runs 3.12's torch-free suites only)."""
-    bin_dir = _torch_venv(session, "3.12")
-    session.run(
-        str(bin_dir / "python"), "-m", "pytest", *(session.posargs or PY313_SLICE),
-        "-p", "no:cacheprovider", external=True,
-    )
+    _run_slice(session, "3.12")
 
 
 @nox.session(name="tests-3.13", venv_backend="none")
