@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 import torch
 
-from inductor_lite import cpp, triton_codegen
+from inductor_lite import cpp_expr, cpp_prelude, triton_codegen
 from inductor_lite.errors import LoweringError
 from inductor_lite.ir import Op, VConst, VOp
 
@@ -31,8 +31,8 @@ def _render(backend: str, op: Op) -> str:
     v = VOp(op, tuple(VConst(1.0, torch.float32) for _ in range(op.arity)), dtype)
     args = [f"a{k}" for k in range(op.arity)]
     if backend == "cpp":
-        ct = cpp.compute_type(dtype)
-        return cpp._Body._op(cast(Any, None), v, args, ct)
+        ct = cpp_prelude.compute_type(dtype)
+        return cpp_expr.Body._op(cast(Any, None), v, args, ct)
     return triton_codegen._Body._op(v, args, "tl.float32")
 
 

@@ -130,7 +130,7 @@ def test_exp_near_underflow_and_masked_softmax_match_eager(check: Any) -> None:
 
 
 def test_float_tanh_is_within_5_ulp_of_float64_on_a_dense_grid(check: Any) -> None:
-    # our rational tanh (cpp.py's vtanh): every float in [-10, 10] sampled densely, and tiny
+    # our rational tanh (cpp_prelude.py's vtanh): every float in [-10, 10] sampled densely, and tiny
     # ones, against float64's tanh rounded to float; eager (Sleef) stays within 1 ulp
     x = torch.cat([torch.linspace(-10, 10, 400_001), torch.logspace(-8, 1, 20_001)])
     x = torch.cat([x, -x[-20_001:]])
@@ -150,7 +150,7 @@ def _ulp_error(y: torch.Tensor, exact: torch.Tensor) -> torch.Tensor:
 
 
 def test_float_exp_and_sigmoid_are_within_a_few_ulp_of_float64_on_a_dense_grid(check: Any) -> None:
-    # cpp.py's vexp (degree-6 polynomial, 2^k added to the exponent field) over its whole
+    # cpp_prelude.py's vexp (degree-6 polynomial, 2^k added to the exponent field) over its whole
     # normal range, densely, up to the overflow edge (88.72283 -> FLT_MAX region) and down to
     # the flush at -87; sigmoid is 1 / (1 + vexp(-x)). Eager (Sleef) stays within 1 ulp on
     # exp; its sigmoid (also exp, add, divide) reaches 2.3 ulp on this grid, as ours does.

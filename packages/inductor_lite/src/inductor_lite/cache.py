@@ -206,7 +206,7 @@ extern "C" void probe(const float* x, float* out, int64_t n) {
 def _probe_libmvec(cxx: str, cflags: tuple[str, ...]) -> bool:
     # A shared object links even with unresolved symbols, so the probe is also loaded and run:
     # a libmvec without one of the declared variants fails here, not in a user's graph.
-    from .cpp import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS
+    from .cpp_prelude import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS
 
     terms = [
         f"std::{name}(x[i]{', x[i]' if arity == 2 else ''})" for name, arity in LIBMVEC_FUNCTIONS
