@@ -145,6 +145,8 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
             target = value()
             out.depend(fn)
             return ConstVar(None) if target is None else out.wrap(target, None)
+        if isinstance(value, torch._C.ScriptFunction):
+            return _call_script_function(vm, fn, args, kwargs)
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
         if handled is not None:
             return handled
@@ -218,6 +220,28 @@ def _call_in_grad_mode(
 def _class_call(cls: type) -> object:
     """The ``__call__`` a class defines (looked up on the class, as Python's call does)."""
     return next((k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__), None)
+
+
+# Where torch's script/trace leave the Python function a ScriptFunction was compiled from, so
+# that a compiler can trace that function instead of running the TorchScript one.
+_SCRIPT_ORIGINAL = "_torchdynamo_inline"
+
+
+def _call_script_function(
+    vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """A call of a scripted (or traced) function: its original Python function is inlined, as
+    torch.compile does (transformers' deberta_v2 calls a scripted ``make_log_bucket_position``).
+    The ScriptFunction is guarded by identity, so the original read from it stays the same."""
+    original = getattr(fn.value, _SCRIPT_ORIGINAL, None)
+    if not isinstance(original, types.FunctionType):
+        raise Unsupported(
+            f"call to the TorchScript function {_name(fn.value)}: it keeps no Python function "
+            "to trace (it runs eagerly)"
+        )
+    vm.out.depend(fn)
+    source = None if fn.source is None else AttrSource(fn.source, _SCRIPT_ORIGINAL)
+    return vm.call(vm.out.wrap(original, source), args, kwargs)
 
 
 def _name(value: object) -> str:

@@ -372,9 +372,14 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
         if obj.source is None:  # its hook dicts could not be guarded
             raise Unsupported(f"calling {type(module).__name__} (no source) with hooks registered")
     vm.out.depend(obj)
-    forward = type(module).forward
+    # Read without calling a descriptor: a TorchScript module's class holds one that needs an
+    # instance (its forward is TorchScript; torch.compile breaks on calling it too).
+    forward = class_lookup(type(module), "forward")
     if not isinstance(forward, types.FunctionType):
-        raise Unsupported(f"{type(module).__name__}.forward is not a Python function")
+        raise Unsupported(
+            f"calling {type(module).__name__}: its forward is a {type(forward).__name__}, not a "
+            "Python function (a TorchScript module's runs in TorchScript); it runs eagerly"
+        )
     own_forward = "forward" in module.__dict__
     if hooked or not _grouped_call(vm.out, obj.source, module, None if own_forward else forward):
         if not hooked:
