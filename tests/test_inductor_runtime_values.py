@@ -108,10 +108,7 @@ def _torch_compiled(fn: Callable[..., Any], **config: bool) -> Callable[..., Any
     return run
 
 
-# cond_nested in training: aot's trace of the joint graph fails inside torch's cond autograd
-# (``outs_to_grad length (0) != tangents length (1)``) where torch.compile's aot_eager passes;
-# it then runs eagerly (see the report of issue 19)
-@pytest.mark.parametrize("name", sorted(set(CONDS) - {"cond_nested"}))
+@pytest.mark.parametrize("name", sorted(CONDS))
 def test_cond_compiles_each_branch_with_eager_values_and_gradients(
     name: str, compiled_graphs: list[Any]
 ) -> None:

@@ -18,6 +18,8 @@ import torch
 import torch.fx
 from torch.fx import traceback as fx_traceback
 
+from aot.higher_order import COND_OPS, functionalization_outside_tls
+
 __all__ = ["SourceTracing"]
 
 
@@ -36,6 +38,9 @@ class _Recorder(torch.fx.Interpreter):
     def run_node(self, n: torch.fx.Node) -> Any:
         start = _sequence_nr()
         try:
+            if n.op == "call_function" and n.target in COND_OPS:
+                with functionalization_outside_tls():
+                    return super().run_node(n)
             return super().run_node(n)
         finally:
             end = _sequence_nr()

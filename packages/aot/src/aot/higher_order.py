@@ -1,0 +1,40 @@
+"""Running torch's higher-order ops (``torch.ops.higher_order.cond``) inside aot's traces.
+
+aot functionalizes with the C++ Functionalize key switched on for the thread (trace.py). torch's
+cond autograd snapshots the thread's dispatch keys in its forward and forces them back on while
+it traces the branches' backward on plain (unwrapped) tensors. With Functionalize among them, a
+cond inside a branch then wraps its outputs as functional tensors whose inner values carry no
+grad, and the branch's backward finds nothing to differentiate (a nested cond failed with
+"outs_to_grad length (0) != tangents length (1)"). So a higher-order op runs with the key off
+for the thread: its functional inputs still carry the key themselves (the op is functionalized
+as before), and the snapshot is the one torch's own functionalization leaves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+__all__ = ["COND_OPS", "functionalization_outside_tls"]
+
+# The ops run that way. Only cond: a checkpointed region's body (tag_activation_checkpoint)
+# runs its ops directly, and a factory call in it must still make a functional tensor.
+COND_OPS: frozenset[object] = frozenset({torch.ops.higher_order.cond})
+
+_FUNCTIONALIZE = torch._C.DispatchKey.Functionalize
+
+
+@contextlib.contextmanager
+def functionalization_outside_tls() -> Iterator[None]:
+    """Switch the thread's Functionalize key off for the block (back on, as it was, after)."""
+    if not torch._C._dispatch_tls_is_dispatch_key_included(_FUNCTIONALIZE):
+        yield
+        return
+    reapply_views = torch._C._functionalization_reapply_views_tls()
+    torch._disable_functionalization()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        torch._enable_functionalization(reapply_views=reapply_views)
