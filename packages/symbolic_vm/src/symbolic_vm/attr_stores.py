@@ -27,7 +27,7 @@ from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ClassDictSource, InstanceAttrSource, TypeSource
 from symbolic_vm.object_attrs import guard_class_attribute
 from symbolic_vm.operations import const_value, describe
-from symbolic_vm.output import AttrDelete, AttrWrite, ContainerWrite
+from symbolic_vm.side_effects import AttrDelete, AttrWrite, ContainerWrite
 from symbolic_vm.tensor_attrs import set_tensor_grad
 from symbolic_vm.type_trackers import store_attribute
 from symbolic_vm.values import (

@@ -21,7 +21,7 @@ from symbolic_vm import (
     higher_order,
     methods,
     object_model,
-    # for the @implements it and the stdlib models register in builtins_' tables: imported
+    # for the @implements it and the stdlib models register in builtin_table's tables: imported
     # here, above both, so that builtins_ never imports what imports it (issue 24)
     stdlib_calls,  # noqa: F401
     torch_calls,

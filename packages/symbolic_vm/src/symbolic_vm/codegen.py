@@ -42,6 +42,7 @@ import torch
 from symbolic_vm import emit
 from symbolic_vm.bytecode import Instr, Label, Signature, assemble
 from symbolic_vm.bytecode.codegen import prologue
+from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import (
     AttrSource,
@@ -57,7 +58,8 @@ from symbolic_vm.guard_api import (
     TypeSource,
     params_reader,
 )
-from symbolic_vm.output import (
+from symbolic_vm.output import Output
+from symbolic_vm.side_effects import (
     AttrDelete,
     AttrWrite,
     CellWrite,
@@ -65,8 +67,6 @@ from symbolic_vm.output import (
     DictSubclassWrite,
     GlobalWrite,
     HookRegistration,
-    MadeObjectId,
-    Output,
     replace_dict_items,
 )
 from symbolic_vm.values import (

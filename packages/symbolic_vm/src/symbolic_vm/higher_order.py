@@ -48,7 +48,7 @@ from fxbuild import FakePropagationError, SubgraphBuilder
 from symbolic_vm import controls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.output import HookRegistration
+from symbolic_vm.side_effects import HookRegistration
 from symbolic_vm.values import (
     ConstVar,
     DictVar,

@@ -14,6 +14,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from fxbuild import FakePropagationError
 from symbolic_vm.aliasing import identity_predicate
+from symbolic_vm.constant_values import MadeObjectId, is_constant_value
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import (
@@ -22,13 +23,8 @@ from symbolic_vm.module_tables import (
     parameter_list_item,
     submodule_item,
 )
-from symbolic_vm.output import (
-    ContainerWrite,
-    DictSubclassWrite,
-    MadeObjectId,
-    Output,
-    is_constant_value,
-)
+from symbolic_vm.output import Output
+from symbolic_vm.side_effects import ContainerWrite, DictSubclassWrite
 from symbolic_vm.values import (
     NULL,
     BoundMethodVar,

@@ -1,5 +1,5 @@
 """Standard-library functions models call, answered by the VM instead of traced line by line
-(registered in builtins_'s ``@implements`` table): ``inspect.signature`` of a function the
+(registered in builtin_table's ``@implements`` table): ``inspect.signature`` of a function the
 trace holds, ``id()`` of an object whose identity the guards pin; the attribute builtins
 ``vars(obj)`` and ``delattr``/``object.__delattr__`` (attr_stores.delattr_var).
 
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from symbolic_vm import attr_stores, attributes
 from symbolic_vm import operations as ops
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtin_table import implements
+from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import TracedException, Unsupported, throw
-from symbolic_vm.output import MadeObjectId
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,

@@ -7,7 +7,8 @@ from typing import Any
 
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource
-from symbolic_vm.output import AttrWrite, Output
+from symbolic_vm.output import Output
+from symbolic_vm.side_effects import AttrWrite
 from symbolic_vm.values import ConstVar, TensorVar, Var
 
 

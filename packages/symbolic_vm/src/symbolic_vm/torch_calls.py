@@ -17,8 +17,9 @@ from symbolic_vm import operations as ops
 from symbolic_vm import tensor_attrs
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import CallSource, UnsupportedGuardValue
-from symbolic_vm.output import AttrWrite, Output
+from symbolic_vm.output import Output
 from symbolic_vm.registries import NONSTRICT_TRACE
+from symbolic_vm.side_effects import AttrWrite
 from symbolic_vm.values import (
     AutocastExitVar,
     AutocastVar,

@@ -8,7 +8,8 @@ from typing import Any
 
 from symbolic_vm import attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
-from symbolic_vm.builtins_ import call_builtin, has_attribute, python_type
+from symbolic_vm.builtin_objects import has_attribute, python_type
+from symbolic_vm.builtins_ import call_builtin
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import Interpreter, handler
 from symbolic_vm.values import (

@@ -9,7 +9,7 @@ from symbolic_vm import attr_stores, attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
-from symbolic_vm.output import CellWrite, GlobalWrite
+from symbolic_vm.side_effects import CellWrite, GlobalWrite
 from symbolic_vm.values import NULL, Cell, CellVar, NullVar, ObjectVar, SuperVar, Var
 
 

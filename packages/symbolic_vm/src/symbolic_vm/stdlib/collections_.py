@@ -20,7 +20,7 @@ from guards import TypeSource
 from symbolic_vm import attributes, methods, object_attrs, object_model, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import class_lookup
-from symbolic_vm.builtins_ import implementation, implements
+from symbolic_vm.builtin_table import implementation, implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, DictCopySource, Source
 from symbolic_vm.stdlib.polyfill import calls_of, polyfill, python_function

@@ -26,7 +26,7 @@ from guards import TypeSource
 from symbolic_vm import operations as ops
 from symbolic_vm import type_trackers
 from symbolic_vm.attr_stores import MISSING, class_lookup
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import TracedException, Unsupported
 from symbolic_vm.guard_api import InstanceAttrSource
 from symbolic_vm.type_trackers import user_class

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from symbolic_vm import operations as ops
 from symbolic_vm import type_trackers
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.stdlib.collections_ import ListSnapshotSource
 from symbolic_vm.values import (

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from symbolic_vm import operations as ops
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.stdlib.polyfill import polyfill, python_function
 from symbolic_vm.values import (

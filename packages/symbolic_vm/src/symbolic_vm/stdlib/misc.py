@@ -10,7 +10,7 @@ import types
 from typing import TYPE_CHECKING
 
 from symbolic_vm import operations as ops
-from symbolic_vm.builtins_ import BuiltinImpl, implements
+from symbolic_vm.builtin_table import BuiltinImpl, implements
 from symbolic_vm.class_dicts import class_lookup
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.stdlib.polyfill import calls_of

@@ -1,4 +1,4 @@
-"""Registering standard-library models in builtins_'s tables.
+"""Registering standard-library models in builtin_table's tables.
 
 ``polyfill(real)``: a plain Python function the VM inlines in place of the C function ``real``,
 exactly as it inlines user code (its loops, calls and generators are traced, so tensors, user
@@ -13,7 +13,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from symbolic_vm.builtins_ import _TYPE_IMPLS, implements
+from symbolic_vm.builtin_table import _TYPE_IMPLS, implements
 from symbolic_vm.values import FunctionVar, ObjectVar, Var
 
 if TYPE_CHECKING:
