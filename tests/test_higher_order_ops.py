@@ -394,6 +394,83 @@ def test_cond_with_tensor_predicate_is_one_graph_with_eager_values_and_gradients
     assert counter.count == theirs.count == 1
 
 
+def cond_on_size(x: torch.Tensor) -> torch.Tensor:
+    # under dynamic shapes the predicate is a SymBool of the size symbol, not a constant
+    return torch.cond(x.shape[0] > 4, lambda a: a.sin() * 2, lambda a: a.cos(), (x,)) + 1
+
+
+def cond_on_bool_item(x: torch.Tensor) -> torch.Tensor:
+    flag = (x.sum() > 0).item()  # a SymBool under capture_scalar_outputs
+    return torch.cond(flag, lambda a: a.sin() * 2, lambda a: a.cos(), (x,)) + 1
+
+
+SYMBOLIC_PREDICATES = {
+    "size": (cond_on_size, {"dynamic": True}, {}),
+    "bool_item": (cond_on_bool_item, {}, {"capture_scalar_outputs": True}),
+}
+# sizes on both sides of 4, sums of both signs
+SYMBOLIC_PREDICATE_INPUTS = ((3, 1.0), (6, -1.0), (7, 1.0), (2, -1.0))
+
+
+def _symbolic_predicate_graphs(
+    name: str, backend: Any, *, train: bool
+) -> tuple[int, list[torch.fx.GraphModule]]:
+    """Run the case on every input against eager (values, and gradients when training);
+    return our graph count and the graphs."""
+    fn, options, config = SYMBOLIC_PREDICATES[name]
+    for key, value in config.items():
+        setattr(compile_api.config, key, value)
+    counter = GraphCounter()
+    inner = compile_api.lookup_backend(backend)
+
+    def counting(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        counter(gm, example_inputs)
+        return inner(gm, example_inputs)
+
+    compile_api.reset()
+    compiled = compile_api.compile(fn, backend=counting, fullgraph=True, **options)
+    gen = torch.Generator().manual_seed(3)
+    for n, sign in SYMBOLIC_PREDICATE_INPUTS:
+        x = (sign * (0.1 + torch.rand(n, generator=gen))).requires_grad_(train)
+        with warnings.catch_warnings(), torch.set_grad_enabled(train):
+            warnings.simplefilter("error", RuntimeWarning)  # no backend fallback
+            got = compiled(x)
+            want = fn(x)
+        torch.testing.assert_close(got, want)
+        if train:
+            (got_grad,) = torch.autograd.grad(got.sum(), x)
+            (want_grad,) = torch.autograd.grad(want.sum(), x)
+            torch.testing.assert_close(got_grad, want_grad)
+    return counter.count, counter.graphs
+
+
+def _torch_symbolic_predicate_count(name: str) -> int:
+    fn, options, config = SYMBOLIC_PREDICATES[name]
+    theirs = GraphCounter()
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**config):
+        compiled = torch.compile(fn, backend=theirs, fullgraph=True, **options)
+        for n, sign in SYMBOLIC_PREDICATE_INPUTS:
+            compiled(sign * (0.1 + torch.rand(n)))
+    torch._dynamo.reset()
+    return theirs.count
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_PREDICATES))
+def test_cond_on_a_symbolic_bool_is_captured_like_torch_with_eager_values_and_gradients(
+    name: str, backend: str, train: bool
+) -> None:
+    count, graphs = _symbolic_predicate_graphs(name, backend, train=train)
+    conds = [n for gm in graphs for n in gm.graph.nodes
+             if n.target is torch.ops.higher_order.cond]
+    assert len(conds) == count  # the predicate stays symbolic: one cond op per graph
+    assert all(isinstance(c.args[0].meta["example_value"], torch.SymBool) for c in conds)
+    # dynamic=True: one graph; the item() case: static sizes first, then dynamic, as torch
+    assert count == _torch_symbolic_predicate_count(name)
+
+
 def test_cond_branch_with_a_python_side_effect_runs_eagerly_and_raises_as_eager() -> None:
     log: list[int] = []
 

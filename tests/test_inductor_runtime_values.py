@@ -164,6 +164,42 @@ def test_our_backend_under_torch_compile_compiles_its_cond(compiled_graphs: list
     assert len(compiled_graphs) >= 6
 
 
+def cond_on_size(x: torch.Tensor) -> torch.Tensor:
+    return torch.cond(x.shape[0] > 4, lambda a: a.sin() * 2, lambda a: a.cos(), (x,)) + 1
+
+
+def cond_on_bool_item(x: torch.Tensor) -> torch.Tensor:
+    flag = (x.sum() > 0).item()
+    return torch.cond(flag, lambda a: a.sin() * 2, lambda a: a.cos(), (x,)) + 1
+
+
+@pytest.mark.parametrize(
+    ("fn", "dynamic", "capture"),
+    [(cond_on_size, True, False), (cond_on_bool_item, None, True)],
+    ids=["size", "bool_item"],
+)
+def test_cond_on_a_symbolic_bool_compiles_for_inference_with_eager_values(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    dynamic: bool | None,
+    capture: bool,
+    compiled_graphs: list[Any],
+) -> None:
+    # the predicate is a bool the wrapper computes (a size comparison, an item()) and hands
+    # to the branch choice; torch.compile (aot_eager) on the same inputs for reference
+    compile_api.config.capture_scalar_outputs = capture
+    ours = compile_api.compile(fn, fullgraph=True, dynamic=dynamic, backend=strict_inductor)
+    torch._dynamo.reset()
+    theirs = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+    with torch.no_grad(), torch._dynamo.config.patch(capture_scalar_outputs=capture):
+        for n, sign in ((3, 1.0), (6, -1.0), (7, 1.0), (2, -1.0)):
+            x = sign * (0.1 + torch.rand(n))
+            want = fn(x)
+            torch.testing.assert_close(ours(x), want)
+            torch.testing.assert_close(theirs(x), want)
+    torch._dynamo.reset()
+    assert len(compiled_graphs) >= 3  # a graph and its two branches
+
+
 # ------------------------------------------------------------------ data-dependent values
 
 

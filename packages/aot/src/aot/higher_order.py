@@ -16,8 +16,10 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
+from torch._guards import detect_fake_mode
+from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
-__all__ = ["COND_OPS", "functionalization_outside_tls"]
+__all__ = ["COND_OPS", "forget_unbound_unbacked", "functionalization_outside_tls"]
 
 # The ops run that way. Only cond: a checkpointed region's body (tag_activation_checkpoint)
 # runs its ops directly, and a factory call in it must still make a functional tensor.
@@ -38,3 +40,20 @@ def functionalization_outside_tls() -> Iterator[None]:
         yield
     finally:
         torch._enable_functionalization(reapply_views=reapply_views)
+
+
+def forget_unbound_unbacked() -> None:
+    """Outside a make_fx trace (aot's analysis run), forget unbacked symbols nothing bound.
+
+    A cond whose operands need grad builds its branches' graphs with make_fx on the spot (its
+    schema check), and that trace fails on any unbacked symbol still pending: one from an
+    ``item()`` earlier in the analysis run (``torch.cond(t.item(), ...)``), which records no
+    graph and so never binds it. Inside aot's own trace the op that made a symbol binds it at
+    once, so nothing is pending there and nothing is dropped.
+    """
+    if get_proxy_mode() is not None:
+        return
+    shape_env = getattr(detect_fake_mode(), "shape_env", None)
+    pending = getattr(shape_env, "pending_fresh_unbacked_symbols", None)
+    if pending:
+        pending.clear()

@@ -18,7 +18,7 @@ import torch
 import torch.fx
 from torch.fx import traceback as fx_traceback
 
-from aot.higher_order import COND_OPS, functionalization_outside_tls
+from aot.higher_order import COND_OPS, forget_unbound_unbacked, functionalization_outside_tls
 
 __all__ = ["SourceTracing"]
 
@@ -39,6 +39,7 @@ class _Recorder(torch.fx.Interpreter):
         start = _sequence_nr()
         try:
             if n.op == "call_function" and n.target in COND_OPS:
+                forget_unbound_unbacked()
                 with functionalization_outside_tls():
                     return super().run_node(n)
             return super().run_node(n)

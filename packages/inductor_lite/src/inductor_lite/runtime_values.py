@@ -273,8 +273,10 @@ def lower_cond(L: GraphLowering, node: torch.fx.Node, args: Sequence[object]) ->
         on_false, torch.fx.GraphModule
     ):
         raise UnsupportedGraph("cond branches that are not graphs")
-    if not isinstance(pred, TensorValue | bool):
-        raise UnsupportedGraph("a cond predicate computed from sizes")
+    # a tensor, a constant, or a bool the wrapper computes in Python (0 or 1: a comparison
+    # of sizes, a bool item())
+    if not isinstance(pred, TensorValue | bool | sympy.Expr):
+        raise UnsupportedGraph(f"a cond predicate given as {type(pred).__name__}")
     if not isinstance(operands, list | tuple):
         raise UnsupportedGraph("cond operands that are not a sequence")
     branches = [_compile_branch(gm, L) for gm in (on_true, on_false)]
