@@ -178,3 +178,47 @@ def test_a_returned_view_or_copy_has_eager_type_and_leaves_the_class_alone() -> 
     assert type(ours[1]) is type(eager[1]) and list(ours[1]) == list(eager[1])
     assert type(ours[2]) is dict and ours[2] == eager[2]
     assert cls.__dict__["x"] == 2.0
+
+
+def _copies(cls: type, form: str) -> Callable[[torch.Tensor], Any]:
+    def fn(t: torch.Tensor) -> Any:
+        if form == "dict":
+            d = dict(cls.__dict__)
+        elif form == "unpack":
+            d = {**cls.__dict__}
+        elif form == "update":
+            d = {}
+            d.update(cls.__dict__)
+        else:
+            d = dict(vars(cls))
+        public = sorted(k for k in d if not k.startswith("_"))
+        return t * d["x"] + len(public), public, d["y"]
+
+    return fn
+
+
+@pytest.mark.parametrize("form", ["dict", "unpack", "update", "vars"])
+def test_copying_the_class_dict_compiles_once_and_recompiles_once_per_change(form: str) -> None:
+    compile_api.reset()
+    torch._dynamo.reset()
+    cls = _make_class()
+    fn = _copies(cls, form)
+    ours, theirs = Counting(), _TorchCounter()
+    compiled = compile_api.compile(fn, backend=ours)
+    reference = torch.compile(fn, backend=theirs)
+    for _ in range(4):
+        t = torch.arange(3.0)
+        _check(compiled(t), reference(t), fn(t))
+    assert ours.count == 1
+    assert ours.count == theirs.count
+    cls.z = 1  # type: ignore[attr-defined]  # a new key: recompiled once, seen in the copy
+    for _ in range(3):
+        t = torch.arange(3.0)
+        _check(compiled(t), reference(t), fn(t))
+    assert ours.count == 2
+    assert ours.count == theirs.count
+    cls.x = 4.0  # type: ignore[attr-defined]  # a changed entry
+    t = torch.arange(3.0)
+    _check(compiled(t), reference(t), fn(t))
+    assert ours.count == 3
+    assert compile_api.explain(fn)(torch.arange(3.0)).break_reasons == []

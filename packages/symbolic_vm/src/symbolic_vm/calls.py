@@ -16,6 +16,7 @@ from symbolic_vm import (
     attr_stores,
     attributes,
     builtins_,
+    class_statements,  # noqa: F401 (registers __build_class__ and dataclass in builtins_)
     controls,
     function_effects,
     higher_order,
@@ -30,6 +31,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import AttrSource, ItemSource
 from symbolic_vm.interpreter import Interpreter
+from symbolic_vm.made_classes import made_classes
 from symbolic_vm.modules import call_module, call_sequential_slice
 from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
 from symbolic_vm.values import (
@@ -285,8 +287,9 @@ def _call_function(
         k: out.wrap(v, _source_item(fn, "__kwdefaults__", k))
         for k, v in (func.__kwdefaults__ or {}).items()
     }
+    made = made_classes(out)  # a method of a class made in the trace: the trace's cells
     closure = tuple(
-        Cell(_cell_contents(vm, cell, fn, i), external=True)
+        made.traced_cell(cell) or Cell(_cell_contents(vm, cell, fn, i), external=True)
         for i, cell in enumerate(func.__closure__ or ())
     )
     return inline(vm, func.__code__, func.__globals__, defaults, kwdefaults, closure, args, kwargs)

@@ -58,6 +58,7 @@ from symbolic_vm.guard_api import (
     TypeSource,
     params_reader,
 )
+from symbolic_vm.made_classes import made_classes
 from symbolic_vm.output import Output
 from symbolic_vm.side_effects import (
     AttrDelete,
@@ -309,6 +310,7 @@ class Rebuilder:
         return emit.call(emit.name(self.out.install(value, stem)), args)
 
     def expr(self, var: Var) -> ast.expr:
+        self._check_made_class(var)
         if isinstance(var, (TensorVar, SymVar)):
             if var.node.op == "placeholder" and var.source is not None:
                 return self.source(var.source)
@@ -389,6 +391,23 @@ class Rebuilder:
             f"returning or storing {type(var).__name__.removesuffix('Var').lower()} "
             "out of a compiled function"
         )
+
+    def _check_made_class(self, var: Var) -> None:
+        """Raise ClassEscapes for a class made by a class statement in the trace (or its
+        instance or method): eager makes a new one per call, the trace's must not leave."""
+        made = made_classes(self.out)
+        if not made.steps:
+            return
+        if isinstance(var, NewObjectVar):
+            owner, what = made.owner(var.box.cls), "an instance"
+        elif isinstance(var, ObjectVar):
+            owner, what = made.owner(var.value), "the class or its member"
+        elif isinstance(var, FunctionVar):
+            owner, what = made.owner(var.fn), "a method"
+        else:
+            return
+        if owner is not None:
+            raise made.escape(owner, what)
 
     def _function(self, fn: NestedFunctionVar) -> ast.expr:
         """A function made while tracing that leaves the frame (returned, stored): made once,

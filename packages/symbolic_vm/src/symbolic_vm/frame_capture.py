@@ -26,6 +26,7 @@ from symbolic_vm.codegen import (
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
 from symbolic_vm.guard_api import Source
 from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
+from symbolic_vm.made_classes import ClassEscapes
 from symbolic_vm.output import Output
 from symbolic_vm.records import (
     CaptureConfig,
@@ -140,6 +141,11 @@ def _capture_once(
             _leave_autocast(out)
             torch._C._set_grad_enabled(grad_before)
             return _finish(out, code, result, f"__compiled_fn_{number}")
+        except ClassEscapes as exc:
+            # A class made by a class statement leaves the frame: break at that statement.
+            if vm.may_break and stop_at is None:
+                return Retrace(exc.step, exc)
+            raise _eager(exc, config) from None
         except Unsupported as exc:
             if not exc.lineno:
                 exc = exc.located(code.co_filename, code.co_firstlineno)

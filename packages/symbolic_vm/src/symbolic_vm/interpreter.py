@@ -45,7 +45,6 @@ _HANDLERS: dict[Version, dict[str, Handler]] = {}
 # The compiler never emits the specialised, instrumented and internal forms; the rest are
 # constructs the VM does not trace (class bodies, async code, ``import *``).
 UNSUPPORTED: dict[str, str] = {
-    "LOAD_BUILD_CLASS": "class statements run as Python (a graph break)",
     "LOAD_LOCALS": "class bodies run as Python",
     "LOAD_FROM_DICT_OR_GLOBALS": "class bodies run as Python",
     "LOAD_FROM_DICT_OR_DEREF": "class bodies run as Python",

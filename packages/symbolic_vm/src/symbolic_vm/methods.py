@@ -28,6 +28,7 @@ from symbolic_vm.values import (
     ListVar,
     MethodVar,
     ModuleVar,
+    ObjectVar,
     SetBox,
     SetVar,
     SymVar,
@@ -373,7 +374,11 @@ def _dict_method(
         if args:
             other = args[0]
             if not isinstance(other, DictVar):
-                raise Unsupported("dict.update() with a non-dict argument")
+                # What dict(other) copies (a mapping's items, cls.__dict__'s entries, pairs):
+                # dict.update reads its argument as dict() does.
+                other = vm.call(ObjectVar(dict), [other], {})
+                if not isinstance(other, DictVar):
+                    raise Unsupported("dict.update() with a non-dict argument")
             box.items.update(other.box.items)
         box.items.update(kwargs)
         return ConstVar(None)

@@ -44,6 +44,7 @@ from symbolic_vm.type_trackers import (
     user_class,
 )
 from symbolic_vm.values import (
+    ClassNamespaceVar,
     ConstVar,
     DictBox,
     DictVar,
@@ -229,7 +230,18 @@ def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
     CPython's dict merge reads them: a dict subclass that keeps dict's own ``__iter__`` is read
     directly (no user code runs); any other object with ``keys`` through ``obj.keys()`` and
     ``obj[key]`` for each key (an OrderedDict subclass: ModelOutput's ``__getitem__`` runs
-    once per key, as in eager). None: not a user object with ``keys`` (pairs are iterated)."""
+    once per key, as in eager). None: not a user object with ``keys`` (pairs are iterated).
+
+    ``cls.__dict__`` (a mappingproxy) is read through its tracker (stdlib/mappingproxy.py): its
+    keys in order and each entry, guarded as such, so ``dict(Cls.__dict__)`` compiles once and
+    recompiles only when the class's namespace changes."""
+    if isinstance(obj, ClassNamespaceVar):
+        keys = iterate(vm, obj)
+        assert keys is not None
+        return {
+            ops.const_value(vm.out, key): getitem(vm, obj, key)
+            for key in ops.iterate(vm.out, keys)
+        }
     cls = user_class(obj)
     if cls is None or class_lookup(cls, "keys") is MISSING:
         return None

@@ -28,6 +28,7 @@ from symbolic_vm.bytecode import ResumeError
 from symbolic_vm.codegen import Transformed, build_body, cell_writes
 from symbolic_vm.errors import FrameRunsEagerly, Unsupported
 from symbolic_vm.guard_api import AttrSource
+from symbolic_vm.made_classes import ClassEscapes
 from symbolic_vm.output import Output
 from symbolic_vm.records import GraphBreak
 from symbolic_vm.values import (
@@ -57,6 +58,8 @@ def decide(out: Output, vm: Interpreter, stop: Stop) -> Decision:
         return RunEagerly(stop.error)
     try:
         decision = _decide(out, vm, stop)
+    except ClassEscapes:  # capture() traces again to break at the class statement
+        raise
     except Unsupported as exc:  # a value that cannot cross the break (from the plan)
         # Without its traceback: it holds this frame, which holds the decision (a reference
         # cycle keeping the user's frame and locals alive until a garbage collection).

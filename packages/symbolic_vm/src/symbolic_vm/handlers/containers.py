@@ -197,7 +197,13 @@ def DICT_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
     target = vm.peek(_arg(inst))
     assert isinstance(target, DictVar)
     if not isinstance(other, DictVar):
-        raise Unsupported(f"dict update from {ops.describe(other)}")
+        # ``{**m}`` of a mapping that is no dict (cls.__dict__, a user mapping): its keys()
+        # and items, read as CPython's merge reads them (a non-mapping raises TypeError there).
+        items = object_model.mapping_items(vm, other)
+        if items is None:
+            raise Unsupported(f"dict update from {ops.describe(other)}")
+        target.box.items.update(items)
+        return
     vm.out.depend(other)
     target.box.items.update(other.box.items)
 

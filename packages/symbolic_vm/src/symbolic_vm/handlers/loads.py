@@ -113,6 +113,15 @@ def LOAD_GLOBAL_313(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(NULL)
 
 
+@handler("LOAD_BUILD_CLASS")
+def LOAD_BUILD_CLASS(vm: Interpreter, inst: dis.Instruction) -> None:
+    """A class statement: symbolic_vm.class_statements answers the call of this builtin."""
+    found = vm.f_builtins.get("__build_class__")
+    if found is None:
+        raise Unsupported("__build_class__ not found")
+    vm.push(ObjectVar(found))
+
+
 @handler("STORE_GLOBAL")
 def STORE_GLOBAL(vm: Interpreter, inst: dis.Instruction) -> None:
     if vm.f_globals is not vm.out.f_globals:
