@@ -7,23 +7,13 @@ then ``compile_guards(guard_set, f_globals)`` into a ``CompiledGuards`` usable a
 
 from guards.check_fn import CompiledGuards, compile_guards
 from guards.errors import GuardError, ShapeGuardError, UnsupportedGuardValue
-from guards.guard import (
-    ConstantMatch,
-    DictKeys,
-    DispatchTls,
-    GlobalState,
-    Guard,
-    IdMatch,
-    Length,
-    Shape,
-    TensorMatch,
-    TypeMatch,
-)
+from guards.guard import Guard
 from guards.guard_set import GuardSet
 from guards.module_calls import ModuleCalls
 from guards.module_params import ModuleParams
 from guards.readers import params_reader
 from guards.shape import shape_guards
+from guards.shape_guard import Shape
 from guards.source import (
     AttrSource,
     CallSource,
@@ -39,7 +29,10 @@ from guards.source import (
     StrideSource,
     TypeSource,
 )
+from guards.state_guards import DispatchTls, GlobalState
+from guards.tensor_guard import TensorMatch
 from guards.tensor_spec import StrideRel, TensorSpec
+from guards.value_guards import ConstantMatch, DictKeys, IdMatch, Length, TypeMatch
 
 __all__ = [
     # sources

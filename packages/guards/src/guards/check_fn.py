@@ -33,10 +33,12 @@ from typing import Any
 
 import torch
 
-from guards.guard import DispatchTls, Guard, TensorMatch
+from guards.guard import Guard
 from guards.guard_set import GuardSet
 from guards.native import native_module
 from guards.source import Source
+from guards.state_guards import DispatchTls
+from guards.tensor_guard import TensorMatch
 
 __all__ = ["CompiledGuards", "compile_guards"]
 

@@ -10,22 +10,15 @@ import torch
 
 from guards.errors import GuardError, UnsupportedGuardValue
 from guards.global_state import capture_global_state
-from guards.guard import (
-    ConstantMatch,
-    DictKeys,
-    DispatchTls,
-    GlobalState,
-    Guard,
-    IdMatch,
-    Length,
-    Shape,
-    TensorMatch,
-    TypeMatch,
-)
+from guards.guard import Guard
 from guards.module_calls import module_calls
 from guards.module_params import module_params
+from guards.shape_guard import Shape
 from guards.source import Source
+from guards.state_guards import DispatchTls, GlobalState
+from guards.tensor_guard import TensorMatch
 from guards.tensor_spec import tensor_spec
+from guards.value_guards import ConstantMatch, DictKeys, IdMatch, Length, TypeMatch
 
 __all__ = ["GuardSet"]
 

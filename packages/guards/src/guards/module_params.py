@@ -28,9 +28,10 @@ import attrs
 import torch
 
 from guards.errors import GuardError, UnsupportedGuardValue
-from guards.guard import CodeContext, Guard, TensorMatch
+from guards.guard import CodeContext, Guard
 from guards.native import module_params_check
 from guards.source import AttrSource, ItemSource, Source
+from guards.tensor_guard import TensorMatch
 from guards.tensor_spec import tensor_spec
 
 __all__ = ["ModuleParams", "module_params"]
