@@ -9,6 +9,7 @@ wrong result is never listed here: it is a bug to fix.
 from __future__ import annotations
 
 import pytest
+from torch_reference import torch_reference
 
 from .corpus import CASES
 from .measure import run
@@ -30,10 +31,11 @@ _BY_NAME = {c.name: c for c in CASES}
 def test_case_matches_eager_and_is_captured_like_torch_compile(name: str) -> None:
     result = run(_BY_NAME[name])
     assert result.same_as_eager, result.detail
-    assert result.captured_like_torch, (
-        f"Strata {result.graphs} graphs / {result.breaks} broken frames, "
-        f"torch.compile {result.torch_graphs} / {result.torch_breaks}"
-    )
+    with torch_reference():
+        assert result.captured_like_torch, (
+            f"Strata {result.graphs} graphs / {result.breaks} broken frames, "
+            f"torch.compile {result.torch_graphs} / {result.torch_breaks}"
+        )
 
 
 def test_corpus_names_are_unique_and_gaps_name_real_cases() -> None:
