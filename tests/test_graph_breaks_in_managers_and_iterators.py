@@ -1413,6 +1413,30 @@ def test_a_generator_held_to_the_end_stays_in_one_graph() -> None:
     assert graph_count(two_generators_left_suspended, (X,)) == 1
 
 
+def _stops_itself(x: torch.Tensor) -> Iterator[torch.Tensor]:
+    yield x * 2
+    raise StopIteration("inside")  # PEP 479: the caller sees a RuntimeError caused by it
+
+
+def generator_raising_stop_iteration(x: torch.Tensor) -> Any:
+    g = _stops_itself(x)
+    a = next(g)
+    try:
+        next(g)
+    except RuntimeError as error:
+        cause = error.__cause__
+        return a + 1, str(error), type(cause).__name__, str(cause), error.__suppress_context__
+    return a
+
+
+def test_a_generator_raising_stop_iteration_gives_eager_runtime_error_in_one_graph() -> None:
+    # 3.12+ turns it into RuntimeError in bytecode (CALL_INTRINSIC_1 STOPITERATION_ERROR, the
+    # handler around every generator body, which a closed generator's GeneratorExit also
+    # passes through); 3.11 in the interpreter.
+    assert_like_eager(generator_raising_stop_iteration, [(X,), (X,)])
+    assert graph_count(generator_raising_stop_iteration, (X,)) == 1
+
+
 class Squares(collections.abc.Sequence[int]):
     """A user Sequence: iterating it runs ``Sequence.__iter__``, whose ``try`` only catches
     IndexError."""

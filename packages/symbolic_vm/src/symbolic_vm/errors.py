@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import linecache
 from typing import Any
 
@@ -143,6 +144,26 @@ class TracedException(SymbolicVMError):
 def throw(exc_type: type[BaseException], *args: Any) -> TracedException:
     """The TracedException for ``exc_type(*args)`` raised by a builtin on tracked values."""
     return TracedException(ObjectVar(exc_type(*args)))
+
+
+def leaving_generator(exc: BaseException, co_flags: int) -> BaseException:
+    """The exception a generator's caller sees when ``exc`` leaves the generator's body (PEP
+    479): a StopIteration (in an async generator, also StopAsyncIteration) becomes a
+    RuntimeError caused by it; any other exception passes unchanged. 3.12+ does this in the
+    body's bytecode (CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR), 3.11 in the interpreter."""
+    async_gen = bool(co_flags & inspect.CO_ASYNC_GENERATOR)
+    if isinstance(exc, StopIteration):
+        kind = "coroutine" if co_flags & inspect.CO_COROUTINE else (
+            "async generator" if async_gen else "generator"
+        )
+        message = f"{kind} raised StopIteration"
+    elif async_gen and isinstance(exc, StopAsyncIteration):
+        message = "async generator raised StopAsyncIteration"
+    else:
+        return exc
+    error = RuntimeError(message)
+    error.__cause__ = error.__context__ = exc
+    return error
 
 
 # What a pure builtin raises on constants (``int("x")``, ``1 / 0``, ``[][0]``,

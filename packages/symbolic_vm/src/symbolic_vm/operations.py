@@ -15,7 +15,13 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from fxbuild import FakePropagationError
 from symbolic_vm.aliasing import identity_predicate
 from symbolic_vm.constant_values import MadeObjectId, is_constant_value
-from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
+from symbolic_vm.errors import (
+    TracedException,
+    Unsupported,
+    folding_error,
+    leaving_generator,
+    throw,
+)
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import (
     container_modules,
@@ -591,9 +597,9 @@ def generator_next(out: Output, gen: GeneratorVar, sent: Var | None = None) -> V
         value: Var = frame.run()
     except TracedException as raised:
         box.done = True
-        if isinstance(raised.exception, StopIteration):
-            # PEP 479: a StopIteration leaving a generator's frame is a RuntimeError.
-            raise Unsupported("StopIteration raised inside a generator") from None
+        error = leaving_generator(raised.exception, frame.code.co_flags)
+        if error is not raised.exception:  # 3.11 (3.12+ converted it in the frame's bytecode)
+            raise TracedException(ObjectVar(error)) from None
         raise
     if frame.returned:
         box.done = True

@@ -11,6 +11,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.builtin_objects import has_attribute, python_type
 from symbolic_vm.builtins_ import call_builtin
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.handlers.exceptions import stopiteration_error
 from symbolic_vm.interpreter import Interpreter, handler
 from symbolic_vm.values import (
     ConstVar,
@@ -222,6 +223,8 @@ def CALL_INTRINSIC_1(vm: Interpreter, inst: dis.Instruction) -> None:
         LIST_TO_TUPLE(vm, inst)
     elif kind == "INTRINSIC_UNARY_POSITIVE":
         vm.push(object_operators.unary_op(vm, operator.pos, vm.pop()))
+    elif kind == "INTRINSIC_STOPITERATION_ERROR":
+        vm.push(stopiteration_error(vm, vm.pop()))
     else:
         raise Unsupported(f"CALL_INTRINSIC_1 {kind}")
 

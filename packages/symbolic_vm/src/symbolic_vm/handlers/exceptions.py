@@ -21,7 +21,7 @@ import dis
 from typing import TYPE_CHECKING
 
 from symbolic_vm.calls import call
-from symbolic_vm.errors import TracedException, Unsupported
+from symbolic_vm.errors import TracedException, Unsupported, leaving_generator
 from symbolic_vm.interpreter import Interpreter, handler
 from symbolic_vm.values import ConstVar, ObjectVar, TupleVar, Var
 
@@ -71,6 +71,16 @@ def RAISE_VARARGS(vm: Interpreter, inst: dis.Instruction) -> None:
     elif vm.handling is not None and vm.handling.value is not exc.value:
         exc.value.__context__ = vm.handling.value
     raise TracedException(exc)
+
+
+def stopiteration_error(vm: Interpreter, exc: Var) -> Var:
+    """``CALL_INTRINSIC_1 INTRINSIC_STOPITERATION_ERROR`` (3.12+), the handler around every
+    generator body: a StopIteration leaving the body becomes a RuntimeError caused by it (PEP
+    479); any other exception passes through unchanged (GeneratorExit when one is closed)."""
+    if not isinstance(exc, ObjectVar) or not isinstance(exc.value, BaseException):
+        raise Unsupported("an exception the VM does not hold left a generator")
+    error = leaving_generator(exc.value, vm.code.co_flags)
+    return exc if error is exc.value else ObjectVar(error)
 
 
 @handler("PUSH_EXC_INFO")
