@@ -20,6 +20,7 @@ from torch.utils import _pytree as pytree
 from aot.analysis import FunctionMeta, analyse, fresh_fake_inputs
 from aot.decompositions import DecompositionTable
 from aot.errors import AotUnsupportedError
+from aot.higher_order import outside_capture_context
 from aot.partition import PartitionStats, default_partition, partition_stats
 from aot.rng_replay import replay_checkpointed_random_ops
 from aot.runtime import (
@@ -302,7 +303,7 @@ class AotFunction:
             art = cached
         else:
             self.cache[key] = None  # a failure below is not retried on every call
-            with preserved_rng_state():
+            with preserved_rng_state(), outside_capture_context():
                 art = self._compile(flat_args)
             self.cache[key] = art
         with torch._C.DisableTorchFunctionSubclass():

@@ -16,10 +16,15 @@ import contextlib
 from collections.abc import Iterator
 
 import torch
-from torch._guards import detect_fake_mode
+from torch._guards import detect_fake_mode, tracing
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
-__all__ = ["COND_OPS", "forget_unbound_unbacked", "functionalization_outside_tls"]
+__all__ = [
+    "COND_OPS",
+    "forget_unbound_unbacked",
+    "functionalization_outside_tls",
+    "outside_capture_context",
+]
 
 # The ops run that way. Only cond: a checkpointed region's body (tag_activation_checkpoint)
 # runs its ops directly, and a factory call in it must still make a functional tensor.
@@ -57,3 +62,18 @@ def forget_unbound_unbacked() -> None:
     pending = getattr(shape_env, "pending_fresh_unbacked_symbols", None)
     if pending:
         pending.clear()
+
+
+@contextlib.contextmanager
+def outside_capture_context() -> Iterator[None]:
+    """aot's compile, hidden from the tracing context of a capture layer that called it.
+
+    Under torch.compile the backend runs inside torch's tracing context, and torch 2.11's
+    ``materialize_as_graph`` (a cond's branches, traced for its schema check in training)
+    takes that context's fake mode over the one aot's fake inputs live in: the branch then
+    mixed two fake modes and failed ("Mixing fake modes NYI"). aot picks its own mode (the
+    inputs' own, else a fresh one), so every fake-mode lookup inside must find that one: with
+    no context installed, torch looks at the active mode and the inputs, as on torch 2.13.
+    """
+    with tracing(None):
+        yield
