@@ -2063,3 +2063,7 @@ def stacked_grad_mode_decorators(x: torch.Tensor) -> Any:
 
     a, b = inner(x), frozen(x)
     return a.detach(), a.requires_grad, b, b.requires_grad, torch.is_grad_enabled()
+
+
+# More cases, in a module of their own (corpus_more.py registers them into CASES).
+from . import corpus_more  # noqa: E402, F401

@@ -15,7 +15,12 @@ from .corpus import CASES
 from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
-KNOWN_GAPS: dict[str, str] = {}
+KNOWN_GAPS: dict[str, str] = {
+    "contextmanager_handles_an_exception_inside": (
+        "an exception leaving a @contextmanager block is not thrown into its generator (the VM "
+        "has no generator throw()): the with statement runs as Python"
+    ),
+}
 
 
 def _param(name: str) -> object:

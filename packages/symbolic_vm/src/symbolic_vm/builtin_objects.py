@@ -234,7 +234,10 @@ def _callable(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return ConstVar(True)
     if isinstance(obj, (TensorVar, TupleVar, ListVar, DictVar, ConstVar)):
         return ConstVar(isinstance(obj, ConstVar) and callable(obj.value))
-    return ConstVar(callable(_python_type(vm, obj)))
+    # callable(obj) asks whether obj's *type* has a __call__ slot (the type itself is always
+    # callable: asking callable() of it answered True for every object, a getset_descriptor too)
+    kind = _python_type(vm, obj)
+    return ConstVar(any("__call__" in vars(k) for k in kind.__mro__))
 
 
 @implements(builtins.getattr)

@@ -29,7 +29,7 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from symbolic_vm import operations as ops
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.made_classes import made_classes
 from symbolic_vm.values import (

@@ -69,6 +69,12 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         # leave it changed when the trace breaks); the graph would not record it either.
         raise Unsupported(f"{type(target.value).__name__} used as a context manager")
     if isinstance(target, ConstVar):
+        if (
+            name == "join" and isinstance(target.value, str) and len(args) == 1
+            and isinstance(args[0], (GeneratorVar, IteratorVar, DictViewVar))
+        ):
+            # ``sep.join(str(i) for i in ...)``: join consumes its argument whole, at once
+            args = [TupleVar(tuple(ops.iterate(out, args[0])))]
         py_args = [ops.const_value(out, a) for a in args]
         py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
         out.depend(target)

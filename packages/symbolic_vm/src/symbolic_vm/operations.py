@@ -293,6 +293,12 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return SetVar(SetBox(result)) if isinstance(result, set) else ConstVar(result)
     if (is_constant(a) and is_constant(b)) or (_is_plain(a) and _is_plain(b)):
         return ConstVar(_fold(plain, const_value(out, a), const_value(out, b)))
+    if (
+        plain is operator.mod and isinstance(a, ConstVar) and isinstance(a.value, str)
+        and isinstance(b, DictVar)
+    ):
+        # ``"%(name)s" % {...}``: a dict of constants formats as its plain value
+        return ConstVar(_fold(plain, a.value, const_value(out, b)))
     raise Unsupported(f"operator {symbol} on {describe(a)} and {describe(b)}")
 
 
@@ -399,6 +405,15 @@ def identical(out: Output, a: Var, b: Var) -> bool:
         return a.box is b.box
     if isinstance(a, NewObjectVar) or isinstance(b, NewObjectVar):
         return False  # made in this trace: no other value (and no real object) is it
+    for box_var, other in ((a, b), (b, a)):
+        if (
+            isinstance(box_var, (ListVar, DictVar, SetVar)) and isinstance(other, ObjectVar)
+            and not isinstance(other.value, (list, dict, set, frozenset))
+        ):
+            # A list/dict/set is never an object of another kind (a sentinel, a function):
+            # ``arg is _MISSING`` in library code (dataclasses' __init__) on a list.
+            out.depend(other)
+            return False
     real_a, real_b = _identity(a), _identity(b)
     if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
         out.depend(a)

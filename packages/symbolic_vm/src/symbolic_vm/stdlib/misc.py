@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import sys
 import types
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ from symbolic_vm.values import (
     ListVar,
     NewObjectVar,
     ObjectVar,
+    TupleVar,
     Var,
 )
 
@@ -188,3 +190,18 @@ def _dir_of_new_object(vm: Interpreter, obj: NewObjectVar) -> Var:
         )
     own = {k for k, v in obj.box.attrs.items() if not isinstance(v, DeletedAttrVar)}
     return ListVar(ListBox([ConstVar(n) for n in sorted(own | set(from_class))]))
+
+
+@implements(sys.exc_info)
+def _exc_info(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``sys.exc_info()`` outside any except block of the traced code: (None, None, None), as
+    torch.compile answers it (contextlib.ExitStack's ``__exit__`` asks). Inside one, the
+    traceback object does not exist while tracing: a break."""
+    if args or kwargs:
+        raise throw(TypeError, "sys.exc_info() takes no arguments")
+    frame: Interpreter | None = vm
+    while frame is not None:
+        if frame.handling is not None:
+            raise Unsupported("sys.exc_info() while the traced code handles an exception")
+        frame = frame.parent
+    return TupleVar((ConstVar(None), ConstVar(None), ConstVar(None)))
