@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from inductor_lite import InductorConfig
 from inductor_lite.ir import PointwiseNode, ReductionNode
 
 
@@ -93,14 +95,18 @@ def test_matmul_is_an_aten_call_between_fused_kernels(check: Any) -> None:
     assert c.fallback_count == 1
 
 
-def test_wrapper_reuses_a_dead_buffer_of_the_same_layout(check: Any) -> None:
+def test_wrapper_reuses_a_dead_buffer_of_the_same_layout(
+    config: InductorConfig, check: Any
+) -> None:
     w = torch.randn(16, 16)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         a = torch.sin(x) @ w  # sin(x) lives until the matmul has read it
         return torch.cos(a) @ w
 
-    c = check(fn, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4)
+    # the allocating wrapper (no buffer kept between calls: those are never handed to a result)
+    no_kept = dataclasses.replace(config, kept_buffer_bytes=0)
+    c = check(fn, [torch.randn(16, 16)], atol=1e-4, rtol=1e-4, config=no_kept)
     src = c.wrapper_source
     # cos(a) is written over a (its only reader), and the second matmul's result goes into
     # the dead buffer of sin(x): one buffer allocated for four values
@@ -199,14 +205,17 @@ def test_transposed_matmul_operand_is_a_view_of_the_stored_value(check: Any) -> 
     assert spec.sizes == (64, 48) and spec.strides == (48, 1)
 
 
-def test_matmul_result_takes_a_dead_buffer_of_another_shape_and_equal_size(check: Any) -> None:
+def test_matmul_result_takes_a_dead_buffer_of_another_shape_and_equal_size(
+    config: InductorConfig, check: Any
+) -> None:
     w = torch.randn(16, 16)
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         z = torch.sin(x).reshape(16, 16) @ w  # sin(x) is an (8, 32) buffer, dead after this
         return torch.cos(z) @ w
 
-    c = check(fn, [torch.randn(8, 32)], atol=1e-4, rtol=1e-4)
+    no_kept = dataclasses.replace(config, kept_buffer_bytes=0)  # the allocating wrapper
+    c = check(fn, [torch.randn(8, 32)], atol=1e-4, rtol=1e-4, config=no_kept)
     assert "out=_as_view(buf0, (16, 16), (16, 1), 0)" in c.wrapper_source
 
 

@@ -175,3 +175,22 @@ def test_float_exp_and_sigmoid_are_within_a_few_ulp_of_float64_on_a_dense_grid(c
     out = check(lambda t: torch.exp(t), [edge], atol=2e-38, rtol=1e-6)(edge)
     assert torch.equal(out[:4], torch.full((4,), float("inf")))
     assert torch.equal(out[4:7], torch.zeros(3)) and out[7].isnan()
+
+
+def test_float_exp_of_special_bit_patterns_matches_eager(check: Any) -> None:
+    # vexp computes every lane unclamped and replaces out-of-range lanes at the end: NaNs with
+    # any payload (whose bits would otherwise shift into the exponent), both signs of zero,
+    # subnormals, FLT_MIN/FLT_MAX and the floats next to each edge must come out as eager's
+    bits = torch.tensor([0x7FC00000, 0x7FC001FF, 0x7F800001, 0xFFC00000 - (1 << 32),
+                         0x7FFFFFFF, 0x00000001, 0x807FFFFF - (1 << 32), 0x00800000,
+                         0x7F7FFFFF, 0xFF7FFFFF - (1 << 32)], dtype=torch.int64)  # fmt: skip
+    patterns = bits.to(torch.int32).view(torch.float32)
+    edges = torch.tensor([88.72283, -87.0, 0.0, -0.0])
+    near = torch.cat([edges.nextafter(torch.tensor(float("inf"))),
+                      edges.nextafter(torch.tensor(-float("inf")))])  # fmt: skip
+    x = torch.cat([patterns, edges, near, torch.tensor([1e-45, -1e-45, 1e-38, -1e-38])])
+    y = check(lambda t: torch.exp(t), [x], atol=2e-38, rtol=2e-7)(x)
+    want = torch.exp(x)
+    assert torch.equal(y.isnan(), want.isnan())
+    assert torch.equal(y.isinf(), want.isinf())
+    assert torch.equal(y[x == 0], torch.ones(int((x == 0).sum())))

@@ -498,13 +498,14 @@ def _compile(
             cfns = ctypes_kernels(loaded.lib, sources)
             check = loaded.lib.strata_take_index_error
             check.restype = ctypes.c_int
+        kept = config.kept_buffer_bytes
         run, wrapper_source = build_wrapper(
-            lowered, items, cfns, pass_pointers=True, index_check=check
+            lowered, items, cfns, pass_pointers=True, index_check=check, kept_bytes=kept
         )
         if in_place:
             run, wrapper_source = build_wrapper(
                 lowered, items, cfns, pass_pointers=True, index_check=check,
-                in_place=in_place, safe=run,
+                in_place=in_place, safe=run, kept_bytes=kept,
             )
     log.info(
         "compiled graph: %d kernels, %d aten fallbacks, %d/%d input writes in place "

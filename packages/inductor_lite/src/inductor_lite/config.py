@@ -98,6 +98,9 @@ class InductorConfig:
     # Record each CUDA graph's kernel launches into a CUDA graph and replay it per call
     # (cudagraphs.py; compile_api's mode="reduce-overhead" sets it).
     cudagraphs: bool = False
+    # C++ wrapper: up to this many bytes of intermediate buffers (static sizes, never returned)
+    # are allocated once and kept between calls instead of per call (kept_buffers.py); 0: none.
+    kept_buffer_bytes: int = 16 << 20
 
     def __post_init__(self) -> None:
         self.cache_dir = Path(self.cache_dir)

@@ -28,6 +28,7 @@ from .ir import (
     contiguous_strides,
     may_alias_arguments,
 )
+from .kept_buffers import KeptBuffers, guarded_source
 from .origins import comment_lines, item_buffers
 from .scheduler import (
     Kernel,
@@ -151,6 +152,7 @@ def build_wrapper(
     in_place: dict[str, str] | None = None,
     safe: Callable[[Sequence[Any]], tuple[object, ...]] | None = None,
     boxed: bool = False,
+    kept_bytes: int = 0,
 ) -> tuple[Callable[[Sequence[Any]], tuple[object, ...]], str]:
     """The callable running the schedule, and its Python source (for logs and tests).
 
@@ -163,6 +165,10 @@ def build_wrapper(
     (``{value buffer: input}``, from ``input_writes.in_place_writes``), whose kernels store
     into the input's memory: then ``safe`` (this schedule built without ``in_place``) runs
     instead on a call where such an input overlaps another tensor input in memory.
+
+    ``kept_bytes`` (C++ on CPU): up to this many bytes of intermediate buffers with static
+    sizes that never reach the caller are allocated once and kept between calls
+    (kept_buffers.py).
     """
     in_place = in_place or {}
     if in_place and safe is None:
@@ -203,6 +209,9 @@ def build_wrapper(
     for item in items:
         if isinstance(item, FallbackNode) and may_alias_arguments(item.target):
             pinned |= _reads(item)
+    kept = KeptBuffers(
+        ns, graph.device, external | output_bufs | pinned, limit=kept_bytes if pass_pointers else 0
+    )
     lines = ["def call(args):"]
     names = ", ".join(s.name for s in graph.inputs)
     if graph.inputs:
@@ -242,6 +251,14 @@ def build_wrapper(
             return
         allocated.add(spec.name)
         owned.add(spec.name)
+        if kept.eligible(spec):
+            free = kept.pool.get(_pool_key(spec))
+            if free or kept.fits(spec):
+                old = free.pop() if free else None
+                if old is not None and old != spec.name:
+                    drops.append(old)
+                lines.append(f"    {spec.name} = {kept.keep(spec, old)}  # kept between calls")
+                return
         free = pool.get(_pool_key(spec))
         if free:
             lines.append(f"    {spec.name} = {take(free, spec)}  # reuse")
@@ -275,11 +292,21 @@ def build_wrapper(
                 (
                     (out, src)
                     for out, src in _in_place(item, buffers, rows=rows_local)
-                    if out not in allocated and reusable(src) and last_use.get(src) == k
+                    if out not in allocated
+                    and reusable(src)
+                    and last_use.get(src) == k
+                    # a kept buffer's memory goes only to a buffer that may be kept
+                    and (src not in kept.tensors or kept.eligible(buffers[out]))
                 ),
                 None,
             )
-            if pair is not None:
+            if pair is not None and pair[1] in kept.tensors:
+                out, src = pair
+                lines.append(f"    {out} = {kept.keep(buffers[out], src)}  # in place")
+                allocated.add(out)
+                owned.add(out)
+                owned.discard(src)
+            elif pair is not None:
                 out, src = pair
                 # the kernel reads each element of src just before writing it, at the same
                 # address: write into src's memory instead of a fresh buffer (a new buffer
@@ -292,7 +319,7 @@ def build_wrapper(
                 allocate(buffers[name])
             ns[f"_{item.name}"] = fn
             if pass_pointers:
-                ptrs = ", ".join(f"{n}.data_ptr()" for n in params)
+                ptrs = ", ".join(kept.ptr(n) for n in params)
             else:
                 ptrs = ", ".join(params)
             symbols = kernel_symbols(item)
@@ -308,11 +335,22 @@ def build_wrapper(
         else:
             out_buf = None
             spec0 = item.outputs[0]
-            if item.target in _OUT_VARIANTS and spec0 is not None:
+            if (
+                item.target in _OUT_VARIANTS
+                and spec0 is not None
+                and spec0.strides == contiguous_strides(spec0.sizes)
+            ):
+                # a dead buffer of the result's layout takes the GEMM's result: a fresh
+                # 4 MB result page-faulted ~1000 times per call at the end of a GPT; one
+                # that never reaches the caller may be kept between calls
                 free = pool.get(_pool_key(spec0))
-                if free and spec0.strides == contiguous_strides(spec0.sizes):
-                    # a dead buffer of the result's layout takes the GEMM's result: a fresh
-                    # 4 MB result page-faulted ~1000 times per call at the end of a GPT
+                kept_free = kept.pool.get(_pool_key(spec0)) if kept.eligible(spec0) else None
+                if kept_free or (kept.fits(spec0) and not free):
+                    old = kept_free.pop() if kept_free else None
+                    if old is not None:
+                        drops.append(old)
+                    out_buf = kept.keep(spec0, old)
+                elif free:
                     out_buf = take(free, spec0)
             lines.extend(_fallback_lines(k, item, buffers, consts, ns, out_buf))
             fresh = [s.name for s in item.outputs if s is not None]
@@ -325,7 +363,8 @@ def build_wrapper(
                 continue
             if pooling and reusable(name):
                 spec = buffers[name]
-                pool.setdefault(_pool_key(spec), []).append(name)
+                free_list = kept.pool if name in kept.tensors else pool
+                free_list.setdefault(_pool_key(spec), []).append(name)
             elif (name in internal and name in allocated) or name in droppable:
                 drops.append(name)
         if drops:
@@ -355,6 +394,12 @@ def build_wrapper(
     lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
     for i, c in enumerate(consts):
         ns[f"_c{i}"] = c
+    if kept.tensors:
+        plain, _ = build_wrapper(
+            graph, items, kernels, pass_pointers=pass_pointers, index_check=index_check,
+            in_place=in_place, safe=safe, boxed=boxed,
+        )  # fmt: skip
+        lines = guarded_source(lines, ns, plain)
     source = "\n".join(lines) + "\n"
     # named as a file of this package so that frame hooks treat it as library code (a
     # torch.compile-like frontend must not try to compile the wrapper it is calling)
