@@ -21,6 +21,7 @@ from symbolic_vm import (
     function_effects,
     higher_order,
     methods,
+    numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
     object_model,
     # for the @implements it and the stdlib models register in builtin_table's tables: imported
     # here, above both, so that builtins_ never imports what imports it (issue 24)

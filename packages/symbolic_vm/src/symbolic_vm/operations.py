@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import sys
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -115,6 +116,9 @@ def const_value(out: Output, var: Var) -> Any:
     if isinstance(var, SetVar):
         out.depend(var)
         return set(var.box.items)
+    if isinstance(var, ObjectVar) and numpy_scalar_value(var.value) is not None:
+        depend_numpy_scalar(out, var)  # its value, not only its type (a user instance's guard)
+        return var.value
     if isinstance(var, (ObjectVar, FunctionVar)):
         out.depend(var)
         return var.value if isinstance(var, ObjectVar) else var.fn
@@ -166,6 +170,29 @@ def describe(var: Var) -> str:
     return type(var).__name__.removesuffix("Var").lower()
 
 
+# torch imports NumPy when it is installed: read, never imported here (see numpy_scalars).
+_NUMPY: Any = sys.modules.get("numpy")
+
+
+def numpy_scalar_value(value: object) -> object | None:
+    """The Python number a NumPy scalar holds (``np.float32(1.5)`` -> 1.5), else None."""
+    if _NUMPY is None or not isinstance(value, _NUMPY.number | _NUMPY.bool_):
+        return None
+    item = value.item()
+    return item if isinstance(item, (bool, int, float, complex)) else None
+
+
+def depend_numpy_scalar(out: Output, var: ObjectVar) -> None:
+    """Guard a NumPy scalar read from the frame by its type and value: an object's guard is
+    its type only (a user instance), and the trace relies on the number."""
+    out.depend(var)
+    if var.source is not None:
+        held = repr(numpy_scalar_value(var.value))  # repr tells nan, -0.0 and 1 vs 1.0 apart
+        out.predicate(
+            f"repr(s.item()) == {held!r}", f"{var.source.describe()} holds {held}", s=var.source
+        )
+
+
 def graph_arg(out: Output, var: Var) -> Any:
     """A value as an fx argument: nodes for graph values, Python values for constants."""
     if isinstance(var, (TensorVar, SymVar)):
@@ -181,12 +208,16 @@ def graph_arg(out: Output, var: Var) -> Any:
             raise Unsupported("the id() of an object made in the compiled function passed to a "
                               "torch operation")
         out.depend(var)
-        return var.value
+        number = numpy_scalar_value(var.value)  # np.float64 is a float: fx can't print it
+        return var.value if number is None else number
     if isinstance(var, SliceVar):
         return slice(graph_arg(out, var.start), graph_arg(out, var.stop), graph_arg(out, var.step))
     if isinstance(var, ObjectVar) and isinstance(var.value, (torch.dtype, torch.device)):
         out.depend(var)
         return var.value
+    if isinstance(var, ObjectVar) and numpy_scalar_value(var.value) is not None:
+        depend_numpy_scalar(out, var)  # torch takes a NumPy scalar as the number it holds
+        return numpy_scalar_value(var.value)
     raise Unsupported(f"{describe(var)} cannot be passed to a torch operation in the graph")
 
 

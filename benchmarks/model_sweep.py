@@ -1,0 +1,445 @@
+"""A sweep of models outside the zoo, as an outside reviewer would try them (not a CI test).
+
+``python benchmarks/model_sweep.py [NAME ...] [--json FILE]`` builds each named model (default:
+all of ``SWEEP``) in a tiny config with seeded random weights, runs one inference call eagerly,
+under ``compile_api.compile`` (``--backend``, default aot_eager) and under ``torch.compile``
+(backend ``eager``, counting graphs and broken frames as the zoo does), and prints one row per
+model: Strata's graphs/breaks beside torch's, whether Strata's result matches eager, and the
+first break reason. ``--json FILE`` appends the rows to FILE (run the sweep in chunks, then
+``--report FILE`` prints the Markdown table of every row kept there).
+
+A Strata compile that crashed and ran the frame eagerly (the "Strata could not compile" warning)
+counts as a crash even when the result is right. Local CPU, 1 thread; each model is tiny.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from benchmarks.zoo.measure import run_eager, run_strata, run_torch, tolerance  # noqa: E402
+from benchmarks.zoo.models import (  # noqa: E402
+    BATCH,
+    SEQ,
+    SEQ2,
+    VOCAB,
+    Built,
+    Case,
+    ZooModel,
+    _generator,
+    _images,
+    _lm,
+    _seeded,
+    _timm,
+    _tokens,
+    _torchvision,
+    _vision,
+)
+from benchmarks.zoo.vision import import_torchvision, import_transformers  # noqa: E402
+
+# Shared tiny sizes: a transformers config takes these by their common names (its
+# attribute_map renames them for GPT-2-style configs).
+SMALL = {
+    "vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 64, "max_position_embeddings": 64,
+}  # fmt: skip
+NO_DROPOUT = {
+    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0, "dropout": 0.0,
+    "attention_dropout": 0.0, "activation_dropout": 0.0,
+}  # fmt: skip
+
+
+def _hf(
+    config_name: str, model_name: str, drop: tuple[str, ...] = (), **overrides: Any
+) -> Callable[[], Built]:
+    """A transformers language model (causal or masked LM) from a tiny config (``drop``: shared
+    sizes the config refuses)."""
+
+    def build() -> Built:
+        t = import_transformers()
+        sizes = {k: v for k, v in SMALL.items() if k not in drop}
+        config = getattr(t, config_name)(**{**sizes, **NO_DROPOUT, **overrides})
+        return _lm(getattr(t, model_name), config)
+
+    return build
+
+
+def _hf_seq2seq(config_name: str, model_name: str, **overrides: Any) -> Callable[[], Built]:
+    """An encoder-decoder with ``decoder_input_ids`` (BART-style configs and T5-style)."""
+
+    def build() -> Built:
+        t = import_transformers()
+        base = {
+            "vocab_size": VOCAB, "d_model": 32, "encoder_layers": 2, "decoder_layers": 2,
+            "encoder_attention_heads": 2, "decoder_attention_heads": 2, "encoder_ffn_dim": 64,
+            "decoder_ffn_dim": 64, "max_position_embeddings": 64, "pad_token_id": 1,
+            "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 2,
+        }  # fmt: skip
+        config = getattr(t, config_name)(**{**base, **NO_DROPOUT, **overrides})
+        model = _seeded(lambda: getattr(t, model_name)(config))
+        ids, ids2 = _tokens(BATCH, SEQ), _tokens(BATCH, SEQ2, 1)
+        dec, dec2 = _tokens(BATCH, SEQ // 2, 2), _tokens(BATCH, SEQ2 // 2, 3)
+        return Built(
+            model,
+            {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec},
+            {"input_ids": ids2, "attention_mask": torch.ones_like(ids2),
+             "decoder_input_ids": dec2},
+        )  # fmt: skip
+
+    return build
+
+
+def _t5_like(config_name: str, model_name: str, **overrides: Any) -> Callable[[], Built]:
+    t5 = {
+        "d_model": 32, "d_kv": 16, "d_ff": 64, "num_layers": 2, "num_heads": 2,
+        "dropout_rate": 0.0, "decoder_start_token_id": 0, "pad_token_id": 0,
+    }  # fmt: skip
+    return _hf_seq2seq(config_name, model_name, **{**t5, **overrides})
+
+
+IMAGE_SMALL = {
+    "image_size": 32, "patch_size": 8, "hidden_size": 32, "num_hidden_layers": 2,
+    "num_attention_heads": 2, "intermediate_size": 64, "num_labels": 10,
+}  # fmt: skip
+
+
+def _hf_vision(config_name: str, model_name: str, **config: Any) -> Callable[[], Built]:
+    """A transformers image model taking ``pixel_values`` (32x32, batch 2)."""
+
+    def build() -> Built:
+        t = import_transformers()
+        cfg = getattr(t, config_name)(**{**NO_DROPOUT, **config})
+        model = _seeded(lambda: getattr(t, model_name)(cfg))
+        return Built(model, {"pixel_values": _images(BATCH)}, {"pixel_values": _images(3, 1)})
+
+    return build
+
+
+def _hf_audio(config_name: str, model_name: str, **config: Any) -> Callable[[], Built]:
+    """A raw-waveform model (wav2vec2-style conv feature encoder): 1,600 samples."""
+
+    def build() -> Built:
+        t = import_transformers()
+        cfg = getattr(t, config_name)(**{**NO_DROPOUT, **config})
+        model = _seeded(lambda: getattr(t, model_name)(cfg))
+        wave = torch.randn(BATCH, 1600, generator=_generator())
+        return Built(model, {"input_values": wave}, {"input_values": wave[:, :1200]})
+
+    return build
+
+
+def _torchvision_custom(make: Callable[[Any], torch.nn.Module]) -> Callable[[], Built]:
+    def build() -> Built:
+        models = import_torchvision().models
+        return _vision(lambda: make(models))
+
+    return build
+
+
+WAV2VEC = {
+    "vocab_size": 32, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "intermediate_size": 64, "conv_dim": (16, 16), "conv_stride": (5, 4),
+    "conv_kernel": (10, 4), "num_conv_pos_embeddings": 16, "num_conv_pos_embedding_groups": 2,
+    "feat_proj_dropout": 0.0, "hidden_dropout": 0.0, "activation_dropout": 0.0,
+    "do_stable_layer_norm": False, "mask_time_prob": 0.0,
+}  # fmt: skip
+
+SWEEP: dict[str, ZooModel] = {
+    m.name: m
+    for m in [
+        # decoders
+        ZooModel("gpt_neo", "transformers", _hf(
+            "GPTNeoConfig", "GPTNeoForCausalLM", attention_types=[[["global", "local"], 1]],
+            window_size=4, embed_dropout=0.0, resid_dropout=0.0)),
+        ZooModel("gptj", "transformers", _hf(
+            "GPTJConfig", "GPTJForCausalLM", rotary_dim=4, n_inner=64, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0)),
+        ZooModel("codegen", "transformers", _hf(
+            "CodeGenConfig", "CodeGenForCausalLM", rotary_dim=4, n_inner=64, n_ctx=64,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+        ZooModel("bloom", "transformers", _hf("BloomConfig", "BloomForCausalLM", n_head=4)),
+        ZooModel("falcon", "transformers", _hf(
+            "FalconConfig", "FalconForCausalLM", num_kv_heads=2, new_decoder_architecture=True)),
+        ZooModel("mixtral", "transformers", _hf(
+            "MixtralConfig", "MixtralForCausalLM", num_key_value_heads=2, num_local_experts=4,
+            num_experts_per_tok=2)),
+        ZooModel("qwen2_moe", "transformers", _hf(
+            "Qwen2MoeConfig", "Qwen2MoeForCausalLM", num_key_value_heads=2, num_experts=4,
+            num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32)),
+        ZooModel("phi", "transformers", _hf("PhiConfig", "PhiForCausalLM",
+                                            partial_rotary_factor=0.5)),
+        ZooModel("phi3", "transformers", _hf("Phi3Config", "Phi3ForCausalLM",
+                                             num_key_value_heads=2, pad_token_id=0)),
+        ZooModel("gemma2", "transformers", _hf(
+            "Gemma2Config", "Gemma2ForCausalLM", num_key_value_heads=2, head_dim=8,
+            sliding_window=4)),
+        ZooModel("gemma3", "transformers", _hf(
+            "Gemma3TextConfig", "Gemma3ForCausalLM", num_key_value_heads=2, head_dim=8,
+            sliding_window=4)),
+        ZooModel("qwen3", "transformers", _hf("Qwen3Config", "Qwen3ForCausalLM",
+                                              num_key_value_heads=2, head_dim=8)),
+        ZooModel("stablelm", "transformers", _hf("StableLmConfig", "StableLmForCausalLM",
+                                                 num_key_value_heads=2)),
+        ZooModel("starcoder2", "transformers", _hf("Starcoder2Config", "Starcoder2ForCausalLM",
+                                                   num_key_value_heads=2, residual_dropout=0.0,
+                                                   embedding_dropout=0.0)),
+        ZooModel("olmo", "transformers", _hf("OlmoConfig", "OlmoForCausalLM",
+                                             num_key_value_heads=2)),
+        ZooModel("cohere", "transformers", _hf("CohereConfig", "CohereForCausalLM",
+                                               num_key_value_heads=2)),
+        ZooModel("granite", "transformers", _hf("GraniteConfig", "GraniteForCausalLM",
+                                                num_key_value_heads=2)),
+        ZooModel("mpt", "transformers", _hf("MptConfig", "MptForCausalLM", d_model=32,
+                                            n_heads=4, n_layers=2, expansion_ratio=2,
+                                            max_seq_len=64)),
+        ZooModel("gpt_bigcode", "transformers", _hf(
+            "GPTBigCodeConfig", "GPTBigCodeForCausalLM", n_inner=64, multi_query=True,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+        ZooModel("xglm", "transformers", _hf("XGLMConfig", "XGLMForCausalLM", d_model=32,
+                                             ffn_dim=64, num_layers=2)),
+        ZooModel("biogpt", "transformers", _hf("BioGptConfig", "BioGptForCausalLM")),
+        ZooModel("ctrl", "transformers", _hf("CTRLConfig", "CTRLLMHeadModel", dff=64)),
+        # encoders
+        ZooModel("xlm_roberta", "transformers", _hf("XLMRobertaConfig", "XLMRobertaForMaskedLM",
+                                                    pad_token_id=1)),
+        ZooModel("electra", "transformers", _hf("ElectraConfig", "ElectraForMaskedLM",
+                                                embedding_size=16)),
+        ZooModel("mobilebert", "transformers", _hf(
+            "MobileBertConfig", "MobileBertForMaskedLM", embedding_size=16,
+            intra_bottleneck_size=16, true_hidden_size=16, num_feedforward_networks=2)),
+        ZooModel("squeezebert", "transformers", _hf("SqueezeBertConfig",
+                                                    "SqueezeBertForMaskedLM", embedding_size=32)),
+        ZooModel("convbert", "transformers", _hf("ConvBertConfig", "ConvBertForMaskedLM",
+                                                 embedding_size=32)),
+        ZooModel("deberta", "transformers", _hf("DebertaConfig", "DebertaForMaskedLM",
+                                                relative_attention=True,
+                                                pos_att_type=["p2c", "c2p"])),
+        ZooModel("ernie", "transformers", _hf("ErnieConfig", "ErnieForMaskedLM")),
+        ZooModel("funnel", "transformers", _hf("FunnelConfig", "FunnelForMaskedLM",
+                                               drop=("num_hidden_layers",),
+                                               block_sizes=[1, 1], d_model=32, n_head=2,
+                                               d_head=16, d_inner=64)),
+        ZooModel("megatron_bert", "transformers", _hf("MegatronBertConfig",
+                                                      "MegatronBertForMaskedLM")),
+        ZooModel("rembert", "transformers", _hf("RemBertConfig", "RemBertForMaskedLM",
+                                                input_embedding_size=16,
+                                                output_embedding_size=16)),
+        ZooModel("big_bird", "transformers", _hf("BigBirdConfig", "BigBirdForMaskedLM",
+                                                 attention_type="original_full")),
+        ZooModel("xlm", "transformers", _hf("XLMConfig", "XLMWithLMHeadModel", emb_dim=32,
+                                            n_layers=2, n_heads=2)),
+        # encoder-decoders
+        ZooModel("mbart", "transformers", _hf_seq2seq("MBartConfig",
+                                                      "MBartForConditionalGeneration")),
+        ZooModel("pegasus", "transformers", _hf_seq2seq("PegasusConfig",
+                                                        "PegasusForConditionalGeneration")),
+        ZooModel("marian", "transformers", _hf_seq2seq("MarianConfig", "MarianMTModel",
+                                                       decoder_vocab_size=VOCAB)),
+        ZooModel("blenderbot", "transformers", _hf_seq2seq(
+            "BlenderbotSmallConfig", "BlenderbotSmallForConditionalGeneration")),
+        ZooModel("mt5", "transformers", _t5_like("MT5Config", "MT5ForConditionalGeneration")),
+        ZooModel("umt5", "transformers", _t5_like("UMT5Config",
+                                                  "UMT5ForConditionalGeneration")),
+        ZooModel("longt5", "transformers", _t5_like("LongT5Config",
+                                                    "LongT5ForConditionalGeneration")),
+        # vision (transformers)
+        ZooModel("hf_deit", "transformers", _hf_vision("DeiTConfig",
+                                                       "DeiTForImageClassification",
+                                                       **IMAGE_SMALL)),
+        ZooModel("hf_beit", "transformers", _hf_vision(
+            "BeitConfig", "BeitForImageClassification", use_relative_position_bias=True,
+            **IMAGE_SMALL)),
+        ZooModel("hf_dinov2", "transformers", _hf_vision("Dinov2Config", "Dinov2Model",
+                                                         **IMAGE_SMALL)),
+        ZooModel("hf_swin", "transformers", _hf_vision(
+            "SwinConfig", "SwinForImageClassification", image_size=32, patch_size=2,
+            embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4, num_labels=10)),
+        ZooModel("hf_convnext", "transformers", _hf_vision(
+            "ConvNextConfig", "ConvNextForImageClassification", hidden_sizes=[8, 16, 32, 64],
+            depths=[1, 1, 1, 1], num_labels=10)),
+        ZooModel("hf_resnet", "transformers", _hf_vision(
+            "ResNetConfig", "ResNetForImageClassification", embedding_size=8,
+            hidden_sizes=[8, 16, 32, 64], depths=[1, 1, 1, 1], num_labels=10)),
+        ZooModel("segformer", "transformers", _hf_vision(
+            "SegformerConfig", "SegformerForSemanticSegmentation", hidden_sizes=[8, 16, 24, 32],
+            num_attention_heads=[1, 1, 2, 2], depths=[1, 1, 1, 1], decoder_hidden_size=32,
+            num_labels=10)),
+        ZooModel("mobilevit", "transformers", _hf_vision(
+            "MobileViTConfig", "MobileViTForImageClassification", image_size=32,
+            hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 32, 64],
+            num_labels=10)),
+        ZooModel("levit", "transformers", _hf_vision(
+            "LevitConfig", "LevitForImageClassification", image_size=32, hidden_sizes=[16, 32, 48],
+            num_attention_heads=[1, 2, 3], depths=[1, 1, 1], key_dim=[8, 8, 8],
+            num_labels=10)),
+        ZooModel("clip_vision", "transformers", _hf_vision(
+            "CLIPVisionConfig", "CLIPVisionModel", image_size=32, patch_size=8, hidden_size=32,
+            intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)),
+        ZooModel("siglip_vision", "transformers", _hf_vision(
+            "SiglipVisionConfig", "SiglipVisionModel", image_size=32, patch_size=8,
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)),
+        # audio
+        ZooModel("wav2vec2", "transformers", _hf_audio("Wav2Vec2Config", "Wav2Vec2ForCTC",
+                                                       **WAV2VEC)),
+        ZooModel("hubert", "transformers", _hf_audio("HubertConfig", "HubertModel", **WAV2VEC)),
+        # timm
+        ZooModel("timm_resnet10t", "timm", _timm("resnet10t")),
+        ZooModel("timm_efficientnet_b0", "timm", _timm("efficientnet_b0")),
+        ZooModel("timm_ghostnet", "timm", _timm("ghostnet_100")),
+        ZooModel("timm_mobilevitv2", "timm", _timm("mobilevitv2_050")),
+        ZooModel("timm_edgenext", "timm", _timm("edgenext_xx_small")),
+        ZooModel("timm_lcnet", "timm", _timm("lcnet_050")),
+        ZooModel("timm_deit_distilled", "timm", _timm(
+            "deit_tiny_distilled_patch16_224", img_size=32, patch_size=8)),
+        ZooModel("timm_mixer", "timm", _timm("mixer_s16_224", img_size=32)),
+        ZooModel("timm_beit", "timm", _timm("beit_base_patch16_224", img_size=32, patch_size=8,
+                                            embed_dim=32, depth=2, num_heads=2)),
+        ZooModel("timm_poolformer", "timm", _timm("poolformer_s12")),
+        ZooModel("timm_densenet", "timm", _timm("densenet121")),
+        # torchvision
+        ZooModel("tv_squeezenet", "torchvision", _torchvision("squeezenet1_0")),
+        ZooModel("tv_shufflenet", "torchvision", _torchvision("shufflenet_v2_x0_5")),
+        ZooModel("tv_mnasnet", "torchvision", _torchvision("mnasnet0_5")),
+        ZooModel("tv_regnet_y", "torchvision", _torchvision("regnet_y_400mf")),
+        ZooModel("tv_googlenet", "torchvision", _torchvision_custom(
+            lambda m: m.googlenet(num_classes=10, aux_logits=False, init_weights=True))),
+        ZooModel("tv_vit", "torchvision", _torchvision_custom(
+            lambda m: m.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                          hidden_dim=32, mlp_dim=64, num_classes=10))),
+        ZooModel("tv_swin_t", "torchvision", _torchvision("swin_t")),
+        ZooModel("tv_maxvit", "torchvision", _torchvision_custom(
+            lambda m: m.MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2,
+                               block_channels=[8, 16], block_layers=[1, 1], head_dim=4,
+                               stochastic_depth_prob=0.0, num_classes=10))),
+    ]
+}  # fmt: skip
+
+
+def _first_line(text: str, limit: int = 140) -> str:
+    return text.strip().splitlines()[0][:limit] if text.strip() else ""
+
+
+def sweep_one(model: ZooModel, backend: str) -> dict[str, Any]:
+    """One model's row: Strata (``backend``) and torch.compile (eager) beside eager."""
+    c = Case(model, "infer")
+    row: dict[str, Any] = {"model": model.name, "library": model.library}
+    start = time.perf_counter()
+    try:
+        built = model.build()
+        row["params"] = sum(p.numel() for p in built.model.parameters())
+        expected = run_eager(c)
+    except Exception as exc:  # noqa: BLE001 - a model that does not build is reported
+        row.update(status="no eager", note=_first_line(f"{type(exc).__name__}: {exc}"))
+        return row
+    try:
+        theirs = run_torch(c, "eager")
+        row.update(torch_graphs=theirs.graphs, torch_breaks=theirs.breaks,
+                   torch_reason=_first_line(theirs.reasons[0]) if theirs.reasons else "")
+    except Exception as exc:  # noqa: BLE001
+        row.update(torch_graphs=None, torch_breaks=None,
+                   torch_reason=_first_line(f"torch.compile failed: {type(exc).__name__}: {exc}"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ours = run_strata(c, backend)
+        except Exception as exc:  # noqa: BLE001
+            row.update(status="crash", note=_first_line(f"{type(exc).__name__}: {exc}"),
+                       trace=traceback.format_exc()[-2000:])
+            row["seconds"] = round(time.perf_counter() - start, 1)
+            return row
+    crashed = [str(w.message) for w in caught if "could not compile" in str(w.message)]
+    row.update(graphs=ours.graphs, breaks=ours.breaks,
+               reason=_first_line(ours.reasons[0]) if ours.reasons else "")
+    try:
+        assert len(ours.tensors) == len(expected), f"{len(ours.tensors)} tensors vs {len(expected)}"
+        for a, e in zip(ours.tensors, expected, strict=True):
+            torch.testing.assert_close(a, e, **tolerance(backend))
+        correct = True
+    except AssertionError as exc:
+        correct = False
+        row["note"] = _first_line(str(exc))
+    row["correct"] = correct
+    if crashed:
+        row.update(status="crash", note=_first_line(crashed[0]))
+    elif not correct:
+        row["status"] = "wrong"
+    elif row["torch_graphs"] is None:
+        row["status"] = "torch fails"
+    elif (ours.graphs, ours.breaks) == (row["torch_graphs"], row["torch_breaks"]):
+        row["status"] = "same"
+    elif ours.breaks > row["torch_breaks"] or ours.graphs > row["torch_graphs"]:
+        row["status"] = "more breaks"
+    else:
+        row["status"] = "fewer"
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    return row
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| model | library | params | Strata graphs/breaks | torch graphs/breaks | matches eager "
+        "| status | first Strata break / note |",
+        "|---|---|---:|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ours = f"{r.get('graphs', '-')}/{r.get('breaks', '-')}"
+        theirs = f"{r.get('torch_graphs', '-')}/{r.get('torch_breaks', '-')}"
+        note = (r.get("note") or r.get("reason") or "").replace("|", "\\|")
+        correct = {True: "yes", False: "**no**"}.get(r.get("correct"), "-")  # type: ignore[call-overload]
+        lines.append(
+            f"| {r['model']} | {r['library']} | {r.get('params', '-')} | {ours} | {theirs} "
+            f"| {correct} | {r.get('status')} | {note} |"
+        )
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.get("status", "?")] = counts.get(r.get("status", "?"), 0) + 1
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    return "\n".join(lines) + f"\n\n{len(rows)} models; {summary}\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="models of SWEEP (default: all)")
+    parser.add_argument("--backend", default="aot_eager")
+    parser.add_argument("--json", help="append the rows to this JSON file (replacing a model's)")
+    parser.add_argument("--report", help="print the Markdown table of this JSON file and exit")
+    parser.add_argument("--list", action="store_true")
+    args = parser.parse_args(argv)
+    if args.list:
+        print(" ".join(SWEEP))
+        return
+    if args.report:
+        print(_markdown(json.loads(Path(args.report).read_text())))
+        return
+    torch.set_num_threads(1)
+    unknown = [n for n in args.names if n not in SWEEP]
+    if unknown:
+        parser.error(f"unknown models: {unknown}")
+    rows = []
+    for name in args.names or list(SWEEP):
+        row = sweep_one(SWEEP[name], args.backend)
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
+        if args.json:
+            path = Path(args.json)
+            kept = json.loads(path.read_text()) if path.exists() else []
+            kept = [r for r in kept if r["model"] != name] + [row]
+            order = list(SWEEP)
+            kept.sort(key=lambda r: order.index(r["model"]) if r["model"] in order else 1 << 30)
+            path.write_text(json.dumps(kept, indent=1))
+    print(_markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
