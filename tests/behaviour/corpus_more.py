@@ -621,3 +621,60 @@ def nested_user_context_managers_in_one_with(x: torch.Tensor) -> Any:
     with _Recorder(log, "a") as a, _Recorder(log, "b") as b:
         y = x + len(a.name + b.name)
     return y, log
+
+
+@case()
+def contextmanager_lets_an_exception_through_or_replaces_it(x: torch.Tensor) -> Any:
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def tracked(name: str) -> Any:
+        events.append(f"+{name}")
+        try:
+            yield name
+        finally:
+            events.append(f"-{name}")
+
+    @contextlib.contextmanager
+    def translating() -> Any:
+        try:
+            yield
+        except IndexError as e:
+            raise ValueError("translated") from e
+
+    try:
+        with tracked("a"):
+            [][1]  # noqa: PLE0643 - raised on purpose
+    except IndexError:
+        events.append("outer caught")
+    try:
+        with translating():
+            [][2]  # noqa: PLE0643 - raised on purpose
+    except ValueError as e:
+        events.append(f"{e} from {type(e.__cause__).__name__}")
+    return x + len(events), events
+
+
+@case()
+def generator_throw_resumes_at_the_yield(x: torch.Tensor) -> Any:
+    def worker() -> Any:
+        total = 0
+        while True:
+            try:
+                total += yield total
+            except ValueError:
+                total = -total
+            except KeyError:
+                return
+
+    g = worker()
+    next(g)
+    g.send(3)
+    flipped = g.throw(ValueError("flip"))
+    g.send(10)
+    try:
+        g.throw(KeyError)
+        ended = False
+    except StopIteration:
+        ended = True
+    return x * flipped, ended

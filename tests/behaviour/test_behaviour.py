@@ -15,12 +15,7 @@ from .corpus import CASES
 from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
-KNOWN_GAPS: dict[str, str] = {
-    "contextmanager_handles_an_exception_inside": (
-        "an exception leaving a @contextmanager block is not thrown into its generator (the VM "
-        "has no generator throw()): the with statement runs as Python"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _param(name: str) -> object:

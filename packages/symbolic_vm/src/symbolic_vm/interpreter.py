@@ -182,6 +182,8 @@ class Interpreter:
         self.handling: Any = None  # the exception an except block handles (an ObjectVar)
         # root frame only: every generator made in the trace (closed at its return)
         self.made_generators: list[GeneratorVar] = []
+        # a generator's frame only: the exception its next resumption raises (gen.throw())
+        self.thrown: TracedException | None = None
 
     def call(self, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """``fn(*args, **kwargs)`` on tracked values, in this frame."""
@@ -222,6 +224,10 @@ class Interpreter:
                 if fn is None:
                     raise Unsupported(f"bytecode {inst.opname} is not supported by the VM")
                 try:
+                    if self.thrown is not None:
+                        # gen.throw(): raised where the generator paused, as CPython does
+                        thrown, self.thrown = self.thrown, None
+                        raise thrown
                     fn(self, inst)
                 except TracedException as raised:
                     if self._catch(inst.offset, raised):

@@ -10,7 +10,7 @@ import torch
 
 from symbolic_vm import attributes, higher_order, sets, tensor_attrs, torch_calls
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.modules import module_iterator
 from symbolic_vm.tensor_attrs import DATA_DEPENDENT_METHODS, FACT_METHODS, TENSOR_META_METHODS
@@ -100,6 +100,8 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
         if value is None:
             raise Unsupported("StopIteration raised by send() on a generator that returned")
         return value
+    if isinstance(target, GeneratorVar) and name == "throw" and len(args) == 1 and not kwargs:
+        return _generator_throw(vm, target, args[0])
     if isinstance(target, GeneratorContextVar):
         return _generator_context_method(vm, target, name, args)
     more = MORE_METHODS.get(type(target))  # registered by the stdlib models (namedtuples)
@@ -218,12 +220,49 @@ def _generator_context_method(
             raise Unsupported("RuntimeError: generator didn't yield (@contextmanager)")
         return value
     if name == "__exit__":
-        if not all(isinstance(a, ConstVar) and a.value is None for a in args):
-            raise Unsupported("a @contextmanager block left by an exception")
-        if ops.generator_next(vm.out, manager.gen) is not None:
-            raise Unsupported("RuntimeError: generator didn't stop (@contextmanager)")
-        return ConstVar(None)
+        if all(isinstance(a, ConstVar) and a.value is None for a in args):
+            if ops.generator_next(vm.out, manager.gen) is not None:
+                raise Unsupported("RuntimeError: generator didn't stop (@contextmanager)")
+            return ConstVar(None)
+        return _generator_context_throw(vm, manager, args)
     raise Unsupported(f"method {name}() of a @contextmanager manager")
+
+
+def _generator_throw(vm: Interpreter, gen: GeneratorVar, exc: Var) -> Var:
+    """``gen.throw(exc)`` (an exception object or class) on a generator paused at a yield:
+    its next yielded value; its return raises StopIteration, as in Python."""
+    if isinstance(exc, ObjectVar) and isinstance(exc.value, type) and issubclass(
+        exc.value, BaseException
+    ):
+        vm.out.depend(exc)
+        exc = vm.call(exc, [], {})
+    if not (isinstance(exc, ObjectVar) and isinstance(exc.value, BaseException)):
+        raise Unsupported("throw() of something that is not an exception the VM holds")
+    value = ops.generator_next(vm.out, gen, thrown=exc)
+    if value is None:
+        raise throw(StopIteration)
+    return value
+
+
+def _generator_context_throw(vm: Interpreter, manager: GeneratorContextVar, args: list[Var]
+                             ) -> Var:
+    """``__exit__(type, exc, tb)`` of a @contextmanager block left by exception ``exc``: thrown
+    into the generator at its yield, as contextlib does. The generator returning suppresses
+    it (True); raising ``exc`` again lets it go on (False); raising another replaces it."""
+    exc = args[1] if len(args) == 3 else None
+    if not (isinstance(exc, ObjectVar) and isinstance(exc.value, BaseException)):
+        raise Unsupported("a @contextmanager block left by an exception the VM does not hold")
+    if isinstance(exc.value, StopIteration | GeneratorExit):
+        raise Unsupported(f"{type(exc.value).__name__} thrown into a @contextmanager generator")
+    try:
+        value = ops.generator_next(vm.out, manager.gen, thrown=exc)
+    except TracedException as raised:
+        if raised.value.value is exc.value:
+            return ConstVar(False)
+        raise
+    if value is not None:
+        raise Unsupported("RuntimeError: generator didn't stop after throw() (@contextmanager)")
+    return ConstVar(True)
 
 
 def _input_requires_grad(

@@ -621,13 +621,20 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     raise Unsupported(f"iterating over module {type(module).__name__}")
 
 
-def generator_next(out: Output, gen: GeneratorVar, sent: Var | None = None) -> Var | None:
+def generator_next(
+    out: Output, gen: GeneratorVar, sent: Var | None = None, *, thrown: Var | None = None
+) -> Var | None:
     """Resume ``gen`` up to its next yield: the value, or None once it has returned.
 
     ``sent``: the value of the paused ``yield`` expression (``gen.send(sent)``); None or
-    ``ConstVar(None)`` is what ``next()`` sends.
+    ``ConstVar(None)`` is what ``next()`` sends. ``thrown``: an exception (the VM's object)
+    raised at the paused ``yield`` instead (``gen.throw(exc)``; the generator must be paused).
     """
     box = gen.box
+    if thrown is not None:
+        if not box.started or box.done:
+            raise Unsupported("throw() into a generator that is not paused at a yield")
+        box.frame.thrown = TracedException(thrown)
     sends_value = sent is not None and not (isinstance(sent, ConstVar) and sent.value is None)
     if sends_value and not box.started:
         # eager raises TypeError here: let the frame run eagerly and raise it

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dis
 import operator
+import types
 from typing import Any
 
 from symbolic_vm import attributes, object_model, object_operators, sets
 from symbolic_vm import operations as ops
 from symbolic_vm.builtin_objects import has_attribute, python_type
 from symbolic_vm.builtins_ import call_builtin
+from symbolic_vm.class_dicts import class_lookup
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.handlers.exceptions import stopiteration_error
 from symbolic_vm.interpreter import Interpreter, handler
@@ -146,9 +148,23 @@ def _user_text(vm: Interpreter, obj: Var, conversion: int, spec: str | None) -> 
 
 def _formattable(vm: Interpreter, value: Var) -> object:
     """The Python value an f-string formats; a symbolic int by its (guarded) value, as str()."""
+    if isinstance(value, ObjectVar) and _builtin_text(value.value):
+        return value.value
     if not (ops.is_constant(value) or isinstance(value, SymVar)):
         raise Unsupported(f"f-string formatting of {ops.describe(value)}")
     return ops.const_value(vm.out, value)
+
+
+def _builtin_text(value: object) -> bool:
+    """An exception object (the VM's exceptions are real objects made from constants) whose
+    class formats it in C (``f"{err}"``): its text depends on its args only."""
+    if not isinstance(value, BaseException):
+        return False
+    cls = type(value)
+    return not any(
+        isinstance(class_lookup(cls, name), types.FunctionType)
+        for name in ("__str__", "__repr__", "__format__")
+    )
 
 
 @handler("LIST_APPEND")
