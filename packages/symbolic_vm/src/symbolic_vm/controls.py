@@ -2,7 +2,8 @@
 
 Code written for torch.compile marks functions with ``torch.compiler.disable``, forces breaks
 with torch's ``graph_break()``, asks ``is_compiling()``, registers ``allow_in_graph`` functions
-and marks tensors dynamic or static. The VM recognises each of those functions by identity (or,
+and marks tensors dynamic or static, and ``assume_constant_result`` marks a function whose
+result is a constant of the trace. The VM recognises each of those functions by identity (or,
 for a disabled function, by the marker attribute torch's decorator puts on its wrapper) and
 gives it torch.compile's meaning. It never calls into torch's compiler frontend: the frontend's
 package is looked up in ``sys.modules`` only (so a control is known once the user's code has
@@ -23,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from symbolic_vm import operations as ops
 from symbolic_vm import torch_calls
+from symbolic_vm.constant_values import is_constant_value
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.values import ConstVar, Var
 
@@ -247,6 +250,8 @@ def dispatch(
     A break raises Unsupported (the call then runs eagerly between graphs); a folded answer or
     an in-graph call is guarded on ``fn``'s identity.
     """
+    if isinstance(fn, types.FunctionType) and fn.__dict__.get(_CONSTANT_MARK) is True:
+        return _assumed_constant(out, var, fn, args, kwargs)
     control = control_for(fn)
     if control is None:
         return None
@@ -260,3 +265,26 @@ def dispatch(
         return out.wrap(contextlib.nullcontext(), None)
 
     return torch_calls.opaque_call(out, fn, args, kwargs)
+
+
+# The marker torch's ``assume_constant_result`` puts on a function (transformers sets it itself
+# on its install and version probes, ``is_torch_greater_or_equal``): its result is a constant
+# of the trace.
+_CONSTANT_MARK = "_dynamo_marked_constant"
+
+
+def _assumed_constant(
+    out: Output, var: Var, fn: types.FunctionType, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """Call a function marked as constant-valued now, on its constant arguments (guarded), and
+    put its result in the trace as a constant, as torch.compile does; its code is not traced."""
+    py_args = [ops.const_value(out, a) for a in args]
+    py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
+    out.depend(var)
+    try:
+        value = fn(*py_args, **py_kwargs)
+    except Exception as exc:  # eager raises it again, at the break
+        raise Unsupported(f"{_name(fn)}, marked constant-valued, raised {exc!r}") from exc
+    if not is_constant_value(value):
+        raise Unsupported(f"{_name(fn)}, marked constant-valued, returned {type(value).__name__}")
+    return ConstVar(value)

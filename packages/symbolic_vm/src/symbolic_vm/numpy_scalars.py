@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch  # noqa: F401  (imports NumPy first when it is installed)
 
 from symbolic_vm import operations as ops
-from symbolic_vm.builtins_ import implements
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.stdlib.polyfill import calls_of
 from symbolic_vm.values import ConstVar, ObjectVar, Var

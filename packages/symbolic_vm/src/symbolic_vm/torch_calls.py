@@ -170,10 +170,12 @@ def is_torch_function(value: object) -> bool:
         return getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
     if isinstance(value, types.FunctionType):
         module = value.__module__ or ""
-        # Python functions of torch that are not ops: module code (traced), utilities and
-        # grad-mode helpers
+        # Python functions of torch that are not ops: module code (traced), utilities,
+        # grad-mode helpers and parametrizations (a parametrized weight is a property whose
+        # getter calls the parametrization modules: weight_norm in wav2vec2 and HuBERT)
         return module.startswith("torch.") and not module.startswith(
-            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode")
+            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode",
+             "torch.nn.utils.parametrize", "torch.nn.utils.parametrizations")
         )
     return False
 

@@ -1,5 +1,5 @@
 """Models of the standard library, one module per library (``copy_``, ``itertools_``,
-``functools_``, ``operator_``, ``collections_``, ``misc``).
+``functools_``, ``operator_``, ``collections_``, ``misc``, ``re_``).
 
 Each module registers its functions in builtin_table's ``@implements`` table, either as an
 implementation on tracked values (``copy.deepcopy``) or as a *polyfill*: a plain Python function
@@ -19,6 +19,7 @@ from symbolic_vm.stdlib import (  # noqa: F401
     mappingproxy,
     misc,
     operator_,
+    re_,
 )
 
 __all__: list[str] = []
