@@ -2065,5 +2065,5 @@ def stacked_grad_mode_decorators(x: torch.Tensor) -> Any:
     return a.detach(), a.requires_grad, b, b.requires_grad, torch.is_grad_enabled()
 
 
-# More cases, in a module of their own (corpus_more.py registers them into CASES).
-from . import corpus_more  # noqa: E402, F401
+# More cases, in modules of their own (each registers its cases into CASES).
+from . import corpus_more, corpus_more2  # noqa: E402, F401

@@ -16,6 +16,7 @@ from benchmarks.zoo.measure import counting_torch_breaks
 from .corpus import Case
 
 CALLS = 2
+_CRASH = "Strata could not compile"
 
 
 @dataclasses.dataclass
@@ -115,9 +116,12 @@ def run(case: Case) -> Result:
 
     compile_api.reset()
     ours = _Counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
         got = _runs(compile_api.compile(case.fn, backend=ours), case)
+    # our compile crashing makes the frame run eagerly: right results, 0 graphs, no break
+    # recorded, which would pass as torch's 0 graphs / 0 breaks
+    crashes = [str(w.message) for w in seen if str(w.message).startswith(_CRASH)]
     with state.lock:
         breaks = sum(len(r.breaks) for r in state.records)
     compile_api.reset()
@@ -129,5 +133,5 @@ def run(case: Case) -> Result:
         _runs(torch.compile(case.fn, backend=theirs), case)
     torch._dynamo.reset()
 
-    detail = differs(expected, got)
+    detail = differs(expected, got) or (crashes[0].splitlines()[0] if crashes else "")
     return Result(case.name, not detail, ours.graphs, breaks, theirs.graphs, len(reasons), detail)

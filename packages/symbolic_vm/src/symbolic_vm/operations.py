@@ -36,6 +36,7 @@ from symbolic_vm.values import (
     NULL,
     BoundMethodVar,
     ConstVar,
+    DictBox,
     DictVar,
     DictViewVar,
     FunctionVar,
@@ -318,6 +319,14 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return _sequence(a, items(out, a) * int(const_value(out, b)))
     if _is_set(a) and _is_set(b):
         return _set_binary(out, fn, a, b)
+    if isinstance(a, DictVar) and isinstance(b, DictVar) and plain is operator.or_:
+        out.depend(b)
+        if fn is operator.ior:  # d |= other: d updated in place
+            a.box.items.update(b.box.items)
+            note_mutation(out, a)
+            return a
+        out.depend(a)
+        return DictVar(DictBox({**a.box.items, **b.box.items}))
     if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
         # keys/items views are set-like: ``d.keys() & other`` is a new set
         result = _fold(plain, const_value(out, a), const_value(out, b))

@@ -287,3 +287,16 @@ def _group(current: list[int], index: int, values: list[Any]) -> Iterator[Any]:
         if current[0] != index:
             return
         yield value
+
+
+@polyfill(itertools.combinations_with_replacement)
+def combinations_with_replacement(iterable: Iterable[Any], r: int) -> Iterator[tuple[Any, ...]]:
+    pool = tuple(iterable)
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    if not pool and r:
+        return iter([])
+    found: list[tuple[int, ...]] = [()]
+    for _ in range(r):
+        found = [(*row, i) for row in found for i in range(row[-1] if row else 0, len(pool))]
+    return iter([tuple(pool[i] for i in row) for row in found])

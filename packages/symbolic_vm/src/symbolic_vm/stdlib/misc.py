@@ -205,3 +205,23 @@ def _exc_info(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
             raise Unsupported("sys.exc_info() while the traced code handles an exception")
         frame = frame.parent
     return TupleVar((ConstVar(None), ConstVar(None), ConstVar(None)))
+
+
+# Classes of immutable constants: their unbound C methods (``str.upper``, ``int.__add__``) are
+# pure functions of the constant they are called on.
+_CONSTANT_TYPES = (str, bytes, int, float, complex, bool, tuple, frozenset)
+
+
+@calls_of(types.MethodDescriptorType)
+@calls_of(types.WrapperDescriptorType)
+def _unbound_method(
+    vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
+    """``str.upper(s)``, ``map(int.__add__, ...)``: folded on constants (None: the VM's other
+    rules, e.g. a descriptor of another class)."""
+    owner = getattr(fn.value, "__objclass__", None)
+    if owner not in _CONSTANT_TYPES or not args or not all(
+        ops.is_constant(a) for a in [*args, *kwargs.values()]
+    ):
+        return None
+    return _folder(fn.value)(vm, args, kwargs)
