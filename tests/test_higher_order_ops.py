@@ -341,7 +341,32 @@ def cond_tuple(x: torch.Tensor) -> torch.Tensor:
     return a * b
 
 
-COND_PROGRAMS = {"cond": cond_on_tensor, "nested": cond_nested, "tuple": cond_tuple}
+def cond_nested_twice(x: torch.Tensor) -> torch.Tensor:
+    def inner(b: torch.Tensor) -> torch.Tensor:
+        return torch.cond(b.max() > 0.62, lambda c: c * COND_WEIGHT, lambda c: c.exp(), (b,))
+
+    def middle(a: torch.Tensor) -> torch.Tensor:
+        return torch.cond(a.mean() > 0.5, inner, lambda b: b - x, (a,))
+
+    return torch.cond(x.sum() > 0, middle, lambda a: a.cos(), (x,)) * 2
+
+
+def cond_writing_a_new_tensor(x: torch.Tensor) -> torch.Tensor:
+    def branch(a: torch.Tensor) -> torch.Tensor:
+        z = torch.zeros_like(a)
+        z.add_(a * COND_WEIGHT)  # an in-place write the branch's functionalization removes
+        return z
+
+    return torch.cond(x.sum() > 0, branch, lambda a: a.cos(), (x,)) + 1
+
+
+COND_PROGRAMS = {
+    "cond": cond_on_tensor,
+    "nested": cond_nested,
+    "nested_twice": cond_nested_twice,
+    "tuple": cond_tuple,
+    "writes": cond_writing_a_new_tensor,
+}
 # Inputs that take each branch: positive sums (with means above and below 0.5), negative sums.
 COND_INPUTS = (0.6, 0.3, -0.6)
 
