@@ -57,12 +57,14 @@ def instrument(cg: Any) -> tuple[Callable[..., Any], dict[str, list[float]]]:
     ns = cg.run.__globals__
     times: dict[str, list[float]] = {}
     lines = []
+    # a wrapper with kept buffers runs its body inside ``try:`` (kept_buffers.py)
+    ind = " " * (8 if "_kept_acquire" in cg.wrapper_source else 4)
     for line in cg.wrapper_source.splitlines():
         m = _CALL.search(line)
-        if m and line.startswith("    ") and not line.startswith("     "):
+        if m and line.startswith(ind) and not line.startswith(ind + " "):
             key = f"{m.group(1)}@{len(lines)}"
             times[key] = []
-            lines += ["    _t0 = _clk()", line, f"    _acc[{key!r}].append(_clk() - _t0)"]
+            lines += [f"{ind}_t0 = _clk()", line, f"{ind}_acc[{key!r}].append(_clk() - _t0)"]
         else:
             lines.append(line)
     ns2 = dict(ns, _clk=time.thread_time, _acc=times)
