@@ -14,7 +14,10 @@ each call from the same ``x``/``y``, so they can alias them), ``RANDOM = True`` 
 numbers: values are not compared on inductor, whose RNG differs from eager by design) and
 ``PROFILE_CALLS`` (calls run inside ``torch.autograd.profiler.profile()``), ``NO_GRAD_CALLS``
 (calls made with grad mode off); ``CHECK_RNG_STATE =
-False`` leaves out the RNG-state comparison (a known bug, ``--avoid rng_state``).
+False`` leaves out the RNG-state comparison (a known bug, ``--avoid rng_state``);
+``EXPECTED_EXCEPTIONS`` names the exception types ``fn`` may let escape on purpose (the
+``exceptions`` family): for those, the args, a program class's attributes, ``__cause__``,
+``__context__``'s type and ``__suppress_context__`` are compared too.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ class Failure:
 
     call: int
     # "value", "inputs", "globals", "stdout", "raised", "not-raised", "exception", "grad_mode",
-    # "alias", "rng", "backward", "grad", "internal" (Strata's compile crashed; ran eagerly)
+    # "alias", "rng", "backward", "grad", "internal" (Strata's compile crashed; ran eagerly),
+    # "exc_detail" (an escaping exception's args, attributes, cause or context differ)
     kind: str
     detail: str
 
@@ -85,7 +89,7 @@ class Failure:
         return (
             self.kind,
             self.detail.split(":", 1)[0]
-            if self.kind in {"raised", "exception", "backward", "internal"}
+            if self.kind in {"raised", "exception", "exc_detail", "backward", "internal"}
             else "",
         )
 
@@ -347,8 +351,31 @@ def _compare_grads(a: Any, b: Any, exact: bool) -> str | None:
     return None
 
 
+def _exc_state(exc: BaseException | None, depth: int = 0) -> Any:
+    """What a program can read of an exception that escaped ``fn``: its type, ``args``, a
+    program class's attributes, the explicit cause (itself so, one level), the implicit
+    context's type and whether ``raise ... from`` suppressed it."""
+    if exc is None:
+        return None
+    own = type(exc).__module__.startswith("fuzzprog_")
+    return {
+        "type": _type_key(exc),
+        "args": list(exc.args),
+        "attrs": dict(vars(exc)) if own else {},
+        "cause": _exc_state(exc.__cause__, depth + 1) if depth == 0 else None,
+        "context": None if exc.__context__ is None else _type_key(exc.__context__),
+        "suppress_context": exc.__suppress_context__,
+    }
+
+
 def _diff(
-    call: int, e: _Outcome, c: _Outcome, exact: bool, random: bool, check_rng: bool = True
+    call: int,
+    e: _Outcome,
+    c: _Outcome,
+    exact: bool,
+    random: bool,
+    check_rng: bool = True,
+    escapes: tuple[str, ...] = (),
 ) -> Failure | None:
     if e.exc is not None or c.exc is not None:
         if e.exc is None:
@@ -358,6 +385,10 @@ def _diff(
             return Failure(call, "not-raised", f"eager raised {type(e.exc).__name__}: {e.exc}")
         if type(e.exc) is not type(c.exc):
             return Failure(call, "exception", f"{type(e.exc).__name__} vs {type(c.exc).__name__}")
+        if type(e.exc).__name__ in escapes:
+            diff = compare(_exc_state(e.exc), _exc_state(c.exc), exact, "exception")
+            if diff:
+                return Failure(call, "exc_detail", f"{type(e.exc).__name__}: {diff}")
     elif not random:
         diff = compare(e.value, c.value, exact, "result")
         if diff:
@@ -433,10 +464,11 @@ def check_source(
             warnings.simplefilter("always")
             random = not exact and bool(getattr(eager_mod, "RANDOM", False))
             check_rng = bool(getattr(eager_mod, "CHECK_RNG_STATE", True))
+            escapes = tuple(getattr(eager_mod, "EXPECTED_EXCEPTIONS", ()))
             for i, spec in enumerate(inputs):
                 e = _call(eager_mod.fn, eager_mod, spec, i)
                 c = _call(compiled, comp_mod, spec, i)
-                failure = _diff(i, e, c, exact, random, check_rng)
+                failure = _diff(i, e, c, exact, random, check_rng, escapes)
                 if failure is not None:
                     return failure
         # An error of ours while compiling runs the frame eagerly (same results), but it is a
