@@ -383,7 +383,7 @@ def _diff(
             return Failure(call, "raised", f"{type(c.exc).__name__}: {c.exc}")
         if c.exc is None:
             return Failure(call, "not-raised", f"eager raised {type(e.exc).__name__}: {e.exc}")
-        if type(e.exc) is not type(c.exc):
+        if _type_key(e.exc) != _type_key(c.exc):  # a program's own class: equal by name
             return Failure(call, "exception", f"{type(e.exc).__name__} vs {type(c.exc).__name__}")
         if type(e.exc).__name__ in escapes:
             diff = compare(_exc_state(e.exc), _exc_state(c.exc), exact, "exception")

@@ -10,7 +10,7 @@ import torch
 
 from symbolic_vm import attributes, higher_order, sets, tensor_attrs, torch_calls
 from symbolic_vm import operations as ops
-from symbolic_vm.errors import TracedException, Unsupported, throw
+from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.modules import module_iterator
 from symbolic_vm.tensor_attrs import DATA_DEPENDENT_METHODS, FACT_METHODS, TENSOR_META_METHODS
@@ -320,7 +320,10 @@ def _list_method(
         return ConstVar(None)
     if name == "pop":
         index = ops.const_value(out, args[0]) if args else -1
-        return box.items.pop(index)
+        try:
+            return box.items.pop(index)
+        except (IndexError, TypeError) as exc:  # the program's own error, as eager raises it
+            raise folding_error(exc, "list.pop()") from None
     if name == "clear":
         box.items.clear()
         return ConstVar(None)
@@ -331,13 +334,18 @@ def _list_method(
         return ListVar(ListBox(ops.items(out, lst)))
     if name in ("index", "count"):
         values = _const_items(vm, ops.items(out, lst))
-        return ConstVar(getattr(values, name)(ops.const_value(out, args[0])))
+        try:  # index's start/stop too; a missing value raises the program's ValueError
+            return ConstVar(getattr(values, name)(*(ops.const_value(out, a) for a in args)))
+        except (ValueError, TypeError) as exc:
+            raise folding_error(exc, f"list.{name}()") from None
     if name == "sort" and not args:
         box.items[:] = sort_values(vm, list(box.items), kwargs)
         return ConstVar(None)
     if name == "remove":
         target = ops.const_value(out, args[0])
         values = _const_items(vm, box.items)
+        if target not in values:
+            raise throw(ValueError, "list.remove(x): x not in list")
         del box.items[values.index(target)]
         return ConstVar(None)
     if name == "__iter__":

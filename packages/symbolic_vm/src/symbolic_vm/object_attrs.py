@@ -337,7 +337,14 @@ def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
             if attr is object.__new__:  # a static method: super().__new__(cls) passes cls
                 return ObjectVar(attr)
             if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
-                return FunctionVar(_NOOP)
+                if klass is type:  # a metaclass's super().__init__(name, bases, ns)
+                    return FunctionVar(_NOOP)
+                if issubclass(klass, BaseException):
+                    # BaseException.__init__ sets ``args`` (``super().__init__(msg)`` keeps
+                    # only msg of the constructor's arguments): a write to a real object,
+                    # which runs eagerly (was a no-op: args kept every argument)
+                    raise Unsupported(f"super().__init__ of exception class {klass.__name__}")
+                # dict.__init__ (a dict subclass's items): object_model.call_slot runs it
             if _is_c_method(attr):  # object/dict slots: object_model.call_slot runs them
                 return BoundMethodVar(obj, ObjectVar(attr))
             raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
