@@ -12,10 +12,11 @@ its type, args, attributes, cause and context with eager's).
 ``break_spots``: a graph break (``print``, ``torch._dynamo.graph_break()``, an unsupported C
 call, a data-dependent ``tolist()``) inside nested ``with`` blocks, ``for`` loops over lists,
 dicts and ``zip``, ``try`` blocks, generator bodies, helpers called in loops and comprehensions,
-``while`` loops; outer objects (a user object argument, lists, dicts) mutated on both sides.
+``while`` loops, grad-mode blocks (``requires_grad`` of results and gradients compared); outer
+objects (a user object argument, lists, dicts) mutated on both sides.
 
 ``inplace_views``: in-place writes through views of inputs, ``out=`` arguments (an input, a
-fresh buffer, a view), slice and mask assignment, ``copy_``/``index_add_``/``masked_fill_``,
+fresh buffer, a view), slice and mask assignment, views kept across a break or in a dict, ``copy_``/``index_add_``/``masked_fill_``,
 in-place metadata ops, a module buffer that is an argument, and under autograd in-place writes to
 views of non-leaf tensors and to a non-leaf input that requires grad (gradients compared).
 
@@ -302,8 +303,24 @@ def break_spots(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
         "    return v * s.count",
     ]
     for _ in range(rng.randint(2, 3)):
-        form = rng.randrange(8)
+        form = rng.randrange(9)
         t, q, v = name("t"), name("q"), name("v")
+        if form == 8:  # grad mode across a break: requires_grad of results, gradients
+            w = name("w")
+            f.params.append(w)
+            f.make.append(f"{w} = (x * 0.5 - 0.2).detach().requires_grad_()")
+            f.tail += [
+                f"with torch.{rng.choice(['no_grad', 'enable_grad'])}():",
+                f"    {q} = x * {w}",
+                *_ind(_brk(rng, f"{q}.requires_grad")),
+                "    with torch.enable_grad():",
+                f"        {v} = {q} * {w}",
+                *_ind(_brk(rng, "'in'", unsupported=False), "        "),
+                f"    {q} = {q} + {v}.detach()",
+                f"{q} = ({q}, {v}, {q}.requires_grad, {v}.requires_grad)",
+            ]
+            f.returns.append(q)
+            continue
         if form == 0:  # nested with blocks: a user manager, no_grad, another manager
             f.head += [
                 f"{v} = BkMgr('o{t}')",
@@ -404,7 +421,7 @@ _INPLACE_PRELUDE = [
 ]
 
 _VIEWS = ["x[1:]", "x.view(-1)[:2]", "x.unsqueeze(0)[0]", "x.narrow(0, 0, 1)", "x[::2]", "y[-2:]"]
-_INPLACE = ["add_(1.0)", "mul_(2.0)", "neg_()", "fill_(0.5)", "clamp_(-0.5, 0.5)", "sub_(y[0])"]
+_INPLACE = ["add_(1.0)", "mul_(2.0)", "neg_()", "fill_(0.5)", "clamp_(-0.5, 0.5)", "sub_(x.sum() * 0.1)"]
 
 
 def inplace_views(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
@@ -415,12 +432,12 @@ def inplace_views(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
     buf = rng.choice(["y", "y.clone()", "x * 1.0"])  # y: the buffer is an argument
     f.params, f.make = [mod], [f"{mod} = IvMod({buf})"]
     for _ in range(rng.randint(2, 3)):
-        form = rng.randrange(7)
+        form = rng.randrange(9)
         t, q = name("t"), name("q")
         if form == 0:  # a view of an input written in place, the base read back
             f.head += [f"{rng.choice(_VIEWS)}.{rng.choice(_INPLACE)}", f"{t} = x * 2.0 + y"]
         elif form == 1:  # out= into a fresh buffer, an input, or a view
-            out = rng.choice(["torch.empty_like(x)", "x", "y", "torch.empty(0)"])
+            out = rng.choice(["torch.empty_like(x)", "x", "y", "torch.empty(0)", "y[:]", "y.view(-1)"])
             op = rng.choice(
                 ["torch.add(x, y, out=OUT)", "torch.mul(x, 2.0, out=OUT)",
                  "torch.sin(y, out=OUT)", "torch.clamp(x, -1.0, 1.0, out=OUT)"]
@@ -455,12 +472,29 @@ def inplace_views(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
                 f"{q}.mul_(2.0)",
                 f"{t} = {q}.reshape(-1) + y",
             ]
-        else:  # a view of an intermediate written in place, the base used afterwards
+        elif form == 6:  # a view of an intermediate written in place, the base used afterwards
             f.head += [
                 f"{q} = x * 1.0",
                 f"{q}.view(-1)[{rng.choice(['0', '-1', ':1'])}].{rng.choice(_INPLACE)}",
                 f"{t} = {q} + 0.0",
             ]
+        elif form == 7:  # a view of an input kept across a graph break, written after it
+            f.head += [
+                f"{q} = {rng.choice(_VIEWS)}",
+                *_brk(rng, f"{q}.shape", unsupported=False),
+                f"{q}.{rng.choice(_INPLACE)}",
+                f"{t} = x + y",
+            ]
+            f.returns.append(q)
+        else:  # a view held in a container, written through the container
+            f.head += [
+                f"{q} = {{'v': {rng.choice(_VIEWS)}, 'w': y}}",
+                f"{q}['v'].{rng.choice(_INPLACE)}",
+                *_brk(rng, "len(" + q + ")", unsupported=False),
+                f"{q}['w'][:1].{rng.choice(_INPLACE)}",
+                f"{t} = x * 2.0",
+            ]
+            f.returns.append(q)
         f.tensors[t] = 1
     if rng.random() < 0.6:  # autograd: in-place writes to views of non-leaf tensors, gradients
         w, wn, a, g = name("w"), name("wn"), name("a"), name("g")
