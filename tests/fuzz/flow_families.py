@@ -16,9 +16,10 @@ dicts and ``zip``, ``try`` blocks, generator bodies, helpers called in loops and
 objects (a user object argument, lists, dicts) mutated on both sides.
 
 ``inplace_views``: in-place writes through views of inputs, ``out=`` arguments (an input, a
-fresh buffer, a view), slice and mask assignment, views kept across a break or in a dict, ``copy_``/``index_add_``/``masked_fill_``,
-in-place metadata ops, a module buffer that is an argument, and under autograd in-place writes to
-views of non-leaf tensors and to a non-leaf input that requires grad (gradients compared).
+fresh buffer, a view), slice and mask assignment, views kept across a break or in a dict,
+``copy_``/``index_add_``/``masked_fill_``, in-place metadata ops, a module buffer that is an
+argument, and under autograd in-place writes to views of non-leaf tensors and to a non-leaf
+input that requires grad (gradients compared).
 
 Every construct runs eagerly without raising, except the declared escapes.
 """
@@ -151,7 +152,9 @@ def exceptions(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
                 ]
                 f.returns.append(q)
         elif form == 3:  # StopIteration from next() on an iterator or a generator
-            src = rng.choice(["iter([x, y])", "(v * 2.0 for v in [x, y])", "iter({'a': x}.values())"])
+            src = rng.choice(
+                ["iter([x, y])", "(v * 2.0 for v in [x, y])", "iter({'a': x}.values())"]
+            )
             f.head += [
                 f"{q} = {src}",
                 f"{t} = next({q})",
@@ -193,7 +196,7 @@ def exceptions(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
                     "    try:",
                     f"        {t} = x * ({rng.choice(['1.0 / (n - n)', '2.0'])})",
                     "    except ZeroDivisionError:",
-                    f"        raise FzError('ctx', y * 2.0)",
+                    "        raise FzError('ctx', y * 2.0)",
                     f"except FzError as {e}:",
                     f"    LOG.append(('ctx', type({e}.__context__).__name__,"
                     f" {e}.__cause__ is None, {e}.__suppress_context__))",
@@ -372,7 +375,9 @@ def break_spots(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
         elif form == 3:  # a generator whose body breaks, consumed by a loop or sum
             src = rng.choice(["[x, y]", "[y, x, x + y]"])
             if rng.random() < 0.5:
-                f.head += [f"{t} = x * 0.0", f"for g{t} in {gen}({src}, x):", f"    {t} = {t} + g{t}"]
+                f.head += [
+                    f"{t} = x * 0.0", f"for g{t} in {gen}({src}, x):", f"    {t} = {t} + g{t}"
+                ]
             else:
                 f.head += [f"{t} = sum({gen}({src}, x), torch.zeros(()))"]
         elif form == 4:  # a breaking helper called in a loop, mutating the state object
@@ -421,7 +426,9 @@ _INPLACE_PRELUDE = [
 ]
 
 _VIEWS = ["x[1:]", "x.view(-1)[:2]", "x.unsqueeze(0)[0]", "x.narrow(0, 0, 1)", "x[::2]", "y[-2:]"]
-_INPLACE = ["add_(1.0)", "mul_(2.0)", "neg_()", "fill_(0.5)", "clamp_(-0.5, 0.5)", "sub_(x.sum() * 0.1)"]
+_INPLACE = [
+    "add_(1.0)", "mul_(2.0)", "neg_()", "fill_(0.5)", "clamp_(-0.5, 0.5)", "sub_(x.sum() * 0.1)"
+]  # fmt: skip
 
 
 def inplace_views(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
@@ -437,7 +444,9 @@ def inplace_views(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
         if form == 0:  # a view of an input written in place, the base read back
             f.head += [f"{rng.choice(_VIEWS)}.{rng.choice(_INPLACE)}", f"{t} = x * 2.0 + y"]
         elif form == 1:  # out= into a fresh buffer, an input, or a view
-            out = rng.choice(["torch.empty_like(x)", "x", "y", "torch.empty(0)", "y[:]", "y.view(-1)"])
+            out = rng.choice(
+                ["torch.empty_like(x)", "x", "y", "torch.empty(0)", "y[:]", "y.view(-1)"]
+            )
             op = rng.choice(
                 ["torch.add(x, y, out=OUT)", "torch.mul(x, 2.0, out=OUT)",
                  "torch.sin(y, out=OUT)", "torch.clamp(x, -1.0, 1.0, out=OUT)"]
