@@ -230,3 +230,18 @@ def lru_cache_on_an_inner_function(x: torch.Tensor) -> Any:
         return n**3
 
     return x * cube(3), cube(3) + cube(2)
+
+
+@dataclasses.dataclass
+class _Named:
+    name: str
+    size: int = 1
+
+
+@case()
+def dataclass_repr_and_str_behind_the_recursion_guard(x: torch.Tensor) -> Any:
+    @dataclasses.dataclass
+    class Local:
+        k: float
+
+    return x * _Named("n").size, repr(_Named("a", 2)), str(_Named("b")), f"{Local(1.5)!r}"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import inspect
+import reprlib
 import types
 import weakref
 from typing import Any, cast
@@ -270,6 +272,14 @@ def _call_function(
         return handled
     if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
         return torch_calls.opaque_call(out, func, args, kwargs)
+    if func.__code__ in _REPR_GUARDS and "user_function" in func.__code__.co_freevars:
+        # A __repr__ behind reprlib's recursion guard (dataclasses' repr): the guard keys a
+        # set by thread id and id(self); the repr itself is what runs (a recursive repr
+        # reaches the inlining depth limit and breaks instead of printing "...").
+        where = func.__code__.co_freevars.index("user_function")
+        inner = _cell_contents(vm, (func.__closure__ or ())[where], fn, where)
+        if inner is not None:
+            return call(vm, inner, args, kwargs)
     modelled = builtins_.implementation(func)
     if modelled is not None:  # a Python function the VM answers itself (inspect.signature)
         return modelled(vm, args, kwargs)
@@ -294,6 +304,20 @@ def _call_function(
         for i, cell in enumerate(func.__closure__ or ())
     )
     return inline(vm, func.__code__, func.__globals__, defaults, kwdefaults, closure, args, kwargs)
+
+
+def _repr_guard_codes() -> frozenset[types.CodeType]:
+    def plain(self: object) -> str:
+        return ""
+
+    codes = {reprlib.recursive_repr()(plain).__code__}
+    dataclass_guard = getattr(dataclasses, "_recursive_repr", None)  # 3.11's own copy
+    if dataclass_guard is not None:
+        codes.add(dataclass_guard(plain).__code__)
+    return frozenset(codes)
+
+
+_REPR_GUARDS = _repr_guard_codes()
 
 
 def _source_item(fn: FunctionVar, attr: str, index: object) -> Any:
