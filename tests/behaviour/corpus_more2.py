@@ -5,10 +5,12 @@ dataclasses, string methods and dict operators. Our own programs, one behaviour 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import functools
 import itertools
+import math
 import operator
 from typing import Any
 
@@ -245,3 +247,97 @@ def dataclass_repr_and_str_behind_the_recursion_guard(x: torch.Tensor) -> Any:
         k: float
 
     return x * _Named("n").size, repr(_Named("a", 2)), str(_Named("b")), f"{Local(1.5)!r}"
+
+
+class _Node:
+    def __init__(self, v: int, nxt: _Node | None = None) -> None:
+        self.v, self.nxt = v, nxt
+
+    def __iter__(self) -> Any:
+        node: _Node | None = self
+        while node is not None:
+            yield node.v
+            node = node.nxt
+
+
+class _SizedMeta(type):
+    def __len__(cls) -> int:
+        return 3
+
+
+class _WithMeta(metaclass=_SizedMeta):
+    pass
+
+
+@case()
+def linked_list_iteration_and_a_metaclass_dunder(x: torch.Tensor) -> Any:
+    chain = _Node(1, _Node(2, _Node(3)))
+    return x * sum(chain), list(chain), len(_WithMeta)
+
+
+class _Thermo:
+    def __init__(self) -> None:
+        self._c = 0.0
+
+    @property
+    def c(self) -> float:
+        return self._c
+
+    @c.setter
+    def c(self, v: float) -> None:
+        if v < -273:
+            raise ValueError("too cold")
+        self._c = v
+
+
+@case()
+def property_setter_validation_raises(x: torch.Tensor) -> Any:
+    t = _Thermo()
+    t.c = 5.0
+    try:
+        t.c = -300
+        msg = ""
+    except ValueError as e:
+        msg = str(e)
+    return x * t.c, msg
+
+
+_P = collections.namedtuple("_P", "x y", defaults=(0,))
+
+
+@case()
+def namedtuple_defaults_make_and_field_defaults(x: torch.Tensor) -> Any:
+    p = _P(1)
+    q = p._replace(y=5)
+    return x * (q.x + q.y), p._asdict(), _P._make([3, 4]), _P._field_defaults
+
+
+@case()
+def ordereddict_fromkeys_chainmap_and_counter_addition(x: torch.Tensor) -> Any:
+    od = collections.OrderedDict.fromkeys("abc", 0)
+    od["b"] += 1
+    chained = collections.ChainMap({"a": 1}, {"a": 2, "b": 3})
+    total = collections.Counter(a=2, b=1) + collections.Counter(a=1)
+    return x * od["b"], list(od.items()), chained["a"], sorted(chained), total
+
+
+@case()
+def itertools_count_repeat_dropwhile(x: torch.Tensor) -> Any:
+    it = itertools.count(5, 2)
+    first = next(it)
+    rest = [next(it) for _ in range(2)]
+    dropped = list(itertools.dropwhile(lambda v: v < 3, [1, 3, 1]))
+    return x * first, rest, list(itertools.repeat("z", 2)), dropped
+
+
+@case()
+def math_helpers_and_number_conversions(x: torch.Tensor) -> Any:
+    return (
+        x * math.prod([1, 2, 3]),
+        math.isclose(0.1 + 0.2, 0.3),
+        math.comb(5, 2),
+        math.gcd(12, 18),
+        int("ff", 16),
+        float("1e-3"),
+        f"{0.125:.1%}",
+    )

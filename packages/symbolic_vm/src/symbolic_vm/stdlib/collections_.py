@@ -323,6 +323,17 @@ def _defaultdict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Va
     return obj
 
 
+@implements(collections.OrderedDict.fromkeys)
+def _ordered_fromkeys(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``OrderedDict.fromkeys(keys, value=None)``: an OrderedDict made in the frame, one value
+    object under every key (as dict.fromkeys)."""
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("OrderedDict.fromkeys with keyword arguments")
+    value = args[1] if len(args) > 1 else ConstVar(None)
+    items = {ops.const_value(vm.out, key): value for key in ops.iterate(vm.out, args[0])}
+    return NewObjectVar(ObjectBox(collections.OrderedDict, {}, items=DictBox(items)))
+
+
 def _callable(var: Var) -> bool:
     if isinstance(var, (ObjectVar, ConstVar)):
         return callable(var.value)
