@@ -101,27 +101,20 @@ def test_cond_trains_through_triton_kernels_with_eager_values_and_gradients(
 
 
 # Gaps of the Triton generator these programs found (the C++ one compiles both): the
-# size min(count, 2) of a slice, and round() (half to even, as eager).
+# size min(count, 2) of a slice, and round() (half to even, as eager). A test that fails on
+# exactly that is an expected failure; torch 2.11 gives the slice another size expression,
+# which Triton takes (the test then passes).
 TRITON_GAPS = {
-    "masked_head": "no Triton for size expression Min(2, u)",
+    "masked_head": "no Triton for size expression Min(2, u",
     "unique_sum": "no Triton lowering for op round",
 }
 DATA_DEPENDENT = [
-    pytest.param(
-        f,
-        id=f.__name__,
-        marks=[pytest.mark.xfail(reason=TRITON_GAPS[f.__name__], strict=True)]
-        if f.__name__ in TRITON_GAPS
-        else [],
-    )
-    for f in (
-        masked_values,
-        masked_head,
-        count_nonzero_rows,
-        scale_by_item,
-        sliced_by_item,
-        unique_sum,
-    )
+    masked_values,
+    masked_head,
+    count_nonzero_rows,
+    scale_by_item,
+    sliced_by_item,
+    unique_sum,
 ]
 # none, one and several elements above 0
 INPUTS = (
@@ -131,7 +124,7 @@ INPUTS = (
 )
 
 
-@pytest.mark.parametrize("fn", DATA_DEPENDENT)
+@pytest.mark.parametrize("fn", DATA_DEPENDENT, ids=[f.__name__ for f in DATA_DEPENDENT])
 def test_data_dependent_sizes_run_triton_kernels_with_eager_values(
     fn: Callable[..., Any], compiled_graphs: list[Any]
 ) -> None:
@@ -144,7 +137,14 @@ def test_data_dependent_sizes_run_triton_kernels_with_eager_values(
     for x in INPUTS:
         x = x.to(DEV)
         want = fn(x)
-        torch.testing.assert_close(ours(x), want)
+        try:
+            got = ours(x)
+        except compile_api.BackendCompilerFailed as exc:
+            gap = TRITON_GAPS.get(fn.__name__)
+            if gap is not None and gap in str(exc):
+                pytest.xfail(gap)
+            raise
+        torch.testing.assert_close(got, want)
         torch.testing.assert_close(theirs(x), want)
     torch._dynamo.reset()
     assert compiled_graphs and all(g.kernel_count for g in compiled_graphs)
