@@ -228,3 +228,28 @@ def test_a_class_statement_running_user_code_runs_it_once_per_call(fn: Callable[
     theirs = torch.compile(fn, backend="eager")
     same([theirs(x) for _ in range(3)], eager)
     torch._dynamo.reset()
+
+
+LIMIT = 2.0
+
+
+def _body_reads_a_global_before_binding_it(x: torch.Tensor) -> Any:
+    class Cfg:
+        LIMIT = LIMIT  # the global's value, then a class attribute of the same name
+
+    return x * Cfg.LIMIT
+
+
+def test_a_global_the_body_reads_is_guarded_even_when_the_body_rebinds_its_name() -> None:
+    global LIMIT
+    compile_api.reset()
+    compiled = compile_api.compile(_body_reads_a_global_before_binding_it)
+    x = torch.ones(2)
+    try:
+        torch.testing.assert_close(compiled(x), x * 2.0)
+        LIMIT = 5.0
+        torch.testing.assert_close(compiled(x), _body_reads_a_global_before_binding_it(x))
+        torch.testing.assert_close(compiled(x), x * 5.0)
+    finally:
+        LIMIT = 2.0
+    assert not compile_api.explain(_body_reads_a_global_before_binding_it)(x).break_reasons

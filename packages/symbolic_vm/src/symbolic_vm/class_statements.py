@@ -74,7 +74,9 @@ def _body_reads(code: types.CodeType, f_globals: dict[str, Any], f_builtins: dic
     (above), a name the body bound, a real value read from globals, or anything else. Only
     calls of a wrapper (or a property's setter/getter/deleter) are allowed.
     """
-    stored = {i.argval for i in dis.get_instructions(code) if i.opname == "STORE_NAME"}
+    # Names the body has bound so far: the allowed bytecode never jumps, so instruction order
+    # is run order, and a name read before its store (``x = x``) is the global's.
+    stored: set[str] = set()
     reads: set[str] = set()
     free: set[str] = set()
     stack: list[tuple[Any, ...]] = []
@@ -132,6 +134,8 @@ def _body_reads(code: types.CodeType, f_globals: dict[str, Any], f_builtins: dic
             stack.append(_OTHER)
         elif op in {"STORE_NAME", "POP_TOP", "RETURN_VALUE"}:
             pop()
+            if op == "STORE_NAME":
+                stored.add(inst.argval)
         elif op == "RETURN_CONST":
             pass
         elif op == "LOAD_ATTR":
@@ -140,9 +144,15 @@ def _body_reads(code: types.CodeType, f_globals: dict[str, Any], f_builtins: dic
             if base[0] == "body" and attr in _PROPERTY_CHAIN:
                 label: tuple[Any, ...] = ("wrapper",)
             elif base[0] == "value" and isinstance(base[1], types.ModuleType):
-                if not hasattr(base[1], attr):
-                    raise _Refused(f"module attribute {attr!r} is missing")
-                label = ("value", getattr(base[1], attr))
+                member: object = getattr(base[1], attr, None)
+                # read without a guard: only a wrapper (functools.cached_property), a class or a
+                # module (annotations), never a value the class would keep
+                if not (
+                    any(member is w for w in _WRAPPERS)
+                    or isinstance(member, (type, types.ModuleType))
+                ):
+                    raise _Refused(f"reading module attribute {attr!r} in the class body")
+                label = ("value", member)
             else:
                 raise _Refused(f"reading attribute {attr!r} in the class body")
             if version >= (3, 12) and arg & 1:  # the method form: (callable, NULL)
