@@ -54,8 +54,15 @@ def _as_view(
 
 
 def _restride(t: torch.Tensor, sizes: Sequence[Size], strides: Sequence[Size]) -> torch.Tensor:
-    """``t`` laid out with the strides the kernels were generated for."""
-    if tuple(t.stride()) == tuple(strides) or t.numel() <= 1:
+    """``t`` laid out with the strides the kernels were generated for.
+
+    A dim of one element addresses nothing beyond its first, whatever its stride: an aten
+    result differing only there (a 1x1 convolution's (1, C, 1, 1) output, strides (C, 1, 1, 1)
+    where its meta said (C, 1, C, C)) is already that layout, and is not copied."""
+    got = t.stride()
+    if got == tuple(strides) or t.numel() <= 1:
+        return t
+    if all(n == 1 or a == b for n, a, b in zip(t.shape, got, strides, strict=True)):
         return t
     out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
     out.copy_(t)
