@@ -6,7 +6,8 @@ under ``compile_api.compile`` (``--backend``, default aot_eager) and under ``tor
 (backend ``eager``, counting graphs and broken frames as the zoo does), and prints one row per
 model: Strata's graphs/breaks beside torch's, whether Strata's result matches eager, and the
 first break reason. ``--json FILE`` appends the rows to FILE (run the sweep in chunks, then
-``--report FILE`` prints the Markdown table of every row kept there).
+``--report FILE`` prints the Markdown table of every row kept there). ``--mode train`` runs
+the language models' forward with labels and the loss's backward instead, comparing gradients.
 
 A Strata compile that crashed and ran the frame eagerly (the "Strata could not compile" warning)
 counts as a crash even when the result is right. Local CPU, 1 thread; each model is tiny.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import traceback
@@ -31,6 +33,7 @@ import torch  # noqa: E402
 from benchmarks.zoo.measure import run_eager, run_strata, run_torch, tolerance  # noqa: E402
 from benchmarks.zoo.models import (  # noqa: E402
     BATCH,
+    MODELS,
     SEQ,
     SEQ2,
     VOCAB,
@@ -95,6 +98,8 @@ def _hf_seq2seq(config_name: str, model_name: str, **overrides: Any) -> Callable
             {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": dec},
             {"input_ids": ids2, "attention_mask": torch.ones_like(ids2),
              "decoder_input_ids": dec2},
+            {"labels": dec.clone()},
+            {"labels": dec2.clone()},
         )  # fmt: skip
 
     return build
@@ -143,6 +148,37 @@ def _torchvision_custom(make: Callable[[Any], torch.nn.Module]) -> Callable[[], 
     def build() -> Built:
         models = import_torchvision().models
         return _vision(lambda: make(models))
+
+    return build
+
+
+def _variant(base: Callable[[], Built], **call: Any) -> Callable[[], Built]:
+    """A model of the zoo or the sweep called another way: extra forward arguments, a padded
+    attention mask (``pad=True``: the second row's last 3 tokens masked), or gradient
+    checkpointing (``checkpointing=True``, run in training mode: ``mode="train"`` cases)."""
+    pad = call.pop("pad", False)
+
+    def build() -> Built:
+        built = base()
+        for kwargs in (built.kwargs, built.kwargs2):
+            if pad and "attention_mask" in kwargs:
+                mask = kwargs["attention_mask"].clone()
+                mask[1, -3:] = 0
+                kwargs["attention_mask"] = mask
+            kwargs.update(call)
+        return built
+
+    return build
+
+
+def _zoo_build(name: str, **config: Any) -> Callable[[], Built]:
+    """A zoo model's build, with its transformers config changed (``attn_implementation``)."""
+
+    def build() -> Built:
+        built = MODELS[name].build()
+        for key, value in config.items():
+            setattr(built.model.config, key, value)
+        return built
 
     return build
 
@@ -289,6 +325,28 @@ SWEEP: dict[str, ZooModel] = {
         ZooModel("siglip_vision", "transformers", _hf_vision(
             "SiglipVisionConfig", "SiglipVisionModel", image_size=32, patch_size=8,
             hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)),
+        # other configurations of zoo models: padding, extra outputs, tuple outputs, the eager
+        # attention implementation, a cache kept by the caller
+        ZooModel("llama+padded_mask", "transformers", _variant(MODELS["llama"].build, pad=True)),
+        ZooModel("bert+padded_mask", "transformers", _variant(MODELS["bert"].build, pad=True)),
+        ZooModel("gpt2+padded_mask", "transformers", _variant(MODELS["gpt2"].build, pad=True)),
+        ZooModel("llama+all_outputs", "transformers", _variant(
+            _zoo_build("llama", _attn_implementation="eager"), output_hidden_states=True,
+            output_attentions=True)),
+        ZooModel("bert+all_outputs", "transformers", _variant(
+            _zoo_build("bert", _attn_implementation="eager"), output_hidden_states=True,
+            output_attentions=True)),
+        ZooModel("t5+all_outputs", "transformers", _variant(
+            MODELS["t5"].build, output_hidden_states=True, output_attentions=True)),
+        ZooModel("gpt2+tuple_out", "transformers", _variant(MODELS["gpt2"].build,
+                                                            return_dict=False)),
+        ZooModel("qwen2+eager_attn", "transformers", _zoo_build(
+            "qwen2", _attn_implementation="eager")),
+        ZooModel("mistral+eager_attn", "transformers", _zoo_build(
+            "mistral", _attn_implementation="eager")),
+        ZooModel("llama+no_cache", "transformers", _variant(MODELS["llama"].build,
+                                                            use_cache=False)),
+        ZooModel("bart+padded_mask", "transformers", _variant(MODELS["bart"].build, pad=True)),
         # audio
         ZooModel("wav2vec2", "transformers", _hf_audio("Wav2Vec2Config", "Wav2Vec2ForCTC",
                                                        **WAV2VEC)),
@@ -330,10 +388,12 @@ def _first_line(text: str, limit: int = 140) -> str:
     return text.strip().splitlines()[0][:limit] if text.strip() else ""
 
 
-def sweep_one(model: ZooModel, backend: str) -> dict[str, Any]:
-    """One model's row: Strata (``backend``) and torch.compile (eager) beside eager."""
-    c = Case(model, "infer")
-    row: dict[str, Any] = {"model": model.name, "library": model.library}
+def sweep_one(model: ZooModel, backend: str, mode: str = "infer") -> dict[str, Any]:
+    """One model's row: Strata (``backend``) and torch.compile (eager) beside eager; ``mode``
+    ``train`` runs forward with labels, the loss's backward, and compares every gradient."""
+    c = Case(model, mode)
+    name = model.name if mode == "infer" else f"{model.name}-{mode}"
+    row: dict[str, Any] = {"model": name, "library": model.library}
     start = time.perf_counter()
     try:
         built = model.build()
@@ -386,6 +446,10 @@ def sweep_one(model: ZooModel, backend: str) -> dict[str, Any]:
     return row
 
 
+# A path up to the installed libraries or the standard library, left out of the notes.
+_LIBRARY_PREFIX = re.compile(r"/\S*/(site-packages|lib/python3\.\d+)/")
+
+
 def _markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| model | library | params | Strata graphs/breaks | torch graphs/breaks | matches eager "
@@ -395,7 +459,8 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ours = f"{r.get('graphs', '-')}/{r.get('breaks', '-')}"
         theirs = f"{r.get('torch_graphs', '-')}/{r.get('torch_breaks', '-')}"
-        note = (r.get("note") or r.get("reason") or "").replace("|", "\\|")
+        note = _LIBRARY_PREFIX.sub("", r.get("note") or r.get("reason") or "")
+        note = note.replace("|", "\\|")
         correct = {True: "yes", False: "**no**"}.get(r.get("correct"), "-")  # type: ignore[call-overload]
         lines.append(
             f"| {r['model']} | {r['library']} | {r.get('params', '-')} | {ours} | {theirs} "
@@ -412,6 +477,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="models of SWEEP (default: all)")
     parser.add_argument("--backend", default="aot_eager")
+    parser.add_argument("--mode", default="infer", choices=["infer", "train"])
     parser.add_argument("--json", help="append the rows to this JSON file (replacing a model's)")
     parser.add_argument("--report", help="print the Markdown table of this JSON file and exit")
     parser.add_argument("--list", action="store_true")
@@ -428,15 +494,20 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown models: {unknown}")
     rows = []
     for name in args.names or list(SWEEP):
-        row = sweep_one(SWEEP[name], args.backend)
+        row = sweep_one(SWEEP[name], args.backend, args.mode)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
         if args.json:
             path = Path(args.json)
             kept = json.loads(path.read_text()) if path.exists() else []
-            kept = [r for r in kept if r["model"] != name] + [row]
+            kept = [r for r in kept if r["model"] != row["model"]] + [row]
             order = list(SWEEP)
-            kept.sort(key=lambda r: order.index(r["model"]) if r["model"] in order else 1 << 30)
+
+            def position(r: dict[str, Any]) -> tuple[int, str]:
+                base = r["model"].removesuffix("-train")
+                return (order.index(base) if base in order else 1 << 30, r["model"])
+
+            kept.sort(key=position)
             path.write_text(json.dumps(kept, indent=1))
     print(_markdown(rows))
 

@@ -343,6 +343,45 @@ def _whisper_encoder() -> Built:
     return Built(model, {"input_features": feats}, {"input_features": feats2})
 
 
+def _mixtral() -> Built:
+    transformers = import_transformers()
+
+    # Sparse mixture of experts: top-2 routing over 4 experts.
+    config = transformers.MixtralConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        num_local_experts=4, num_experts_per_tok=2,
+    )  # fmt: skip
+    return _lm(transformers.MixtralForCausalLM, config)
+
+
+def _ctrl() -> Built:
+    transformers = import_transformers()
+
+    # Scales its embeddings by np.sqrt(d_model): NumPy on constants.
+    config = transformers.CTRLConfig(
+        vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, dff=64, n_positions=64,
+        resid_pdrop=0.0, embd_pdrop=0.0,
+    )  # fmt: skip
+    return _lm(transformers.CTRLLMHeadModel, config)
+
+
+def _wav2vec2() -> Built:
+    transformers = import_transformers()
+
+    # A conv feature encoder and a weight_norm (parametrized) positional convolution.
+    config = transformers.Wav2Vec2Config(
+        vocab_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 4),
+        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2, hidden_dropout=0.0,
+        attention_dropout=0.0, activation_dropout=0.0, feat_proj_dropout=0.0,
+        mask_time_prob=0.0,
+    )  # fmt: skip
+    model = _seeded(lambda: transformers.Wav2Vec2ForCTC(config))
+    wave = torch.randn(BATCH, 1600, generator=_generator())
+    return Built(model, {"input_values": wave}, {"input_values": wave[:, :1200]})
+
+
 # --------------------------------------------------------------------------- vision
 
 
@@ -399,6 +438,9 @@ MODELS: dict[str, ZooModel] = {
         ZooModel("clip", "transformers", _clip, train=True),
         ZooModel("resnet50", "torchvision", _torchvision("resnet50")),
         ZooModel("regnet", "timm", _timm("regnetx_002")),
+        ZooModel("mixtral", "transformers", _mixtral, train=True),
+        ZooModel("ctrl", "transformers", _ctrl),
+        ZooModel("wav2vec2", "transformers", _wav2vec2),
         ZooModel("swin", "timm", _timm("swin_tiny_patch4_window7_224", img_size=IMAGE,
                                        window_size=2, embed_dim=24, depths=(1, 1, 2, 1),
                                        num_heads=(1, 2, 2, 4))),
