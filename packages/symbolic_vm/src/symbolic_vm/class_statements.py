@@ -125,7 +125,10 @@ def _body_reads(code: types.CodeType, f_globals: dict[str, Any], f_builtins: dic
             stack.append(("code",) if isinstance(inst.argval, types.CodeType) else _CONST)
         elif op == "PUSH_NULL":
             stack.append(_NULL)
-        elif op in ("LOAD_CLOSURE", "LOAD_LOCALS"):
+        elif op in ("LOAD_CLOSURE", "LOAD_LOCALS") or (
+            # 3.13 spells LOAD_CLOSURE (a cell, for a method's closure tuple) LOAD_FAST
+            op == "LOAD_FAST" and inst.argval in code.co_cellvars + code.co_freevars
+        ):
             stack.append(_OTHER)
         elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF"):
             if op == "LOAD_FROM_DICT_OR_DEREF":
