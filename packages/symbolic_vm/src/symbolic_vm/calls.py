@@ -71,6 +71,12 @@ _CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_AS
 def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``fn(*args, **kwargs)`` on tracked values."""
     out = vm.out
+    if out.with_entries and out.block_may_raise(fn):
+        raise Unsupported(
+            "the with block of a user context manager holds graph ops that may raise on tensor "
+            "data (an index, an assert, ...): eager calls its __exit__ with that error, so the "
+            "with statement runs as Python"
+        )
     if isinstance(fn, FunctionVar):
         return _call_function(vm, fn, args, kwargs)
     if isinstance(fn, NestedFunctionVar):

@@ -9,6 +9,7 @@ from typing import Any
 from symbolic_vm.constant_values import CONSTANT_TYPES, MadeObjectId, is_constant_value
 from symbolic_vm.guard_plan import GuardPlan
 from symbolic_vm.guard_requests import GuardRequest
+from symbolic_vm.raising_ops import may_raise_on_data
 from symbolic_vm.records import CaptureConfig
 from symbolic_vm.side_effects import (
     AttrDelete,
@@ -64,6 +65,20 @@ class Output(GuardPlan):
         # Names local to the transformed code (arguments, free and cell variables): a global
         # by one of these names is read there through the globals dict (codegen.Rebuilder).
         self.frame_names: frozenset[str] = frozenset()
+        # User context managers entered in the trace: id(the __exit__ var BEFORE_WITH pushed)
+        # -> (that var, how many graph nodes there were when its block began). Ops made after
+        # that are in its block (raising_ops: a block that may raise runs as bytecode).
+        self.with_entries: dict[int, tuple[Var, int]] = {}
+
+    def block_may_raise(self, exit_var: Var) -> bool:
+        """Whether the graph ops made in the with block whose ``__exit__`` is ``exit_var`` (a
+        user manager entered in this trace) may raise at run time on tensor data: eager would
+        then call that ``__exit__`` with the error, which the transformed code cannot."""
+        entry = self.with_entries.get(id(exit_var))
+        if entry is None or entry[0] is not exit_var:
+            return False
+        nodes = list(self.builder.graph.nodes)[entry[1]:]
+        return may_raise_on_data(nodes)
 
     def change_marks(self) -> tuple[int, ...]:
         """Counters that move when the trace changes what a graph break could not undo.

@@ -231,7 +231,9 @@ def _handoff_managers(
     found: dict[int, Var] = {}
     for slot in sorted(slots):
         var = stop.stack[slot]
-        if not isinstance(var, BoundMethodVar):
+        if not isinstance(var, BoundMethodVar) or vm.out.block_may_raise(var):
+            # (A block whose graph ops may raise on data: eager calls __exit__ with the error,
+            # but the graph would raise before the residual code hands the manager on.)
             return None
         manager = var.self_var
         if isinstance(manager, ObjectVar) and isinstance(manager.value, Finish):

@@ -177,6 +177,7 @@ def BEFORE_WITH(vm: Interpreter, inst: dis.Instruction) -> None:
         return
     exit_fn = attributes.getattr_var(vm, manager, "__exit__")
     entered = call(vm, attributes.getattr_var(vm, manager, "__enter__"), [], {})
+    vm.out.with_entries[id(exit_fn)] = (exit_fn, len(vm.out.builder.graph.nodes))
     vm.push(exit_fn)
     vm.push(entered)
 
