@@ -157,9 +157,12 @@ def _variant(base: Callable[[], Built], **call: Any) -> Callable[[], Built]:
     attention mask (``pad=True``: the second row's last 3 tokens masked), or gradient
     checkpointing (``checkpointing=True``, run in training mode: ``mode="train"`` cases)."""
     pad = call.pop("pad", False)
+    checkpointing = call.pop("checkpointing", False)
 
     def build() -> Built:
         built = base()
+        if checkpointing:
+            built.model.gradient_checkpointing_enable()
         for kwargs in (built.kwargs, built.kwargs2):
             if pad and "attention_mask" in kwargs:
                 mask = kwargs["attention_mask"].clone()
@@ -347,6 +350,11 @@ SWEEP: dict[str, ZooModel] = {
         ZooModel("llama+no_cache", "transformers", _variant(MODELS["llama"].build,
                                                             use_cache=False)),
         ZooModel("bart+padded_mask", "transformers", _variant(MODELS["bart"].build, pad=True)),
+        # (--mode train) activation checkpointing of every layer
+        ZooModel("llama+checkpointing", "transformers", _variant(MODELS["llama"].build,
+                                                                 checkpointing=True)),
+        ZooModel("bert+checkpointing", "transformers", _variant(MODELS["bert"].build,
+                                                                checkpointing=True)),
         # audio
         ZooModel("wav2vec2", "transformers", _hf_audio("Wav2Vec2Config", "Wav2Vec2ForCTC",
                                                        **WAV2VEC)),
