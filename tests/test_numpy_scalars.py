@@ -83,3 +83,22 @@ def test_numpy_ufunc_on_an_array_runs_eagerly_at_a_break(counter: GraphCounter) 
     got = compile_api.compile(array_root, backend=counter)(x)
     torch.testing.assert_close(got, array_root(x), rtol=0, atol=0)
     assert report.graph_break_count >= 1
+
+
+def scale(x: torch.Tensor, s: Any) -> torch.Tensor:
+    return x * s
+
+
+def test_equal_numpy_float64_arguments_reuse_the_graph_and_other_values_recompile(
+    counter: GraphCounter,
+) -> None:
+    # np.float64 is a float subclass the value guards cannot compare: it was pinned by
+    # identity, so a new equal scalar on every call recompiled.
+    compiled = compile_api.compile(scale, backend=counter)
+    x = torch.randn(4)
+    for s in (np.float64(2.0), np.float64(2.0), np.float64(2.0)):
+        torch.testing.assert_close(compiled(x, s), scale(x, s), rtol=0, atol=0)
+    assert counter.count == 1
+    for s in (np.float64(3.0), np.float64(-0.0), np.float64(0.0)):
+        torch.testing.assert_close(compiled(x, s), scale(x, s), rtol=0, atol=0)
+    assert counter.count == 4

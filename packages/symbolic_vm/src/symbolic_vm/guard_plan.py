@@ -250,6 +250,18 @@ class GuardPlan(GraphInputs):
             try:
                 getattr(guard_set, request.kind)(request.source, request.value)
             except UnsupportedGuardValue:
+                held = _numpy_number(request.value)
+                if held is not None:
+                    # np.float64 (a float subclass): its type and the number it holds, so an
+                    # equal scalar made on the next call matches (repr: nan, -0.0 apart).
+                    guard_set.TYPE_MATCH(request.source, request.value)
+                    guard_set.SHAPE(
+                        f"repr(s.item()) == {repr(held)!r}",
+                        f"{request.source.describe()} holds {held!r}",
+                        label="PREDICATE",
+                        operands={"s": request.source},
+                    )
+                    continue
                 # A constant the guards cannot compare by value: pin the object itself.
                 guard_set.ID_MATCH(request.source, request.value)
         return guard_set, symbol_sources
@@ -356,3 +368,13 @@ def _real_type(var: Var) -> object:
     if isinstance(var, TupleVar) and var.named_type is not None:
         return _type_probe(var.named_type)
     return () if isinstance(var, TupleVar) else []
+
+
+def _numpy_number(value: object) -> object | None:
+    """The Python number a NumPy scalar constant holds (np.float64 is tracked as a float),
+    else None; NumPy is recognised by the value's type, never imported here."""
+    kind = type(value)
+    if kind.__module__ != "numpy" or not hasattr(value, "item"):
+        return None
+    held = value.item()
+    return held if type(held) in (bool, int, float, complex) else None

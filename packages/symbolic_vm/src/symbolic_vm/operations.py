@@ -184,10 +184,11 @@ def numpy_scalar_value(value: object) -> object | None:
 
 
 def depend_numpy_scalar(out: Output, var: ObjectVar) -> None:
-    """Guard a NumPy scalar read from the frame by its type and value: an object's guard is
-    its type only (a user instance), and the trace relies on the number."""
-    out.depend(var)
+    """Guard a NumPy scalar read from the frame by its type and value (an object's own guard
+    is its identity or its type: a new equal scalar on every call would recompile, or a
+    different value pass)."""
     if var.source is not None:
+        out.request("TYPE_MATCH", var.source, var.value)
         held = repr(numpy_scalar_value(var.value))  # repr tells nan, -0.0 and 1 vs 1.0 apart
         out.predicate(
             f"repr(s.item()) == {held!r}", f"{var.source.describe()} holds {held}", s=var.source
