@@ -859,6 +859,34 @@ def printing_exit(x: torch.Tensor, k: int) -> torch.Tensor:
     return y
 
 
+def exc_info_kind(x: torch.Tensor) -> tuple[torch.Tensor, object]:
+    import sys
+
+    return x + 1, sys.exc_info()[0]
+
+
+def test_sys_exc_info_answers_the_exception_the_caller_handles_as_eager() -> None:
+    # Outside the traced code's except blocks sys.exc_info() is the caller's: None normally
+    # (folded, guarded), the handled exception when called from an except block or an
+    # __exit__ during one (then the call runs for real).
+    compile_api.config.suppress_errors = False
+    compiled = compile_api.compile(exc_info_kind, backend="eager")
+
+    def calls(fn: Callable[..., Any]) -> list[tuple[torch.Tensor, object]]:
+        out = [fn(X)]
+        try:
+            raise KeyError("handled")
+        except KeyError:
+            out.append(fn(X))
+        out.append(fn(X))
+        return out
+
+    want, got = calls(exc_info_kind), calls(compiled)
+    assert [kind for _, kind in got] == [kind for _, kind in want] == [None, KeyError, None]
+    for (want_t, _), (got_t, _) in zip(want, got, strict=True):
+        assert torch.equal(got_t, want_t)
+
+
 def exc_info_in_exit_at_break(x: torch.Tensor) -> torch.Tensor:
     with SeesExcInfo("e"):
         y = x + 1

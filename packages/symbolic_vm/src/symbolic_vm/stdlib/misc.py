@@ -195,8 +195,11 @@ def _dir_of_new_object(vm: Interpreter, obj: NewObjectVar) -> Var:
 @implements(sys.exc_info)
 def _exc_info(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``sys.exc_info()`` outside any except block of the traced code: (None, None, None), as
-    torch.compile answers it (contextlib.ExitStack's ``__exit__`` asks). Inside one, the
-    traceback object does not exist while tracing: a break."""
+    torch.compile answers it (contextlib.ExitStack's ``__exit__`` asks), guarded: the compiled
+    function's caller may be handling an exception (an ``__exit__`` compiled as a frame of its
+    own, called during an exception), and then eager's answer is that exception. Where it is
+    one while tracing, or the traced code handles one (its traceback does not exist while
+    tracing): a break, the call runs for real."""
     if args or kwargs:
         raise throw(TypeError, "sys.exc_info() takes no arguments")
     frame: Interpreter | None = vm
@@ -204,6 +207,12 @@ def _exc_info(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         if frame.handling is not None:
             raise Unsupported("sys.exc_info() while the traced code handles an exception")
         frame = frame.parent
+    if sys.exc_info()[0] is not None:  # the capture runs as the frame is called
+        raise Unsupported("sys.exc_info() in a function called while an exception is handled")
+    vm.out.predicate(
+        "__import__('sys').exc_info()[0] is None",
+        "no exception is being handled where the compiled function is called",
+    )
     return TupleVar((ConstVar(None), ConstVar(None), ConstVar(None)))
 
 
