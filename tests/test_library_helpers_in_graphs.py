@@ -16,6 +16,7 @@ Each test compares with eager and with torch.compile's graph count.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -114,3 +115,35 @@ def test_function_marked_constant_valued_is_called_while_tracing_not_traced(
     assert counter.count == torch_count == 1
     nodes = [n.op for n in counter.graphs[0].graph.nodes]
     assert nodes.count("call_function") == 1  # just the add
+
+
+def test_relative_import_inside_a_function_of_an_imported_package_is_traced(
+    tmp_path: Any, monkeypatch: Any, counter: GraphCounter
+) -> None:
+    # transformers' output-capturing hooks do `from ..modeling_utils import PreTrainedModel`
+    # inside a function: the module is imported already, so the import is a lookup.
+    import importlib
+
+    package = tmp_path / "relpkg_sweep"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("SCALE = 3.0\nOFFSET = 1.5\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "mod.py").write_text(
+        "def f(x):\n"
+        "    from ..helpers import SCALE\n"
+        "    from .. import helpers\n"
+        "    return x * SCALE + helpers.OFFSET\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("", ".helpers", ".sub", ".sub.mod"):
+        monkeypatch.delitem(sys.modules, "relpkg_sweep" + name, raising=False)
+    f = importlib.import_module("relpkg_sweep.sub.mod").f
+    importlib.import_module("relpkg_sweep.helpers")
+    compile_api.config.suppress_errors = False
+    x = torch.randn(3)
+    theirs, torch_count = _torch_graphs(f, x)
+    got = compile_api.compile(f, backend=counter, fullgraph=True)(x)
+    torch.testing.assert_close(got, f(x))
+    torch.testing.assert_close(theirs, f(x))
+    assert counter.count == torch_count == 1

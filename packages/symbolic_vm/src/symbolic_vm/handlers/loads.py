@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dis
+import importlib.util
 import sys
 
 from symbolic_vm import attr_stores, attributes
@@ -259,7 +260,16 @@ def IMPORT_NAME(vm: Interpreter, inst: dis.Instruction) -> None:
     level = ops.const_value(vm.out, vm.pop())
     name = inst.argval
     if level:
-        raise Unsupported(f"relative import of {name!r} inside a compiled function")
+        # ``from ..m import x``: resolved against the function's package as Python does
+        # (``__package__``, else its spec's parent); it always has a fromlist, so it gives
+        # the module itself.
+        package = vm.f_globals.get("__package__") or getattr(
+            vm.f_globals.get("__spec__"), "parent", None
+        )
+        try:
+            name = importlib.util.resolve_name("." * level + name, package)
+        except (ImportError, ValueError) as exc:
+            raise Unsupported(f"relative import of {inst.argval!r}: {exc}") from exc
     module = sys.modules.get(name)
     if module is None:
         raise Unsupported(f"importing {name!r} (not imported yet) inside a compiled function")
