@@ -2066,4 +2066,4 @@ def stacked_grad_mode_decorators(x: torch.Tensor) -> Any:
 
 
 # More cases, in modules of their own (each registers its cases into CASES).
-from . import corpus_more, corpus_more2  # noqa: E402, F401
+from . import corpus_dunders_and_stdlib, corpus_python_features  # noqa: E402, F401

@@ -1,4 +1,4 @@
-"""More corpus cases (registered into ``corpus.CASES``), in the kinds of PyTorch's own Dynamo
+"""Corpus cases (registered into ``corpus.CASES``), in the kinds of PyTorch's own Dynamo
 behaviour tests (functions, misc, repros): user classes with dunders, exceptions inside the
 traced code, generators, closures, the standard library (functools, itertools, collections,
 operator, enum, dataclasses, contextlib), string formatting, descriptors, ``__init_subclass__``,

@@ -1,4 +1,4 @@
-"""A second batch of corpus cases in the kinds of PyTorch's Dynamo tests (registered into
+"""Corpus cases in the kinds of PyTorch's Dynamo tests (registered into
 ``corpus.CASES``): dunder fallbacks, exception forms, more of itertools/functools/enum/
 dataclasses, string methods and dict operators. Our own programs, one behaviour each.
 """
