@@ -478,9 +478,9 @@ class _Gen:
 
 
 KNOWN_BUG_FEATURES = {
-    # regressions/test_fuzz_2000008_eager.py: an exception raised by Python code at trace time
-    # inside try/except escaped the compiled call (fixed by symbolic_vm 4e54a4f; kept so old
-    # campaigns can be rerun the same way).
+    # regressions/test_division_by_zero_caught_in_try_eager.py: an exception raised by Python
+    # code at trace time inside try/except escaped the compiled call (fixed by symbolic_vm
+    # 4e54a4f; kept so old campaigns can be rerun the same way).
     "zero_division_in_try": "1 // 0 inside a try block",
     # issue 18 item 20: compiling draws from the global RNG, so the state after a call differs
     "rng_state": "comparing the global RNG state after each call (the program sets "

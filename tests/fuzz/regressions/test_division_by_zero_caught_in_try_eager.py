@@ -36,6 +36,6 @@ INPUTS = [{'lst': [-0.1, -0.58, 0.36], 'n': 0, 'x': [0.831, 1.25, 1.003], 'y': [
   'y': [-1.334, -0.428, 0.803, -0.543, -1.531, -0.61]}]
 
 
-def test_compiled_matches_eager_2000008_eager() -> None:
+def test_division_by_zero_caught_in_try_matches_eager() -> None:
     failure = check_source(SOURCE, 'eager', INPUTS)
     assert failure is None, str(failure)
