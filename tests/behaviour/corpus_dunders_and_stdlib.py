@@ -341,3 +341,22 @@ def math_helpers_and_number_conversions(x: torch.Tensor) -> Any:
         float("1e-3"),
         f"{0.125:.1%}",
     )
+
+
+class _Shared:
+    count = 0
+
+    def get(self) -> int:
+        return self.count
+
+
+class _SharedChild(_Shared):
+    pass
+
+
+@case()
+def class_attribute_written_then_read_through_an_instance(x: torch.Tensor) -> Any:
+    _Shared.count += 1
+    seen = (_Shared().count, _SharedChild().get(), _SharedChild.count)
+    _Shared.count -= 1  # leave the class as it was for the next call
+    return x * seen[0], seen

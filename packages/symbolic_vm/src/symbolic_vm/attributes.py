@@ -45,6 +45,24 @@ if TYPE_CHECKING:
 _TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 
 
+def _refuse_stale_class_read(out: Output, obj: Var, name: str) -> None:
+    """Break on ``obj.name`` where the trace stored or deleted ``name`` on a class ``obj``
+    finds it through (an instance's class or a base class): the lookups below read the real
+    class dicts, which do not have the trace's write yet (eager reads the new value)."""
+    if isinstance(obj, NewObjectVar):
+        classes: tuple[type, ...] = obj.box.cls.__mro__
+    else:
+        assert isinstance(obj, ObjectVar)
+        value = obj.value
+        classes = value.__mro__[1:] if isinstance(value, type) else type(value).__mro__
+    for klass in classes:
+        if (id(klass), name) in out.attr_overlay:
+            raise Unsupported(
+                f"reading {name!r} through {describe(obj)} after the trace changed it on class "
+                f"{klass.__qualname__}"
+            )
+
+
 def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
     """``obj.name``."""
     out = vm.out
@@ -79,6 +97,8 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         found = MORE_ATTRS[ClassNamespaceVar](vm, obj, name)  # cls.__dict__.keys, .get, ...
         if found is not None:
             return found
+    if isinstance(obj, (NewObjectVar, ObjectVar)) and out.attr_overlay:
+        _refuse_stale_class_read(out, obj, name)
     if isinstance(obj, (NewObjectVar, ObjectVar)):
         found = type_trackers.getattr_hook(vm, obj, name)
         if found is not None:
