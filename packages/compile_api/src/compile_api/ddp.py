@@ -474,6 +474,18 @@ class DDPSplitBackend:
         self.records.append(record)
         return SplitCompiled(record, self.backend(gm, example_inputs), None)
 
+    def _unsplit(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], record: SplitRecord
+    ) -> SplitCompiled:
+        """Compile whole a graph that was to be split, saying why (the split is an optimization)."""
+        log.warning(
+            "DDP: compiling a graph of %d buckets whole (%s); its gradients are "
+            "all-reduced only after its whole backward",
+            len(record.buckets),
+            record.reason_unsplit,
+        )
+        return self._whole(gm, example_inputs, record)
+
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> SplitCompiled:
         built = _bucket_nodes(
             gm,
@@ -498,15 +510,8 @@ class DDPSplitBackend:
             except Exception as err:  # the split is an optimization: compile whole instead
                 reason = f"splitting failed: {type(err).__name__}: {err}"
         if reason:
-            log.warning(
-                "DDP: compiling a graph of %d buckets whole (%s); its gradients are "
-                "all-reduced only after its whole backward",
-                len(built),
-                reason,
-            )
-            return self._whole(
-                gm, example_inputs, SplitRecord(buckets, *caps, reason_unsplit=reason)
-            )
+            record = SplitRecord(buckets, *caps, reason_unsplit=reason)
+            return self._unsplit(gm, example_inputs, record)
         try:
             _compile_submodules(split_gm, examples, self.backend)
         except Exception as err:
@@ -514,15 +519,8 @@ class DDPSplitBackend:
             # one piece to the next); the split must never cost the graph its compilation. If
             # the backend fails on the whole graph too, that error goes to the frame compiler.
             reason = f"the backend failed on a subgraph: {type(err).__name__}: {err}"
-            log.warning(
-                "DDP: compiling a graph of %d buckets whole (%s); its gradients are "
-                "all-reduced only after its whole backward",
-                len(built),
-                reason,
-            )
-            return self._whole(
-                gm, example_inputs, SplitRecord(buckets, *caps, reason_unsplit=reason)
-            )
+            record = SplitRecord(buckets, *caps, reason_unsplit=reason)
+            return self._unsplit(gm, example_inputs, record)
         record = SplitRecord(buckets, *caps)
         self.records.append(record)
         log.info(
