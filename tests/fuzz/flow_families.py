@@ -5,7 +5,10 @@ writes through views and aliases (drawn as ``object_families.py``'s, each with i
 by the language and caught (``KeyError`` from a dict, ``IndexError`` from a list or a tensor,
 ``StopIteration`` from ``next()``, ``ValueError`` from ``math``/``int``, ``RuntimeError`` from a
 torch op), user exception classes carrying tensors, ``raise ... from``, implicit chaining, bare
-re-raise through a ``finally`` that writes in place, ``contextlib.suppress``; and, on some calls,
+re-raise through a ``finally`` that writes in place, ``contextlib.suppress``, ``return`` inside
+``try``/``finally``, ``continue`` from an ``except`` in a loop, ``throw()``/``close()`` on a
+generator that catches, failing ``assert``s, a user manager's ``__exit__`` that sees (and may
+swallow) the error; and, on some calls,
 an exception escaping ``fn`` after side effects (``EXPECTED_EXCEPTIONS``: the runner compares
 its type, args, attributes, cause and context with eager's).
 
@@ -77,6 +80,34 @@ _EXC_PRELUDE = [
     "    except KeyError as e:",
     "        LOG.append(('miss', e.args))",
     "        raise FzError('missing ' + str(key), None) from e",
+    "def fz_finally(v, k):",
+    "    try:",
+    "        if k > 2:",
+    "            return v * 2.0",
+    "        LOG.append(('fin body', k))",
+    "    finally:",
+    "        LOG.append(('fin', k))",
+    "    return v - 1.0",
+    "def fz_gen(v):",
+    "    try:",
+    "        yield v",
+    "        yield v * 2.0",
+    "    except FzError as e:",
+    "        LOG.append(('gen caught', e.args))",
+    "        yield v * 3.0",
+    "    finally:",
+    "        LOG.append('gen finally')",
+    "class FzMgr:",
+    "    def __init__(self, swallow):",
+    "        self.swallow = swallow",
+    "        self.seen = None",
+    "    def __enter__(self):",
+    "        LOG.append('mgr enter')",
+    "        return self",
+    "    def __exit__(self, kind, value, tb):",
+    "        self.seen = None if kind is None else (kind.__name__, value.args[0])",
+    "        LOG.append(('mgr exit', self.seen))",
+    "        return self.swallow",
     "EXPECTED_EXCEPTIONS = ('FzError', 'ValueError', 'FzSub')",
 ]
 
@@ -97,7 +128,7 @@ def exceptions(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
     name = _Names(k)
     f.prelude = list(_EXC_PRELUDE)
     for _ in range(rng.randint(2, 3)):
-        form = rng.randrange(9)
+        form = rng.randrange(13)
         t, q, e = name("t"), name("q"), name("e")
         if form == 0:  # try/except/else/finally, a raise on some calls, a break in the try
             exc = rng.choice(["ValueError", "KeyError", "FzError"])
@@ -231,6 +262,54 @@ def exceptions(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
                 f"except {exc}:",
                 f"    LOG.append('{exc}')",
                 f"    {t} = {t} + x",
+            ]
+        elif form == 9:  # return inside try/finally in a helper; a loop continuing on errors
+            f.head += [
+                f"{t} = fz_finally(x, n) + fz_finally(y, {rng.choice(['0', '3', 'len(lst)'])})",
+                f"for k{t} in range(3):",
+                "    try:",
+                f"        if k{t} == {rng.choice(['0', '1', 'n % 3'])}:",
+                f"            raise FzError('loop', k{t})",
+                f"        {t} = {t} + k{t}",
+                *_ind(_brk(rng, f"k{t}", unsupported=False), "        "),
+                "    except FzError as err:",
+                "        LOG.append(('loop', err.args))",
+                "        continue",
+                "    finally:",
+                f"        GL.append(k{t})",
+            ]
+        elif form == 10:  # throw() into a generator that catches, close() runs its finally
+            f.head += [
+                f"{q} = fz_gen({rng.choice(['x', 'y'])})",
+                f"{t} = next({q})",
+                *_brk(rng, "'g'", unsupported=False),
+            ]
+            if rng.random() < 0.5:
+                f.head += [f"{t} = {t} + {q}.throw(FzError('in'))", f"{q}.close()"]
+            else:
+                f.head += [f"{t} = {t} + next({q})", f"{q}.close()"]
+        elif form == 11:  # an assert that fails on some calls, caught; str/repr of errors
+            f.head += [
+                f"{t} = x + 0.5",
+                "try:",
+                f"    assert {rng.choice(_CONDS)}, ('assert', n)",
+                f"    {t} = {t} * 2.0",
+                f"except AssertionError as {e}:",
+                f"    LOG.append((str({e}), repr({e}), {e}.args))",
+                f"    {t} = {t} - y",
+            ]
+        elif form == 12:  # a user manager's __exit__ sees the error and may swallow it
+            f.head += [
+                f"{t} = y * 2.0",
+                "try:",
+                f"    with FzMgr({rng.choice(['True', 'False', 'n > 2'])}) as m{t}:",
+                f"        {t} = {t} + x",
+                *_ind(_brk(rng, "'mgr'", unsupported=False), "        "),
+                f"        fz_raise({rng.choice(['0', '1', '2', 'n % 3'])}, {t})",
+                f"        {t} = {t} * 3.0",
+                f"    LOG.append(('after with', m{t}.seen))",
+                "except (FzError, KeyError) as err:",
+                "    LOG.append(('escaped with', type(err).__name__))",
             ]
         else:  # contextlib.suppress around a failing lookup
             key = rng.choice(["'a'", "'b'"])
