@@ -84,6 +84,21 @@ def _load() -> ModuleType | None:
         except Exception as build_error:
             _say_unavailable(exc, build_error)
             return None
+        return _tested(mod)
+    installed = _tested(mod)
+    if installed is not None:
+        return installed
+    # The installed build disagrees with this torch or with the sources (an in-place build left
+    # from older sources, say): the build at first use is keyed by both, so try it once.
+    try:
+        return _tested(build_extension())
+    except Exception as build_error:
+        log.debug("guards: no C++ fast path: the build at first use failed (%s)", build_error)
+        return None
+
+
+def _tested(mod: Any) -> ModuleType | None:
+    """``mod`` when it passes the self-test, else None (said in the debug log)."""
     try:
         problem = _self_test(mod)
     except Exception as exc:
