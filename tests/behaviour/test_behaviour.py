@@ -17,9 +17,9 @@ from .measure import run
 # case name -> why Strata makes more graphs or breaks than torch.compile
 KNOWN_GAPS: dict[str, str] = {
     "class_attribute_written_then_read_through_an_instance": (
-        "the trace's class-attribute writes are not consulted by attribute lookups through an "
-        "instance or a subclass (they read the real class dicts): such a read breaks (it gave "
-        "the old value before)"
+        "a class attribute the trace wrote on a base class, read through a subclass or its "
+        "instance, breaks (lookups read the real class dicts; only an instance of the written "
+        "class itself reads the trace's value): it gave the old value before"
     ),
     "lru_cache_on_an_inner_function": (
         "functools.lru_cache applied inside the frame makes a C _lru_cache_wrapper the VM cannot "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm import object_attrs, tensor_attrs, type_trackers
+from symbolic_vm.class_dicts import class_lookup
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.modules import module_attr
@@ -45,10 +46,13 @@ if TYPE_CHECKING:
 _TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 
 
-def _refuse_stale_class_read(out: Output, obj: Var, name: str) -> None:
-    """Break on ``obj.name`` where the trace stored or deleted ``name`` on a class ``obj``
-    finds it through (an instance's class or a base class): the lookups below read the real
-    class dicts, which do not have the trace's write yet (eager reads the new value)."""
+def _class_overlay_read(out: Output, obj: Var, name: str) -> Var | None:
+    """``obj.name`` where the trace stored or deleted ``name`` on a class ``obj`` finds it
+    through (an instance's class or a base class): the lookups below read the real class
+    dicts, which do not have the trace's write yet. For an instance made in the trace, of the
+    very class written, without an attribute of that name, a plain value (a constant, tensor,
+    container) stored there is the answer; anything else breaks (eager reads the new value).
+    None: no such write, the normal lookup answers."""
     if isinstance(obj, NewObjectVar):
         classes: tuple[type, ...] = obj.box.cls.__mro__
     else:
@@ -56,11 +60,20 @@ def _refuse_stale_class_read(out: Output, obj: Var, name: str) -> None:
         value = obj.value
         classes = value.__mro__[1:] if isinstance(value, type) else type(value).__mro__
     for klass in classes:
-        if (id(klass), name) in out.attr_overlay:
-            raise Unsupported(
-                f"reading {name!r} through {describe(obj)} after the trace changed it on class "
-                f"{klass.__qualname__}"
-            )
+        stored = out.attr_overlay.get((id(klass), name))
+        if stored is None:
+            continue
+        if (
+            isinstance(obj, NewObjectVar) and klass is classes[0] and name not in obj.box.attrs
+            and class_lookup(klass, "__getattribute__") is object.__getattribute__
+            and isinstance(stored, (ConstVar, TensorVar, SymVar, ListVar, DictVar, TupleVar))
+        ):
+            return stored
+        raise Unsupported(
+            f"reading {name!r} through {describe(obj)} after the trace changed it on class "
+            f"{klass.__qualname__}"
+        )
+    return None
 
 
 def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
@@ -98,7 +111,9 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
         if found is not None:
             return found
     if isinstance(obj, (NewObjectVar, ObjectVar)) and out.attr_overlay:
-        _refuse_stale_class_read(out, obj, name)
+        written = _class_overlay_read(out, obj, name)
+        if written is not None:
+            return written
     if isinstance(obj, (NewObjectVar, ObjectVar)):
         found = type_trackers.getattr_hook(vm, obj, name)
         if found is not None:
