@@ -114,6 +114,19 @@ def _is_view_op(node: torch.fx.Node) -> bool:
     )
 
 
+def _read_by_a_call(node: torch.fx.Node) -> bool:
+    """Whether an aten call (an op without a lowering) reads ``node``, directly or through
+    views: such a reader gets the value stored."""
+    todo = list(node.users)
+    while todo:
+        user = todo.pop()
+        if _is_view_op(user):
+            todo.extend(user.users)
+        elif user.op == "call_function" and user.target not in LOWERINGS:
+            return True
+    return False
+
+
 _METADATA_QUERIES = frozenset(
     {
         torch.ops.aten.size,
@@ -599,17 +612,21 @@ class GraphLowering:
             # recomputing costs work (operations) and memory traffic (buffers read): a
             # residual stream x + a + b + ... read by each layer's norm and by the next add
             # is cheap in operations, but inlined it re-reads every earlier layer's output
-            if (
-                expr_cost(value) > self.config.inline_cost_limit
-                or len(
-                    self._full_size_reads(value, result) if self._for_cpp() else buffers_read(value)
+            cfg = self.config
+            full_reads = len(self._full_size_reads(value, result))
+            if self._for_cpp():
+                too_many = full_reads > cfg.inline_load_limit
+            else:
+                too_many = (
+                    len(buffers_read(value)) > cfg.triton_inline_load_limit
+                    or full_reads > cfg.triton_inline_full_reads
                 )
-                > (
-                    self.config.inline_load_limit
-                    if self._for_cpp()
-                    else self.config.triton_inline_load_limit
-                )
-            ):
+            if expr_cost(value) > cfg.inline_cost_limit or too_many:
+                return self.realize(result)
+            if not self._for_cpp() and _read_by_a_call(node):
+                # an aten call stores it anyway: the other consumers read that buffer instead
+                # of recomputing it, so what it reads may die here (a loss gradient read by a
+                # matmul and by a later layer norm's backward kept its inputs alive)
                 return self.realize(result)
         return result
 

@@ -26,12 +26,14 @@ from .ir import (
     LoweredGraph,
     PointwiseNode,
     ReductionNode,
+    TensorRef,
     VCast,
     VExpr,
     VIndex,
     VLoad,
     VOp,
     affine,
+    may_alias_arguments,
 )
 from .symbolic import Size, expr_symbols, is_static, known_ge, known_lt, same
 
@@ -295,6 +297,91 @@ def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step |
     return step
 
 
+def _fallback_reads(node: FallbackNode) -> set[str]:
+    names: set[str] = set()
+
+    def walk(a: object) -> None:
+        if isinstance(a, TensorRef):
+            names.add(a.buf)
+        elif isinstance(a, list | tuple):
+            for x in a:
+                walk(x)
+
+    walk(node.args)
+    walk([v for _, v in node.kwargs])
+    return names
+
+
+def _item_reads(item: _OpenKernel | FallbackNode) -> set[str]:
+    if isinstance(item, FallbackNode):
+        return _fallback_reads(item)
+    return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)}
+
+
+class _LastReads:
+    """Per graph node, the intermediate buffers it is the last reader of (in program order),
+    with their bytes: a node that joins an earlier kernel frees those there."""
+
+    def __init__(self, graph: LoweredGraph) -> None:
+        kept = (
+            {o.ref.buf for o in graph.outputs if o.ref is not None}
+            | {g.buf for g in graph.guards}
+            | {w.value.buf for w in graph.input_writes}
+            | {s.name for s in graph.inputs}
+            | set(graph.constants)
+        )
+        last: dict[str, int] = {}
+        for i, node in enumerate(graph.nodes):
+            if isinstance(node, FallbackNode):
+                reads = _fallback_reads(node)
+                if may_alias_arguments(node.target):
+                    kept |= reads  # a view's base lives as long as the view
+            else:
+                reads = {ld.buf for ld in iter_loads(node.body)}
+            for name in reads:
+                last[name] = i
+        self.by_node: dict[int, list[str]] = {}
+        for name, i in last.items():
+            if name not in kept and name in graph.buffers:
+                self.by_node.setdefault(i, []).append(name)
+        self.buffers = graph.buffers
+        self._for = -1
+        self._last_item: dict[str, int] = {}
+
+    def nbytes(self, name: str) -> int | None:
+        spec = self.buffers.get(name)
+        if spec is None or not is_static(spec.numel):
+            return None
+        return int(spec.numel) * spec.dtype.itemsize
+
+    def frees_as_much(
+        self,
+        i: int,
+        node: PointwiseNode | ReductionNode,
+        items: list[_OpenKernel | FallbackNode],
+        k: int,
+    ) -> bool:
+        """Whether node ``i`` placed in item ``k`` would end buffers of at least its own
+        size there: it is their last reader and no item after ``k`` reads them."""
+        names = self.by_node.get(i)
+        written = self.nbytes(node.buf)
+        if not names or written is None:
+            return False
+        if self._for != i:
+            # the last item reading each buffer, found once per node (items only grow
+            # behind the node being placed while it is placed)
+            self._for, self._last_item = i, {}
+            for idx, item in enumerate(items):
+                for name in _item_reads(item).intersection(names):
+                    self._last_item[name] = idx
+        freed = 0
+        for name in names:
+            size = self.nbytes(name)
+            if size is not None and self._last_item.get(name, -1) <= k:
+                freed += size
+        return freed >= written
+
+
 def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
     """Group the graph's nodes into kernels and fallback calls.
 
@@ -308,7 +395,8 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
     # data-dependent size symbol -> index of the aten call binding it (runtime_values.py)
     binder: dict[str, int] = {}
     last_call = -1  # index of the last aten call in items
-    for node in graph.nodes:
+    last_reads = _LastReads(graph)
+    for i, node in enumerate(graph.nodes):
         if isinstance(node, FallbackNode):
             last_call = len(items)
             items.append(node)
@@ -331,10 +419,17 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
         for k in range(first, len(items)):
             item = items[k]
             if isinstance(item, _OpenKernel):
-                if big and k < last_call and not _reads_from(item, node):
+                if (
+                    big
+                    and k < last_call
+                    and not _reads_from(item, node)
+                    and not last_reads.frees_as_much(i, node, items, k)
+                ):
                     # a large value that reads nothing of that kernel would be computed before
                     # an aten call that does not need it and held across it (a backward that
-                    # recomputed every layer norm's output up front peaked 4 MiB higher)
+                    # recomputed every layer norm's output up front peaked 4 MiB higher);
+                    # unless it is the last reader of as many bytes, which then die there
+                    # (attention's copy of v frees the qkv projection before the first bmm)
                     continue
                 step = _try_join(item, node)
                 if step is not None:

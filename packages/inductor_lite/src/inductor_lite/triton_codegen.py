@@ -362,14 +362,28 @@ class TritonKernelSource:
     # other buffers: a model's repeated blocks); it is that kernel's function, compiled and
     # tuned once
     same_as: str = ""
+    # every step pointwise (no row reduction): its block size is chosen, not timed
+    pointwise: bool = False
 
 
 PERSISTENT_LIMIT = 4096
 SYMBOLIC_ROW_GUESS = 1024
+# Programs a pointwise kernel should launch at least (two waves of an H100's 132 SMs) before
+# it takes larger blocks.
+_MIN_PROGRAMS = 256
 
 
-def block_candidates(rows: int, max_inner: int, persistent: bool) -> list[tuple[int, int]]:
-    """(XBLOCK, RBLOCK) pairs worth timing for a kernel of this shape."""
+def block_candidates(
+    rows: int, max_inner: int, persistent: bool, pointwise: bool = False
+) -> list[tuple[int, int]]:
+    """(XBLOCK, RBLOCK) pairs worth timing for a kernel of this shape.
+
+    A pointwise kernel gets one: each candidate is a Triton compile of its own, and over a
+    whole block of elements per program the choice matters little for a kernel that only
+    streams memory (a pointwise chain's first call compiled four). Reductions are timed.
+    """
+    if pointwise:
+        return [_pointwise_blocks(rows, max_inner, persistent)]
     if max_inner <= 1:
         return [(128, 1), (1024, 1)]
     full = 1 << max(0, (max_inner - 1).bit_length())
@@ -381,6 +395,21 @@ def block_candidates(rows: int, max_inner: int, persistent: bool) -> list[tuple[
         if c not in out:
             out.append(c)
     return out
+
+
+def _pointwise_blocks(rows: int, max_inner: int, persistent: bool) -> tuple[int, int]:
+    """The block of a pointwise kernel: about 1-4K elements a program, fewer elements when
+    that would launch too few programs to fill the GPU."""
+    if max_inner <= 1:
+        return (1024, 1) if rows >= 1024 * _MIN_PROGRAMS else (128, 1)
+    full = 1 << max(0, (max_inner - 1).bit_length())
+    if not persistent:
+        return (1, min(full, 4096))
+    x = 1
+    for c in (2, 4, 8):
+        if c * full <= 4096 and rows >= c * _MIN_PROGRAMS:
+            x = c
+    return (x, full)
 
 
 def _reduction_lines(step: Step, n: int, body: _Body, acc: str, ct: str) -> tuple[str, str, str]:
@@ -547,6 +576,7 @@ def _kernel(
         persistent,
         symbols,
         tuple(dict.fromkeys(step.node.buf for step in kernel.steps if step.node.buf not in elide)),
+        pointwise=all(isinstance(step.node, PointwiseNode) for step in kernel.steps),
     ), memory_reads
 
 

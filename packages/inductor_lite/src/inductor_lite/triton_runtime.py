@@ -169,7 +169,15 @@ class TritonLauncher:
             self._launch(cfg, tensors)
         return time.perf_counter() - t0
 
+    def _candidates(self, tensors: tuple[torch.Tensor, ...]) -> list[tuple[int, int]]:
+        return block_candidates(
+            self._rows(tensors), self.src.max_inner, self.src.persistent, self.src.pointwise
+        )
+
     def _tune(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
+        cands = self._candidates(tensors)
+        if len(cands) == 1:  # nothing to choose: the launch that follows compiles it
+            return cands[0]
         # timing launches the kernel many times: one that writes a buffer it also reads (an
         # input updated in place, p = p - lr * g) would apply itself that often, so what it
         # writes is put back as it was before the real launch
@@ -184,7 +192,7 @@ class TritonLauncher:
                 t.data.copy_(s)  # through .data: no version bump, no autograd
 
     def _tune_blocks(self, tensors: tuple[torch.Tensor, ...]) -> tuple[int, int]:
-        cands = block_candidates(self._rows(tensors), self.src.max_inner, self.src.persistent)
+        cands = self._candidates(tensors)
         cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in tensors)
         if cuda and len(cands) > 1 and self.compile_threads > 1:
             _compile_in_parallel(self.fn, cands, tensors, self.compile_threads)
