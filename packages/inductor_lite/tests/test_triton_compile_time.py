@@ -59,3 +59,36 @@ def test_repeated_blocks_share_one_kernel_function_and_one_tuning(
     assert len(aliases) == 2  # blocks 3 and 4 reuse block 2's kernel
     assert len(tuned) == defs  # one tuning per distinct kernel
     assert len(cfg.triton_autotune_cache) == defs
+
+
+def test_pointwise_kernels_take_one_block_size_and_reductions_are_timed(
+    check: Any, config: InductorConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each timed candidate is a Triton compile of its own: a kernel of pointwise steps only
+    # gets one block size by rule; a row reduction's block sizes are still timed
+    cfg = dataclasses.replace(config, codegen="triton", triton_autotune_cache={})
+    timed: list[str] = []
+    real = TritonLauncher._time
+
+    def counting(self: TritonLauncher, blocks: Any, tensors: Any, cuda: bool) -> float:
+        timed.append(self.src.name)
+        return real(self, blocks, tensors, cuda)
+
+    monkeypatch.setattr(TritonLauncher, "_time", counting)
+    x, y = torch.randn(64, 48, device=DEV), torch.randn(64, 48, device=DEV)
+    check(lambda a, b: torch.sigmoid(a * 2 + b) - b, [x, y], config=cfg, atol=1e-5, rtol=1e-5)
+    assert timed == []
+    check(lambda a: torch.softmax(a, -1), [x], config=cfg, atol=1e-5, rtol=1e-5)
+    assert len(timed) > 1
+
+
+def test_pointwise_block_rule_fills_the_gpu_before_taking_larger_blocks() -> None:
+    from inductor_lite.triton_codegen import block_candidates
+
+    assert block_candidates(4096, 1024, True, pointwise=True) == [(1, 1024)]
+    assert block_candidates(4096, 64, True, pointwise=True) == [(8, 64)]
+    assert block_candidates(512, 64, True, pointwise=True) == [(2, 64)]  # 256 programs
+    assert block_candidates(4 << 20, 1, False, pointwise=True) == [(1024, 1)]
+    assert block_candidates(4096, 1, False, pointwise=True) == [(128, 1)]
+    assert block_candidates(64, 10000, False, pointwise=True) == [(1, 4096)]
+    assert len(block_candidates(4096, 1024, True)) == 4  # reductions: every candidate timed

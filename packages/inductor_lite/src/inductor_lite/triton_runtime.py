@@ -222,10 +222,20 @@ class TritonLauncher:
                 fast.launch(self._grid(fast.cfg, tensors), tensors)
                 return
         cfg = self.choices.get(self.key)
+        first = cfg is None
         if cfg is None:
             cfg = self._tune(tensors)
             self.choices[self.key] = cfg
-        kernel = self._launch(cfg, tensors)
+        try:
+            kernel = self._launch(cfg, tensors)
+        except Exception as exc:
+            if not first:
+                raise
+            # an untimed block size (a pointwise kernel's) is compiled here, not by the tuner
+            self.choices.pop(self.key, None)
+            raise CompilerError(
+                f"Triton kernel {self.src.name} (XBLOCK={cfg[0]}, RBLOCK={cfg[1]}): {exc}"
+            ) from exc
         if key is not None:
             fast = _DirectLaunch.of(kernel, cfg)
             if fast is None:
