@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 import operator
 from collections.abc import Callable, Sequence
@@ -21,22 +19,30 @@ from .ir import (
     BufferSpec,
     FallbackNode,
     InputWrite,
-    ISym,
     LoweredGraph,
     Node,
-    Op,
     OutputSpec,
     PointwiseNode,
     ReductionNode,
     ReductionType,
     SymbolBinding,
     TensorRef,
-    VCast,
-    VConst,
     VExpr,
-    VIndex,
-    VOp,
     contiguous_strides,
+)
+from .node_facts import (
+    METADATA_QUERIES,
+    broadcasts,
+    is_dense,
+    is_static_scalar,
+    is_view_op,
+    query_example,
+    read_by_a_call,
+    same_layout,
+    static_tensor,
+    sym_scalar,
+    symbolic_value,
+    takes,
 )
 from .op_lowerings import LOWERINGS, Lowering
 from .origins import buffer_origins
@@ -56,170 +62,6 @@ from .tensorvalue import (
 __all__ = ["GraphLowering", "Lowering", "lower_graph"]
 
 log = logging.getLogger("strata.inductor_lite")
-
-
-
-def _is_dense(sizes: Sequence[Size], strides: Sequence[Size]) -> bool:
-    """True when (sizes, strides) covers a block of memory exactly once (any dim order)."""
-    if not all(is_static(x) for x in (*sizes, *strides)):
-        # symbolic: find the dims innermost first by their strides' exact values
-        left = [(s, st) for s, st in zip(sizes, strides, strict=True) if s != 1]
-        expected: Size = 1
-        while left:
-            hit = next((p for p in left if same(p[1], expected)), None)
-            if hit is None:
-                return False
-            left.remove(hit)
-            expected = expected * hit[0]
-        return True
-    dims = sorted(
-        ((st, s) for s, st in zip(sizes, strides, strict=True) if s != 1), key=lambda p: p[0]
-    )
-    expected = 1
-    for st, s in dims:  # type: ignore[assignment]
-        if st != expected:
-            return False
-        expected *= s
-    return True
-
-
-def _same_layout(sizes: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
-    """True when strides ``a`` and ``b`` agree on every dim that has more than one element."""
-    return all(
-        (is_static(s) and int(s) <= 1) or same(x, y) for s, x, y in zip(sizes, a, b, strict=True)
-    )
-
-
-def _broadcasts(small: TensorValue, big: object) -> bool:
-    """True when ``small``'s shape broadcasts to ``big``'s (a convolution's weight does not
-    broadcast to its output: it is not re-read per element, nothing is saved by storing it)."""
-    if not isinstance(big, torch.Tensor) or not all(is_static(s) for s in small.sizes):
-        return False
-    try:
-        shape = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
-            tuple(int(s) for s in small.sizes), tuple(big.shape)
-        )
-    except RuntimeError:
-        return False
-    return tuple(shape) == tuple(big.shape)
-
-
-def _is_view_op(node: torch.fx.Node) -> bool:
-    """True when eager's result of ``node`` aliases an input (a view op, by its schema)."""
-    target = node.target
-    if not isinstance(target, torch._ops.OpOverload):
-        return False
-    return any(
-        r.alias_info is not None and not r.alias_info.is_write for r in target._schema.returns
-    )
-
-
-def _read_by_a_call(node: torch.fx.Node) -> bool:
-    """Whether an aten call (an op without a lowering) reads ``node``, directly or through
-    views: such a reader gets the value stored."""
-    todo = list(node.users)
-    while todo:
-        user = todo.pop()
-        if _is_view_op(user):
-            todo.extend(user.users)
-        elif user.op == "call_function" and user.target not in LOWERINGS:
-            return True
-    return False
-
-
-_METADATA_QUERIES = frozenset(
-    {
-        torch.ops.aten.size,
-        torch.ops.aten.sym_size,
-        torch.ops.aten.stride,
-        torch.ops.aten.sym_stride,
-        torch.ops.aten.numel,
-        torch.ops.aten.sym_numel,
-        torch.ops.aten.dim,
-    }
-)
-
-
-def _is_static_scalar(val: object) -> bool:
-    if isinstance(val, list | tuple):
-        return all(_is_static_scalar(v) for v in val)
-    return isinstance(val, int | bool)
-
-
-def _symbolic_value(val: object) -> object:
-    """A (possibly symbolic) int, or a list of them, as sizes; None for anything else."""
-    if isinstance(val, list | tuple):
-        items = [_symbolic_value(v) for v in val]
-        return None if any(i is None for i in items) else type(val)(items)
-    if isinstance(val, torch.SymInt | int) and not isinstance(val, bool):
-        return to_size(val)
-    return None
-
-
-def _query_example(node: torch.fx.Node, target: torch._ops.OpOverload) -> object:
-    """A size/stride query answered on its input's example value.
-
-    Older torch (2.11) leaves ``meta['val']`` unset on an int-valued node after fake
-    propagation; the input tensor's example carries the static sizes.
-    """
-    args = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in node.args]
-    if not args or not isinstance(args[0], torch.Tensor):
-        return None
-    try:
-        return target(*args, **node.kwargs)
-    except Exception:  # not answerable here: the query stays an aten call
-        return None
-
-
-_SCALAR_OPS = {
-    operator.add: Op.ADD,
-    operator.sub: Op.SUB,
-    operator.mul: Op.MUL,
-    operator.truediv: Op.TRUEDIV,
-}
-
-
-def _as_float_value(x: object) -> VExpr | None:
-    if isinstance(x, SymScalar):
-        return x.value
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, int | float):
-        return VConst(float(x), torch.float64)
-    if isinstance(x, sympy.Expr):
-        return VCast(VIndex(ISym(x), torch.int64), torch.float64)
-    return None
-
-
-@functools.cache
-def _takes(fn: Callable[..., object], n_args: int, kwargs: tuple[str, ...]) -> bool:
-    """Whether a lowering takes a call of this shape: a lowering registered for an op's whole
-    packet may not know an overload's extra arguments (``round(x, decimals=1)``), and such a node
-    falls back to its aten kernel instead of failing the graph."""
-    try:
-        inspect.signature(fn).bind(None, None, *([None] * n_args), **dict.fromkeys(kwargs))
-    except TypeError:
-        return False
-    return True
-
-
-def _sym_scalar(target: object, args: Sequence[object]) -> SymScalar | None:
-    """``sym_float`` of a size and float arithmetic on it, as a value computed in kernels."""
-    if target is torch.sym_float and len(args) == 1 and isinstance(args[0], sympy.Expr):
-        value = _as_float_value(args[0])
-        assert value is not None
-        return SymScalar(value)
-    name = _SCALAR_OPS.get(target)  # type: ignore[call-overload]
-    if name is None or len(args) != 2 or not any(isinstance(a, SymScalar) for a in args):
-        return None
-    a, b = (_as_float_value(x) for x in args)
-    if a is None or b is None:
-        return None
-    return SymScalar(VOp(name, (a, b), torch.float64))
-
-
-def _static_tensor(t: torch.Tensor) -> bool:
-    return all(isinstance(s, int) for s in (*t.shape, *t.stride()))
 
 
 class GraphLowering:
@@ -275,7 +117,7 @@ class GraphLowering:
             return tv
         if strides is None and id(tv) in self._realized:
             return self._realized[id(tv)][1]
-        if strides is not None and not _is_dense(tv.sizes, strides):
+        if strides is not None and not is_dense(tv.sizes, strides):
             strides = None
         if (
             strides is not None
@@ -445,7 +287,7 @@ class GraphLowering:
         if isinstance(val, torch.SymInt) or (
             isinstance(val, torch.Tensor)
             and not isinstance(example, torch.SymInt)
-            and not _static_tensor(val)
+            and not static_tensor(val)
         ):
             example = val  # the symbolic example value is what the code must be general in
         if not isinstance(example, torch.Tensor):
@@ -506,7 +348,7 @@ class GraphLowering:
             seq, i = args
             assert isinstance(seq, list | tuple) and isinstance(i, int)
             return seq[i]
-        scalar = _sym_scalar(target, args)
+        scalar = sym_scalar(target, args)
         if scalar is not None:
             return scalar
         special = rv.lower_runtime_value(self, node, target, args, kwargs)
@@ -517,7 +359,7 @@ class GraphLowering:
                 return rv.python_scalar(self, node)
             # arithmetic on sizes (operator.mul on SymInts, sym_size, ...): the value is the
             # expression fake propagation computed, evaluated by the wrapper at run time
-            sym = _symbolic_value(node.meta.get("val"))
+            sym = symbolic_value(node.meta.get("val"))
             if sym is not None:
                 return sym
         if target is torch.ops.aten.copy_.default:
@@ -526,20 +368,20 @@ class GraphLowering:
             if target._schema.is_mutable:
                 raise UnsupportedGraph(f"mutating op {target} (graphs must be functional)")
             fn = table.get(target) or table.get(target.overloadpacket)
-            if fn is not None and _takes(fn, len(args), tuple(kwargs)):
+            if fn is not None and takes(fn, len(args), tuple(kwargs)):
                 result = fn(self, node, *args, **kwargs)
                 if result is not NotImplemented:
                     return self._maybe_realize(node, result)
         if not isinstance(target, torch._ops.OpOverload):
             raise LoweringError(f"call to non-aten target {target}")
-        if target.overloadpacket in _METADATA_QUERIES:
+        if target.overloadpacket in METADATA_QUERIES:
             # sizes are static here (and checked on every call), so a query is a constant
             val = node.meta.get("val")
             if val is None:
-                val = _query_example(node, target)
-            if _is_static_scalar(val):
+                val = query_example(node, target)
+            if is_static_scalar(val):
                 return val
-            sym = _symbolic_value(val)
+            sym = symbolic_value(val)
             if sym is not None:
                 return sym
         return self.fallback(node, target, args, kwargs)
@@ -580,7 +422,7 @@ class GraphLowering:
             loader = broadcast_loader(src, spec.sizes)
             dtype = spec.dtype
             value = TensorValue(spec.sizes, dtype, lambda idx: cast(loader(idx), dtype))
-            dense = _is_dense(spec.sizes, spec.strides)
+            dense = is_dense(spec.sizes, spec.strides)
             ref = self.realize(value, spec.strides if dense else None).ref
             assert ref is not None
         self.input_writes.append(InputWrite(spec.name, ref))
@@ -623,7 +465,7 @@ class GraphLowering:
                 )
             if expr_cost(value) > cfg.inline_cost_limit or too_many:
                 return self.realize(result)
-            if not self._for_cpp() and _read_by_a_call(node):
+            if not self._for_cpp() and read_by_a_call(node):
                 # an aten call stores it anyway: the other consumers read that buffer instead
                 # of recomputing it, so what it reads may die here (a loss gradient read by a
                 # matmul and by a later layer norm's backward kept its inputs alive)
@@ -677,7 +519,7 @@ class GraphLowering:
         for user in node.users:
             val = user.meta.get("val")
             big = to_size(val.numel()) if isinstance(val, torch.Tensor) else 0
-            if is_static(big) and int(big) >= 16 * int(numel) and _broadcasts(result, val):
+            if is_static(big) and int(big) >= 16 * int(numel) and broadcasts(result, val):
                 return True
         return False
 
@@ -758,7 +600,7 @@ class GraphLowering:
             # a graph input returned as is (aot's forward returns parameters it saves for the
             # backward) is that same tensor in eager: copying it cost 1.5 ms per MLP step
             fresh_in_eager = (
-                isinstance(meta, torch.Tensor) and out.op != "placeholder" and not _is_view_op(out)
+                isinstance(meta, torch.Tensor) and out.op != "placeholder" and not is_view_op(out)
             )
             ref = value.ref
             if ref is None or (
@@ -768,7 +610,7 @@ class GraphLowering:
                     or not self._owns(ref)
                     or ref.buf in returned  # eager returns two tensors, not one twice
                     # stored in another layout than eager's (a channels-last convolution)
-                    or (strides is not None and not _same_layout(ref.sizes, ref.strides, strides))
+                    or (strides is not None and not same_layout(ref.sizes, ref.strides, strides))
                 )
             ):
                 value = self.realize(value, strides)
@@ -784,7 +626,7 @@ class GraphLowering:
         numel: Size = 1
         for s in ref.sizes:
             numel *= s
-        return same(ref.offset, 0) and same(numel, spec.numel) and _is_dense(ref.sizes, ref.strides)
+        return same(ref.offset, 0) and same(numel, spec.numel) and is_dense(ref.sizes, ref.strides)
 
 
 def lower_graph(

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .graph_lowering import _is_dense
 from .ir import BufferSpec, FallbackNode, LoweredGraph, PointwiseNode, affine, may_alias_arguments
+from .node_facts import is_dense as _is_dense
 from .scheduler import Kernel, ScheduleItem, iter_loads
 from .symbolic import Size, same
 
