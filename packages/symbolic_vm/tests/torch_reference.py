@@ -30,8 +30,10 @@ TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")
 IS_REFERENCE = TORCH_VERSION >= REFERENCE_TORCH
 
 
-class TorchReferenceWarning(UserWarning):
-    """A comparison with torch.compile that failed on a torch older than the reference."""
+# A builtin class, not one of this module's: pytest-xdist's controller re-imports a worker's
+# warning class by its module name, and this module is on the workers' path only (a class
+# defined here crashed the whole -n run with ModuleNotFoundError). The message names it.
+TorchReferenceWarning = UserWarning
 
 
 @contextlib.contextmanager
@@ -45,9 +47,10 @@ def torch_reference() -> Iterator[None]:
         yield
     except AssertionError as difference:
         first = str(difference).strip().splitlines()[:1] or ["assertion failed"]
+        reference = ".".join(map(str, REFERENCE_TORCH))
         warnings.warn(
-            f"torch.compile of torch {torch.__version__} differs and is not compared: it is "
-            f"this suite's reference only from torch {'.'.join(map(str, REFERENCE_TORCH))} "
+            f"TorchReferenceWarning: torch.compile of torch {torch.__version__} differs and is "
+            f"not compared: it is this suite's reference only from torch {reference} "
             f"({first[0]})",
             TorchReferenceWarning,
             stacklevel=3,
