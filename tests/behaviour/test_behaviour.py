@@ -9,7 +9,7 @@ wrong result is never listed here: it is a bug to fix.
 from __future__ import annotations
 
 import pytest
-from torch_reference import torch_reference
+from torch_reference import IS_REFERENCE, torch_reference
 
 from .corpus import CASES
 from .measure import run
@@ -31,7 +31,9 @@ KNOWN_GAPS: dict[str, str] = {
 
 def _param(name: str) -> object:
     reason = KNOWN_GAPS.get(name)
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    # strict on the reference torch only: on an older one the comparison with torch.compile is
+    # a warning, and the case passes
+    marks = [pytest.mark.xfail(strict=IS_REFERENCE, reason=reason)] if reason else []
     return pytest.param(name, marks=marks, id=name)
 
 

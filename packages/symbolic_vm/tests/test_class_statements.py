@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 from object_model_harness import run_three_ways, same
+from torch_reference import torch_reference
 
 import compile_api
 
@@ -226,7 +227,8 @@ def test_a_class_statement_running_user_code_runs_it_once_per_call(fn: Callable[
     torch._dynamo.reset()
     CALLS.clear()
     theirs = torch.compile(fn, backend="eager")
-    same([theirs(x) for _ in range(3)], eager)
+    with torch_reference():  # torch 2.11 returns zeros for _mutable_class_attribute
+        same([theirs(x) for _ in range(3)], eager)
     torch._dynamo.reset()
 
 
