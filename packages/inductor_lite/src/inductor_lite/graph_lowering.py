@@ -64,6 +64,18 @@ __all__ = ["GraphLowering", "Lowering", "lower_graph"]
 log = logging.getLogger("strata.inductor_lite")
 
 
+def _broadcast_by_a_reader(node: torch.fx.Node, result: TensorValue) -> bool:
+    """Whether a reader of ``node`` makes a value at least 8 times as large (it broadcasts
+    ``node``'s value, a per-row or per-channel statistic)."""
+    if not is_static(result.numel):
+        return False
+    vals = [user.meta.get("val") for user in node.users]
+    return any(
+        isinstance(v, torch.Tensor) and static_tensor(v) and v.numel() >= 8 * int(result.numel)
+        for v in vals
+    )
+
+
 class GraphLowering:
     """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
 
@@ -459,13 +471,20 @@ class GraphLowering:
             if self._for_cpp():
                 too_many = full_reads > cfg.inline_load_limit
             else:
-                too_many = (
-                    len(buffers_read(value)) > cfg.triton_inline_load_limit
-                    or full_reads > cfg.triton_inline_full_reads
+                # (a per-row statistic that its readers broadcast -- a layer norm's rstd --
+                # frees nothing worth a store, and in a persistent row kernel its readers
+                # would then wait at a barrier)
+                too_many = len(buffers_read(value)) > cfg.triton_inline_load_limit or (
+                    full_reads > cfg.triton_inline_full_reads
+                    and not _broadcast_by_a_reader(node, result)
                 )
             if expr_cost(value) > cfg.inline_cost_limit or too_many:
                 return self.realize(result)
-            if not self._for_cpp() and read_by_a_call(node):
+            if (
+                not self._for_cpp()
+                and read_by_a_call(node)
+                and not _broadcast_by_a_reader(node, result)
+            ):
                 # an aten call stores it anyway: the other consumers read that buffer instead
                 # of recomputing it, so what it reads may die here (a loss gradient read by a
                 # matmul and by a later layer norm's backward kept its inputs alive)
