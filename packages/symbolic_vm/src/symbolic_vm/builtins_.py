@@ -30,7 +30,7 @@ from symbolic_vm.builtin_table import (
     implements,
 )
 from symbolic_vm.constant_values import MadeObjectId
-from symbolic_vm.errors import Unsupported, folding_error
+from symbolic_vm.errors import Unsupported, folding_error, throw
 from symbolic_vm.methods import tensor_to_scalar
 from symbolic_vm.values import ConstVar, ObjectVar, SymVar, TensorVar, Var
 
@@ -88,11 +88,25 @@ _OPERATOR_BINARY = {id(v): k for k, v in ops.BINARY_OPS.items()}
 _OPERATOR_COMPARE = {id(v): k for k, v in ops.COMPARE_OPS.items()}
 
 
+# Builtins that take positional arguments only (CPython raises TypeError for any keyword).
+_NO_KEYWORDS: tuple[Any, ...] = (
+    builtins.isinstance, builtins.issubclass, builtins.len, builtins.callable, builtins.id,
+    builtins.hasattr, builtins.getattr, builtins.setattr, builtins.delattr, builtins.abs,
+    builtins.hash, builtins.iter, builtins.next, builtins.divmod, builtins.repr, builtins.ascii,
+    builtins.chr, builtins.ord, builtins.hex, builtins.oct, builtins.bin, builtins.any,
+    builtins.all, builtins.format,
+)
+
+
 def call_builtin(
     vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
 ) -> Var | None:
     """The VM's answer to calling builtin ``fn``; None when it is not one of ours."""
     value = fn.value
+    if kwargs and any(value is b for b in _NO_KEYWORDS):
+        # eager's TypeError, raised in the traced code (an implementation below would
+        # otherwise drop the keywords: isinstance(x, T, invalid=True) returned a value)
+        raise throw(TypeError, f"{value.__name__}() takes no keyword arguments")
     impl = _IMPLS.get(_key(value))
     if impl is not None:
         return impl(vm, _with_user_iterators(vm, value, args), kwargs)
