@@ -29,6 +29,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 from torch.fx.node import map_aggregate, map_arg
+from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 from torch.utils._pytree import tree_leaves
 
 from fxbuild.errors import FakePropagationError
@@ -317,6 +318,12 @@ class GraphBuilder:
         for name, module in self._submodules.items():
             root.add_module(name, module)
         gm = torch.fx.GraphModule(root, self.graph)
+        if not self._nested and any(self.shape_env.deferred_runtime_asserts.values()):
+            # torch._check(...) on unbacked sizes (a nonzero's length) is recorded by the
+            # ShapeEnv, not traced: it becomes assertions the graph checks when it runs, as
+            # eager would raise (without, a failed check returned a value)
+            insert_deferred_runtime_asserts(gm, self.shape_env, "strata")
+            gm.recompile()
         log.debug("built graph:\n%s", gm.code)
         return gm
 

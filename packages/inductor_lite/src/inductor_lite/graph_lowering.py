@@ -239,8 +239,8 @@ class GraphLowering:
                 target = node.target
                 mutates = isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable
                 guard = bool(node.meta.get(GUARD_KEY))
-                if not node.users and not mutates and not guard:
-                    continue  # dead code; a dead mutation still raises below
+                if not node.users and not mutates and not guard and not node.is_impure():
+                    continue  # dead code; a dead mutation, a runtime assertion still run
                 self.env[node] = self._call(node, LOWERINGS)
                 if guard:
                     self.guards.append(self._guard_ref(self.env[node]))

@@ -599,6 +599,9 @@ def _fallback_lines(  # noqa: PLR0917
         if all(spec is None for spec in node.outputs):
             lines.append(f"    del _r{k}")
             return lines
+    if not node.outputs or all(spec is None for spec in node.outputs):
+        lines.append(f"    {call}")  # run for its effect only (a runtime assertion)
+        return lines
     if node.multi_output:
         if call != f"_r{k}":
             lines.append(f"    _r{k} = {call}")
