@@ -41,6 +41,7 @@ __all__ = [
     "Kernel",
     "ScheduleItem",
     "Step",
+    "fallback_reads",
     "has_indirect_index",
     "iter_loads",
     "kernel_symbols",
@@ -297,7 +298,8 @@ def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step |
     return step
 
 
-def _fallback_reads(node: FallbackNode) -> set[str]:
+def fallback_reads(node: FallbackNode) -> set[str]:
+    """The buffers an aten call reads (its tensor arguments, nested in lists too)."""
     names: set[str] = set()
 
     def walk(a: object) -> None:
@@ -314,7 +316,7 @@ def _fallback_reads(node: FallbackNode) -> set[str]:
 
 def _item_reads(item: _OpenKernel | FallbackNode) -> set[str]:
     if isinstance(item, FallbackNode):
-        return _fallback_reads(item)
+        return fallback_reads(item)
     return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)}
 
 
@@ -333,7 +335,7 @@ class _LastReads:
         last: dict[str, int] = {}
         for i, node in enumerate(graph.nodes):
             if isinstance(node, FallbackNode):
-                reads = _fallback_reads(node)
+                reads = fallback_reads(node)
                 if may_alias_arguments(node.target):
                     kept |= reads  # a view's base lives as long as the view
             else:

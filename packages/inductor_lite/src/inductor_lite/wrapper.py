@@ -34,6 +34,7 @@ from .scheduler import (
     Kernel,
     ScheduleItem,
     Step,
+    fallback_reads,
     has_indirect_index,
     iter_loads,
     kernel_symbols,
@@ -97,18 +98,7 @@ def _reads(item: ScheduleItem) -> set[str]:
         return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)} | {
             s.node.buf for s in item.steps
         }
-    names: set[str] = set()
-
-    def walk(a: object) -> None:
-        if isinstance(a, TensorRef):
-            names.add(a.buf)
-        elif isinstance(a, list | tuple):
-            for x in a:
-                walk(x)
-
-    walk(item.args)
-    walk([v for _, v in item.kwargs])
-    return names
+    return fallback_reads(item)
 
 
 def kernel_local_buffers(
