@@ -200,6 +200,78 @@ def test_cond_on_a_symbolic_bool_compiles_for_inference_with_eager_values(
     assert len(compiled_graphs) >= 3  # a graph and its two branches
 
 
+SYMBOLIC_PREDICATES = {
+    "size": (cond_on_size, True, False),
+    "bool_item": (cond_on_bool_item, None, True),
+}
+# sizes on both sides of 4, sums of both signs
+SYMBOLIC_PREDICATE_INPUTS = ((3, 1.0), (6, -1.0), (7, 1.0), (2, -1.0))
+
+
+def train_on_symbolic_predicates(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    ours: Callable[..., Any],
+    capture: bool,
+    device: str = "cpu",
+) -> None:
+    """Values and gradients of ``ours`` vs eager and torch.compile (aot_eager) on inputs
+    that take each branch at several sizes."""
+    dynamic = None if capture else True
+    torch._dynamo.reset()
+    theirs = torch.compile(fn, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+    with torch._dynamo.config.patch(capture_scalar_outputs=capture):
+        for n, sign in SYMBOLIC_PREDICATE_INPUTS:
+            x = sign * (0.1 + torch.rand(n, generator=torch.Generator().manual_seed(n)))
+            results = []
+            for f in (fn, ours, theirs):
+                leaf = x.to(device).requires_grad_(True)
+                out = f(leaf)
+                results.append([out.detach(), *torch.autograd.grad(out.sum(), leaf)])
+            torch.testing.assert_close(results[1], results[0])
+            torch.testing.assert_close(results[2], results[0])
+    torch._dynamo.reset()
+
+
+def symbolic_bool_inputs(graphs: list[Any]) -> int:
+    """How many of the compiled graphs' inputs are bools known only at run time."""
+    return sum(b.boolean for g in graphs for b in g.lowered.symbols)
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_PREDICATES))
+def test_cond_on_a_symbolic_bool_trains_with_its_predicate_a_backward_input(
+    name: str, compiled_graphs: list[Any]
+) -> None:
+    # the backward takes the forward's predicate as a SymBool graph input; it ran as aten
+    # calls (a backend fallback) before inductor_lite took bool inputs
+    fn, dynamic, capture = SYMBOLIC_PREDICATES[name]
+    compile_api.config.capture_scalar_outputs = capture
+    ours = compile_api.compile(fn, fullgraph=True, dynamic=dynamic, backend=strict_inductor)
+    train_on_symbolic_predicates(fn, ours, capture)
+    assert symbolic_bool_inputs(compiled_graphs) >= 1
+    assert sum(g.kernel_count for g in compiled_graphs) >= 4
+
+
+def bool_item_returned(x: torch.Tensor) -> Any:
+    return x * 2, (x.sum() > 0).item()
+
+
+def test_a_bool_item_returned_by_the_graph_is_a_bool_as_in_eager(
+    compiled_graphs: list[Any],
+) -> None:
+    # the wrapper binds it as 0 or 1 for the kernels; it returned that int
+    compile_api.config.capture_scalar_outputs = True
+    ours = compile_api.compile(bool_item_returned, fullgraph=True, backend=strict_inductor)
+    theirs = _torch_compiled(bool_item_returned, capture_scalar_outputs=True)
+    for sign in (1.0, -1.0):
+        x = sign * torch.ones(3)
+        want = bool_item_returned(x)
+        got = ours(x)
+        assert type(got[1]) is bool and got[1] == want[1]
+        assert type(theirs(x)[1]) is bool
+        torch.testing.assert_close(got[0], want[0])
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("name", sorted(CONDS))
 def test_our_backend_under_torch_compile_trains_its_cond_graphs(

@@ -36,6 +36,7 @@ import inductor_lite.compile as inductor_compile  # noqa: E402
 from .test_inductor_runtime_values import (  # noqa: E402
     CONDS,
     LEVELS,
+    SYMBOLIC_PREDICATES,
     W,
     _torch_compiled,
     count_nonzero_rows,
@@ -43,6 +44,8 @@ from .test_inductor_runtime_values import (  # noqa: E402
     masked_values,
     scale_by_item,
     sliced_by_item,
+    symbolic_bool_inputs,
+    train_on_symbolic_predicates,
     unique_sum,
 )
 
@@ -97,6 +100,20 @@ def test_cond_trains_through_triton_kernels_with_eager_values_and_gradients(
     torch._dynamo.reset()
     # forward and backward graphs, and two compiled branches per cond in each
     assert len(compiled_graphs) >= 6
+    assert sum(g.kernel_count for g in compiled_graphs) >= 4
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC_PREDICATES))
+def test_cond_on_a_symbolic_bool_trains_through_triton_kernels(
+    name: str, compiled_graphs: list[Any]
+) -> None:
+    # the backward takes the forward's predicate (a size comparison, a bool item()) as a
+    # SymBool graph input, bound by the wrapper and handed to the branch choice
+    fn, dynamic, capture = SYMBOLIC_PREDICATES[name]
+    compile_api.config.capture_scalar_outputs = capture
+    ours = compile_api.compile(fn, fullgraph=True, dynamic=dynamic, backend=triton_inductor)
+    train_on_symbolic_predicates(fn, ours, capture, DEV)
+    assert symbolic_bool_inputs(compiled_graphs) >= 1
     assert sum(g.kernel_count for g in compiled_graphs) >= 4
 
 

@@ -545,6 +545,7 @@ def _compile(
     if lowered.symbols:
         input_check = build_input_check(lowered)
         bound = set(lowered.scalar_inputs) | set(lowered.float_inputs)
+        bound |= {b.input for b in lowered.symbols if b.boolean}
         static_scalars = tuple(
             k
             for k, a in enumerate(example_inputs)

@@ -306,7 +306,7 @@ class GraphLowering:
             if isinstance(example, torch.SymFloat):
                 return rv.float_input(self, name, k)
             if isinstance(example, torch.SymBool):
-                raise UnsupportedGraph("symbolic bool inputs are not supported")
+                return self._bool_input(example, name, k)
             if isinstance(example, torch.SymInt):
                 self._bind(example, k, None)
                 self.inputs.append(BufferSpec(name, (), (), torch.int64))
@@ -327,6 +327,19 @@ class GraphLowering:
         self.inputs.append(spec)
         self.buffers[name] = spec
         return realized(TensorRef(name, spec.sizes, spec.strides, 0, spec.dtype))
+
+    def _bool_input(self, example: torch.SymBool, name: str, k: int) -> sympy.Symbol:
+        """Graph input ``k``, a bool known only at run time (a cond predicate a backward
+        takes): a fresh int symbol the wrapper binds to ``int(arg)``, 0 or 1, as a bool
+        ``item()`` is. Its expression over other symbols is not used: the caller's value is
+        what eager would use."""
+        symbol = sympy.Symbol(f"{name}_bool", integer=True, nonnegative=True)
+        hint = example.node.hint
+        self.symbols[symbol] = SymbolBinding(
+            symbol, k, None, int(bool(hint)) if hint is not None else 1, boolean=True
+        )
+        self.inputs.append(BufferSpec(name, (), (), torch.bool))
+        return symbol
 
     def _constant(self, value: torch.Tensor) -> TensorValue:
         self._check_static(value)
@@ -611,7 +624,9 @@ class GraphLowering:
                 specs.append(OutputSpec(None, rv.item_output(self, out)))
                 continue
             if not isinstance(value, TensorValue):
-                specs.append(OutputSpec(None, value))
+                # a bool item() or size comparison is bound as 0 or 1: eager returns a bool
+                boolean = isinstance(meta, torch.SymBool) and isinstance(value, sympy.Expr)
+                specs.append(OutputSpec(None, value, boolean))
                 continue
             strides = (
                 tuple(to_size(s) for s in meta.stride()) if isinstance(meta, torch.Tensor) else None

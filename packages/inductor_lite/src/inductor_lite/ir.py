@@ -471,10 +471,13 @@ class Origin:
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """One flat graph output: a view of a buffer, or a non-tensor constant."""
+    """One flat graph output: a view of a buffer, or a non-tensor constant (a sympy
+    expression: a value the wrapper computes; ``boolean``: returned as a bool, as eager
+    returns a SymBool's value)."""
 
     ref: TensorRef | None
     constant: object = None
+    boolean: bool = False
 
 
 @dataclass(frozen=True)
@@ -482,13 +485,16 @@ class SymbolBinding:
     """Where a size symbol's value comes from at run time.
 
     ``dim`` is the size dimension of input ``input``, or None when that input is the
-    (SymInt) scalar itself. ``hint`` is its value for the example inputs.
+    (SymInt) scalar itself. ``hint`` is its value for the example inputs. ``boolean``: the
+    input is a bool (a SymBool graph input, such as a cond predicate a backward takes), bound
+    as 0 or 1.
     """
 
     symbol: sympy.Symbol
     input: int
     dim: int | None
     hint: int
+    boolean: bool = False
 
 
 @dataclass(frozen=True)

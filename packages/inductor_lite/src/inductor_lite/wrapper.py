@@ -370,7 +370,7 @@ def build_wrapper(
     outs = []
     for o in graph.outputs:
         if o.ref is None and isinstance(o.constant, sympy.Expr):
-            outs.append(pyexpr(o.constant))
+            outs.append(f"bool({pyexpr(o.constant)})" if o.boolean else pyexpr(o.constant))
         elif o.ref is None:
             consts.append(o.constant)
             outs.append(f"_c{len(consts) - 1}")
@@ -676,6 +676,8 @@ def _bind_symbols(graph: LoweredGraph) -> list[str]:
     for b in graph.symbols:
         src = graph.inputs[b.input].name
         value = src if b.dim is None else f"{src}.shape[{b.dim}]"
+        if b.boolean:
+            value = f"int({src})"  # kernels take it as an integer
         lines.append(f"    {b.symbol.name} = {value}")
     return lines
 
@@ -727,6 +729,7 @@ def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
         names = ", ".join(s.name for s in graph.inputs)
         lines.append(f"    {names}{',' if n == 1 else ''} = args")
     scalar_symbols = set(graph.scalar_inputs)
+    bools = {b.input for b in graph.symbols if b.boolean}
     for k, spec in enumerate(graph.inputs):
         name = spec.name
         if spec.name in graph.buffers:
@@ -743,8 +746,13 @@ def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
         elif k in graph.float_inputs:
             lines.append(f"    if type({name}) is not float:")
             lines.append("        return False")
+        elif k in bools:
+            lines.append(f"    if type({name}) is not bool:")
+            lines.append("        return False")
     lines += _bind_symbols(graph)
     for b in graph.symbols:
+        if b.boolean:
+            continue  # 0 or 1, both compiled for
         # a data-dependent size (a backward's input sized by a mask) may be 0 or 1: nothing
         # above us specialised it, and the code was generated for any value of it
         least = 0 if symbol_is_type(b.symbol, SymT.UNBACKED_INT) else 2
