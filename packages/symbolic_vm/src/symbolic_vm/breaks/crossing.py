@@ -23,6 +23,7 @@ from symbolic_vm.breaks.slots import Const, Handoff, Local, Null, Reenter, Slot,
 from symbolic_vm.bytecode import PY_VERSION
 from symbolic_vm.codegen import Rebuilder, effect_lines
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.guard_api import LocalSource
 from symbolic_vm.output import Output
 from symbolic_vm.values import (
     AutocastExitVar,
@@ -53,8 +54,15 @@ def plan_crossing(
     managers = _reentered_managers(out, stop)
     live: list[tuple[str, Slot]] = []
     bound: dict[str, Var] = dict(stop.local_vars)
+    # A frame local the trace never read is passed on as it is, by name: wrapping it would
+    # guard it (a tensor that is also another argument gets an "is still" guard, and the frame
+    # recompiles for each way its arguments alias, as in PyTorch's test_resume_paths_join).
+    untouched = [
+        name for name in vm.frame_locals or {}
+        if name not in bound and name not in code.co_freevars and name not in code.co_cellvars
+    ]
     for name in vm.frame_locals or {}:
-        if name not in bound and name not in code.co_freevars:
+        if name not in bound and name not in code.co_freevars and name not in untouched:
             bound[name] = vm.load_local(name)
     for name in code.co_cellvars:
         # A cell's current value is passed like a local; the resume function makes the cell.
@@ -112,6 +120,9 @@ def plan_crossing(
     for name, var in bound.items():
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
+    for name in untouched:
+        live.append((name, Value(len(values))))
+        values.append(rebuilder.source(LocalSource(name)))
     return Resume(rebuilder, writes, emit.build("tuple", values), stack, live)
 
 

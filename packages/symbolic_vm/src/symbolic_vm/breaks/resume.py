@@ -137,12 +137,16 @@ class _Group:
     pushes: int
     jump_target: Label | None  # the conditional jump's target, if any
     next_index: int  # index in the decoded items of the instruction after the group
+    # 3.11's JUMP_IF_TRUE/FALSE_OR_POP (``and``/``or``): the jump keeps the value it tested,
+    # so its target starts with one more stack value than the next instruction.
+    jump_keeps: bool = False
 
 
 _CALL_PREFIX = ("KW_NAMES", "PRECALL")
 _ONE_IN_ONE_OUT = {"UNARY_NEGATIVE", "UNARY_NOT", "UNARY_INVERT", "GET_ITER", "GET_LEN", "TO_BOOL"}
 _TWO_IN_ONE_OUT = {"BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IS_OP"}
 _TRUTH_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
+_OR_POP_JUMPS = frozenset({"JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP"})
 
 
 def _plain_jump_name(opname: str) -> str:
@@ -159,8 +163,8 @@ def _pops_pushes(ins: Instr) -> tuple[int, int]:
         return arg + 3, 1
     if name == "CALL_FUNCTION_EX" and isinstance(arg, int):
         return 3 + (arg & 1), 1
-    if name.startswith("POP_JUMP") and "IF_" in name:
-        return 1, 0
+    if (name.startswith("POP_JUMP") and "IF_" in name) or name in _OR_POP_JUMPS:
+        return 1, 0  # (an _OR_POP jump pops only on the fall-through: see _Group.jump_keeps)
     if name in _ONE_IN_ONE_OUT or (name == "LOAD_ATTR" and not ins.flags):
         return 1, 1
     if name in _TWO_IN_ONE_OUT:
@@ -210,7 +214,10 @@ def group_at(items: Sequence[Instr | Label], offset: int) -> _Group:
         last = first
     pops, pushes = _pops_pushes(last)
     jump_target = last.arg if isinstance(last.arg, Label) else None
-    if jump_target is not None and not last.opname.startswith("POP_JUMP"):
+    if (
+        jump_target is not None and not last.opname.startswith("POP_JUMP")
+        and last.opname not in _OR_POP_JUMPS
+    ):
         raise ResumeError(f"cannot resume after a graph break at {last.opname}")
     if PY_VERSION >= (3, 13) and last.opname in _TRUTH_JUMPS and first.opname != "TO_BOOL":
         # 3.13's conditional jumps take an exact bool: the VM stopped at the jump with the
@@ -220,7 +227,9 @@ def group_at(items: Sequence[Instr | Label], offset: int) -> _Group:
     for ins in group:
         opname = _plain_jump_name(ins.opname) if ins.is_jump else ins.opname
         cleaned.append(attrs.evolve(ins, opname=opname, handler=None, offset=None))
-    return _Group(tuple(cleaned), pops, pushes, jump_target, end + 1)
+    return _Group(
+        tuple(cleaned), pops, pushes, jump_target, end + 1, last.opname in _OR_POP_JUMPS
+    )
 
 
 def _offset_after(items: Sequence[Instr | Label], index: int) -> int:
@@ -364,13 +373,14 @@ class ResumeBuilder:
         handler, cleanups = restore_stack(body, plan.stack, local_slots)
         ran = [attrs.evolve(i, handler=handler) for i in group.instrs]
 
-        successors: list[tuple[int, Label | None]] = [
-            (_offset_after(items, group.next_index), None)
+        successors: list[tuple[int, Label | None, list[Slot]]] = [
+            (_offset_after(items, group.next_index), None, after)
         ]
         if group.jump_target is not None:
             target = Label("jump_target")
             ran[-1] = attrs.evolve(ran[-1], arg=target)
-            successors.append((_offset_of_label(items, group.jump_target), target))
+            kept = list(plan.stack) if group.jump_keeps else after
+            successors.append((_offset_of_label(items, group.jump_target), target, kept))
         body.extend(ran)
         # A resume function's own entry arguments (___stack<d>) are dead once it has started:
         # only the original code's variables are passed on.
@@ -378,15 +388,16 @@ class ResumeBuilder:
         original = origin[0] if origin is not None else code
         names = set(original.co_varnames) | set(original.co_cellvars)
         live = [(n, s) for n, s in plan.live_locals if n in names]
-        # A stack value named after a local the resume function does not get is passed as is.
-        after = [
-            local_slots[s.name] if isinstance(s, Local) and s.name not in names else s
-            for s in after
-        ]
         resumes: list[ResumeFunction] = []
-        for offset, label in successors:
+        for offset, label, stack_after in successors:
             if label is not None:
                 body.append(label)
+            # A stack value named after a local the resume function does not get is passed
+            # as is.
+            after = [
+                local_slots[s.name] if isinstance(s, Local) and s.name not in names else s
+                for s in stack_after
+            ]
             resume = self.resume_at(
                 code, offset, [slot_tag(s) for s in after], [n for n, _ in live]
             )
