@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import linecache
+from collections.abc import Sequence
+
 __all__ = ["BackendCompilerFailed", "InternalError", "InvalidBackend", "NotCallableError"]
 
 
@@ -23,21 +26,33 @@ class BackendCompilerFailed(RuntimeError):
         super().__init__(
             f"backend {backend_name!r} failed to compile a graph of {where}: "
             f"{type(cause).__name__}: {cause}\n"
-            "Set compile_api.config.suppress_errors = True to run that graph eagerly instead."
+            "Outside fullgraph=True, compile_api.config.suppress_errors = True (the default) "
+            "runs that graph eagerly instead."
         )
         self.backend_name = backend_name
         self.cause = cause
 
 
 class InternalError(RuntimeError):
-    """A bug in Strata itself (not in the user's program), with how to reproduce it."""
+    """A bug in Strata itself (not in the user's program), with how to reproduce it.
 
-    def __init__(self, where: str, cause: BaseException) -> None:
+    ``at`` is the user's lines the error passed through while tracing, innermost first.
+    """
+
+    def __init__(
+        self, where: str, cause: BaseException, at: Sequence[tuple[str, int]] = ()
+    ) -> None:
+        lines = "".join(
+            f"\n  {'at' if i == 0 else 'reached from'} {f}:{n}"
+            + (f"\n    {linecache.getline(f, n).strip()}" if linecache.getline(f, n) else "")
+            for i, (f, n) in enumerate(at)
+        )
         super().__init__(
-            f"Strata internal error while compiling {where}: {type(cause).__name__}: {cause}\n"
+            f"Strata internal error while compiling {where}: {type(cause).__name__}: {cause}"
+            f"{lines}\n"
             "This is a bug in Strata, not in your program. To reproduce, call the function under "
             "compile_api.compile(fn, backend='eager') with the same inputs; please report it with "
-            "that snippet. Set compile_api.config.suppress_errors = True to run such frames "
-            "eagerly."
+            "that snippet. Outside fullgraph=True, compile_api.config.suppress_errors = True (the "
+            "default) runs such frames eagerly."
         )
         self.cause = cause

@@ -389,7 +389,7 @@ def _compile_graph(
         if not callable(compiled):
             raise TypeError(f"the backend returned {type(compiled).__name__}, not a callable")
     except Exception as err:
-        if not config.suppress_errors:
+        if ctx.fullgraph or not config.suppress_errors:
             raise BackendCompilerFailed(ctx.backend_name, _where(code), err) from err
         _warn_once(
             ("backend", ctx.backend_name, type(err).__name__, str(err)),
@@ -515,7 +515,7 @@ def _unguardable(
     Its graphs are compiled, but without guards for every fact they were compiled under (a
     ShapeEnv fact guards cannot express) they may not run. Raises under suppress_errors=False.
     """
-    if not config.suppress_errors:
+    if ctx.fullgraph or not config.suppress_errors:
         raise InternalError(_where(code), err) from err
     _warn_once(
         ("guards", code),
@@ -639,8 +639,9 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         _finish(record, ctx)
         return evalframe.SKIP
     except Exception as err:
-        if not config.suppress_errors:
-            raise InternalError(_where(code), err) from err
+        # Under fullgraph=True a bug of ours is never hidden by running the frame eagerly.
+        if ctx.fullgraph or not config.suppress_errors:
+            raise InternalError(_where(code), err, symbolic_vm.traced_at(err)) from err
         detail = traceback.format_exc() if config.verbose else f"{type(err).__name__}: {err}"
         _warn_once(
             ("internal", code),

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         SymbolicVMError,
         Unsupported,
         drop_tracebacks,
+        traced_at,
     )
     from symbolic_vm.frame_capture import capture, reset, reset_counters
     from symbolic_vm.records import (
@@ -55,6 +56,7 @@ _EXPORTS = {
     "GraphBreakNeeded": "symbolic_vm.errors",
     "SymbolicVMError": "symbolic_vm.errors",
     "drop_tracebacks": "symbolic_vm.errors",
+    "traced_at": "symbolic_vm.errors",
     "graph_break": "symbolic_vm.registries",
     "allow_in_graph": "symbolic_vm.registries",
     "nonstrict_trace": "symbolic_vm.registries",
@@ -79,6 +81,7 @@ __all__ = [
     "GraphBreakNeeded",
     "SymbolicVMError",
     "drop_tracebacks",
+    "traced_at",
     "graph_break",
     "allow_in_graph",
     "nonstrict_trace",

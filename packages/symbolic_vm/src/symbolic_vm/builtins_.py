@@ -32,7 +32,7 @@ from symbolic_vm.builtin_table import (
 from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import Unsupported, folding_error, throw
 from symbolic_vm.methods import tensor_to_scalar
-from symbolic_vm.values import ConstVar, ObjectVar, SymVar, TensorVar, Var
+from symbolic_vm.values import ConstVar, ObjectVar, SliceVar, SymVar, TensorVar, Var
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -142,6 +142,14 @@ def call_builtin(
     sym_equivalent = _SYMBOLIC_EQUIVALENTS.get(id(value))
     if sym_equivalent is not None and not kwargs and any(isinstance(a, SymVar) for a in args):
         return ops.graph_call(vm.out, sym_equivalent, args, kwargs)
+    if value is builtins.slice and not kwargs and 1 <= len(args) <= 3 and any(
+        ops.is_graph_value(a) for a in args
+    ):
+        # A slice holding a traced value stays one: made in the graph, its example would be a
+        # slice of fake values, and that object leaked into the code as a constant.
+        none = ConstVar(None)
+        start, stop, step = (none, args[0], none) if len(args) == 1 else (*args, none)[:3]
+        return SliceVar(start, stop, step)
     if id(value) in _PURE:
         specialise = id(value) in _SPECIALISING and not any(isinstance(a, TensorVar) for a in args)
         if not specialise and any(ops.is_graph_value(a) for a in args):

@@ -84,6 +84,7 @@ from symbolic_vm.values import (
     NewObjectVar,
     ObjectVar,
     SetVar,
+    SliceVar,
     SymVar,
     TensorVar,
     TupleVar,
@@ -324,6 +325,9 @@ class Rebuilder:
             return self.source(var.source)
         if isinstance(var, ConstVar):
             return self.constant(var.value)
+        if isinstance(var, SliceVar):  # with a traced bound: made when the code runs
+            parts = [self.expr(p) for p in (var.start, var.stop, var.step)]
+            return self._call(slice, "slice", parts)
         if isinstance(var, TupleVar):
             if var.source is not None:
                 # Rebuilt item by item from a tuple the frame received: the code holds only

@@ -6,6 +6,13 @@ import inspect
 import linecache
 from typing import Any
 
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
 from symbolic_vm.values import ObjectVar
 
 HINT = (
@@ -195,3 +202,42 @@ def drop_tracebacks(err: BaseException) -> BaseException:
         link.__traceback__ = None
         todo += [link.__cause__, link.__context__]
     return err
+
+
+# torch's errors for what fake tensors and the ShapeEnv cannot know while tracing: a guard on a
+# value read from a tensor, an op whose output shape depends on data, an op with no fake
+# implementation. Raised by torch code the VM runs outside a graph call (a slice bound, a
+# SymBool's truth); at the instruction they are a reason to break like any Unsupported.
+TORCH_TRACING_ERRORS: tuple[type[Exception], ...] = (
+    GuardOnDataDependentSymNode,
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    UnsupportedOperatorException,
+)
+
+
+def from_torch(err: Exception) -> Unsupported:
+    """The Unsupported for one of TORCH_TRACING_ERRORS (its first line names the op or guard)."""
+    first = (str(err).strip().splitlines() or [""])[0]
+    if isinstance(err, UnsupportedOperatorException):
+        return Unsupported(f"the operator {first} has no fake implementation (it cannot be traced)")
+    return Unsupported(
+        f"data-dependent operation while tracing ({type(err).__name__}: {first}): a value "
+        "read from a tensor is needed as a Python value"
+    )
+
+
+_LOCATIONS = "_strata_traced_at"
+
+
+def note_location(err: BaseException, filename: str, lineno: int) -> None:
+    """Record on an unexpected error (a bug of the VM's) the traced line it passed through."""
+    locations = err.__dict__.setdefault(_LOCATIONS, [])
+    if (filename, lineno) not in locations:
+        locations.append((filename, lineno))
+
+
+def traced_at(err: BaseException) -> list[tuple[str, int]]:
+    """The user's lines an unexpected error passed out through while tracing, innermost first
+    (the last is the compiled function's own line); empty when it was not raised in the VM."""
+    return list(getattr(err, _LOCATIONS, ()))

@@ -16,7 +16,15 @@ import torch
 
 from symbolic_vm.breaks.decisions import Retrace, Stop
 from symbolic_vm.breaks.region import Region
-from symbolic_vm.errors import TracedException, Unsupported, drop_tracebacks
+from symbolic_vm.errors import (
+    TORCH_TRACING_ERRORS,
+    SymbolicVMError,
+    TracedException,
+    Unsupported,
+    drop_tracebacks,
+    from_torch,
+    note_location,
+)
 from symbolic_vm.guard_api import GlobalSource, ItemSource, LocalSource, Source
 from symbolic_vm.output import Output
 from symbolic_vm.values import NULL, Cell, GeneratorVar, ObjectVar, Var
@@ -235,6 +243,8 @@ class Interpreter:
                     if self.parent is not None:
                         raise
                     raise raised.escaping() from None
+                except TORCH_TRACING_ERRORS as err:
+                    raise from_torch(err) from err
             except ReturnSignal as done:
                 self.returned = True
                 return done.value
@@ -253,6 +263,13 @@ class Interpreter:
                     # cannot run alone then has its statement run as bytecode (a region).
                     return Retrace(self.steps, located)
                 raise located from exc.__cause__
+            except SymbolicVMError:
+                raise
+            except Exception as err:
+                # A bug of ours: compile_api reports it at the user's line, never as eager
+                # under fullgraph=True.
+                note_location(err, self.code.co_filename, self.lineno)
+                raise
             finally:
                 if len(nodes) != before:
                     self._stamp_new_nodes(len(nodes) - before)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +12,7 @@ from torch.nn.modules import module as module_impl
 from symbolic_vm import object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup, is_data_descriptor
-from symbolic_vm.errors import Unsupported
+from symbolic_vm.errors import Unsupported, folding_error
 from symbolic_vm.guard_api import AttrSource, GlobalSource, ItemSource, Source
 from symbolic_vm.module_tables import STATE_TABLES, state_source
 from symbolic_vm.values import (
@@ -89,6 +90,9 @@ _MODULE_ITERATORS = frozenset({
 })
 
 
+_NAMED_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
 def module_iterator(
     vm: Interpreter, obj: ModuleVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
@@ -106,8 +110,20 @@ def module_iterator(
     py_kwargs = {k: ops.const_value(out, v) for k, v in kwargs.items()}
     named = name.startswith("named_")
     base = name.removeprefix("named_")
+    if not named and py_args:
+        # By keyword: ``parameters(recurse)``'s first parameter is named_parameters' second.
+        signature = inspect.signature(getattr(obj.module, name))
+        try:
+            bound = signature.bind(*py_args, **py_kwargs)
+        except TypeError as exc:  # eager's TypeError for arguments it does not take
+            raise folding_error(exc, f"module.{name}()") from None
+        if all(p.kind in _NAMED_KINDS for p in signature.parameters.values()):
+            py_args, py_kwargs = [], dict(bound.arguments)
     method = getattr(obj.module, name if named else f"named_{name}")
-    entries = list(method(*py_args, **py_kwargs))
+    try:
+        entries = list(method(*py_args, **py_kwargs))
+    except Exception as exc:  # named_parameters(False): eager raises the same
+        raise folding_error(exc, f"module.{name}()") from None
     stock = (
         getattr(type(obj.module), f"named_{base}", None)
         is getattr(torch.nn.Module, f"named_{base}", None)

@@ -240,6 +240,11 @@ def wrap_example(out: Output, node: Any) -> Var:
         fields = getattr(type(example), "_fields", None) or _structseq_fields(example)
         named = type(example) if type(example) is not tuple else None
         return TupleVar(tuple(items), fields=tuple(fields), named_type=named)
+    if isinstance(example, slice) and not all(
+        p is None or is_constant_value(p) for p in (example.start, example.stop, example.step)
+    ):
+        # Its parts are fake values: as a constant it would leave the trace into the code.
+        raise Unsupported("a slice of traced values made by a torch operation")
     if example is None or is_constant_value(example):
         return ConstVar(example)
     raise Unsupported(f"a torch operation returned {type(example).__name__}, unsupported")
@@ -291,7 +296,10 @@ def graph_method(out: Output, name: str, args: list[Var], kwargs: dict[str, Var]
 def _fake_reason(exc: Exception) -> str:
     data_dependent = getattr(exc, "data_dependent", False)
     kind = "data-dependent operation" if data_dependent else "operation failed while tracing"
-    return f"{kind}: {exc}"
+    # torch's text goes on with its logging advice and the line of our tracer that asked
+    # ("Caused by: .../fxbuild/builder.py"): the user's line is the error's own location.
+    first = (str(exc).strip().split("\n\n") or [""])[0]
+    return f"{kind}: {first}"
 
 
 # -- operators --------------------------------------------------------------------------------
