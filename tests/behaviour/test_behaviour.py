@@ -15,18 +15,7 @@ from .corpus import CASES
 from .measure import run
 
 # case name -> why Strata makes more graphs or breaks than torch.compile
-KNOWN_GAPS: dict[str, str] = {
-    "class_attribute_written_then_read_through_an_instance": (
-        "a class attribute the trace wrote on a base class, read through a subclass or its "
-        "instance, breaks (lookups read the real class dicts; only an instance of the written "
-        "class itself reads the trace's value): it gave the old value before"
-    ),
-    "lru_cache_on_an_inner_function": (
-        "functools.lru_cache applied inside the frame makes a C _lru_cache_wrapper the VM cannot "
-        "create (only wrappers made outside are traced through): a break, after which the "
-        "resumed code is one graph more than torch.compile's"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _param(name: str) -> object:

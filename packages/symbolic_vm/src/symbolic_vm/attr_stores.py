@@ -28,7 +28,7 @@ from symbolic_vm.guard_api import AttrSource, ClassDictSource, InstanceAttrSourc
 from symbolic_vm.object_attrs import guard_class_attribute
 from symbolic_vm.operations import const_value, describe
 from symbolic_vm.side_effects import AttrDelete, AttrWrite, ContainerWrite
-from symbolic_vm.tensor_attrs import set_tensor_grad
+from symbolic_vm.tensor_attrs import set_tensor_attr
 from symbolic_vm.type_trackers import store_attribute
 from symbolic_vm.values import (
     ConstVar,
@@ -67,8 +67,8 @@ def setattr_var(
     all the same, since the replay would go through the class's ``__setattr__``.
     """
     out = vm.out
-    if isinstance(obj, TensorVar) and name == "grad":
-        set_tensor_grad(out, obj, value)
+    if isinstance(obj, TensorVar):
+        set_tensor_attr(out, obj, name, value)
         return
     if isinstance(obj, NestedFunctionVar):
         _store_on_function(vm, obj, name, value)

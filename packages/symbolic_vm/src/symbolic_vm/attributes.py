@@ -49,25 +49,47 @@ _TENSOR_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
 def _class_overlay_read(out: Output, obj: Var, name: str) -> Var | None:
     """``obj.name`` where the trace stored or deleted ``name`` on a class ``obj`` finds it
     through (an instance's class or a base class): the lookups below read the real class
-    dicts, which do not have the trace's write yet. For an instance made in the trace, of the
-    very class written, without an attribute of that name, a plain value (a constant, tensor,
-    container) stored there is the answer; anything else breaks (eager reads the new value).
-    None: no such write, the normal lookup answers."""
+    dicts, which do not have the trace's write yet. For an instance made in the trace without
+    an attribute of that name, or a class (a subclass of the one written), a plain value (a
+    constant, tensor, container) stored there is the answer when no class before it in the
+    MRO defines the name (guarded where the class has a source); anything else breaks (eager
+    reads the new value). None: no such write before a class defining the name, the normal
+    lookup answers."""
+    own: object = None  # a class read directly: its own overlay is object_attrs' to answer
     if isinstance(obj, NewObjectVar):
         classes: tuple[type, ...] = obj.box.cls.__mro__
+        where = obj.box.cls_source
+        plain_lookup = (
+            name not in obj.box.attrs
+            and class_lookup(classes[0], "__getattribute__") is object.__getattribute__
+        )
     else:
         assert isinstance(obj, ObjectVar)
         value = obj.value
-        classes = value.__mro__[1:] if isinstance(value, type) else type(value).__mro__
-    for klass in classes:
+        if isinstance(value, type):
+            classes, where, own = value.__mro__, obj.source, value
+            plain_lookup = class_lookup(type(value), "__getattribute__") is type.__getattribute__
+        else:
+            classes, where = type(value).__mro__, None
+            plain_lookup = False
+    for index, klass in enumerate(classes):
         stored = out.attr_overlay.get((id(klass), name))
         if stored is None:
+            if name in klass.__dict__:
+                return None  # found before any class the trace wrote: the real dicts answer
             continue
-        if (
-            isinstance(obj, NewObjectVar) and klass is classes[0] and name not in obj.box.attrs
-            and class_lookup(klass, "__getattribute__") is object.__getattribute__
-            and isinstance(stored, (ConstVar, TensorVar, SymVar, ListVar, DictVar, TupleVar))
+        if klass is own:
+            return None
+        if plain_lookup and isinstance(
+            stored, (ConstVar, TensorVar, SymVar, ListVar, DictVar, TupleVar)
         ):
+            if where is not None and index:
+                out.predicate(
+                    " and ".join(f"{name!r} not in c.__mro__[{i}].__dict__" for i in range(index)),
+                    f"no class before {klass.__qualname__} in the MRO of {classes[0].__qualname__}"
+                    f" defines {name!r}",
+                    c=where,
+                )
             return stored
         raise Unsupported(
             f"reading {name!r} through {describe(obj)} after the trace changed it on class "
@@ -193,6 +215,9 @@ def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
         return graph_call(out, getattr, [obj, ConstVar(name)], {})
     if name == "grad":
         return tensor_attrs.tensor_grad(out, obj)
+    stored = tensor_attrs.stored_tensor_attr(out, obj, name)
+    if stored is not None:
+        return stored  # x.name = value earlier in the trace
     attr = getattr(torch.Tensor, name, None)
     if attr is None or not callable(attr):
         # Any other data attribute (_version, output_nr, names, ...) would be a value the

@@ -37,6 +37,7 @@ from symbolic_vm.interpreter import Interpreter
 from symbolic_vm.made_classes import made_classes
 from symbolic_vm.modules import call_module, call_sequential_slice
 from symbolic_vm.registries import ALLOW_IN_GRAPH, DISABLED, NONSTRICT_TRACE, graph_break
+from symbolic_vm.type_trackers import tracker_of
 from symbolic_vm.values import (
     AutocastExitVar,
     BoundMethodVar,
@@ -183,6 +184,10 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         dunder_call = _class_call(fn.box.cls)
         if isinstance(dunder_call, types.FunctionType):
             return call(vm, BoundMethodVar(fn, FunctionVar(dunder_call)), args, kwargs)
+        tracker = tracker_of(fn)
+        handled = tracker.call(vm, fn, args, kwargs) if tracker is not None else None
+        if handled is not None:
+            return handled
     if isinstance(fn, GradModeVar):
         return _grad_mode_decorator(fn, args, kwargs)
     if isinstance(fn, GradModeFunctionVar):

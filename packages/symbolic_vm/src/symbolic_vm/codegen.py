@@ -130,6 +130,15 @@ def make_object(
         items_of: Any = attributes["__strata_deque_items__"]
         bound: Any = attributes["maxlen"]
         return collections.deque(items_of, bound)
+    if cls is functools._lru_cache_wrapper:  # stdlib/functools_.py: a cache made here
+        state = dict(attributes)
+        wrapper_type: Any = functools._lru_cache_wrapper
+        made_cache: Any = wrapper_type(
+            state.pop("__strata_lru_function__"), state.pop("__strata_lru_maxsize__"),
+            state.pop("__strata_lru_typed__"), functools._CacheInfo,  # type: ignore[attr-defined]
+        )
+        made_cache.__dict__.update(state)
+        return made_cache
     if items is not None:
         # A dict/OrderedDict subclass: made and filled through its C base, so the class's
         # own __setitem__/__init__ (already traced) do not run again.

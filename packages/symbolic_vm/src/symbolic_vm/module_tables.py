@@ -136,12 +136,17 @@ _MODULES_LEN = (
 )
 
 
+def has_stock_len(cls: type) -> bool:
+    """Whether ``len()`` of a ``cls`` instance is a stock container's (``module_len``)."""
+    return getattr(cls, "__len__", None) in _MODULES_LEN
+
+
 def module_len(out: Output, obj: ModuleVar) -> int | None:
     """``len(container)`` of a ModuleList/Sequential/ModuleDict (their ``__len__`` is the size
     of ``_modules``, guarded by DICT_KEYS: appending a module recompiles); None for a module
     class with another ``__len__``."""
     module = obj.module
-    if type(module).__len__ not in _MODULES_LEN:
+    if not has_stock_len(type(module)):
         return None
     if obj.source is not None:
         out.request("DICT_KEYS", AttrSource(obj.source, "_modules"), module._modules)

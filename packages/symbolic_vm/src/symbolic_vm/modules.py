@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.nn.modules import module as module_impl
 
-from symbolic_vm import object_attrs
+from symbolic_vm import object_attrs, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup, is_data_descriptor
 from symbolic_vm.errors import Unsupported, folding_error
-from symbolic_vm.guard_api import AttrSource, GlobalSource, ItemSource, Source
-from symbolic_vm.module_tables import STATE_TABLES, state_source
+from symbolic_vm.guard_api import AttrSource, GlobalSource, InstanceAttrSource, ItemSource, Source
+from symbolic_vm.module_tables import STATE_TABLES, has_stock_len, state_source
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -27,6 +27,7 @@ from symbolic_vm.values import (
     MethodVar,
     ModuleVar,
     SequentialSliceVar,
+    TensorVar,
     TupleVar,
     Var,
 )
@@ -65,7 +66,27 @@ def module_attr(vm: Interpreter, obj: ModuleVar, name: str) -> Var:
             value = entries[name]
             where = state_source(obj.source, module, table, name)
             return ConstVar(None, source=where) if value is None else out.wrap(value, where)
+    fallback = class_lookup(type(module), "__getattr__")
+    if isinstance(fallback, types.FunctionType) and fallback is not torch.nn.Module.__getattr__:
+        return _own_getattr(vm, obj, name, fallback)
     raise Unsupported(f"{type(module).__name__} module has no attribute {name!r}")
+
+
+def _own_getattr(vm: Interpreter, obj: ModuleVar, name: str, fallback: Any) -> Var:
+    """``module.name`` that neither the class, the instance dict nor the parameter, buffer
+    and submodule tables hold, on a class with its own ``__getattr__``: that method traced as
+    a call (its ``super().__getattr__(name)`` inlines nn.Module's, whose AttributeError it
+    may catch), guarded on the name staying missing and the method staying the class's."""
+    if obj.source is not None:
+        object_attrs.guard_method_resolution(vm.out, obj.source, obj.module, "__getattr__",
+                                             fallback)
+        tables = " and ".join(f"{name!r} not in d[{t!r}]" for t in STATE_TABLES)
+        vm.out.predicate(
+            f"{name!r} not in d and {tables}",
+            f"{obj.source.describe()}.{name} is still unset",
+            d=InstanceAttrSource(obj.source, "__dict__"),
+        )
+    return vm.call(BoundMethodVar(obj, FunctionVar(fallback)), [ConstVar(name)], {})
 
 
 def _class_member(vm: Interpreter, obj: ModuleVar, name: str, attr: object) -> Var:
@@ -371,9 +392,11 @@ def _call_forward(
     vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]
 ) -> Var:
     module = obj.module
-    forward = type(module).forward
     if "forward" in module.__dict__:
         return vm.call(module_attr(vm, obj, "forward"), args, kwargs)
+    forward = class_lookup(type(module), "forward")
+    if isinstance(forward, staticmethod):  # called as self.forward(...): without the module
+        return vm.call(FunctionVar(cast(types.FunctionType, forward.__func__)), args, kwargs)
     return vm.call(BoundMethodVar(obj, FunctionVar(forward)), args, kwargs)
 
 
@@ -382,6 +405,8 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     global) around it as ``nn.Module.__call__`` runs them; backward hooks and ``always_call``
     forward hooks are graph breaks."""
     module = obj.module
+    if "_initialize_hook" in module.__dict__:
+        _initialize_lazy(vm, obj, args, kwargs)
     hooked = _has_hooks(module)
     if hooked:
         _check_hooks_inlinable(module)
@@ -391,13 +416,14 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     # Read without calling a descriptor: a TorchScript module's class holds one that needs an
     # instance (its forward is TorchScript; torch.compile breaks on calling it too).
     forward = class_lookup(type(module), "forward")
-    if not isinstance(forward, types.FunctionType):
+    function = forward.__func__ if isinstance(forward, staticmethod) else forward
+    if not isinstance(function, types.FunctionType):
         raise Unsupported(
             f"calling {type(module).__name__}: its forward is a {type(forward).__name__}, not a "
             "Python function (a TorchScript module's runs in TorchScript); it runs eagerly"
         )
     own_forward = "forward" in module.__dict__
-    if hooked or not _grouped_call(vm.out, obj.source, module, None if own_forward else forward):
+    if hooked or not _grouped_call(vm.out, obj.source, module, None if own_forward else function):
         if not hooked:
             _guard_no_hooks(vm.out, obj.source)
         if obj.source is not None and not own_forward:
@@ -406,6 +432,44 @@ def call_module(vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[s
     if hooked:
         return _call_hooked(vm, obj, args, kwargs)
     return _call_forward(vm, obj, args, kwargs)
+
+
+def _initialize_lazy(
+    vm: Interpreter, obj: ModuleVar, args: list[Var], kwargs: dict[str, Var]
+) -> None:
+    """The first call of a lazy module (``nn.LazyLinear``, a ``LazyModuleMixin`` class): run
+    its initialization for real before tracing the call, as torch.compile does, on the fake
+    example values (only their shapes and dtypes matter): it materializes the parameters,
+    removes its pre-hook and may change the module's class (LazyLinear -> Linear); the call
+    is then traced on the initialized module. That change is the one eager's first call makes;
+    it stays even when the trace later breaks, and eager's run of the call then finds the
+    module initialized."""
+    if obj.source is None:
+        raise Unsupported(f"initializing lazy module {type(obj.module).__name__} with no source")
+    fake_args = tuple(_example(vm, a) for a in args)
+    fake_kwargs = {k: _example(vm, v) for k, v in kwargs.items()}
+    try:
+        obj.module._infer_parameters(obj.module, fake_args, fake_kwargs)
+    except Exception as exc:
+        raise Unsupported(
+            f"{type(exc).__name__} raised initializing lazy module "
+            f"{type(obj.module).__name__}: {exc}"
+        ) from exc
+
+
+def _example(vm: Interpreter, var: Var) -> Any:
+    """What a lazy module's initialization sees for argument ``var``: a tensor's fake value
+    (static shapes only: a symbolic size would become the parameter's size), a constant's
+    value, a tuple or list of those."""
+    if isinstance(var, TensorVar):
+        if not all(isinstance(size, int) for size in var.example.shape):
+            raise Unsupported("initializing a lazy module on a tensor of dynamic shape")
+        vm.out.depend(var)
+        return var.example
+    if isinstance(var, (TupleVar, ListVar)):
+        values = [_example(vm, v) for v in ops.items(vm.out, var)]
+        return tuple(values) if isinstance(var, TupleVar) else values
+    return ops.const_value(vm.out, var)
 
 
 def call_sequential_slice(
@@ -425,3 +489,37 @@ def call_sequential_slice(
         value = vm.call(module, [value], {})
     return value
 
+
+
+class _ModuleTracker(type_trackers.TypeTracker):
+    """``len(m)`` and ``bool(m)`` of a module whose class defines its own Python ``__len__``
+    or ``__bool__``: traced as calls, as Python runs them. The stock containers'
+    (ModuleList, Sequential, ModuleDict) stay with ``module_tables.module_len``'s guarded
+    count; None there, and for a module without such a method."""
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        assert isinstance(obj, ModuleVar)
+        if has_stock_len(type(obj.module)):
+            return None
+        return _own_dunder(vm, obj, "__len__")
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        assert isinstance(obj, ModuleVar)
+        if class_lookup(type(obj.module), "__bool__") is MISSING:
+            size = self.length(vm, obj)
+            return None if size is None else ops.compare(vm.out, "!=", size, ConstVar(0))
+        return _own_dunder(vm, obj, "__bool__")
+
+
+def _own_dunder(vm: Interpreter, obj: ModuleVar, name: str) -> Var | None:
+    """``type(m).name(m)`` traced, for a Python function (guarded where the module has a
+    source); None when the class has no such Python method."""
+    method = class_lookup(type(obj.module), name)
+    if not isinstance(method, types.FunctionType):
+        return None
+    if obj.source is not None:
+        object_attrs.guard_method_resolution(vm.out, obj.source, obj.module, name, method)
+    return vm.call(BoundMethodVar(obj, FunctionVar(method)), [], {})
+
+
+type_trackers.VAR_TRACKERS[ModuleVar] = _ModuleTracker()

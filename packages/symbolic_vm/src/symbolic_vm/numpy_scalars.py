@@ -75,3 +75,30 @@ if _NP is not None:
     # The concrete scalar types (float32, int64, bool_, ...): constructing one is pure.
     for _kind in {t for t in _NP.sctypeDict.values() if issubclass(t, _NP.number | _NP.bool_)}:
         _scalar_maker(_kind)
+
+    def _dtype_constant(vm: Interpreter, var: Var) -> Any:
+        """A dtype spelled as a constant: a NumPy scalar type, an ``np.dtype``, a string or a
+        NumPy scalar; anything else is Unsupported."""
+        if isinstance(var, ObjectVar) and (
+            isinstance(var.value, _NP.dtype)
+            or (isinstance(var.value, type) and issubclass(var.value, _NP.generic))
+        ):
+            vm.out.depend(var)
+            return var.value
+        return _constant(vm, var)
+
+    def _type_info(info: type) -> None:
+        @implements(info)
+        def make(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+            """``np.iinfo(np.int16)`` / ``np.finfo(np.float32)`` of a constant dtype: the
+            answer depends on the dtype alone, so it is a constant of the trace (its ``max``,
+            ``min``, ``eps``, ``bits``, ... read as constants)."""
+            if len(args) != 1 or kwargs:
+                raise Unsupported(f"numpy.{info.__name__} called with other than one argument")
+            try:
+                return ObjectVar(info(_dtype_constant(vm, args[0])))
+            except (TypeError, ValueError) as exc:
+                raise throw(type(exc), *exc.args) from exc
+
+    _type_info(_NP.iinfo)
+    _type_info(_NP.finfo)

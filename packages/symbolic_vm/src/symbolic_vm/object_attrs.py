@@ -330,6 +330,10 @@ def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
     for klass in mro[start:]:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
+            if attr is torch.nn.Module.__init__ and not isinstance(obj, NewObjectVar):
+                # A module from outside the trace (a subclass's __init__ frame, captured
+                # when the frame that called it broke there): its tables must really be made.
+                raise Unsupported("nn.Module.__init__ of a module made outside the trace")
             if attr is object.__init__ or attr is torch.nn.Module.__init__:
                 return FunctionVar(_NOOP)
             if isinstance(attr, types.FunctionType):
@@ -347,8 +351,29 @@ def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
                 # dict.__init__ (a dict subclass's items): object_model.call_slot runs it
             if _is_c_method(attr):  # object/dict slots: object_model.call_slot runs them
                 return BoundMethodVar(obj, ObjectVar(attr))
+            if isinstance(attr, (classmethod, staticmethod)) and isinstance(
+                attr.__func__, types.FunctionType
+            ):
+                return _super_wrapped(vm, obj, cls, attr)
             raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
     raise Unsupported(f"super() has no attribute {name!r}")
+
+
+def _super_wrapped(
+    vm: Interpreter, obj: Var, cls: type, attr: classmethod[Any, Any, Any] | staticmethod[Any, Any]
+) -> Var:
+    """``super().name`` found a classmethod (bound to the class the lookup started from:
+    ``obj`` itself in a classmethod, else ``obj``'s class) or a staticmethod (its function)."""
+    func = FunctionVar(cast(types.FunctionType, attr.__func__))
+    if isinstance(attr, staticmethod):
+        return func
+    if isinstance(obj, ObjectVar) and obj.value is cls:
+        return BoundMethodVar(obj, func)
+    if isinstance(obj, NewObjectVar):
+        return BoundMethodVar(vm.out.wrap(cls, obj.box.cls_source), func)
+    return BoundMethodVar(
+        vm.out.wrap(cls, TypeSource(obj.source) if obj.source is not None else None), func
+    )
 
 
 def _is_c_method(attr: object) -> bool:

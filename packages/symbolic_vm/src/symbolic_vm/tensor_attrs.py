@@ -1,10 +1,12 @@
-"""Facts about tensors that TENSOR_MATCH does not check (autograd history, views) and a tensor's
-``.grad``, read and written: an input's from the real tensor, guarded by value at its source."""
+"""Facts about tensors that TENSOR_MATCH does not check (autograd history, views), a tensor's
+``.grad``, read and written (an input's from the real tensor, guarded by value at its source),
+and the plain attributes a program stores on a tensor (``x.offloading_activation = flag``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.output import Output
@@ -37,23 +39,21 @@ def tensor_grad(out: Output, obj: TensorVar) -> Var:
 
     A tensor made inside the graph has no gradient yet: backward cannot have run on it.
     """
-    if obj.node.op != "placeholder" or obj.source is None:
-        return ConstVar(None)
-    written = out.attr_overlay.get((id(out.real_input(obj)), "grad"))
+    written = out.attr_overlay.get((_identity(out, obj), "grad"))
     if written is not None:
         return written  # assigned earlier in the trace (set_tensor_grad)
+    if not _is_input(obj) or obj.source is None:
+        return ConstVar(None)
     grad = out.real_input(obj).grad
     return out.wrap(grad, AttrSource(obj.source, "grad"))
 
 
 def set_tensor_grad(out: Output, obj: TensorVar, value: Var) -> None:
-    """``x.grad = None`` / ``x.grad = t`` on a graph input or parameter: replayed on the real
-    tensor after the graph, in order with the other side effects (as torch.compile does); later
-    reads of ``x.grad`` in the trace see ``value``. A tensor made in the graph, or a gradient
-    eager would refuse (another shape, dtype or device, the tensor itself), is refused here too
-    (a graph break: the assignment then runs for real)."""
-    if obj.node.op != "placeholder" or obj.source is None:
-        raise Unsupported("assigning .grad of a tensor made inside the compiled function")
+    """``x.grad = None`` / ``x.grad = t``: replayed after the graph, in order with the other side
+    effects (as torch.compile does), on the real tensor of an input or parameter, or on the
+    graph's output for a tensor made in the graph; later reads of ``x.grad`` in the trace see
+    ``value``. A gradient eager would refuse (another shape, dtype or device, the tensor
+    itself) is refused here too (a graph break: the assignment then runs for real)."""
     if isinstance(value, TensorVar):
         if value is obj:
             raise Unsupported("assigning a tensor as its own .grad")
@@ -67,8 +67,50 @@ def set_tensor_grad(out: Output, obj: TensorVar, value: Var) -> None:
             raise Unsupported("assigning a .grad of another shape, dtype or device")
     elif not (isinstance(value, ConstVar) and value.value is None):
         raise Unsupported(f"assigning a {type(value).__name__} to a tensor's .grad")
-    out.attr_overlay[(id(out.real_input(obj)), "grad")] = value
+    if _is_input(obj):
+        out.depend(obj)
+    out.attr_overlay[(_identity(out, obj), "grad")] = value
     out.side_effects.append(AttrWrite(obj, "grad", value))
+
+
+def set_tensor_attr(out: Output, obj: TensorVar, name: str, value: Var) -> None:
+    """``x.name = value`` for a name the tensor's class does not define (a plain instance-dict
+    store, as eager makes it): later reads in the trace see ``value``, and the store is
+    replayed after the graph on the real tensor (an input) or on the graph's output (a tensor
+    made in the graph), so the caller finds it on the tensor it holds. A name the class
+    defines (a property, a method, ``requires_grad``, ``data``) or a tensor class with its own
+    ``__setattr__`` is Unsupported: the store then runs eagerly."""
+    if name == "grad":
+        set_tensor_grad(out, obj, value)
+        return
+    cls = out.tensor_type(obj)
+    if cls is None or getattr(cls, "__setattr__", None) is not object.__setattr__:
+        raise Unsupported("attribute assignment on a tensor of a subclass with its own "
+                          "__setattr__ or __torch_function__")
+    if class_lookup(cls, name) is not MISSING:
+        raise Unsupported(f"assigning tensor attribute {name!r}, which {cls.__name__} defines")
+    if _is_input(obj):
+        out.depend(obj)
+    out.attr_overlay[(_identity(out, obj), name)] = value
+    out.side_effects.append(AttrWrite(obj, name, value))
+
+
+def stored_tensor_attr(out: Output, obj: TensorVar, name: str) -> Var | None:
+    """What the trace stored as ``obj.name`` (set_tensor_attr), or None."""
+    return out.attr_overlay.get((_identity(out, obj), name))
+
+
+def _is_input(obj: TensorVar) -> bool:
+    return bool(obj.node.op == "placeholder" and obj.source is not None)
+
+
+def _identity(out: Output, obj: TensorVar) -> int:
+    """The key the trace keeps ``obj``'s attribute writes under in ``Output.attr_overlay``: its
+    real tensor for an input (as for any object from the frame), its graph node for a tensor
+    made in the graph (the node is that tensor's identity in the trace, as for ``is``)."""
+    if _is_input(obj):
+        return id(out.real_input(obj))
+    return id(obj.node)
 
 
 # Tensor methods answered from metadata (methods.tensor_method; torch_calls for Tensor.<m>(x)).
@@ -96,7 +138,9 @@ __all__ = [
     "FACT_METHODS",
     "TENSOR_META_METHODS",
     "answers_from_metadata",
+    "set_tensor_attr",
     "set_tensor_grad",
+    "stored_tensor_attr",
     "tensor_fact",
     "tensor_grad",
 ]

@@ -52,6 +52,13 @@ class TypeTracker:
     def setattr(self, vm: Interpreter, obj: Var, name: str, value: Var) -> bool:
         return False
 
+    def call(
+        self, vm: Interpreter, obj: Var, args: list[Var], kwargs: dict[str, Var]
+    ) -> Var | None:
+        """``obj(*args, **kwargs)`` for an object made in the trace whose class's ``__call__``
+        is C code (a user class's Python ``__call__`` is inlined without asking)."""
+        return None
+
 
 _TRACKERS: dict[type, TypeTracker] = {}
 _RESOLVED: dict[type, TypeTracker | None] = {}

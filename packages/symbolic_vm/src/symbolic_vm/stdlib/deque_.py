@@ -11,8 +11,8 @@ from __future__ import annotations
 import collections
 from typing import TYPE_CHECKING
 
+from symbolic_vm import object_model, type_trackers
 from symbolic_vm import operations as ops
-from symbolic_vm import type_trackers
 from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.stdlib.collections_ import ListSnapshotSource
@@ -48,6 +48,13 @@ def _box(obj: Var) -> tuple[list[Var], int | None]:
     return items.box.items, maxlen.value
 
 
+def _iterated(vm: Interpreter, iterable: Var) -> list[Var]:
+    """Every value ``iterable`` yields, through its type's tracker first (another deque, a user
+    iterable), as ``deque(iterable)`` and ``extend`` iterate it."""
+    found = object_model.iterate(vm, iterable)
+    return ops.iterate(vm.out, iterable if found is None else found)
+
+
 def _values(vm: Interpreter, obj: Var) -> list[Var]:
     """A deque's items for reading: its list, or a frame deque's items as ``list(d)``."""
     if isinstance(obj, ObjectVar) and type(obj.value) is deque and obj.source is not None:
@@ -66,7 +73,7 @@ def _make(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     maxlen = ops.const_value(vm.out, bound)
     if maxlen is not None and (not isinstance(maxlen, int) or maxlen < 0):
         raise throw(ValueError, "maxlen must be non-negative")
-    values = [] if iterable is None else ops.iterate(vm.out, iterable)
+    values = [] if iterable is None else _iterated(vm, iterable)
     if maxlen is not None:
         values = values[max(0, len(values) - maxlen):] if maxlen else []
     return NewObjectVar(ObjectBox(deque, {_ITEMS: ListVar(ListBox(values)),
@@ -103,7 +110,7 @@ def _appendleft(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
 @implements(deque.extend)
 def _extend(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     items, maxlen = _box(args[0])
-    for value in list(ops.iterate(vm.out, args[1])):  # read first: d.extend(d) is allowed
+    for value in _iterated(vm, args[1]):  # read first: d.extend(d) is allowed
         _push(items, maxlen, value, left=False)
     return ConstVar(None)
 
@@ -111,7 +118,7 @@ def _extend(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 @implements(deque.extendleft)
 def _extendleft(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     items, maxlen = _box(args[0])
-    for value in list(ops.iterate(vm.out, args[1])):
+    for value in _iterated(vm, args[1]):
         _push(items, maxlen, value, left=True)
     return ConstVar(None)
 

@@ -16,8 +16,9 @@ import functools
 import types
 from typing import TYPE_CHECKING
 
-from symbolic_vm import attributes
+from symbolic_vm import attributes, type_trackers
 from symbolic_vm import operations as ops
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
 from symbolic_vm.stdlib.polyfill import calls_of
@@ -26,6 +27,8 @@ from symbolic_vm.values import (
     DictBox,
     DictVar,
     NestedFunctionVar,
+    NewObjectVar,
+    ObjectBox,
     ObjectVar,
     PartialVar,
     TupleVar,
@@ -58,18 +61,60 @@ attributes.MORE_ATTRS[PartialVar] = _partial_attr
 
 @calls_of(functools._lru_cache_wrapper)
 def _call_cached(vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    out = vm.out
-    out.depend(fn)
+    vm.out.depend(fn)
     wrapped = fn.value.__wrapped__
     source = None if fn.source is None else AttrSource(fn.source, "__wrapped__")
-    effects = len(out.side_effects)
-    result = vm.call(out.wrap(wrapped, source), args, kwargs)
-    if len(out.side_effects) != effects:
+    name = getattr(wrapped, "__qualname__", "function")
+    return _call_through(vm, vm.out.wrap(wrapped, source), name, args, kwargs)
+
+
+def _call_through(
+    vm: Interpreter, wrapped: Var, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """Call the function a cache wraps; Unsupported when it has effects (see the module doc)."""
+    effects = len(vm.out.side_effects)
+    result = vm.call(wrapped, args, kwargs)
+    if len(vm.out.side_effects) != effects:
         raise Unsupported(
-            f"the lru_cache'd {getattr(wrapped, '__qualname__', 'function')} changes objects "
-            "outside the compiled function (eager skips that on a cache hit)"
+            f"the lru_cache'd {name} changes objects outside the compiled function (eager "
+            "skips that on a cache hit)"
         )
     return result
+
+
+# A cache wrapper made in the frame (``@functools.cache`` on an inner function: lru_cache's
+# Python code reaches ``_lru_cache_wrapper(user_function, maxsize, typed, _CacheInfo)``): an
+# object whose box keeps what it was made from under these names, beside the attributes
+# ``update_wrapper`` stores on it; codegen.make_object rebuilds it from them when it escapes.
+LRU_FUNCTION = "__strata_lru_function__"
+LRU_MAXSIZE = "__strata_lru_maxsize__"
+LRU_TYPED = "__strata_lru_typed__"
+
+
+@implements(functools._lru_cache_wrapper)
+def _make_cached(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if len(args) != 4 or kwargs:
+        raise Unsupported("functools._lru_cache_wrapper called other than as lru_cache does")
+    function, maxsize, typed, _ = args
+    return NewObjectVar(ObjectBox(functools._lru_cache_wrapper, {
+        LRU_FUNCTION: function,
+        LRU_MAXSIZE: ConstVar(ops.const_value(vm.out, maxsize)),
+        LRU_TYPED: ConstVar(ops.const_value(vm.out, typed)),
+    }))
+
+
+class _CacheWrapperTracker(type_trackers.TypeTracker):
+    """Calling a cache wrapper made in the frame: its function traced on every call."""
+
+    def call(
+        self, vm: Interpreter, obj: Var, args: list[Var], kwargs: dict[str, Var]
+    ) -> Var | None:
+        if not (isinstance(obj, NewObjectVar) and LRU_FUNCTION in obj.box.attrs):
+            return None
+        return _call_through(vm, obj.box.attrs[LRU_FUNCTION], "function", args, kwargs)
+
+
+type_trackers.register(functools._lru_cache_wrapper)(_CacheWrapperTracker)
 
 
 # -- functions made while tracing: what functools.update_wrapper reads and writes -----------
