@@ -190,6 +190,34 @@ def test_symbolic_arithmetic_on_sizes(counter: Any) -> None:
     assert counter.count == 1
 
 
+def head_by_round(x: torch.Tensor) -> torch.Tensor:
+    return x[: round(x.shape[0] * 0.4)] * 2
+
+
+def upsampled(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.interpolate(x[None, None], scale_factor=1.5)[0, 0] + 1
+
+
+@pytest.mark.parametrize("fn", [head_by_round, upsampled], ids=["round", "interpolate"])
+def test_sizes_computed_through_a_float_compile_once_like_torch_compile(
+    counter: Any, fn: Any
+) -> None:
+    # their shape guards hold round(...)/floor(...) of a float: the guard renderer refused
+    # them, and the frame ran eagerly with an internal error
+    compile_api.config.suppress_errors = False
+    ours = compile_api.compile(fn, backend=counter, dynamic=True)
+    torch._dynamo.reset()
+    theirs_count = []
+    theirs = torch.compile(
+        fn, backend=lambda gm, ex: (theirs_count.append(gm), gm)[1], dynamic=True
+    )
+    for n in (4, 6, 9, 13):
+        same(ours, fn, torch.randn(n))
+        same(theirs, fn, torch.randn(n))
+    torch._dynamo.reset()
+    assert counter.count == len(theirs_count) == 1
+
+
 def test_dynamic_non_contiguous_input_gives_eager_result(counter: Any) -> None:
     fn = compile_api.compile(row_norm, backend=counter, dynamic=True)
     for n in (4, 6):

@@ -117,14 +117,6 @@ def test_cond_on_a_symbolic_bool_trains_through_triton_kernels(
     assert sum(g.kernel_count for g in compiled_graphs) >= 4
 
 
-# Gaps of the Triton generator these programs found (the C++ one compiles both): the
-# size min(count, 2) of a slice, and round() (half to even, as eager). A test that fails on
-# exactly that is an expected failure; torch 2.11 gives the slice another size expression,
-# which Triton takes (the test then passes).
-TRITON_GAPS = {
-    "masked_head": "no Triton for size expression Min(2, u",
-    "unique_sum": "no Triton lowering for op round",
-}
 DATA_DEPENDENT = [
     masked_values,
     masked_head,
@@ -154,14 +146,7 @@ def test_data_dependent_sizes_run_triton_kernels_with_eager_values(
     for x in INPUTS:
         x = x.to(DEV)
         want = fn(x)
-        try:
-            got = ours(x)
-        except compile_api.BackendCompilerFailed as exc:
-            gap = TRITON_GAPS.get(fn.__name__)
-            if gap is not None and gap in str(exc):
-                pytest.xfail(gap)
-            raise
-        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(ours(x), want)
         torch.testing.assert_close(theirs(x), want)
     torch._dynamo.reset()
     assert compiled_graphs and all(g.kernel_count for g in compiled_graphs)

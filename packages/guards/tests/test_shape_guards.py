@@ -148,6 +148,30 @@ def test_render_sympy_covers_float_conversions_of_symbolic_ints() -> None:
             assert eval(text, {"A": n}) == expected(n), (text, n)
 
 
+def test_render_sympy_covers_round_floor_and_ceil_of_a_float_of_a_size() -> None:
+    # `x[: round(n * 0.4)]` and an interpolation's `floor(n * 1.5)` under dynamic shapes leave
+    # these in ShapeEnv's guards (the frame ran eagerly: "cannot render RoundToInt")
+    import math
+
+    from torch.utils._sympy.functions import CeilToInt, FloorToInt, RoundToInt, ToFloat
+
+    a = sympy.Symbol("a", integer=True)
+    names = {a: "A"}
+    half, three_halves, tenths = (sympy.Float(v) * ToFloat(a) for v in (0.5, 1.5, 0.3))
+    cases = [
+        (sympy.Le(RoundToInt(half), a), lambda n: round(n * 0.5) <= n),
+        (sympy.Eq(RoundToInt(half), 2), lambda n: round(n * 0.5) == 2),
+        (sympy.Eq(FloorToInt(three_halves), 4), lambda n: math.floor(n * 1.5) == 4),
+        (sympy.Eq(CeilToInt(tenths), 2), lambda n: math.ceil(n * 0.3) == 2),
+    ]
+    for expr, expected in cases:
+        text = render_sympy(expr, names.__getitem__)
+        for n in range(-7, 12):
+            # as Python computes it, and as torch's sympy functions evaluate it
+            assert eval(text, {"A": n}) == expected(n), (text, n)
+            assert eval(text, {"A": n}) == bool(expr.xreplace({a: sympy.Integer(n)})), (text, n)
+
+
 def test_render_sympy_covers_bitwise_ops_of_symbolic_ints() -> None:
     # What `n & 1`, `n | 4`, `n ^ m` on SymInts leave in ShapeEnv's guards.
     from torch.utils._sympy.functions import (

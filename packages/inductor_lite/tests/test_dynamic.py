@@ -373,3 +373,13 @@ def test_a_symbol_no_input_provides_is_refused_when_the_wrapper_is_built() -> No
     graph = LoweredGraph([], {}, {}, [], [OutputSpec(None, u0 + 1)], torch.device("cpu"))
     with pytest.raises(UnsupportedGraph, match="u0"):
         build_wrapper(graph, [], {}, pass_pointers=True)
+
+
+def test_slices_whose_sizes_are_min_or_max_of_a_symbol(recorder: Any) -> None:
+    # x[-3:] starts at max(0, n - 3); a negative pad keeps max(n - 2, 0) (the Triton twin is
+    # in test_triton_dynamic.py)
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x[:, -3:] + 1, x[:, 1:-2] * 2, F.pad(x, (-2, 3)).sin()
+
+    recorder.sweep(f, lambda n: (torch.randn(3, n),), sizes=(2, 5, 9, 4))
+    recorder.assert_generated_code_ran()

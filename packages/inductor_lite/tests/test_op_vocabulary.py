@@ -17,7 +17,7 @@ from inductor_lite.errors import LoweringError
 from inductor_lite.ir import Op, VConst, VOp
 
 # Triton has no case for these: a graph using them runs eagerly (README, "Missing").
-TRITON_MISSING = {Op.POW, Op.FMOD, Op.ATAN2, Op.ATAN, Op.ROUND}
+TRITON_MISSING = {Op.POW, Op.FMOD, Op.ATAN2, Op.ATAN}
 
 
 def _dtype(op: Op) -> torch.dtype:

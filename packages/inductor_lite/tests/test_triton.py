@@ -86,6 +86,17 @@ def test_sign_of_nan_and_signed_zeros_is_eagers(tcheck: Any) -> None:
     tcheck(lambda x: (torch.sign(x), torch.signbit(torch.sign(x * 0))), [x])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_round_is_eagers_half_to_even_with_signed_zeros(dtype: torch.dtype, tcheck: Any) -> None:
+    # ties both ways, just below a tie, negatives, zeros of both signs, inf, NaN; the sign bit
+    # of the zeros (round(-0.4) is -0.0) is compared exactly through signbit
+    values = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 2.6, -2.6, -0.4, -0.0, 0.0, 1e30,
+              float("inf"), float("-inf"), float("nan")]  # fmt: skip
+    x = torch.tensor(values * 3, device=DEV).to(dtype)
+    c = tcheck(lambda x: (torch.round(x), torch.signbit(torch.round(x * 0.5))), [x])
+    assert c.kernel_count == 1
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.int64, torch.bool])
 def test_dtypes(dtype: torch.dtype, tcheck: Any) -> None:
     if dtype == torch.bool:

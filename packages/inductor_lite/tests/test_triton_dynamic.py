@@ -80,3 +80,17 @@ def test_strided_slice_size_and_constant_gather_index(triton_recorder: Any) -> N
 
     triton_recorder.sweep(f, lambda n: (torch.randn(n + 2, n, device=DEV).t(),), sizes=SMALL)
     triton_recorder.assert_generated_code_ran()
+
+
+def test_slices_whose_sizes_are_min_or_max_of_a_symbol(triton_recorder: Any) -> None:
+    # x[-3:] starts at max(0, n - 3) and has min(3, n) elements, a negative pad keeps
+    # max(n - 2, 0): sympy Min/Max in Triton index and size expressions (no Triton for them
+    # before: such graphs ran eagerly)
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x[:, -3:] + 1, x[:, 1:-2] * 2, F.pad(x, (-2, 3)).sin()
+
+    triton_recorder.sweep(f, lambda n: (torch.randn(3, n, device=DEV),), sizes=(2, 5, 9, 4))
+    triton_recorder.assert_generated_code_ran()
+    source = "".join(g.kernel_source for g in triton_recorder.graphs)
+    assert "max(0, " in source
+

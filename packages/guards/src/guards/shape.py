@@ -65,6 +65,12 @@ def render_sympy(expr: Any, name_of: Callable[[Any], str]) -> str:
             return f"float({r(e.args[0])})"
         if isinstance(e, symfn.TruncToInt):
             return f"int({r(e.args[0])})"
+        if isinstance(e, symfn.RoundToInt):  # Python's round of a float: ties to even
+            return f"round({r(e.args[0])})"
+        if isinstance(e, symfn.FloorToInt):
+            return f"int({r(e.args[0])} // 1)"
+        if isinstance(e, symfn.CeilToInt):
+            return f"-int(-{r(e.args[0])} // 1)"
         if isinstance(e, symfn.FloatTrueDiv | symfn.IntTrueDiv):
             return f"({r(e.args[0])} / {r(e.args[1])})"
         for rel, op in _REL_OPS.items():

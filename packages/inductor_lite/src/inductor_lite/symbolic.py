@@ -223,11 +223,11 @@ def _print(e: sympy.Expr, lang: str) -> str:
         a, b = (_print(x, lang) for x in e.args)
         return f"({a} % {b})" if py else f"strata_mod({a}, {b})"
     if type(e).__name__ in ("Max", "Min"):
-        if lang == "triton":
-            raise LoweringError(f"no Triton for size expression {e}")
         name = "max" if type(e).__name__ == "Max" else "min"
         args = [_print(x, lang) for x in e.args]
         if py:
+            # in a @triton.jit function the builtin min/max fold constexpr arguments (the
+            # interpreter's symbols) to a constexpr and take scalar tensors to tl.minimum
             return f"{name}({', '.join(args)})"
         out = args[0]
         for a in args[1:]:

@@ -253,7 +253,20 @@ class _Body:
         if name in ("logical_and", "logical_or", "logical_xor"):
             sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}[name]
             return f"(({a[0]} != 0) {sym} ({a[1]} != 0))"
+        if name == "round":
+            return f"({_round_half_even(a[0])}).to({ct})"
         raise LoweringError(f"no Triton lowering for op {name}")
+
+
+def _round_half_even(x: str) -> str:
+    """eager's round: to nearest, ties to even, the sign of a zero kept (-0.4 gives -0.0).
+    ``x - floor(x)`` is exact; libdevice's rint would do it on GPUs, but Triton's interpreter
+    lacks it."""
+    f = f"tl.floor({x})"
+    odd = f"({f} - 2.0 * tl.floor(0.5 * {f}))"  # 1.0 for an odd floor, else 0.0
+    up = f"tl.where({x} - {f} > 0.5, 1.0, tl.where({x} - {f} == 0.5, {odd}, 0.0))"
+    r = f"({f} + {up})"
+    return f"tl.where({r} == 0, {x} * 0.0, {r})"
 
 
 @dataclass(frozen=True)
