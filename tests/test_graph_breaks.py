@@ -885,8 +885,8 @@ def test_user_managers_in_loops_and_nested_ones_enter_and_exit_like_eager(
     assert len(our_log) == 10
     assert torch.is_grad_enabled()
     # add | (the loop region, in no_grad) the resume function's re-entered no_grad, left
-    # before the nested statement: two grad switches | add
-    assert [counter.op_count(i) for i in range(counter.count)] == [3, 2, 1]
+    # before the nested statement: two grad switches alone, not compiled | add
+    assert [counter.op_count(i) for i in range(counter.count)] == [3, 1]
     reference_ops_at_least(user_manager_in_no_grad_in_loop, counter, (x, [], 3))
 
 

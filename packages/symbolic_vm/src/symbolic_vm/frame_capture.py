@@ -205,7 +205,14 @@ def _graph(
     guarded = [
         v for v in inputs if v in live or out.used_placeholder(v) or isinstance(v, SymVar)
     ]
-    has_ops = any(n.op not in ("placeholder", "output") for n in graph.nodes)
+    # Grad-mode switches alone are no work: the transformed code replays the mode the graph
+    # ends in (codegen.effect_lines), so a graph of only those (a break right inside a no_grad
+    # block) is not compiled, as torch.compile compiles none.
+    has_ops = any(
+        n.op not in ("placeholder", "output")
+        and not (n.op == "call_function" and n.target is torch._C._set_grad_enabled)
+        for n in graph.nodes
+    )
     if not (has_ops or rebuilder.outputs):
         return [], None, [], guarded
     gm = out.builder.finish(rebuilder.outputs)

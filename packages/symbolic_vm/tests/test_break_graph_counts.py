@@ -1,4 +1,5 @@
-"""Breaks at a branch on a tensor: the code on both sides of the jump is compiled.
+"""Graph counts around breaks: no more graphs than torch.compile, the code on both sides
+of a break compiled (a branch on a tensor, ``and``/``or`` on tensor bools, grad-mode blocks).
 
 Each case runs eagerly, under compile_api.compile and under torch.compile on the same calls, and
 compares the results with eager and the graph counts with torch.compile's (ours no more).
@@ -114,3 +115,46 @@ def test_branches_joining_again_share_resume_functions_whatever_arguments_alias(
     assert ours == 7
     with torch_reference():
         assert ours <= theirs
+
+
+def break_inside_nested_grad_modes(x: torch.Tensor) -> torch.Tensor:
+    before = torch.is_grad_enabled()
+    with torch.set_grad_enabled(False):
+        torch._dynamo.graph_break()
+        with torch.set_grad_enabled(True):
+            x = torch.mul(x, 5)
+            torch._dynamo.graph_break()
+            x = torch.sqrt(x)
+            assert torch.is_grad_enabled()
+        assert not torch.is_grad_enabled()
+    assert torch.is_grad_enabled() == before
+    return x
+
+
+def _no_grad_break(z: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        torch._dynamo.graph_break()
+        return torch.sin(z)
+
+
+def break_inside_an_inlined_no_grad(
+    x: torch.Tensor, y: torch.Tensor, z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    a = torch.mm(x, y)
+    z = _no_grad_break(z)
+    return a, z, torch.is_grad_enabled()
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_a_graph_of_grad_mode_switches_alone_is_not_compiled(grad: bool) -> None:
+    # Before: a break right inside a grad-mode block compiled a graph holding only the
+    # switches (PyTorch's test_nested_grad_mode_graph_break: 3 graphs vs torch's 2).
+    a = torch.randn(3, 4).abs()
+    x, y, z = torch.randn(4, 4), torch.randn(4, 4), torch.randn(4)
+    with torch.set_grad_enabled(grad):
+        nested, theirs_nested = run_all_ways(break_inside_nested_grad_modes, [(a,), (a,), (a,)])
+        inlined, theirs_inlined = run_all_ways(break_inside_an_inlined_no_grad, [(x, y, z)])
+    assert (nested, inlined) == (2, 2)
+    with torch_reference():
+        assert nested <= theirs_nested
+        assert inlined <= theirs_inlined
