@@ -18,8 +18,9 @@ that raised it) as JSON lines, with a per-test alarm so one hanging test cannot 
 
 Only ``nopython``/``fullgraph``, ``dynamic`` and the backend are forwarded; export is not mapped.
 Before each compile the shim copies the torch._dynamo.config fields Strata shares
-(``cache_size_limit``, ``automatic_dynamic_shapes``, ``capture_scalar_outputs``,
-``capture_dynamic_output_shape_ops``) into compile_api.config, since the tests patch torch's.
+(``cache_size_limit``, ``automatic_dynamic_shapes``, ``assume_static_by_default``,
+``capture_scalar_outputs``, ``capture_dynamic_output_shape_ops``) into compile_api.config,
+since the tests patch torch's.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ TEST_TIMEOUT_ENV = "DYNAMO_SUITE_TEST_TIMEOUT"
 SHARED_CONFIG = (
     "cache_size_limit",
     "automatic_dynamic_shapes",
+    "assume_static_by_default",
     "capture_scalar_outputs",
     "capture_dynamic_output_shape_ops",
 )

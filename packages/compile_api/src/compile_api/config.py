@@ -31,6 +31,7 @@ _ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "debug": ("STRATA_DEBUG", _env_bool),
     "debug_function": ("STRATA_DEBUG_FUNCTION", _env_str),
     "automatic_dynamic_shapes": ("STRATA_AUTOMATIC_DYNAMIC_SHAPES", _env_bool),
+    "assume_static_by_default": ("STRATA_ASSUME_STATIC_BY_DEFAULT", _env_bool),
     "optimize_ddp": ("STRATA_OPTIMIZE_DDP", _env_bool),
     "trace_dir": ("STRATA_TRACE", _env_str),
     "compile_debug": ("STRATA_COMPILE_DEBUG", _env_bool),
@@ -59,6 +60,9 @@ class Config:
     """When set, only functions of this name are compiled (STRATA_DEBUG_FUNCTION)."""
     automatic_dynamic_shapes: bool = True
     """With dynamic=None, a size that changes recompiles that dimension as symbolic."""
+    assume_static_by_default: bool = True
+    """With dynamic=None, the first compile specialises sizes (torch's setting of this name);
+    False compiles as dynamic=True from the first call."""
     optimize_ddp: bool = True
     """Split graphs of DistributedDataParallel modules at bucket boundaries."""
     trace_dir: str = ""

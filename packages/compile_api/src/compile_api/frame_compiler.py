@@ -567,6 +567,21 @@ def _backward_entry_codes() -> frozenset[types.CodeType]:
 _BACKWARD_ENTRIES = _backward_entry_codes()
 
 
+def _called_past_limit(frame: types.FrameType) -> bool:
+    """Whether ``frame`` runs under a frame that hit the cache size limit and runs eagerly.
+
+    Such a frame runs its original code object (a compiled entry runs a transformed one): as
+    torch.compile does, the functions it calls are not compiled either, on this call (each
+    would otherwise compile its own graphs, as many times as the caller's inputs vary).
+    """
+    caller = frame.f_back
+    while caller is not None:
+        if caller.f_code in state.past_limit:
+            return True
+        caller = caller.f_back
+    return False
+
+
 def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> FrameAnswer:
     """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
     code = frame.f_code
@@ -581,6 +596,8 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         return evalframe.SKIP
     if config.debug_function and code.co_name != config.debug_function:
         return None
+    if state.past_limit and _called_past_limit(frame):
+        return None
     stance = torch_stance()
     if stance == "force_eager" or (cache_size > 0 and stance == "eager_on_recompile"):
         return None
@@ -592,6 +609,8 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         )
     if cache_size >= config.cache_size_limit:
         # Checked before anything else: past the limit every miss runs eagerly, and cheaply.
+        with state.lock:
+            state.past_limit.add(code)
         key = ("cache_size_limit", code)
         if key not in state.warned:
             reasons = observe.recompile_reasons(code, dict(frame.f_locals))
@@ -619,7 +638,9 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     observe.begin(record, frame)
     capture_config = symbolic_vm.CaptureConfig(
         fullgraph=ctx.fullgraph,
-        dynamic=ctx.dynamic,
+        dynamic=(
+            True if ctx.dynamic is None and not config.assume_static_by_default else ctx.dynamic
+        ),
         dynamic_dims=_dynamic_dims(frame, f_locals, ctx, recompiling),
         static_dims=_static_dims(f_locals),
         dynamic_ints=_dynamic_ints(frame, f_locals, ctx, recompiling),

@@ -71,6 +71,9 @@ class State:
     # (globals dict, name) pairs this process installed, removed by reset()
     installed: list[tuple[dict[str, Any], str]] = attrs.field(factory=list)
     skip_codes: set[types.CodeType] = attrs.field(factory=set)
+    # code objects that hit cache_size_limit: a frame of one running its original code is an
+    # eager run past the limit, and the frames it calls are not compiled either
+    past_limit: set[types.CodeType] = attrs.field(factory=set)
 
     def clear(self, *, keep_installed: bool = False) -> None:
         """Forget everything; ``keep_installed`` leaves the installed globals in place (code
@@ -83,6 +86,7 @@ class State:
             self.auto_dynamic.clear()
             self.int_values.clear()
             self.auto_dynamic_ints.clear()
+            self.past_limit.clear()
             if keep_installed:
                 return
             for namespace, name in self.installed:

@@ -272,6 +272,15 @@ class GraphInputs(GuardRequests):
             return False
         root = source
         while isinstance(root, (ItemSource, AttrSource)):
+            if isinstance(root, AttrSource) and root.member == "cell_contents":
+                # What a closure passed in closes over (torch.compile makes those ints
+                # dynamic too): the cell's own path, ``fn.__closure__[i]``, is skipped.
+                closure = root.base_source
+                if isinstance(closure, ItemSource) and isinstance(
+                    closure.base_source, AttrSource
+                ) and closure.base_source.member == "__closure__":
+                    root = closure.base_source.base_source
+                    continue
             if isinstance(root, AttrSource):
                 # Fields of plain objects passed in (a config instance) count, module
                 # attributes do not (torch.compile keeps nn.Module ints static).

@@ -5,6 +5,7 @@ symbols, predicates, module calls and the merged guard requests."""
 from __future__ import annotations
 
 import enum
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -103,7 +104,20 @@ class GuardPlan(GraphInputs):
         elif isinstance(var, ModuleVar):
             self.request("ID_MATCH", source, var.module)
         elif isinstance(var, FunctionVar):
-            self.request("ID_MATCH", source, var.fn)
+            func: object = var.fn
+            if (
+                isinstance(func, types.FunctionType)
+                and func.__closure__
+                and func.__defaults__ is None
+                and func.__kwdefaults__ is None
+            ):
+                # A closure made anew per call of its maker (a nested def): guarded by its
+                # code, as torch.compile does; the cells it read are guarded by their sources.
+                # By identity, each new closure would recompile the frame.
+                self.request("TYPE_MATCH", source, func)
+                self.request("ID_MATCH", AttrSource(source, "__code__"), func.__code__)
+            else:
+                self.request("ID_MATCH", source, func)
         elif isinstance(var, ObjectVar):
             if is_user_instance(var.value):
                 self.request("TYPE_MATCH", source, var.value)

@@ -700,6 +700,14 @@ def make_iterator(out: Output, var: Var) -> IteratorVar | GeneratorVar:
 def getitem(out: Output, obj: Var, key: Var) -> Var:
     """``obj[key]``."""
     if isinstance(obj, TensorVar):
+        if (
+            isinstance(key, SymVar)
+            and isinstance(key.example, torch.SymInt)
+            and obj.example.dim() > 0
+        ):
+            # ``t[n]`` on a symbolic n: fake getitem specialises n (a guard per value, one
+            # recompile each); select, the same view, keeps it symbolic with a bounds guard.
+            return graph_call(out, torch.select, [obj, ConstVar(0), key], {})
         return graph_call(out, operator.getitem, [obj, _index_var(key)], {})
     if isinstance(obj, (TupleVar, ListVar)):
         index = const_value(out, key)
