@@ -11,7 +11,7 @@ torch.compile makes of it."""
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -325,3 +325,55 @@ class CountingGraphs:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
         self.count += 1
         return gm.forward
+
+
+# -- test_functions: mappings -------------------------------------------------------------------
+
+
+class _TensorDict(MutableMapping):  # type: ignore[type-arg]
+    """A MutableMapping over a dict: its keys() is the ABC's KeysView, whose __iter__ is
+    ``yield from self._mapping`` (the user object's own __iter__)."""
+
+    def __init__(self) -> None:
+        self._dict: dict[str, Any] = {}
+
+    def __delitem__(self, key: str) -> None:
+        del self._dict[key]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._dict[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._dict)
+
+    def __len__(self) -> int:
+        return len(self._dict)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._dict[key] = value
+
+
+def _mapping_copies(x: torch.Tensor, m: _TensorDict) -> Any:
+    copied = dict(m)
+    unpacked = {**m, "b": 1}
+    return x * copied["a"], unpacked["a"] + unpacked["b"], list(m.keys()), len(m)
+
+
+def test_dict_of_a_user_mutable_mapping_reads_its_keys_view() -> None:
+    def make() -> tuple[Any, ...]:
+        m = _TensorDict()
+        m["a"] = 2.5
+        return torch.arange(4.0), m
+
+    _check(_mapping_copies, make)
+
+
+def _defaultdict_fromkeys(x: torch.Tensor) -> Any:
+    d = collections.defaultdict.fromkeys("ab", 0)
+    d["a"] = 1
+    d.setdefault("c", 10)
+    return x + d["c"] if d["c"] == 10 else x, type(d).__name__, d.default_factory, dict(d)
+
+
+def test_defaultdict_fromkeys_makes_a_defaultdict_without_a_factory() -> None:
+    _check(_defaultdict_fromkeys, lambda: (torch.arange(3.0),))

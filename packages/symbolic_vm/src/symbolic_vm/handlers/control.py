@@ -199,7 +199,9 @@ def YIELD_VALUE(vm: Interpreter, inst: dis.Instruction) -> None:
 
 @handler("GET_YIELD_FROM_ITER")
 def GET_YIELD_FROM_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
-    vm.push(ops.make_iterator(vm.out, vm.pop()))
+    obj = vm.pop()
+    found = object_model.iterate(vm, obj)  # a user iterable: its __iter__, as GET_ITER
+    vm.push(ops.make_iterator(vm.out, obj if found is None else found))
 
 
 def _delegate(vm: Interpreter, receiver: Var, sent: Var) -> tuple[Var | None, Var]:

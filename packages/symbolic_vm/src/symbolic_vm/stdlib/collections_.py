@@ -323,15 +323,22 @@ def _defaultdict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Va
     return obj
 
 
-@implements(collections.OrderedDict.fromkeys)
-def _ordered_fromkeys(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    """``OrderedDict.fromkeys(keys, value=None)``: an OrderedDict made in the frame, one value
-    object under every key (as dict.fromkeys)."""
-    if kwargs or not 1 <= len(args) <= 2:
-        raise Unsupported("OrderedDict.fromkeys with keyword arguments")
-    value = args[1] if len(args) > 1 else ConstVar(None)
-    items = {ops.const_value(vm.out, key): value for key in ops.iterate(vm.out, args[0])}
-    return NewObjectVar(ObjectBox(collections.OrderedDict, {}, items=DictBox(items)))
+def _fromkeys_of(cls: type, state: Callable[[], dict[str, Var]]) -> None:
+    @implements(cls.fromkeys)  # type: ignore[attr-defined]
+    def fromkeys(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+        """``OrderedDict.fromkeys(keys, value=None)`` (or defaultdict's, with no factory): one
+        made in the frame, one value object under every key (as dict.fromkeys)."""
+        if kwargs or not 1 <= len(args) <= 2:
+            raise Unsupported(f"{cls.__name__}.fromkeys with keyword arguments")
+        value = args[1] if len(args) > 1 else ConstVar(None)
+        found = object_model.iterate(vm, args[0])
+        keys = ops.iterate(vm.out, args[0] if found is None else found)
+        items = {ops.const_value(vm.out, key): value for key in keys}
+        return NewObjectVar(ObjectBox(cls, state(), items=DictBox(items)))
+
+
+_fromkeys_of(collections.OrderedDict, dict)
+_fromkeys_of(collections.defaultdict, lambda: {"default_factory": ConstVar(None)})
 
 
 def _callable(var: Var) -> bool:
