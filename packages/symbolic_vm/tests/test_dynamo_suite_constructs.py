@@ -377,3 +377,49 @@ def _defaultdict_fromkeys(x: torch.Tensor) -> Any:
 
 def test_defaultdict_fromkeys_makes_a_defaultdict_without_a_factory() -> None:
     _check(_defaultdict_fromkeys, lambda: (torch.arange(3.0),))
+
+
+def _namedtuple_made_inside(x: torch.Tensor) -> Any:
+    pair = collections.namedtuple("pair", ["x", "y", "xy"], defaults=(None, 1, None))
+    t = pair(x, xy=x * 2)
+    made = pair(t.x, t[1], t.xy + x)
+    # not its __module__: torch.compile's is one of its own modules (ours is checked below)
+    return tuple(made), type(made).__name__, made._fields, made._asdict()
+
+
+def test_a_namedtuple_class_made_in_the_frame_is_made_once_while_tracing() -> None:
+    _check(_namedtuple_made_inside, lambda: (torch.arange(3.0),))
+
+    def returned(x: torch.Tensor) -> Any:
+        return collections.namedtuple("pair", "a b")(x, 2)
+
+    compile_api.reset()
+    made = compile_api.compile(returned, backend="eager", fullgraph=True)(torch.ones(2))
+    # eager makes a new class per call (so does the trace, once): its name, fields, module
+    assert (type(made).__name__, made._fields, type(made).__module__) == ("pair", ("a", "b"),
+                                                                          __name__)
+    same(tuple(made), (torch.ones(2), 2))
+
+
+def _hasattr_of_containers(x: torch.Tensor, d: dict[str, Any]) -> Any:
+    made = [x]
+    y = x + 1
+    y.tag = 1  # type: ignore[attr-defined]
+    return (
+        torch.cos(d["a"]) if hasattr(d, "items") and not hasattr(d, "to") else x,
+        hasattr(made, "append"), hasattr((x,), "count"), hasattr({1}, "nope"),
+        hasattr(y, "tag"), hasattr(x, "tag"),
+    )
+
+
+def test_hasattr_of_lists_dicts_sets_tuples_and_stored_tensor_attributes() -> None:
+    _check(_hasattr_of_containers, lambda: (torch.arange(3.0), {"a": torch.ones(2)}))
+
+
+def _ordered_fromkeys_by_keyword(x: torch.Tensor) -> Any:
+    d = collections.OrderedDict.fromkeys(("a", "b"), value=x)
+    return d["a"] + d["b"], list(d)
+
+
+def test_ordered_dict_fromkeys_takes_its_value_by_keyword() -> None:
+    _check(_ordered_fromkeys_by_keyword, lambda: (torch.arange(3.0),))

@@ -18,6 +18,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.builtin_table import implements
 from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import TracedException, Unsupported
+from symbolic_vm.tensor_attrs import stored_tensor_attr
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -260,7 +261,11 @@ def _getattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
     if isinstance(obj, TensorVar):
         vm.out.depend(obj)
-        return hasattr(obj.example, name)
+        return hasattr(obj.example, name) or stored_tensor_attr(vm.out, obj, name) is not None
+    if isinstance(obj, (ListVar, DictVar, SetVar, TupleVar)):
+        # Instances of list/dict/set/tuple (or a named tuple class) have no attributes of
+        # their own: the class answers.
+        return hasattr(python_type(vm, obj), name)
     if isinstance(obj, ModuleVar):
         vm.out.depend(obj)
         return hasattr(obj.module, name)

@@ -328,9 +328,11 @@ def _fromkeys_of(cls: type, state: Callable[[], dict[str, Var]]) -> None:
     def fromkeys(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         """``OrderedDict.fromkeys(keys, value=None)`` (or defaultdict's, with no factory): one
         made in the frame, one value object under every key (as dict.fromkeys)."""
-        if kwargs or not 1 <= len(args) <= 2:
-            raise Unsupported(f"{cls.__name__}.fromkeys with keyword arguments")
-        value = args[1] if len(args) > 1 else ConstVar(None)
+        # OrderedDict's also takes ``value=`` by keyword; dict's (defaultdict's) no keywords
+        keywords = {"value"} if cls is collections.OrderedDict else set()
+        if set(kwargs) - keywords or not 1 <= len(args) + len(kwargs) <= 2:
+            raise Unsupported(f"{cls.__name__}.fromkeys with other arguments")
+        value = args[1] if len(args) > 1 else kwargs.get("value", ConstVar(None))
         found = object_model.iterate(vm, args[0])
         keys = ops.iterate(vm.out, args[0] if found is None else found)
         items = {ops.const_value(vm.out, key): value for key in keys}
@@ -438,3 +440,21 @@ def _dict_delitem(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> V
     if found is None:
         raise Unsupported(f"dict.__delitem__ on {ops.describe(obj)}")
     return found
+
+
+@implements(collections.namedtuple)
+def _make_namedtuple(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``collections.namedtuple(name, fields, ...)`` called in the frame on constants: the
+    class is made once, while tracing, and its instances are tuples the VM tracks (rebuilt
+    through it when returned), as torch.compile does; eager makes a new class per call, of
+    the same name, fields and defaults. Its source (``exec`` of a generated ``__new__``) is
+    never traced."""
+    py_args = [ops.const_value(vm.out, a) for a in args]
+    py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
+    # namedtuple names the module from its caller's frame, which here is not the program's
+    py_kwargs.setdefault("module", vm.f_globals.get("__name__", "__main__"))
+    try:
+        made = collections.namedtuple(*py_args, **py_kwargs)  # type: ignore[misc]
+    except (TypeError, ValueError) as exc:
+        raise throw(type(exc), *exc.args) from exc
+    return ObjectVar(made)

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 _FOLDED = (
     builtins.hex, builtins.oct, builtins.bin, builtins.ascii, float.fromhex, float.hex,
     int.from_bytes, int.bit_length, int.bit_count, float.is_integer, float.as_integer_ratio,
-    str.maketrans, bytes.fromhex,
+    str.maketrans, bytes.fromhex, sys.intern,
 )
 
 
