@@ -246,19 +246,21 @@ def _step(  # noqa: PLR0917
     lines += _var_defs(names[: step.split], step.outer_sizes, "o", ind + "    ")
     inner = step.inner_numel
     has_inner = len(step.inner_sizes) > 0
+    # a reduction's body is always inside its inner loop
+    in_loop = has_inner or not isinstance(node, PointwiseNode)
+    body = Body(
+        ind + ("        " if in_loop else "    "),
+        params,
+        dtypes,
+        names[step.split :],
+        ind + "    ",
+        scratch_write,
+        scratch_read,
+    )
     if isinstance(node, PointwiseNode):
         store_idx = " + ".join(
             [cexpr(node.offset)]
             + [f"{v} * {cexpr(s)}" for v, s in zip(names, node.strides, strict=True) if s != 0]
-        )
-        body = Body(
-            ind + ("        " if has_inner else "    "),
-            params,
-            dtypes,
-            names[step.split :],
-            ind + "    ",
-            scratch_write,
-            scratch_read,
         )
         val = body.value(node.body)
         stored = store_expr(dtypes[node.buf], val)
@@ -278,15 +280,6 @@ def _step(  # noqa: PLR0917
     else:
         acc = f"acc{n}"
         decl, combine, clause, final = reduction_setup(node, acc, compute_type(node.dtype))
-        body = Body(
-            ind + "        ",
-            params,
-            dtypes,
-            names[step.split :],
-            ind + "    ",
-            scratch_write,
-            scratch_read,
-        )
         val = body.value(node.body)
         lines += body.pre
         lines.append(f"{ind}    {decl}")

@@ -26,6 +26,7 @@ from .ir import (
     VLoad,
     VOp,
 )
+from .kernel_body import KernelBody, OpRenderer, template
 from .symbolic import cexpr
 
 __all__ = ["Body", "store_expr"]
@@ -49,43 +50,6 @@ def _literal(value: object, dtype: torch.dtype) -> str:
     return f"static_cast<{ct}>({int(value)}LL)"  # type: ignore[call-overload]
 
 
-_UNARY_FN = {
-    "exp": "std::exp",
-    "exp2": "std::exp2",
-    "log": "std::log",
-    "log2": "std::log2",
-    "log1p": "std::log1p",
-    "expm1": "std::expm1",
-    "sqrt": "std::sqrt",
-    "sin": "std::sin",
-    "cos": "std::cos",
-    "tanh": "std::tanh",
-    "erf": "std::erf",
-    "floor": "std::floor",
-    "ceil": "std::ceil",
-    "trunc": "std::trunc",
-    "round": "std::nearbyint",
-    "atan": "std::atan",
-}
-# float versions that vectorise (see vexp & co. in the prelude); double keeps libm
-_VECTOR_FN = {"exp": "vexp", "tanh": "vtanh", "erf": "verf"}
-_BINARY_INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "truediv": "/",
-    "and": "&",
-    "or": "|",
-    "xor": "^",
-    "eq": "==",
-    "ne": "!=",
-    "lt": "<",
-    "le": "<=",
-    "gt": ">",
-    "ge": ">=",
-}
-
-
 # GCC 12 leaves an inner loop scalar when a load's large constant stride divides its row base
 # (a channels-last buffer read in NCHW order: c + w*C + h*W*C, w inner, C >= 24: "evolution of
 # base is not affine"); held in a variable it cannot see through, the stride vectorises (a
@@ -97,8 +61,30 @@ def _opaque_stride(c: object) -> bool:
     return type(c) is int and abs(c) >= _OPAQUE_STRIDE_MIN
 
 
-class Body:
+def _vectorised(fn: str, vector: str) -> OpRenderer:
+    """A libm call whose float version vectorises (vexp & co. in the prelude); double keeps
+    libm."""
+
+    def render(self: Body, v: VOp, a: list[str], ct: str) -> str:
+        return f"{vector}({a[0]})" if ct == "float" else f"{fn}({a[0]})"
+
+    return render
+
+
+def _extremum(nan_fn: str, std_fn: str) -> OpRenderer:
+    """maximum/minimum: NaN-propagating for floats (the prelude's), std:: for ints."""
+
+    def render(self: Body, v: VOp, a: list[str], ct: str) -> str:
+        fn = nan_fn if v.dtype.is_floating_point else std_fn
+        return f"{fn}<{ct}>({a[0]}, {a[1]})"
+
+    return render
+
+
+class Body(KernelBody):
     """Emits C statements for value expressions, one temporary per distinct subexpression."""
+
+    backend = "C++"
 
     def __init__(  # noqa: PLR0917
         self,
@@ -110,18 +96,14 @@ class Body:
         scratch_write: dict[VExpr, str] | None = None,
         scratch_read: dict[VExpr, str] | None = None,
     ):
+        super().__init__(indent, params)
         self.scratch_write = scratch_write or {}
         self.scratch_read = scratch_read or {}
-        self.lines: list[str] = []
         # values that do not depend on the inner loop's variables: computed once, before it
         self.pre: list[str] = []
-        self.cache: dict[object, str] = {}
-        self.indent = indent
         self.pre_indent = pre_indent
-        self.params = params
         self.dtypes = dtypes
         self.inner = frozenset(inner)
-        self.counter = 0
         self._dep: dict[object, bool] = {}
 
     def tmp(self, ctype: str, expr: str, hoist: bool = False) -> str:
@@ -196,98 +178,101 @@ class Body:
         if v in self.scratch_read:
             out = self.tmp(compute_type(v.dtype), f"{self.scratch_read[v]}[ri]")
         else:
-            out = self._value(v)
+            out = self.render(v)
             if v in self.scratch_write:
                 self.lines.append(f"{self.indent}{self.scratch_write[v]}[ri] = {out};")
         self.cache[v] = out
         return out
 
-    def _value(self, v: VExpr) -> str:
-        if isinstance(v, VConst):
-            return _literal(v.value, v.dtype)
-        ct = compute_type(v.dtype)
-        hoist = not self.depends(v)
-        if isinstance(v, VIndex):
-            return self.tmp(ct, f"static_cast<{ct}>({self.index(v.index)})", hoist)
-        if isinstance(v, VLoad):
-            ptr = self.params[v.buf]
-            raw = f"{ptr}[{self.index(v.index)}]"
-            if v.dtype == torch.bfloat16:
-                raw = f"bf16_load({raw})"
-            elif v.dtype == torch.float16:
-                raw = f"static_cast<float>({raw})"
-            elif v.dtype == torch.bool:
-                raw = f"({raw} != 0)"
-            return self.tmp(ct, raw, hoist)
-        if isinstance(v, VCast):
-            x = self.value(v.x)
-            if v.dtype == torch.bool:
-                return self.tmp(ct, f"({x} != 0)", hoist)
-            if v.dtype == torch.float16:
-                return self.tmp(ct, f"static_cast<float>(static_cast<_Float16>({x}))", hoist)
-            if v.dtype == torch.bfloat16:
-                return self.tmp(ct, f"bf16_load(bf16_store(static_cast<float>({x})))", hoist)
-            return self.tmp(ct, f"static_cast<{ct}>({x})", hoist)
-        assert isinstance(v, VOp)
-        args = [self.value(a) for a in v.args]
-        return self.tmp(ct, self._op(v, args, ct), hoist)
+    def compute_type(self, dtype: torch.dtype) -> str:
+        return compute_type(dtype)
 
-    def _op(self, v: VOp, a: list[str], ct: str) -> str:
-        name = v.op
-        is_float = v.dtype.is_floating_point
-        if name in _BINARY_INFIX:
-            return f"static_cast<{ct}>({a[0]} {_BINARY_INFIX[name]} {a[1]})"
-        if ct == "float" and name in _VECTOR_FN:
-            return f"{_VECTOR_FN[name]}({a[0]})"
-        if name == "cos":
-            # GCC merges sin(x) and cos(x) of one x into a scalar sincos call, which libmvec
-            # cannot vectorise (6x slower); `x + 0` is another value to GCC (it differs for
-            # -0.0) but not to cos, an even function
-            return f"std::cos({a[0]} + {ct}(0))"
-        if name in _UNARY_FN:
-            return f"{_UNARY_FN[name]}({a[0]})"
-        simple = {
-            "neg": f"static_cast<{ct}>(-{a[0]})",
-            "reciprocal": f"({ct}(1) / {a[0]})",
-            "rsqrt": f"({ct}(1) / std::sqrt({a[0]}))",
-            "sigmoid": f"({ct}(1) / ({ct}(1) + std::exp(-{a[0]})))"
-            if ct != "float"
-            else f"vsigmoid({a[0]})",
-            "relu": f"({a[0]} < {ct}(0) ? {ct}(0) : {a[0]})",
-            "logical_not": f"({a[0]} == 0)",
-            "where": f"({a[0]} ? {a[1] if len(a) > 1 else ''} : {a[2] if len(a) > 2 else ''})",
-        }
-        if name in simple:
-            return simple[name]
-        if name == "abs":
-            return f"std::abs({a[0]})" if is_float or v.dtype != torch.bool else a[0]
-        if name == "sign":
-            return f"sign_of<{ct}>({a[0]})"
-        if name == "bitwise_not":
-            return f"(!{a[0]})" if v.dtype == torch.bool else f"static_cast<{ct}>(~{a[0]})"
-        if name in ("maximum", "minimum"):
-            fn = "nan_max" if name == "maximum" else "nan_min"
-            if is_float:
-                return f"{fn}<{ct}>({a[0]}, {a[1]})"
-            return f"std::{name[:3]}<{ct}>({a[0]}, {a[1]})"
-        if name == "clamp_lo":
-            return f"({a[0]} < {a[1]} ? {a[1]} : {a[0]})"
-        if name == "clamp_hi":
-            return f"({a[0]} > {a[1]} ? {a[1]} : {a[0]})"
-        if name == "pow":
-            return f"std::pow({a[0]}, {a[1]})"
-        if name == "atan2":
-            return f"std::atan2({a[0]}, {a[1]})"
-        if name == "fmod":
-            return f"std::fmod({a[0]}, {a[1]})"
-        if name == "floor_div":
-            return f"floor_div<{ct}>({a[0]}, {a[1]})"
-        if name == "remainder":
-            return f"py_remainder<{ct}>({a[0]}, {a[1]})"
-        if name in ("logical_and", "logical_or", "logical_xor"):
-            sym = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[name]
-            return f"(({a[0]} != 0) {sym} ({a[1]} != 0))"
-        raise LoweringError(f"no C++ for op {name}")
+    def literal(self, value: object, dtype: torch.dtype) -> str:
+        return _literal(value, dtype)
+
+    def _hoisted_tmp(self, v: VExpr, expr: str) -> str:
+        """A temporary for ``v``, computed before the inner loop when it does not vary there."""
+        return self.tmp(compute_type(v.dtype), expr, not self.depends(v))
+
+    def index_value(self, v: VIndex) -> str:
+        return self._hoisted_tmp(v, f"static_cast<{compute_type(v.dtype)}>({self.index(v.index)})")
+
+    def load(self, v: VLoad) -> str:
+        raw = f"{self.params[v.buf]}[{self.index(v.index)}]"
+        if v.dtype == torch.bfloat16:
+            raw = f"bf16_load({raw})"
+        elif v.dtype == torch.float16:
+            raw = f"static_cast<float>({raw})"
+        elif v.dtype == torch.bool:
+            raw = f"({raw} != 0)"
+        return self._hoisted_tmp(v, raw)
+
+    def cast(self, v: VCast, x: str) -> str:
+        if v.dtype == torch.bool:
+            return self._hoisted_tmp(v, f"({x} != 0)")
+        if v.dtype == torch.float16:
+            return self._hoisted_tmp(v, f"static_cast<float>(static_cast<_Float16>({x}))")
+        if v.dtype == torch.bfloat16:
+            return self._hoisted_tmp(v, f"bf16_load(bf16_store(static_cast<float>({x})))")
+        return self._hoisted_tmp(v, f"static_cast<{compute_type(v.dtype)}>({x})")
+
+    def bind(self, v: VOp, text: str) -> str:
+        return self._hoisted_tmp(v, text)
+
+    # ---------------------------------------------------------------- one method per ir.Op
+
+    def infix(self, v: VOp, a: list[str], ct: str) -> str:
+        return f"static_cast<{ct}>({a[0]} {v.op.infix} {a[1]})"
+
+    op_exp = _vectorised("std::exp", "vexp")
+    op_tanh = _vectorised("std::tanh", "vtanh")
+    op_erf = _vectorised("std::erf", "verf")
+    op_exp2 = template("std::exp2({0})")
+    op_expm1 = template("std::expm1({0})")
+    op_log = template("std::log({0})")
+    op_log2 = template("std::log2({0})")
+    op_log1p = template("std::log1p({0})")
+    op_sqrt = template("std::sqrt({0})")
+    op_rsqrt = template("({ct}(1) / std::sqrt({0}))")
+    op_sin = template("std::sin({0})")
+    # GCC merges sin(x) and cos(x) of one x into a scalar sincos call, which libmvec cannot
+    # vectorise (6x slower); `x + 0` is another value to GCC (it differs for -0.0) but not
+    # to cos, an even function
+    op_cos = template("std::cos({0} + {ct}(0))")
+    op_atan = template("std::atan({0})")
+    op_floor = template("std::floor({0})")
+    op_ceil = template("std::ceil({0})")
+    op_trunc = template("std::trunc({0})")
+    op_round = template("std::nearbyint({0})")
+    op_neg = template("static_cast<{ct}>(-{0})")
+    op_sign = template("sign_of<{ct}>({0})")
+    op_reciprocal = template("({ct}(1) / {0})")
+    op_relu = template("({0} < {ct}(0) ? {ct}(0) : {0})")
+    op_pow = template("std::pow({0}, {1})")
+    op_atan2 = template("std::atan2({0}, {1})")
+    op_fmod = template("std::fmod({0}, {1})")
+    op_floor_div = template("floor_div<{ct}>({0}, {1})")
+    op_remainder = template("py_remainder<{ct}>({0}, {1})")
+    op_maximum = _extremum("nan_max", "std::max")
+    op_minimum = _extremum("nan_min", "std::min")
+    op_clamp_lo = template("({0} < {1} ? {1} : {0})")
+    op_clamp_hi = template("({0} > {1} ? {1} : {0})")
+    op_logical_not = template("({0} == 0)")
+    op_logical_and = template("(({0} != 0) && ({1} != 0))")
+    op_logical_or = template("(({0} != 0) || ({1} != 0))")
+    op_logical_xor = template("(({0} != 0) != ({1} != 0))")
+    op_where = template("({0} ? {1} : {2})")
+
+    def op_abs(self, v: VOp, a: list[str], ct: str) -> str:
+        return a[0] if v.dtype == torch.bool else f"std::abs({a[0]})"
+
+    def op_sigmoid(self, v: VOp, a: list[str], ct: str) -> str:
+        if ct == "float":
+            return f"vsigmoid({a[0]})"
+        return f"({ct}(1) / ({ct}(1) + std::exp(-{a[0]})))"
+
+    def op_bitwise_not(self, v: VOp, a: list[str], ct: str) -> str:
+        return f"(!{a[0]})" if v.dtype == torch.bool else f"static_cast<{ct}>(~{a[0]})"
 
 
 def store_expr(dtype: torch.dtype, value: str) -> str:

@@ -9,7 +9,8 @@ Everything here is a frozen record so that nodes can be hashed, compared and pri
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +21,7 @@ from .symbolic import Size, floordiv, is_static
 
 __all__ = [
     "BufferSpec",
+    "DtypeRule",
     "FallbackNode",
     "IAdd",
     "IConst",
@@ -47,11 +49,13 @@ __all__ = [
     "VOp",
     "affine",
     "contiguous_strides",
+    "index_values",
     "iadd",
     "idiv",
     "imod",
     "imul",
     "isize",
+    "subexpressions",
 ]
 
 
@@ -256,82 +260,115 @@ class VIndex:
     dtype: torch.dtype
 
 
+class DtypeRule(enum.Enum):
+    """What dtypes an ``Op`` computes in (``VOp.dtype``, its arguments' dtype but for ``BOOL``)."""
+
+    ANY = "any"  # any dtype: the result has the arguments' dtype
+    FLOAT = "float"  # floating dtypes only: lowerings compute an int input in a float dtype
+    INTEGER = "integer"  # ints and bool only (bitwise ops)
+    BOOL = "bool"  # the result is bool whatever the arguments' dtype (comparisons, logic)
+
+    def admits(self, dtype: torch.dtype) -> bool:
+        """Whether a ``VOp`` of this rule may have result dtype ``dtype``."""
+        if self is DtypeRule.FLOAT:
+            return dtype.is_floating_point
+        if self is DtypeRule.INTEGER:
+            return not dtype.is_floating_point and not dtype.is_complex
+        if self is DtypeRule.BOOL:
+            return dtype == torch.bool
+        return True
+
+
+_ANY, _FLOAT, _INT, _BOOL = DtypeRule.ANY, DtypeRule.FLOAT, DtypeRule.INTEGER, DtypeRule.BOOL
+
+
 class Op(enum.StrEnum):
     """The scalar operations of the loop IR (``VOp.op``): the one list every backend renders.
 
-    Each member knows its ``arity`` and whether its result is a ``bool`` whatever its
-    arguments' dtype (comparisons and logical ops) or of the arguments' compute dtype. A
-    member equals (and hashes as) its name string, which is what the C++ and Triton renderers
-    key their tables on. Adding an op: a member here, a lowering that builds it
-    (op_lowerings), and a case in each renderer; ``tests/test_op_vocabulary.py`` fails while
-    a backend lacks one it is not listed as lacking.
+    Each member declares its ``arity``, its ``dtype_rule`` and, for the binary operators that
+    C++ and Python both write infix with the same symbol, that ``infix`` symbol. Every op is
+    pointwise (a function of one element of each argument): reductions are a node kind
+    (``ReductionNode.reduction``) and data-dependent indexing an index kind (``IValue``), not
+    ops. A member equals (and hashes as) its name string.
+
+    Adding an op: a member here, a lowering that builds it (op_lowerings), and an
+    ``op_<name>`` method on each backend's ``KernelBody`` (kernel_body.py; none for an
+    ``infix`` op). A backend without the method fails when it is defined, and
+    ``tests/test_op_vocabulary.py`` renders every op on every backend.
     """
 
     arity: int
-    to_bool: bool
+    dtype_rule: DtypeRule
+    infix: str
 
-    def __new__(cls, value: str, arity: int = 1, to_bool: bool = False) -> Op:
+    def __new__(cls, value: str, arity: int = 1, rule: DtypeRule = _ANY, infix: str = "") -> Op:
         member = str.__new__(cls, value)
         member._value_ = value
         member.arity = arity
-        member.to_bool = to_bool
+        member.dtype_rule = rule
+        member.infix = infix
         return member
 
+    @property
+    def to_bool(self) -> bool:
+        """Whether the result is ``bool`` whatever the arguments' dtype."""
+        return self.dtype_rule is DtypeRule.BOOL
+
     # arithmetic
-    ADD = "add", 2
-    SUB = "sub", 2
-    MUL = "mul", 2
-    TRUEDIV = "truediv", 2
-    FLOOR_DIV = "floor_div", 2
-    REMAINDER = "remainder", 2
-    FMOD = "fmod", 2
-    POW = "pow", 2
-    ATAN2 = "atan2", 2
+    ADD = "add", 2, _ANY, "+"
+    SUB = "sub", 2, _ANY, "-"
+    MUL = "mul", 2, _ANY, "*"
+    TRUEDIV = "truediv", 2, _FLOAT, "/"
+    FLOOR_DIV = "floor_div", 2, _FLOAT
+    REMAINDER = "remainder", 2, _FLOAT
+    FMOD = "fmod", 2, _FLOAT
+    POW = "pow", 2, _FLOAT
+    ATAN2 = "atan2", 2, _FLOAT
     MAXIMUM = "maximum", 2
     MINIMUM = "minimum", 2
     CLAMP_LO = "clamp_lo", 2  # max(x, bound) that keeps a NaN x
     CLAMP_HI = "clamp_hi", 2  # min(x, bound) that keeps a NaN x
     # bitwise (ints and bools)
-    AND = "and", 2
-    OR = "or", 2
-    XOR = "xor", 2
-    BITWISE_NOT = "bitwise_not"
+    AND = "and", 2, _INT, "&"
+    OR = "or", 2, _INT, "|"
+    XOR = "xor", 2, _INT, "^"
+    BITWISE_NOT = "bitwise_not", 1, _INT
     # comparisons and logic: bool results
-    EQ = "eq", 2, True
-    NE = "ne", 2, True
-    LT = "lt", 2, True
-    LE = "le", 2, True
-    GT = "gt", 2, True
-    GE = "ge", 2, True
-    LOGICAL_AND = "logical_and", 2, True
-    LOGICAL_OR = "logical_or", 2, True
-    LOGICAL_XOR = "logical_xor", 2, True
-    LOGICAL_NOT = "logical_not", 1, True
+    EQ = "eq", 2, _BOOL, "=="
+    NE = "ne", 2, _BOOL, "!="
+    LT = "lt", 2, _BOOL, "<"
+    LE = "le", 2, _BOOL, "<="
+    GT = "gt", 2, _BOOL, ">"
+    GE = "ge", 2, _BOOL, ">="
+    LOGICAL_AND = "logical_and", 2, _BOOL
+    LOGICAL_OR = "logical_or", 2, _BOOL
+    LOGICAL_XOR = "logical_xor", 2, _BOOL
+    LOGICAL_NOT = "logical_not", 1, _BOOL
     # unary math
     NEG = "neg"
     ABS = "abs"
     SIGN = "sign"
-    RECIPROCAL = "reciprocal"
     RELU = "relu"
-    EXP = "exp"
-    EXP2 = "exp2"
-    EXPM1 = "expm1"
-    LOG = "log"
-    LOG2 = "log2"
-    LOG1P = "log1p"
-    SQRT = "sqrt"
-    RSQRT = "rsqrt"
-    SIN = "sin"
-    COS = "cos"
-    TANH = "tanh"
-    ATAN = "atan"
-    SIGMOID = "sigmoid"
-    ERF = "erf"
-    FLOOR = "floor"
-    CEIL = "ceil"
-    TRUNC = "trunc"
-    ROUND = "round"
-    # selection: where(cond, a, b)
+    RECIPROCAL = "reciprocal", 1, _FLOAT
+    EXP = "exp", 1, _FLOAT
+    EXP2 = "exp2", 1, _FLOAT
+    EXPM1 = "expm1", 1, _FLOAT
+    LOG = "log", 1, _FLOAT
+    LOG2 = "log2", 1, _FLOAT
+    LOG1P = "log1p", 1, _FLOAT
+    SQRT = "sqrt", 1, _FLOAT
+    RSQRT = "rsqrt", 1, _FLOAT
+    SIN = "sin", 1, _FLOAT
+    COS = "cos", 1, _FLOAT
+    TANH = "tanh", 1, _FLOAT
+    ATAN = "atan", 1, _FLOAT
+    SIGMOID = "sigmoid", 1, _FLOAT
+    ERF = "erf", 1, _FLOAT
+    FLOOR = "floor", 1, _FLOAT  # an int input is its own floor: lowerings build no op
+    CEIL = "ceil", 1, _FLOAT
+    TRUNC = "trunc", 1, _FLOAT
+    ROUND = "round", 1, _FLOAT
+    # selection: where(cond, a, b), cond bool
     WHERE = "where", 3
 
 
@@ -351,6 +388,36 @@ class VCast:
 
 
 VExpr = VLoad | VConst | VIndex | VOp | VCast
+
+
+def index_values(x: IExpr) -> list[VExpr]:
+    """The data-dependent values (``IValue.v``) index ``x`` reads."""
+    if isinstance(x, IValue):
+        return [x.v]
+    if isinstance(x, IAdd):
+        return [v for t in x.terms for v in index_values(t)]
+    if isinstance(x, IMul | IDiv | IMod):
+        return index_values(x.a)
+    return []
+
+
+def subexpressions(v: VExpr, *, into_indices: bool = False) -> Iterator[VExpr]:
+    """Each distinct subexpression of ``v`` once (shared subtrees by identity), depth first,
+    last argument first. ``into_indices``: also those a load's data-dependent index reads."""
+    stack: list[VExpr] = [v]
+    seen: set[int] = set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        if isinstance(e, VOp):
+            stack.extend(e.args)
+        elif isinstance(e, VCast):
+            stack.append(e.x)
+        elif into_indices and isinstance(e, VLoad):
+            stack.extend(index_values(e.index))
 
 
 # ---------------------------------------------------------------- buffers and nodes
@@ -377,10 +444,7 @@ class BufferSpec:
 
     @property
     def numel(self) -> Size:
-        n: Size = 1
-        for s in self.sizes:
-            n *= s
-        return n
+        return math.prod(self.sizes)
 
 
 @dataclass(frozen=True)

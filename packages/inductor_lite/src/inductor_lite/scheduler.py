@@ -27,13 +27,13 @@ from .ir import (
     PointwiseNode,
     ReductionNode,
     TensorRef,
-    VCast,
     VExpr,
     VIndex,
     VLoad,
-    VOp,
     affine,
+    index_values,
     may_alias_arguments,
+    subexpressions,
 )
 from .symbolic import Size, expr_symbols, is_static, known_ge, known_lt, same
 
@@ -114,30 +114,7 @@ ScheduleItem = Kernel | FallbackNode
 
 def iter_loads(v: VExpr) -> Iterator[VLoad]:
     """Every load in ``v``, including loads inside data-dependent indices."""
-    stack: list[VExpr] = [v]
-    seen: set[int] = set()
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, VLoad):
-            yield e
-            stack.extend(_index_values(e.index))
-        elif isinstance(e, VOp):
-            stack.extend(e.args)
-        elif isinstance(e, VCast):
-            stack.append(e.x)
-
-
-def _index_values(x: IExpr) -> list[VExpr]:
-    if isinstance(x, IValue):
-        return [x.v]
-    if isinstance(x, IAdd):
-        return [v for t in x.terms for v in _index_values(t)]
-    if isinstance(x, IMul | IDiv | IMod):
-        return _index_values(x.a)
-    return []
+    return (e for e in subexpressions(v, into_indices=True) if isinstance(e, VLoad))
 
 
 def kernel_symbols(kernel: Kernel) -> tuple[str, ...]:
@@ -168,19 +145,9 @@ def _index_symbols(x: IExpr) -> set[object]:
 
 def _body_symbols(v: VExpr) -> set[object]:
     out: set[object] = set()
-    stack: list[VExpr] = [v]
-    seen: set[int] = set()
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
+    for e in subexpressions(v):
         if isinstance(e, VLoad | VIndex):
             out |= _index_symbols(e.index)
-        elif isinstance(e, VOp):
-            stack.extend(e.args)
-        elif isinstance(e, VCast):
-            stack.append(e.x)
     return out
 
 
@@ -195,7 +162,7 @@ def _node_symbols(node: PointwiseNode | ReductionNode) -> set[str]:
 
 def has_indirect_index(kernel: Kernel) -> bool:
     """True when some load of ``kernel`` is indexed by a value read from a tensor."""
-    return any(_index_values(ld.index) for s in kernel.steps for ld in iter_loads(s.node.body))
+    return any(index_values(ld.index) for s in kernel.steps for ld in iter_loads(s.node.body))
 
 
 def _default_step(node: PointwiseNode | ReductionNode) -> Step:

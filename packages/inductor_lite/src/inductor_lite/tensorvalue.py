@@ -8,6 +8,7 @@ on lazy values they remap the index. Neither copies data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,11 +23,13 @@ from .ir import (
     VExpr,
     VLoad,
     VOp,
+    contiguous_strides,
     iadd,
     idiv,
     imod,
     imul,
     isize,
+    subexpressions,
 )
 from .symbolic import Size, floordiv, is_static, same, size_max, size_min, to_size
 
@@ -71,10 +74,7 @@ class TensorValue:
 
     @property
     def numel(self) -> Size:
-        n: Size = 1
-        for s in self.sizes:
-            n *= s
-        return n
+        return math.prod(self.sizes)
 
     # ------------------------------------------------------------ views
 
@@ -201,8 +201,8 @@ class TensorValue:
         sizes = tuple(sizes)
         src = self.loader
         old = self.sizes
-        new_strides = _contig(sizes)
-        old_strides = _contig(old)
+        new_strides = contiguous_strides(sizes)
+        old_strides = contiguous_strides(old)
 
         def load(idx: Sequence[IExpr]) -> VExpr:
             flat = iadd(*(imul(i, s) for i, s in zip(idx, new_strides, strict=True)))
@@ -216,15 +216,6 @@ class TensorValue:
 
 def idx_div(x: IExpr, c: Size) -> IExpr:
     return idiv(x, c)
-
-
-def _contig(sizes: Sequence[Size]) -> tuple[Size, ...]:
-    out: list[Size] = []
-    acc: Size = 1
-    for s in reversed(sizes):
-        out.append(acc)
-        acc = acc * (max(s, 1) if is_static(s) else s)  # type: ignore[call-overload]
-    return tuple(reversed(out))
 
 
 def index_vars(n: int, prefix: str = "i") -> list[IExpr]:
@@ -266,41 +257,12 @@ def cast(v: VExpr, dtype: torch.dtype) -> VExpr:
 
 def expr_cost(v: VExpr) -> int:
     """Number of distinct operations in ``v`` (shared subtrees counted once)."""
-    seen: set[int] = set()
-    stack: list[VExpr] = [v]
-    count = 0
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, VOp):
-            count += 1
-            stack.extend(e.args)
-        elif isinstance(e, VCast):
-            stack.append(e.x)
-        elif isinstance(e, VLoad):
-            count += 1
-    return count
+    return sum(isinstance(e, VOp | VLoad) for e in subexpressions(v))
 
 
 def buffers_read(v: VExpr) -> set[str]:
     """The buffers ``v`` loads from (its memory traffic, where ``expr_cost`` counts work)."""
-    seen: set[int] = set()
-    stack: list[VExpr] = [v]
-    bufs: set[str] = set()
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, VOp):
-            stack.extend(e.args)
-        elif isinstance(e, VCast):
-            stack.append(e.x)
-        elif isinstance(e, VLoad):
-            bufs.add(e.buf)
-    return bufs
+    return {e.buf for e in subexpressions(v) if isinstance(e, VLoad)}
 
 
 def _below(a: Size, b: Size) -> bool:
@@ -323,7 +285,7 @@ def view_strides(
     for s in old_sizes:
         numel *= s
     if numel == 0:
-        return _contig(new_sizes)
+        return contiguous_strides(new_sizes)
     oi = 0
     ni = 0
     n_new = len(new_sizes)

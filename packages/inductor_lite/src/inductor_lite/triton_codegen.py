@@ -29,15 +29,15 @@ from .ir import (
     ISym,
     IValue,
     IVar,
+    Op,
     PointwiseNode,
     ReductionNode,
     VCast,
-    VConst,
-    VExpr,
     VIndex,
     VLoad,
     VOp,
 )
+from .kernel_body import KernelBody, OpRenderer, template
 from .scheduler import Kernel, Step, iter_loads, kernel_symbols
 from .symbolic import Size, is_static, same, tritonexpr
 
@@ -79,50 +79,19 @@ def _literal(value: object, dtype: torch.dtype) -> str:
     return str(int(value))  # type: ignore[call-overload]
 
 
-_UNARY = {
-    "exp": "tl.exp({0})",
-    "exp2": "tl.exp2({0})",
-    "log": "tl.log({0})",
-    "log2": "tl.log2({0})",
-    "log1p": "tl.log(1.0 + {0})",
-    "expm1": "(tl.exp({0}) - 1.0)",
-    "sqrt": "tl.sqrt({0})",
-    "rsqrt": "tl.rsqrt({0})",
-    "sin": "tl.sin({0})",
-    "cos": "tl.cos({0})",
-    "erf": "tl.erf({0})",
-    "sigmoid": "tl.sigmoid({0})",
-    "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)",
-    "floor": "tl.floor({0})",
-    "ceil": "tl.ceil({0})",
-    "trunc": "tl.where({0} < 0, tl.ceil({0}), tl.floor({0}))",
-    "neg": "(-{0})",
-    "abs": "tl.abs({0})",
-    "reciprocal": "(1.0 / {0})",
-    "relu": "tl.where({0} < 0, 0, {0})",
-    "logical_not": "({0} == 0)",
-    "bitwise_not": "(~{0})",
-    # eager's sign, (0 < x) - (x < 0): NaN gives 0 and -0.0 gives +0.0
-    "sign": "tl.where({0} > 0, 1, tl.where({0} < 0, -1, 0)).to({0}.dtype)",
-}
-_INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "truediv": "/",
-    "and": "&",
-    "or": "|",
-    "xor": "^",
-    "eq": "==",
-    "ne": "!=",
-    "lt": "<",
-    "le": "<=",
-    "gt": ">",
-    "ge": ">=",
-}
+def _extremum(fn: str) -> OpRenderer:
+    def render(self: _Body, v: VOp, a: list[str], ct: str) -> str:
+        nan = ", propagate_nan=tl.PropagateNan.ALL" if v.dtype.is_floating_point else ""
+        return f"{fn}({a[0]}, {a[1]}{nan})"
+
+    return render
 
 
-class _Body:
+class _Body(KernelBody):
+    backend = "Triton"
+    # no Triton for these yet: a graph using them runs that part eagerly (README, "Missing")
+    missing = frozenset({Op.POW, Op.FMOD, Op.ATAN2, Op.ATAN})
+
     def __init__(  # noqa: PLR0917
         self,
         indent: str,
@@ -134,10 +103,7 @@ class _Body:
         tile: _Tile | None = None,
         var_names: dict[str, str] | None = None,
     ) -> None:
-        self.lines: list[str] = []
-        self.cache: dict[object, str] = {}
-        self.indent = indent
-        self.params = params
+        super().__init__(indent, params)
         self.mask = mask
         # reduction results of this program, still in registers: buffer -> variable
         self.regs = regs or {}
@@ -146,7 +112,6 @@ class _Body:
         self.tile = tile
         self.memory_reads: set[str] = set()  # buffers this body reads from memory
         self.prefix = prefix
-        self.counter = 0
         # index variables as this step's code names them (see _kernel: unique per step in
         # looped kernels)
         self.var_names = var_names or {}
@@ -180,82 +145,97 @@ class _Body:
             return f"tl.minimum(tl.maximum({v}.to(tl.int64), 0), {tritonexpr(x.bound - 1)})"
         raise LoweringError(f"unknown index expression {x!r}")
 
-    def value(self, v: VExpr) -> str:
-        hit = self.cache.get(v)
-        if hit is None:
-            hit = self._value(v)
-            self.cache[v] = hit
-        return hit
+    def compute_type(self, dtype: torch.dtype) -> str:
+        return _compute(dtype)
 
-    def _value(self, v: VExpr) -> str:
+    def literal(self, value: object, dtype: torch.dtype) -> str:
+        _compute(dtype)  # a dtype Triton has no type for fails here, as every value of it
+        return _literal(value, dtype)
+
+    def index_value(self, v: VIndex) -> str:
         ct = _compute(v.dtype)
-        if isinstance(v, VConst):
-            return _literal(v.value, v.dtype)
-        if isinstance(v, VIndex):
-            if isinstance(v.index, ISym):
-                # a size as a value: a tensor whatever the symbols are (constexpr ints when
-                # interpreted, scalars when compiled)
-                return self.tmp(f"tl.full([1, 1], {self.index(v.index)}, tl.int64).to({ct})")
-            return self.tmp(f"({self.index(v.index)}).to({ct})")
-        if isinstance(v, VLoad):
-            if v.buf in self.regs:
-                # the scheduler only lets a kernel read its own reduction at the current row
-                return self.tmp(f"{self.regs[v.buf]}.to({ct})")
-            row = self.rows.get(v.buf)
-            if (
-                row is not None
-                and self.tile is not None
-                and row.tile == self.tile
-                and _linear(v.index, self.tile.axes) == row.form
-            ):
-                # the element this lane would load is the one it computed and stored
-                return self.tmp(f"{row.var}.to({ct})")
-            self.memory_reads.add(v.buf)
-            ptr = self.params[v.buf]
-            other = "0" if not v.dtype.is_floating_point else "0.0"
-            if not _has_var(v.index):
-                # one element for every lane (x[0, 0]): a scalar load, in bounds by construction;
-                # a block mask on a scalar pointer is an error in Triton
-                return self.tmp(f"tl.load({ptr} + {self.index(v.index)}).to({ct})")
-            raw = f"tl.load({ptr} + {self.index(v.index)}, mask={self.mask}, other={other})"
-            return self.tmp(f"{raw}.to({ct})")
-        if isinstance(v, VCast):
-            x = self.value(v.x)
-            if v.dtype == torch.bool:
-                return self.tmp(f"({x} != 0)")
-            if v.dtype in (torch.float16, torch.bfloat16):
-                return self.tmp(f"({x}).to({_TL[v.dtype]}).to(tl.float32)")
-            return self.tmp(f"({x}).to({ct})")
-        assert isinstance(v, VOp)
-        a = [self.value(x) for x in v.args]
-        return self.tmp(self._op(v, a, ct))
+        if isinstance(v.index, ISym):
+            # a size as a value: a tensor whatever the symbols are (constexpr ints when
+            # interpreted, scalars when compiled)
+            return self.tmp(f"tl.full([1, 1], {self.index(v.index)}, tl.int64).to({ct})")
+        return self.tmp(f"({self.index(v.index)}).to({ct})")
 
-    @staticmethod
-    def _op(v: VOp, a: list[str], ct: str) -> str:
-        name = v.op
-        if name in _INFIX:
-            return f"({a[0]} {_INFIX[name]} {a[1]}).to({ct})"
-        if name in _UNARY:
-            return f"({_UNARY[name].format(a[0])}).to({ct})"
-        if name == "where":
-            return f"tl.where({a[0]}, {a[1]}, {a[2]}).to({ct})"
-        if name in ("maximum", "minimum"):
-            fn = "tl.maximum" if name == "maximum" else "tl.minimum"
-            nan = ", propagate_nan=tl.PropagateNan.ALL" if v.dtype.is_floating_point else ""
-            return f"{fn}({a[0]}, {a[1]}{nan})"
-        if name == "clamp_lo":
-            return f"tl.where({a[0]} < {a[1]}, {a[1]}, {a[0]}).to({ct})"
-        if name == "clamp_hi":
-            return f"tl.where({a[0]} > {a[1]}, {a[1]}, {a[0]}).to({ct})"
-        if name in ("floor_div", "remainder"):
-            q = f"tl.floor({a[0]} / {a[1]})"
-            return q if name == "floor_div" else f"({a[0]} - {q} * {a[1]})"
-        if name in ("logical_and", "logical_or", "logical_xor"):
-            sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "!="}[name]
-            return f"(({a[0]} != 0) {sym} ({a[1]} != 0))"
-        if name == "round":
-            return f"({_round_half_even(a[0])}).to({ct})"
-        raise LoweringError(f"no Triton lowering for op {name}")
+    def load(self, v: VLoad) -> str:
+        ct = _compute(v.dtype)
+        if v.buf in self.regs:
+            # the scheduler only lets a kernel read its own reduction at the current row
+            return self.tmp(f"{self.regs[v.buf]}.to({ct})")
+        row = self.rows.get(v.buf)
+        if (
+            row is not None
+            and self.tile is not None
+            and row.tile == self.tile
+            and _linear(v.index, self.tile.axes) == row.form
+        ):
+            # the element this lane would load is the one it computed and stored
+            return self.tmp(f"{row.var}.to({ct})")
+        self.memory_reads.add(v.buf)
+        ptr = self.params[v.buf]
+        other = "0" if not v.dtype.is_floating_point else "0.0"
+        if not _has_var(v.index):
+            # one element for every lane (x[0, 0]): a scalar load, in bounds by construction;
+            # a block mask on a scalar pointer is an error in Triton
+            return self.tmp(f"tl.load({ptr} + {self.index(v.index)}).to({ct})")
+        raw = f"tl.load({ptr} + {self.index(v.index)}, mask={self.mask}, other={other})"
+        return self.tmp(f"{raw}.to({ct})")
+
+    def cast(self, v: VCast, x: str) -> str:
+        if v.dtype == torch.bool:
+            return self.tmp(f"({x} != 0)")
+        if v.dtype in (torch.float16, torch.bfloat16):
+            return self.tmp(f"({x}).to({_TL[v.dtype]}).to(tl.float32)")
+        return self.tmp(f"({x}).to({_compute(v.dtype)})")
+
+    def bind(self, v: VOp, text: str) -> str:
+        return self.tmp(text)
+
+    # ---------------------------------------------------------------- one method per ir.Op
+
+    def infix(self, v: VOp, a: list[str], ct: str) -> str:
+        return f"({a[0]} {v.op.infix} {a[1]}).to({ct})"
+
+    op_exp = template("(tl.exp({0})).to({ct})")
+    op_exp2 = template("(tl.exp2({0})).to({ct})")
+    op_expm1 = template("((tl.exp({0}) - 1.0)).to({ct})")
+    op_log = template("(tl.log({0})).to({ct})")
+    op_log2 = template("(tl.log2({0})).to({ct})")
+    op_log1p = template("(tl.log(1.0 + {0})).to({ct})")
+    op_sqrt = template("(tl.sqrt({0})).to({ct})")
+    op_rsqrt = template("(tl.rsqrt({0})).to({ct})")
+    op_sin = template("(tl.sin({0})).to({ct})")
+    op_cos = template("(tl.cos({0})).to({ct})")
+    op_erf = template("(tl.erf({0})).to({ct})")
+    op_sigmoid = template("(tl.sigmoid({0})).to({ct})")
+    op_tanh = template("((2.0 * tl.sigmoid(2.0 * {0}) - 1.0)).to({ct})")
+    op_floor = template("(tl.floor({0})).to({ct})")
+    op_ceil = template("(tl.ceil({0})).to({ct})")
+    op_trunc = template("(tl.where({0} < 0, tl.ceil({0}), tl.floor({0}))).to({ct})")
+    op_neg = template("((-{0})).to({ct})")
+    op_abs = template("(tl.abs({0})).to({ct})")
+    op_reciprocal = template("((1.0 / {0})).to({ct})")
+    op_relu = template("(tl.where({0} < 0, 0, {0})).to({ct})")
+    op_logical_not = template("(({0} == 0)).to({ct})")
+    op_bitwise_not = template("((~{0})).to({ct})")
+    # eager's sign, (0 < x) - (x < 0): NaN gives 0 and -0.0 gives +0.0
+    op_sign = template("(tl.where({0} > 0, 1, tl.where({0} < 0, -1, 0)).to({0}.dtype)).to({ct})")
+    op_maximum = _extremum("tl.maximum")
+    op_minimum = _extremum("tl.minimum")
+    op_clamp_lo = template("tl.where({0} < {1}, {1}, {0}).to({ct})")
+    op_clamp_hi = template("tl.where({0} > {1}, {1}, {0}).to({ct})")
+    op_logical_and = template("(({0} != 0) & ({1} != 0))")
+    op_logical_or = template("(({0} != 0) | ({1} != 0))")
+    op_logical_xor = template("(({0} != 0) != ({1} != 0))")
+    op_where = template("tl.where({0}, {1}, {2}).to({ct})")
+    op_floor_div = template("tl.floor({0} / {1})")
+    op_remainder = template("({0} - tl.floor({0} / {1}) * {1})")
+
+    def op_round(self, v: VOp, a: list[str], ct: str) -> str:
+        return f"({_round_half_even(a[0])}).to({ct})"
 
 
 def _round_half_even(x: str) -> str:
