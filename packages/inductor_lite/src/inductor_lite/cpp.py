@@ -15,6 +15,7 @@ from .cascade import chunked_reduction, reduction_setup, wants_chunks
 from .cpp_expr import Body, store_expr
 from .cpp_prelude import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS, PRELUDE, STORAGE, compute_type
 from .ir import BufferSpec, PointwiseNode, ReductionNode, VExpr
+from .kernel_body import flat_digits
 from .row_scratch import MAX_ROW, canonical_step, plan_scratch
 from .scheduler import Kernel, Step, iter_loads, kernel_symbols
 from .symbolic import Size, cexpr, is_static, same
@@ -25,11 +26,7 @@ __all__ = ["LIBMVEC_DECLS", "LIBMVEC_FUNCTIONS", "KernelSource", "generate_cpp"]
 def _var_defs(names: Sequence[str], sizes: Sequence[Size], loop_var: str, indent: str) -> list[str]:
     """Recover per-dimension variables from a flattened loop counter."""
     out: list[str] = []
-    for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
-        below: Size = 1
-        for s in sizes[k + 1 :]:
-            below *= s
-        leading = all(s == 1 for s in sizes[:k])
+    for name, size, below, leading in flat_digits(names, sizes):
         if size == 1:
             expr = "0LL"
         elif same(below, 1) and leading:

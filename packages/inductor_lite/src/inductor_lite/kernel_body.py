@@ -12,15 +12,16 @@ an op it does not list, or has one for an op it lists, fails when it is defined.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import torch
 
 from .errors import LoweringError
 from .ir import IExpr, Op, VCast, VConst, VExpr, VIndex, VLoad, VOp
+from .symbolic import Size
 
-__all__ = ["KernelBody", "OpRenderer", "renderer_name", "template"]
+__all__ = ["KernelBody", "OpRenderer", "flat_digits", "renderer_name", "template"]
 
 # (the body, the op with its dtype, its arguments' text, the compute type) -> the op's text
 OpRenderer = Callable[[Any, VOp, list[str], str], str]
@@ -34,6 +35,18 @@ def template(text: str) -> OpRenderer:
         return text.format(*a, ct=ct)
 
     return render
+
+
+def flat_digits(
+    names: Sequence[str], sizes: Sequence[Size]
+) -> Iterator[tuple[str, Size, Size, bool]]:
+    """How each loop variable is recovered from a flat counter over ``sizes`` (row-major):
+    (its name, its size, the product of the sizes after it, whether all before it are 1)."""
+    for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
+        below: Size = 1
+        for s in sizes[k + 1 :]:
+            below *= s
+        yield name, size, below, all(s == 1 for s in sizes[:k])
 
 
 def renderer_name(op: Op) -> str:

@@ -37,7 +37,7 @@ from .ir import (
     VLoad,
     VOp,
 )
-from .kernel_body import KernelBody, OpRenderer, template
+from .kernel_body import KernelBody, OpRenderer, flat_digits, template
 from .scheduler import Kernel, Step, iter_loads, kernel_symbols
 from .symbolic import Size, is_static, same, tritonexpr
 
@@ -328,13 +328,10 @@ def _has_var(x: IExpr) -> bool:
 
 def _var_defs(names: Sequence[str], sizes: Sequence[Size], flat: str, indent: str) -> list[str]:
     out: list[str] = []
-    for k, (name, size) in enumerate(zip(names, sizes, strict=True)):
-        below: Size = 1
-        for s in sizes[k + 1 :]:
-            below *= s
+    for name, size, below, leading in flat_digits(names, sizes):
         if size == 1:
             expr = f"{flat} * 0"
-        elif same(below, 1) and all(s == 1 for s in sizes[:k]):
+        elif same(below, 1) and leading:
             expr = flat
         else:
             expr = f"(({flat} // {tritonexpr(below)}) % {tritonexpr(size)})"
