@@ -8,6 +8,10 @@ model: Strata's graphs/breaks beside torch's, whether Strata's result matches ea
 first break reason. ``--json FILE`` appends the rows to FILE (run the sweep in chunks, then
 ``--report FILE`` prints the Markdown table of every row kept there). ``--mode train`` runs
 the language models' forward with labels and the loss's backward instead, comparing gradients.
+``--mode generate_hf`` / ``generate_static`` runs transformers' ``model.generate`` (greedy, 8 new
+tokens; the default cache / a StaticCache) with ``model.forward`` compiled, on the causal LMs
+(``GENERATE`` by default; zoo models may be named too), comparing the tokens and every step's
+logits, and frame compiles (recompiles as the cache grows) beside torch's.
 
 A Strata compile that crashed and ran the frame eagerly (the "Strata could not compile" warning)
 counts as a crash even when the result is right. Local CPU, 1 thread; each model is tiny.
@@ -33,6 +37,7 @@ import torch  # noqa: E402
 from benchmarks.zoo.measure import run_eager, run_strata, run_torch, tolerance  # noqa: E402
 from benchmarks.zoo.models import (  # noqa: E402
     BATCH,
+    GENERATE_MODES,
     MODELS,
     SEQ,
     SEQ2,
@@ -392,6 +397,14 @@ SWEEP: dict[str, ZooModel] = {
 }  # fmt: skip
 
 
+# Causal LMs for --mode generate_*: the zoo's decoders (GPT-2 and Llama have the zoo's own
+# generate cases) and the sweep's, of several attention and cache designs.
+GENERATE = (
+    "gpt2", "llama", "qwen2", "mistral", "gemma", "gpt_neox", "opt", "mixtral", "gpt_neo",
+    "gptj", "bloom", "falcon", "phi3", "gemma2", "qwen3", "starcoder2", "gpt_bigcode",
+)  # fmt: skip
+
+
 def _first_line(text: str, limit: int = 140) -> str:
     return text.strip().splitlines()[0][:limit] if text.strip() else ""
 
@@ -413,6 +426,7 @@ def sweep_one(model: ZooModel, backend: str, mode: str = "infer") -> dict[str, A
     try:
         theirs = run_torch(c, "eager")
         row.update(torch_graphs=theirs.graphs, torch_breaks=theirs.breaks,
+                   torch_compiles=theirs.compiles,
                    torch_reason=_first_line(theirs.reasons[0]) if theirs.reasons else "")
     except Exception as exc:  # noqa: BLE001
         row.update(torch_graphs=None, torch_breaks=None,
@@ -427,7 +441,7 @@ def sweep_one(model: ZooModel, backend: str, mode: str = "infer") -> dict[str, A
             row["seconds"] = round(time.perf_counter() - start, 1)
             return row
     crashed = [str(w.message) for w in caught if "could not compile" in str(w.message)]
-    row.update(graphs=ours.graphs, breaks=ours.breaks,
+    row.update(graphs=ours.graphs, breaks=ours.breaks, compiles=ours.compiles,
                reason=_first_line(ours.reasons[0]) if ours.reasons else "")
     try:
         assert len(ours.tensors) == len(expected), f"{len(ours.tensors)} tensors vs {len(expected)}"
@@ -444,6 +458,8 @@ def sweep_one(model: ZooModel, backend: str, mode: str = "infer") -> dict[str, A
         row["status"] = "wrong"
     elif row["torch_graphs"] is None:
         row["status"] = "torch fails"
+    elif mode in GENERATE_MODES and ours.compiles > row["torch_compiles"]:
+        row["status"] = "more recompiles"
     elif (ours.graphs, ours.breaks) == (row["torch_graphs"], row["torch_breaks"]):
         row["status"] = "same"
     elif ours.breaks > row["torch_breaks"] or ours.graphs > row["torch_graphs"]:
@@ -467,6 +483,9 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         ours = f"{r.get('graphs', '-')}/{r.get('breaks', '-')}"
         theirs = f"{r.get('torch_graphs', '-')}/{r.get('torch_breaks', '-')}"
+        if "-generate" in r["model"]:  # and the frame compiles: the recompiles as it decodes
+            ours += f" ({r.get('compiles', '-')} compiles)"
+            theirs += f" ({r.get('torch_compiles', '-')} compiles)"
         note = _LIBRARY_PREFIX.sub("", r.get("note") or r.get("reason") or "")
         note = note.replace("|", "\\|")
         correct = {True: "yes", False: "**no**"}.get(r.get("correct"), "-")  # type: ignore[call-overload]
@@ -485,7 +504,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="models of SWEEP (default: all)")
     parser.add_argument("--backend", default="aot_eager")
-    parser.add_argument("--mode", default="infer", choices=["infer", "train"])
+    parser.add_argument("--mode", default="infer", choices=["infer", "train", *GENERATE_MODES[1:]])
     parser.add_argument("--json", help="append the rows to this JSON file (replacing a model's)")
     parser.add_argument("--report", help="print the Markdown table of this JSON file and exit")
     parser.add_argument("--list", action="store_true")
@@ -497,22 +516,24 @@ def main(argv: list[str] | None = None) -> None:
         print(_markdown(json.loads(Path(args.report).read_text())))
         return
     torch.set_num_threads(1)
-    unknown = [n for n in args.names if n not in SWEEP]
+    generating = args.mode in GENERATE_MODES
+    known = {**MODELS, **SWEEP} if generating else SWEEP
+    unknown = [n for n in args.names if n not in known]
     if unknown:
         parser.error(f"unknown models: {unknown}")
     rows = []
-    for name in args.names or list(SWEEP):
-        row = sweep_one(SWEEP[name], args.backend, args.mode)
+    for name in args.names or list(GENERATE if generating else SWEEP):
+        row = sweep_one(known[name], args.backend, args.mode)
         rows.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
         if args.json:
             path = Path(args.json)
             kept = json.loads(path.read_text()) if path.exists() else []
             kept = [r for r in kept if r["model"] != row["model"]] + [row]
-            order = list(SWEEP)
+            order = [*GENERATE, *SWEEP]
 
             def position(r: dict[str, Any]) -> tuple[int, str]:
-                base = r["model"].removesuffix("-train")
+                base = r["model"].split("-")[0]
                 return (order.index(base) if base in order else 1 << 30, r["model"])
 
             kept.sort(key=position)

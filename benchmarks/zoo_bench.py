@@ -162,7 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="models or cases, comma-separated")
     parser.add_argument("--all", action="store_true", help="every case of --modes")
-    parser.add_argument("--modes", default="infer,train", help="infer,train,dynamic,generate")
+    parser.add_argument(
+        "--modes", default="infer,train",
+        help="infer,train,dynamic,generate,generate_hf,generate_static",
+    )
     # aot_eager by default: a cold inductor compile of one tiny model took torch 467 s on the
     # shared 2-core machine, too long for a default run; --backend inductor for speed figures.
     parser.add_argument("--backend", default="aot_eager", help="eager, aot_eager or inductor")

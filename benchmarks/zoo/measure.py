@@ -40,6 +40,7 @@ class Outcome:
     breaks: int
     reasons: list[str] = field(default_factory=list)
     seconds: float = 0.0  # the whole run: capture, backend compile and the calls
+    compiles: int = 0  # frame compiles, first ones and recompiles
 
 
 class _Counting:
@@ -99,8 +100,9 @@ def run_strata(case: Case, backend: str = "eager", *, fullgraph: bool = False) -
         seconds = time.perf_counter() - start
         with state.lock:
             breaks = [b for r in state.records for b in r.breaks]
+            compiles = len(state.records)
         reasons = [f"{b.reason} ({b.filename}:{b.lineno})" for b in breaks]
-        return Outcome(tensors, len(counting.graphs), len(breaks), reasons, seconds)
+        return Outcome(tensors, len(counting.graphs), len(breaks), reasons, seconds, compiles)
     finally:
         compile_api.reset()
 
@@ -164,7 +166,8 @@ def run_torch(case: Case, backend: str = "eager") -> Outcome:
                 case, built, lambda m: torch.compile(m, backend=counting, dynamic=dynamic)
             )
         seconds = time.perf_counter() - start
-        return Outcome(tensors, len(counting.graphs), len(reasons), reasons, seconds)
+        compiles = counters["frames"]["ok"]
+        return Outcome(tensors, len(counting.graphs), len(reasons), reasons, seconds, compiles)
     finally:
         torch._dynamo.reset()
         counters.clear()

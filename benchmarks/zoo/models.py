@@ -12,7 +12,10 @@ compare out of its output. ``CASES`` lists what the tests and the benchmark run:
 - ``train``: ``model.train()`` (dropout off), a compiled forward that returns the loss, then
   ``loss.backward()``; gradients are compared;
 - ``dynamic``: inference at two sequence lengths (or batch sizes) under ``dynamic=True``;
-- ``generate``: greedy decoding with a KV cache, a loop of compiled steps (GPT-2 and Llama).
+- ``generate``: greedy decoding with a KV cache, a loop of compiled steps (GPT-2 and Llama);
+- ``generate_hf`` / ``generate_static``: transformers' own ``model.generate(...)`` (greedy, 8 new
+  tokens) with the forward compiled as users write it (``model.forward = compile(model.forward)``),
+  with the default dynamic cache / a ``StaticCache`` (``cache_implementation="static"``).
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from .vision import import_timm, import_torchvision, import_transformers
 
 __all__ = [
     "CASES",
+    "GENERATE_MODES",
     "MODELS",
     "Built",
     "Case",
     "ZooModel",
     "case",
     "decode",
+    "hf_generate",
     "iter_cases",
     "make_step",
     "output_tensors",
@@ -45,6 +50,8 @@ VOCAB = 128
 SEQ, SEQ2 = 8, 12
 BATCH = 2
 IMAGE = 32
+GENERATE_MODES = ("generate", "generate_hf", "generate_static")
+NEW_TOKENS = 8  # generate_hf, generate_static
 CLASSES = 10
 
 
@@ -471,7 +478,7 @@ def _cases() -> list[Case]:
             cases.append(Case(m, "train"))
         cases.append(Case(m, "dynamic"))
         if m.generate:
-            cases.append(Case(m, "generate"))
+            cases += [Case(m, mode) for mode in GENERATE_MODES]
     return cases
 
 
@@ -533,6 +540,22 @@ def decode(step: Callable[..., Any], built: Built, new_tokens: int = 4) -> list[
     return [*logits, torch.cat(tokens, dim=1)]
 
 
+def hf_generate(model: nn.Module, built: Built, static: bool) -> list[torch.Tensor]:
+    """``model.generate``: greedy, ``NEW_TOKENS`` tokens; every step's logits and the tokens."""
+    options: dict[str, Any] = {"max_new_tokens": NEW_TOKENS, "do_sample": False,
+                               "output_logits": True, "return_dict_in_generate": True}  # fmt: skip
+    if static:
+        options["cache_implementation"] = "static"
+    with torch.no_grad():
+        out = model.generate(  # type: ignore[operator]
+            input_ids=built.kwargs["input_ids"],
+            attention_mask=built.kwargs["attention_mask"],
+            pad_token_id=0,
+            **options,
+        )
+    return [*out.logits, out.sequences]
+
+
 def make_step(
     c: Case,
     built: Built,
@@ -546,6 +569,10 @@ def make_step(
     """
     model = built.model
     model.train(c.mode == "train")
+    if c.mode in ("generate_hf", "generate_static"):
+        if compile_fn is not None:  # generate() calls the compiled forward at every step
+            model.forward = compile_fn(model.forward)  # type: ignore[method-assign, arg-type]
+        return lambda: hf_generate(model, built, static=c.mode == "generate_static")
     step: Callable[..., Any] = model if compile_fn is None else compile_fn(model)
 
     def generate() -> list[torch.Tensor]:
