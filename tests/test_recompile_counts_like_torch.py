@@ -224,3 +224,47 @@ def test_closures_of_one_code_each_keep_their_own_cell_when_written() -> None:
     for mine, theirs in zip(ours, eager, strict=True):
         assert mine.__closure__ is not None and theirs.__closure__ is not None
         assert mine.__closure__[0].cell_contents == theirs.__closure__[0].cell_contents
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_argument_aliasing_a_closed_over_tensor_gives_eager_results(backend: str) -> None:
+    """test_aliasing_guard_failures_with_globals: torch.compile recompiles when the argument
+    is the tensor the function closes over; Strata's one graph gives eager's values."""
+    closed = torch.randn(3)
+    other = torch.randn(3)
+
+    def add_closed(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a.add_(closed)
+        return other + 1, a * closed
+
+    compiled = compile_api.compile(add_closed, backend=backend, fullgraph=True)
+    z = torch.randn(3)
+    torch.testing.assert_close(compiled(z.clone()), add_closed(z.clone()))
+    start = torch.randn(3)
+    closed = start.clone()
+    ours = [t.clone() for t in compiled(closed)]
+    ours_closed = closed.clone()
+    closed = start.clone()
+    torch.testing.assert_close(ours, list(add_closed(closed)))
+    torch.testing.assert_close(ours_closed, closed)
+
+
+def multiply(x: torch.Tensor, y: Any) -> torch.Tensor:
+    return x * y
+
+
+def _tensor_then_int_calls() -> list[tuple[Any, ...]]:
+    # PyTorch's test_automatic_dynamic_tensor_scalar_change: y swaps between tensor and int
+    return [
+        (torch.randn(2), torch.randn(2)), (torch.randn(3), 3), (torch.randn(4), torch.randn(4)),
+        (torch.randn(4), torch.randn(4)), (torch.randn(5), 4), (torch.randn(5), 4),
+        (torch.randn(6), torch.randn(6)),
+    ]
+
+
+def test_an_int_where_a_tensor_was_is_dynamic_at_once() -> None:
+    """The int that replaced a tensor was compiled static, then again as a SymInt when it
+    changed: 4 graphs where torch.compile makes 3."""
+    calls = _tensor_then_int_calls()
+    ours = _our_count(multiply, calls)
+    assert ours <= _their_count(multiply, calls) == 3

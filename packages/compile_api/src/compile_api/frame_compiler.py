@@ -369,6 +369,23 @@ def _dynamic_ints(
                         old,
                         value,
                     )
+            # An int where an earlier entry saw a tensor: it varies already (torch.compile
+            # makes it a SymInt at once rather than compiling once per value first).
+            for source, _ in state.tensor_sizes.get((code, ctx.token), ()):
+                if source in auto:
+                    continue
+                try:
+                    value = source.resolve(f_locals, frame.f_globals)
+                except Exception:  # the source no longer resolves: nothing to compare
+                    continue
+                if type(value) is int:
+                    auto.add(source)
+                    channel("dynamic").debug(
+                        "%s: %s was a tensor and is now the int %d; recompiling it as a SymInt",
+                        _where(code),
+                        source.name(),
+                        value,
+                    )
         return frozenset(auto)
 
 
