@@ -170,38 +170,40 @@ def imul(x: IExpr, c: Size) -> IExpr:
     return IMul(x, c)
 
 
+def _quotient(x: IExpr, c: Size) -> Size | None:
+    """``q`` where ``x`` is ``a * (q * c)``, provably (for a symbolic ``c``), else None."""
+    if not isinstance(x, IMul):
+        return None
+    if not is_static(c):
+        if is_static(x.c):
+            return None
+        q = floordiv(x.c, c)
+        return q if sympy.expand(q * c - x.c) == 0 else None
+    return floordiv(x.c, c) if x.c % c == 0 else None
+
+
 def idiv(x: IExpr, c: Size) -> IExpr:
     """Floor division of a non-negative index by a positive constant (or size)."""
-    if not is_static(c):
-        if isinstance(x, IMul) and not is_static(x.c):
-            q = floordiv(x.c, c)
-            if sympy.expand(q * c - x.c) == 0:
-                return imul(x.a, q)
+    if is_static(c):
+        if c == 1:
+            return x
+        if isinstance(x, IConst):
+            return IConst(x.value // c)
+    q = _quotient(x, c)
+    if q is None:
         return IDiv(x, c)
-    if c == 1:
-        return x
-    if isinstance(x, IConst):
-        return IConst(x.value // c)
-    if isinstance(x, IMul) and x.c % c == 0:
-        return imul(x.a, floordiv(x.c, c))
-    return IDiv(x, c)
+    assert isinstance(x, IMul)
+    return imul(x.a, q)
 
 
 def imod(x: IExpr, c: Size) -> IExpr:
     """Remainder of a non-negative index by a positive constant (or size)."""
-    if not is_static(c):
-        if isinstance(x, IMul) and not is_static(x.c):
-            q = floordiv(x.c, c)
-            if sympy.expand(q * c - x.c) == 0:
-                return IConst(0)
-        return IMod(x, c)
-    if c == 1:
-        return IConst(0)
-    if isinstance(x, IConst):
-        return IConst(x.value % c)
-    if isinstance(x, IMul) and x.c % c == 0:
-        return IConst(0)
-    return IMod(x, c)
+    if is_static(c):
+        if c == 1:
+            return IConst(0)
+        if isinstance(x, IConst):
+            return IConst(x.value % c)
+    return IMod(x, c) if _quotient(x, c) is None else IConst(0)
 
 
 def affine(x: IExpr) -> tuple[dict[str, Size], Size] | None:
