@@ -11,6 +11,8 @@ torch.compile makes of it."""
 from __future__ import annotations
 
 import collections
+import functools
+import typing
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
@@ -423,3 +425,32 @@ def _ordered_fromkeys_by_keyword(x: torch.Tensor) -> Any:
 
 def test_ordered_dict_fromkeys_takes_its_value_by_keyword() -> None:
     _check(_ordered_fromkeys_by_keyword, lambda: (torch.arange(3.0),))
+
+
+def _small_builtins(x: torch.Tensor) -> Any:
+    name = f"{x.__class__.__name__} foo"
+    p = functools.partial(lambda a, y: a * y, y=2)
+    repeated = 3 * [x]
+    grown = [x]
+    alias = grown
+    grown *= 2
+    kept = typing.Any
+    return (
+        sum(repeated), len(alias), name, type(x + 1).__name__,
+        torch.jit.annotate(kept, x + 1) + 2,
+        [hasattr(p, n) for n in ("func", "args", "keywords", "__dict__", "__call__", "__name__",
+                                 "__code__", "__qualname__")],
+        p(x),
+    )
+
+
+def test_tensor_class_sequence_repeat_jit_annotate_and_partial_hasattr_match_eager() -> None:
+    _check(_small_builtins, lambda: (torch.arange(3.0),))
+
+
+def test_repeating_a_sequence_by_a_float_raises_as_in_eager() -> None:
+    def bad(x: torch.Tensor) -> Any:
+        return [x] * 2.0
+
+    with pytest.raises(TypeError, match="can't multiply sequence by non-int of type 'float'"):
+        compile_api.compile(bad, backend="eager")(torch.ones(2))

@@ -215,6 +215,12 @@ def _tensor_attr(out: Output, obj: TensorVar, name: str) -> Var:
         return graph_call(out, getattr, [obj, ConstVar(name)], {})
     if name == "grad":
         return tensor_attrs.tensor_grad(out, obj)
+    if name == "__class__":
+        cls = out.tensor_type(obj)
+        if cls is None:
+            raise Unsupported("the class of a tensor made from a tensor subclass's operation")
+        out.depend(obj)  # TENSOR_MATCH checks an input's class
+        return ObjectVar(cls)
     stored = tensor_attrs.stored_tensor_attr(out, obj, name)
     if stored is not None:
         return stored  # x.name = value earlier in the trace

@@ -258,10 +258,18 @@ def _getattr(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return attributes.getattr_var(vm, args[0], name)
 
 
+_A_PARTIAL = functools.partial(print)  # a partial instance: what hasattr finds on any
+
+
 def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
     if isinstance(obj, TensorVar):
         vm.out.depend(obj)
         return hasattr(obj.example, name) or stored_tensor_attr(vm.out, obj, name) is not None
+    if isinstance(obj, PartialVar) and (obj.source is None or hasattr(_A_PARTIAL, name)):
+        # What any partial has (func, args, keywords, __dict__, ...); one made here has
+        # nothing in its __dict__ (a store on it is not modelled). A frame partial's own
+        # __dict__ is not read: asking it for another name stays Unsupported.
+        return hasattr(_A_PARTIAL, name)
     if isinstance(obj, (ListVar, DictVar, SetVar, TupleVar)):
         # Instances of list/dict/set/tuple (or a named tuple class) have no attributes of
         # their own: the class answers.

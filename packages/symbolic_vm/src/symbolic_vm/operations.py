@@ -324,8 +324,21 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         if type(a) is not type(b):
             raise Unsupported("adding a tuple and a list")
         return _sequence(a, items(out, a) + items(out, b))
+    if (
+        plain is operator.mul and isinstance(b, (TupleVar, ListVar)) and isinstance(a, ConstVar)
+        and isinstance(a.value, int)
+    ):
+        a, b = b, a  # n * seq: the sequence repeated, as seq * n
     if isinstance(a, (TupleVar, ListVar)) and isinstance(b, ConstVar) and plain is operator.mul:
-        return _sequence(a, items(out, a) * int(const_value(out, b)))
+        times = const_value(out, b)
+        if not isinstance(times, int):
+            raise throw(TypeError, "can't multiply sequence by non-int of type "
+                        f"'{type(times).__name__}'")
+        if isinstance(a, ListVar) and fn is operator.imul:  # l *= n: the list itself
+            a.box.items[:] = items(out, a) * times
+            note_mutation(out, a)
+            return a
+        return _sequence(a, items(out, a) * times)
     if _is_set(a) and _is_set(b):
         return _set_binary(out, fn, a, b)
     if isinstance(a, DictVar) and isinstance(b, DictVar) and plain is operator.or_:

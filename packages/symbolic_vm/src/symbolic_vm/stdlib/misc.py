@@ -1,5 +1,6 @@
 """Small builtins and class methods models use: number formatting (``hex``, ``oct``, ``bin``,
-``float.fromhex``, ``int.from_bytes``, ...) folded on constants, and ``dict.fromkeys``.
+``float.fromhex``, ``int.from_bytes``, ``sys.intern``, ...) folded on constants,
+``dict.fromkeys`` and ``torch.jit.annotate``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import enum
 import sys
 import types
 from typing import TYPE_CHECKING
+
+import torch
 
 from symbolic_vm import operations as ops
 from symbolic_vm.builtin_table import BuiltinImpl, implements
@@ -61,6 +64,16 @@ def _folder(fn: object) -> BuiltinImpl:
 
 for _fn in _FOLDED:
     implements(_fn)(_folder(_fn))
+
+
+@implements(torch.jit.annotate)
+def _annotate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``torch.jit.annotate(T, value)``: a type hint for TorchScript; in Python, ``value``
+    (the type, often ``typing.Any``, is never a graph value)."""
+    bound = dict(zip(("the_type", "the_value"), args, strict=False)) | kwargs
+    if set(bound) != {"the_type", "the_value"}:
+        raise Unsupported("torch.jit.annotate with other arguments")
+    return bound["the_value"]
 
 
 @implements(dict.fromkeys)
