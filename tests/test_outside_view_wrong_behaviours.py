@@ -1,0 +1,154 @@
+"""Wrong behaviours found by running PyTorch's own Dynamo tests under Strata
+(``benchmarks/dynamo_suite.py``, docs/dynamo-tests-2026-11-27b.md): compiled code that does
+something eager does not. Each is a minimal program of our own, compared with eager, kept as a
+strict xfail until the owner's fix flips it (then drop the mark).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import pytest
+import torch
+
+import compile_api
+
+
+def _outcome(fn: Any, *args: Any) -> tuple[str, Any]:
+    """("value", result) or ("raises", exception type): what a call did."""
+    try:
+        return "value", fn(*args)
+    except Exception as err:  # noqa: BLE001 - the exception is the outcome compared
+        return "raises", type(err)
+
+
+# ----------------------------------------------------------------------------- dynamic (dyna)
+
+
+def _checked_length(x: torch.Tensor) -> torch.Tensor:
+    y = x.nonzero()
+    torch._check(y.shape[0] % 4 == 0)
+    return torch.zeros(y.shape[0])
+
+
+def _cond_of_checked_lengths(x: torch.Tensor) -> torch.Tensor:
+    return torch.cond(x.shape[0] % 4 == 0, lambda: _checked_length(x), lambda: _checked_length(x))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="torch._check on an unbacked size inside torch.cond's branches is dropped "
+    "(test_misc::test_cond_runtime_assert_generation; the top-level case is fixed by 257fe1a)",
+)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_failed_check_inside_cond_branches_raises_as_in_eager(backend: str) -> None:
+    compile_api.config.capture_dynamic_output_shape_ops = True
+    compile_api.config.capture_scalar_outputs = True
+    compiled = compile_api.compile(_cond_of_checked_lengths, backend=backend, dynamic=True)
+    passing = torch.ones(4, 4)  # 16 nonzeros
+    torch.testing.assert_close(compiled(passing), _cond_of_checked_lengths(passing))
+    failing = torch.ones(5, 5)  # 25 nonzeros
+    assert _outcome(_cond_of_checked_lengths, failing) == ("raises", RuntimeError)
+    assert _outcome(compiled, failing)[0] == "raises"
+
+
+# ----------------------------------------------------------------------------- object model (dynb)
+
+
+class _OrderedSubclass(OrderedDict):  # type: ignore[type-arg]
+    pass
+
+
+def _reordered() -> _OrderedSubclass:
+    d = _OrderedSubclass()
+    d[2] = 4
+    d[3] = 5
+    d.move_to_end(2)  # order is now 3, 2 (the underlying dict still says 2, 3)
+    return d
+
+
+def _walks(x: torch.Tensor, d: _OrderedSubclass) -> tuple[list[Any], torch.Tensor]:
+    first = next(iter(d.values()))
+    return [list(d), list(d.keys()), list(d.values()), list(d.items())], x * first
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an OrderedDict subclass reordered by move_to_end is walked in the underlying "
+    "dict's insertion order (test_dicts::test_ordered_dict_subclass_reordered_keys)",
+)
+def test_an_ordered_dict_subclass_iterates_in_its_move_to_end_order() -> None:
+    x = torch.ones(2)
+    expected = _walks(x, _reordered())
+    got = compile_api.compile(_walks, backend="eager")(x, _reordered())
+    assert got[0] == expected[0]
+    torch.testing.assert_close(got[1], expected[1])
+
+
+def _module_with_a_parameter_built_inside(x: torch.Tensor) -> torch.Tensor:
+    class WithParam(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.full((2,), 2.0))
+
+    return WithParam().w * x
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an nn.Module subclass built inside the compiled function: the trace fails in "
+    "STORE_ATTR of its Parameter (no _parameters yet) and the resumed rest of __init__ runs on "
+    "an object whose super().__init__() effects were dropped: AttributeError "
+    "(test_decorators::test_disable_nn_module_with_class_decorator)",
+)
+def test_a_module_built_inside_a_compiled_function_gets_its_parameter() -> None:
+    x = torch.full((2,), 3.0)
+    expected = _module_with_a_parameter_built_inside(x)
+    got = compile_api.compile(_module_with_a_parameter_built_inside, backend="eager")(x)
+    torch.testing.assert_close(got, expected)
+
+
+# ----------------------------------------------------------------------------- guards (cpu)
+
+
+def _branch_on_membership(x: torch.Tensor, s: set[Any]) -> torch.Tensor:
+    return x + 1 if "a" in s else x - 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="membership in a set argument whose elements are not all str/int (a float NaN, a "
+    "complex, a function) is not guarded: the stale branch runs after the set changes "
+    "(test_sets::test_set_multiple_types, test_set_with_function)",
+)
+@pytest.mark.parametrize(
+    "other", [float("nan"), 1j, torch.sin], ids=["nan", "complex", "function"]
+)
+def test_membership_in_a_set_argument_follows_the_set(other: Any) -> None:
+    compiled = compile_api.compile(_branch_on_membership, backend="eager")
+    x = torch.zeros(1)
+    s = {"a", "b", other}
+    torch.testing.assert_close(compiled(x, s), _branch_on_membership(x, s))
+    s.remove("a")
+    torch.testing.assert_close(compiled(x, s), _branch_on_membership(x, s))
+
+
+# ----------------------------------------------------------------------------- breaks (loop)
+
+
+def _resets_then_adds(x: torch.Tensor) -> torch.Tensor:
+    compile_api.reset()
+    return x + 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="compile_api.reset() inside a compiled function drops the resume function the "
+    "rewritten frame calls after the break: NameError __resume_at_... (torch.compiler.reset() "
+    "inside works)",
+)
+def test_compile_api_reset_inside_a_compiled_function_returns_eagers_result() -> None:
+    x = torch.ones(3)
+    compiled = compile_api.compile(_resets_then_adds, backend="eager")
+    torch.testing.assert_close(compiled(x), _resets_then_adds(x))
