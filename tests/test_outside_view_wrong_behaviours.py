@@ -2,6 +2,7 @@
 (``benchmarks/dynamo_suite.py``, docs/dynamo-tests-2026-11-27b.md): compiled code that does
 something eager does not. Each is a minimal program of our own, compared with eager, kept as a
 strict xfail until the owner's fix flips it (then drop the mark).
+Found with main at c4b6cfb; the tests without a mark were fixed since and stay as regressions.
 """
 
 from __future__ import annotations
@@ -95,13 +96,9 @@ def _module_with_a_parameter_built_inside(x: torch.Tensor) -> torch.Tensor:
     return WithParam().w * x
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an nn.Module subclass built inside the compiled function: the trace fails in "
-    "STORE_ATTR of its Parameter (no _parameters yet) and the resumed rest of __init__ runs on "
-    "an object whose super().__init__() effects were dropped: AttributeError "
-    "(test_decorators::test_disable_nn_module_with_class_decorator)",
-)
+# Found at c4b6cfb (AttributeError 'cannot assign parameters before Module.__init__() call':
+# the trace failed in STORE_ATTR and the resumed rest of __init__ ran on an object whose
+# super().__init__() effects were dropped); passes since 52bc417. Kept as a regression test.
 def test_a_module_built_inside_a_compiled_function_gets_its_parameter() -> None:
     x = torch.full((2,), 3.0)
     expected = _module_with_a_parameter_built_inside(x)
