@@ -308,6 +308,10 @@ class Rebuilder:
         self.lines.append(emit.assign(name, expr))
         return name
 
+    def made(self, box: object) -> bool:
+        """Whether an expression building ``box`` (a container's or iterator's) was made."""
+        return id(box) in self._made
+
     def _once(self, box: object, build: Callable[[], ast.expr]) -> ast.expr:
         known = self._made.get(id(box))
         if known is None:

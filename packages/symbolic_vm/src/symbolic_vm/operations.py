@@ -707,7 +707,10 @@ def make_iterator(out: Output, var: Var) -> IteratorVar | GeneratorVar:
     """``iter(var)``."""
     if isinstance(var, (IteratorVar, GeneratorVar)):
         return var
-    return IteratorVar(IterBox(iterate(out, var)))
+    exact = isinstance(var, TupleVar) or (
+        isinstance(var, ConstVar) and isinstance(var.value, (range, str, bytes, tuple))
+    )
+    return IteratorVar(IterBox(iterate(out, var), exact=exact))
 
 
 def getitem(out: Output, obj: Var, key: Var) -> Var:

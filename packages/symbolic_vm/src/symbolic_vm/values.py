@@ -157,6 +157,10 @@ class IterBox:
 
     items: list[Var]
     index: int = 0
+    # Made from an immutable sequence (a tuple, range, str): the items left are exactly what
+    # the real iterator would still yield, whatever the program does later, so a graph break
+    # may pass them on as a tuple (symbolic_vm.breaks.crossing).
+    exact: bool = False
 
 
 @attrs.frozen(eq=False)

@@ -76,8 +76,9 @@ def plan_crossing(
         # go unseen by the other (found by the fuzzer's py_objects family).
         raise eagerly(stop, f"a function made in the frame shares the variable {shared!r} with "
                             "it and one of them rebinds it later (the frame runs eagerly)")
-    if has_pending_iterator(list(bound.values())):
-        # The same for an iterator held in a local, with items left.
+    if has_pending_iterator(list(bound.values()), exact_ok=True):
+        # The same for an iterator held in a local, with items left (one over a tuple or
+        # range crosses: see below).
         raise eagerly(stop, "an iterator with items left is held in a local (the frame runs "
                             "eagerly)")
     rebuilder = Rebuilder(out)
@@ -117,13 +118,46 @@ def plan_crossing(
         else:
             stack.append(Value(len(values)))
             values.append(rebuilder.expr(var))
+    iterated: list[str] = []
     for name, var in bound.items():
+        if _crosses_as_items(var) and stop.region is None and name not in code.co_cellvars:
+            iterated.append(name)  # last: see below
+            continue
         live.append((name, Value(len(values))))
         values.append(rebuilder.expr(var))
+    crossed: set[int] = set()
+    for name in list(iterated):
+        # An iterator over a tuple or range held in one local only: the resume function gets
+        # the items left as a tuple and makes the iterator again (so its VM traces it: a real
+        # iterator is opaque to it). One also reached another way (another local, a container,
+        # a write) is passed as the one real iterator the rebuilt code makes for all of them.
+        var = bound[name]
+        assert isinstance(var, IteratorVar)
+        live.append((name, Value(len(values))))
+        if rebuilder.made(var.box) or id(var.box) in crossed or _shared(var, bound):
+            iterated.remove(name)
+            values.append(rebuilder.expr(var))
+            continue
+        crossed.add(id(var.box))
+        values.append(emit.build(
+            "tuple", [rebuilder.expr(v) for v in var.box.items[var.box.index:]]
+        ))
     for name in untouched:
         live.append((name, Value(len(values))))
         values.append(rebuilder.source(LocalSource(name)))
-    return Resume(rebuilder, writes, emit.build("tuple", values), stack, live)
+    return Resume(
+        rebuilder, writes, emit.build("tuple", values), stack, live, tuple(iterated)
+    )
+
+
+def _crosses_as_items(var: Var) -> bool:
+    """An iterator with items left whose items are exactly what the real one would yield."""
+    return isinstance(var, IteratorVar) and var.box.exact and var.box.index < len(var.box.items)
+
+
+def _shared(var: IteratorVar, bound: dict[str, Var]) -> bool:
+    """Whether another live local holds the same iterator."""
+    return sum(1 for v in bound.values() if isinstance(v, IteratorVar) and v.box is var.box) > 1
 
 
 def _rebound_shared_cell(vm: Interpreter, stop: Stop, values: list[Var]) -> str | None:
@@ -166,9 +200,14 @@ def eagerly(stop: Stop, why: str) -> Unsupported:
     )
 
 
-def has_pending_iterator(values: list[Var]) -> bool:
-    """Whether one of ``values`` is an iterator with items left to produce."""
-    return any(isinstance(v, IteratorVar) and v.box.index < len(v.box.items) for v in values)
+def has_pending_iterator(values: list[Var], *, exact_ok: bool = False) -> bool:
+    """Whether one of ``values`` is an iterator with items left to produce (with
+    ``exact_ok``: other than one over a tuple or range, which can cross a break)."""
+    return any(
+        isinstance(v, IteratorVar) and v.box.index < len(v.box.items)
+        and not (exact_ok and v.box.exact)
+        for v in values
+    )
 
 
 def _tensor_method_descriptor(out: Output, stack: list[Var], depth: int) -> object | None:

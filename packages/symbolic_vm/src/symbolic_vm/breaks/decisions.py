@@ -68,6 +68,9 @@ class Resume:
     return_expr: ast.expr
     stack: list[Slot]
     live: list[tuple[str, Slot]]
+    # Live locals passed as the tuple of an iterator's items left (the resume function makes
+    # the iterator again: see ResumeBuilder.resume_at).
+    iterated: tuple[str, ...] = ()
 
 
 @attrs.frozen(eq=False)

@@ -163,7 +163,7 @@ def _live_iterator_locals(stop: Stop) -> frozenset[str]:
     made in the trace."""
     return frozenset(
         name for name, var in stop.local_vars.items()
-        if has_pending_iterator([var])
+        if has_pending_iterator([var], exact_ok=True)
         or (isinstance(var, GeneratorVar) and not var.box.done)
     )
 
@@ -298,7 +298,7 @@ def build(
     ))
     plan = BreakPlan(
         code, stop.offset, tuple(resume.stack), tuple(resume.live), helper="",
-        helper_code=tuple(helper),
+        helper_code=tuple(helper), iterated=resume.iterated,
     )
     if stop.region is not None:
         built = _region_code(plan, stop, stop.region)

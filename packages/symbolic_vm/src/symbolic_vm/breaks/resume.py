@@ -311,6 +311,7 @@ class ResumeBuilder:
         local_names: Sequence[str],
         *,
         maybe_unbound: Sequence[str] = (),
+        iterated: Sequence[str] = (),
     ) -> ResumeFunction:
         """The resume function of ``code`` at ``offset``.
 
@@ -320,16 +321,20 @@ class ResumeBuilder:
         arguments are the ``"value"`` and ``"with"`` slots' values, then ``local_names``.
         A local of ``maybe_unbound`` passed as :data:`UNBOUND` is deleted before the jump (the
         caller could not tell at build time whether it would be bound: see ``region.py``).
+        A local of ``iterated`` is passed as a tuple of items and made an iterator over them
+        before the jump (see symbolic_vm.breaks.crossing).
         """
         _check_code(code)
         code, offset = self.original_of(code, offset)
-        key = (code, offset, tuple(stack), tuple(local_names), tuple(maybe_unbound))
+        key = (
+            code, offset, tuple(stack), tuple(local_names), tuple(maybe_unbound), tuple(iterated)
+        )
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         name = resume_name(offset, self._next_index())
         resume_code, offsets = _resume_code(
-            code, offset, stack, local_names, name, maybe_unbound
+            code, offset, stack, local_names, name, maybe_unbound, iterated
         )
         built = ResumeFunction(name, resume_code, offset, _lead_argument(code, local_names))
         self._cache[key] = built
@@ -399,7 +404,8 @@ class ResumeBuilder:
                 for s in stack_after
             ]
             resume = self.resume_at(
-                code, offset, [slot_tag(s) for s in after], [n for n, _ in live]
+                code, offset, [slot_tag(s) for s in after], [n for n, _ in live],
+                iterated=[n for n in plan.iterated if n in names],
             )
             resumes.append(resume)
             body.extend(_call_resume(code, resume, after, live, local_slots))
@@ -557,6 +563,7 @@ def _resume_code(  # noqa: PLR0917 - one resume function's parts
     local_names: Sequence[str],
     name: str,
     maybe_unbound: Sequence[str] = (),
+    iterated: Sequence[str] = (),
 ) -> tuple[types.CodeType, dict[int, int]]:
     items = _decoded(code)
     rest = _split_prologue(items)
@@ -590,6 +597,10 @@ def _resume_code(  # noqa: PLR0917 - one resume function's parts
             *codegen.pop_jump_if(False, bound),
             Instr("DELETE_DEREF" if var in code.co_cellvars else "DELETE_FAST", var), bound,
         ])
+    for var in iterated:
+        if var not in local_names or var in code.co_cellvars or var in code.co_freevars:
+            raise ResumeError(f"{var!r} cannot be passed as the items of an iterator")
+        entry.extend([codegen.load_fast(var), Instr("GET_ITER"), codegen.store_fast(var)])
     for d, tag in enumerate(stack):
         if isinstance(tag, Reenter):
             entry.extend(codegen.enter_with(_build_manager(tag)))

@@ -189,6 +189,8 @@ class BreakPlan:
     helper: str
     helper_args: tuple[str, ...] = ()
     helper_code: types.CodeType | tuple[Instr | Label, ...] | None = None
+    # Live locals passed as a tuple of items, which the resume function turns into an iterator.
+    iterated: tuple[str, ...] = ()
 
 
 @attrs.frozen
