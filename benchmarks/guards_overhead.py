@@ -2,7 +2,7 @@
 ``lambda L: True`` and torch.compile(backend="eager")'s whole per-call overhead.
 
     .venv/bin/python benchmarks/guards_overhead.py [--number N] [--repeat R] [--no-torch-compile]
-        [--e2e-only]
+        [--e2e-only] [--model tv_mobilenet_v3_small]
 
 Cases:
   (a) one tensor argument: TENSOR_MATCH (+ the DISPATCH_TLS it implies), then the same
@@ -12,6 +12,8 @@ Cases:
   (b') the same plus TENSOR_MATCH on each of the 50 parameters (symbolic_vm lifts parameters
       as graph inputs and guards each), with TYPE_MATCH on the submodules read through;
   (b'') as (b') with the parameters read through the modules' _modules/_parameters dicts.
+  (--model NAME) a real model's whole guard (mobilenet_v3_small: ~1,200 guards), with and
+      without guards' state trees, beside torch.compile's own guard check (see model_rows).
 References (run side by side, never used by the package): TorchDynamo's own cached guard
 check for the same frame (its C++ GuardManager, through its Python ``check``), and
 torch.compile(backend="eager")'s whole per-call overhead (compiled call - eager call; for (b)
@@ -340,9 +342,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--no-torch-compile", action="store_true")
     parser.add_argument("--e2e-only", action="store_true", help="only the end-to-end rows")
+    parser.add_argument(
+        "--model", default=None, help="only the guard of this model's forward (see model_rows)"
+    )
     opts = parser.parse_args()
     n, r = opts.number, opts.repeat
     torch.set_num_threads(1)
+    if opts.model is not None:
+        _print(model_rows(opts.model, n, r, not opts.no_torch_compile), n, r)
+        return
     rows: list[tuple[str, tuple[float, float]]] = []
     e2e_rows = end_to_end(n, r, not opts.no_torch_compile)
     if opts.e2e_only:
@@ -516,6 +524,57 @@ def main() -> None:
         else "generated check for (b):"
     )
     print(cgb_text)
+
+
+def model_rows(
+    name: str, n: int, r: int, with_torch_compile: bool
+) -> list[tuple[str, tuple[float, float]]]:
+    """The guard of a real model's forward (``--model``, a name of benchmarks/
+    inductor_cpu_models.py, batch 1 at 96x96, eval, no_grad), captured by compile_api with a
+    graph-grabbing backend, timed on: the C++ path with state trees (the default), the C++ path
+    without them (``STRATA_GUARDS_STATE_TREES=0``), the pure-Python path; and torch.compile's
+    own guard check of the same forward (reference)."""
+    import collections
+
+    import compile_api
+    import evalframe
+    from inductor_cpu_models import build_with_inputs
+
+    model, inputs = build_with_inputs(name, 96)
+    model.eval()
+    torch.set_grad_enabled(False)
+    compiled = compile_api.compile(model, backend=lambda gm, example_inputs: gm.forward)
+    compiled(*inputs)
+    entry = evalframe.cache_entries(type(model).forward.__code__)[0]
+    cg: CompiledGuards = entry.guard.compiled_guards  # type: ignore[attr-defined]
+    code = type(model).forward.__code__
+    f_locals: dict[str, object] = dict(zip(code.co_varnames, (model, *inputs), strict=False))
+    kinds = collections.Counter(g.kind for g in cg.guards)
+    top = ", ".join(f"{k} {v}" for k, v in kinds.most_common(4))
+    rows: list[tuple[str, tuple[float, float]]] = []
+    variants = [("C++, state trees", "C++", None), ("C++, no state trees", "C++", "0")]
+    variants.append(("pure Python", "Python", "0"))
+    for label, path, trees in variants:
+        old = os.environ.pop("STRATA_GUARDS_STATE_TREES", None)
+        if trees is not None:
+            os.environ["STRATA_GUARDS_STATE_TREES"] = trees
+        try:
+            with check_path(path):
+                variant = CompiledGuards(cg.guards, cg.f_globals)
+        finally:
+            os.environ.pop("STRATA_GUARDS_STATE_TREES", None)
+            if old is not None:
+                os.environ["STRATA_GUARDS_STATE_TREES"] = old
+        timed = check_ns(variant.check, f_locals, max(n // 100, 10), r)
+        rows.append((f"{name} [{label}]: {len(cg.guards)} guards ({top}, ...)", timed))
+    if with_torch_compile:
+        torch._dynamo.reset()
+        torch.compile(model, backend="eager")(*inputs)
+        fn: Any = type(model).forward
+        rows.append((f"{name}: torch.compile's own guard check", dynamo_check_ns(
+            fn, f_locals, max(n // 100, 10), r)))
+    compile_api.reset()
+    return rows
 
 
 def _print(rows: list[tuple[str, tuple[float, float]]], n: int, r: int) -> None:

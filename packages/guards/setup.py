@@ -40,10 +40,11 @@ else:
             "guards._tensor_guards",
             sources=[
                 "csrc/tensor_guards.cpp", "csrc/module_calls.cpp", "csrc/weak_tuple.cpp",
-                "csrc/dict_keys.cpp",
+                "csrc/dict_keys.cpp", "csrc/state_tree.cpp",
             ],
             # -O2 and no debug info: tensor_guards.cpp over a handful of torch headers,
-            # the other three plain CPython (DictGate, ModuleCallsCheck, WeakTuple, DictKeysCheck).
+            # the others plain CPython (DictGate, ModuleCallsCheck, WeakTuple, DictKeysCheck,
+            # StateTree).
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-missing-field-initializers"],
             optional=True,
         )

@@ -36,30 +36,37 @@ PyObject* str_hooks[4];
 
 // Fills ``gate`` for instances of ``type`` reading ``names`` (and, with ``std_dict``, the
 // `__dict__` attribute being the instance dict itself).  Never fails: an unfit class gets tag 0.
-void gate_init(DictGate* gate, PyTypeObject* type, PyObject* const* names, int n, bool std_dict) {
-  Py_INCREF(type);
-  gate->type = reinterpret_cast<PyObject*>(type);
-  gate->tag = 0;
+bool gate_fits(PyTypeObject* type, PyObject* const* names, int n, bool std_dict) {
   if (type->tp_getattro != PyObject_GenericGetAttr && type->tp_getattro != hook_getattro) {
-    return;
+    return false;
   }
   // _PyType_Lookup also assigns the class a version tag when it has none.
   if (_PyType_Lookup(type, str_getattribute) != object_getattribute) {
-    return;
+    return false;
   }
   for (int i = 0; i < n; ++i) {
     if (_PyType_Lookup(type, names[i]) != nullptr) {
-      return;
+      return false;
     }
   }
   if (std_dict) {
     PyObject* descr = _PyType_Lookup(type, str_dict);
     if (descr == nullptr || Py_TYPE(descr) != &PyGetSetDescr_Type ||
         reinterpret_cast<PyGetSetDescrObject*>(descr)->d_getset->get != standard_dict_getter) {
-      return;
+      return false;
     }
   }
-  if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+  return true;
+}
+
+void gate_init(DictGate* gate, PyTypeObject* type, PyObject* const* names, int n, bool std_dict) {
+  Py_INCREF(type);
+  gate->type = reinterpret_cast<PyObject*>(type);
+  gate->tag = 0;
+  // Never opens on 3.13 (no Py_TPFLAGS_VALID_VERSION_TAG there): its instance dicts share the
+  // object's inline values, and an attribute store does not change the dict's version tag.
+  if (gate_fits(type, names, n, std_dict) &&
+      PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
     gate->tag = type->tp_version_tag;
   }
 }

@@ -1,6 +1,6 @@
 // Shared by the extension's translation units: DictGate (instance-dict reads behind a class
 // gate, see module_calls.cpp), dict_tag, and the types defined outside tensor_guards.cpp
-// (ModuleCallsCheck, WeakTuple, DictKeysCheck).  Plain CPython API.
+// (ModuleCallsCheck, WeakTuple, DictKeysCheck, StateTree).  Plain CPython API.
 #pragma once
 
 #include <Python.h>
@@ -28,10 +28,27 @@ inline uint64_t dict_tag(PyObject* d) {
 #endif
 }
 
+// A class's version tag while it is valid, else 0: CPython hands out a fresh tag after any
+// change to the class, its bases' dicts or its MRO (PyType_Modified), never the same one twice.
+// Up to 3.12 a valid tag carries Py_TPFLAGS_VALID_VERSION_TAG; 3.13 dropped that flag and marks
+// an invalid tag by 0.
+inline unsigned int class_tag(PyTypeObject* type) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return type->tp_version_tag;
+#else
+  return PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) ? type->tp_version_tag : 0;
+#endif
+}
+
 struct DictGate {
   PyObject* type;  // strong reference, or nullptr
   unsigned int tag;  // 0: never take the fast read
 };
+
+// Whether an instance attribute read of each of ``names`` on an object of ``type`` returns the
+// instance dict's entry whenever there is one (and, with ``std_dict``, `__dict__` is the
+// instance dict itself); also gives the class a version tag when it has none.
+bool gate_fits(PyTypeObject* type, PyObject* const* names, int n, bool std_dict);
 
 // Fills ``gate`` for instances of ``type`` reading ``names`` (and, with ``std_dict``, the
 // `__dict__` attribute being the instance dict itself).  Never fails: an unfit class gets tag 0.
@@ -59,5 +76,10 @@ extern PyTypeObject WeakTupleType;
 bool dict_keys_ready();
 
 extern PyTypeObject DictKeysCheckType;
+
+// PyType_Ready of StateTreeType (state_tree.cpp); false with a Python error.
+bool state_tree_ready();
+
+extern PyTypeObject StateTreeType;
 
 }  // namespace strata_guards

@@ -761,7 +761,7 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
     return nullptr;
   }
   if (!strata_guards::module_calls_ready() || !strata_guards::weak_tuple_ready() ||
-      !strata_guards::dict_keys_ready() ||
+      !strata_guards::dict_keys_ready() || !strata_guards::state_tree_ready() ||
       !ready(&TensorCheckType, "guards._tensor_guards.TensorCheck", sizeof(TensorCheck),
              offsetof(TensorCheck, vectorcall), tensor_check_new, tensor_check_dealloc,
              tensor_check_traverse, tensor_check_clear) ||
@@ -788,6 +788,7 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
       {"ModuleCallsCheck", &strata_guards::ModuleCallsCheckType},
       {"WeakTuple", &strata_guards::WeakTupleType},
       {"DictKeysCheck", &strata_guards::DictKeysCheckType},
+      {"StateTree", &strata_guards::StateTreeType},
       {"GlobalStateCheck", &GlobalStateCheckType}};
   for (const auto& [name, type] : types) {
     Py_INCREF(type);

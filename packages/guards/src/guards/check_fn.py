@@ -36,8 +36,9 @@ import torch
 from guards.guard import Guard
 from guards.guard_set import GuardSet
 from guards.native import native_module
-from guards.source import Source
+from guards.source import LocalSource, Source
 from guards.state_guards import DispatchTls
+from guards.state_trees import StateTreePlan, plan_trees, state_trees_on
 from guards.tensor_guard import TensorMatch
 
 __all__ = ["CompiledGuards", "compile_guards"]
@@ -58,6 +59,65 @@ class _CodeGen:
         self._native = native
         self.body: list[str] = []
         self._local_of: dict[Source, str] = {}
+        self._vars = 0
+        self._preset: dict[Source, str] = {}  # sources a state tree returns: their expression
+        self.helpers: list[str] = []  # more generated functions (state tree reads)
+
+    def emit_guard(self, guard: Guard) -> None:
+        """Append ``guard``'s statements (reading its source first)."""
+        var = self.load(guard.source) if guard.source is not None else ""
+        lines = guard.emit(var, self)  # may read its operands into self.body first
+        self.body.append(f"# {guard.kind}")
+        self.body.extend(lines)
+
+    def emit_state_tree(self, plan: StateTreePlan) -> None:
+        """The plan's covered guards, run only when its StateTree says something on their
+        paths changed since they last passed, and then re-arming it.  Reads made inside that
+        branch are forgotten after it; later guards read the tree's exported nodes from the
+        tuple it returns (or, when it cannot be armed, from a plain Python read of them)."""
+        root = self.load(plan.root) if isinstance(plan.root, LocalSource) else "G"
+        tree = self._native.StateTree(1, plan.steps)
+        check = self.bind(tree, "state_tree")
+        arm = self.bind(tree.arm, "arm")
+        nodes = self.temp("t")
+        self.body.append(f"{nodes} = {check}({root})")
+        self.body.append(f"if {nodes} is None:")
+        known = dict(self._local_of)
+        start = len(self.body)
+        for guard in plan.covered:
+            self.emit_guard(guard)
+        self.body.append(f"{nodes} = {arm}({root})")
+        if plan.exports:
+            read = self._reader(plan)
+            self.body.append(f"if {nodes} is None: {nodes} = {read}({root})")
+        self.body[start:] = [f"    {line}" for line in self.body[start:]]
+        self._local_of = known
+        for k, source in enumerate(plan.exports):
+            self._preset[source] = f"{nodes}[{k}]"
+
+    def _reader(self, plan: StateTreePlan) -> str:
+        """The name of a generated function reading ``plan.exports`` from the tree's root the
+        way the check reads sources (for a tree that cannot be armed)."""
+        local_of: dict[Source, str] = {}
+        if isinstance(plan.root, LocalSource):
+            local_of[plan.root] = "r"
+        body: list[str] = []
+
+        def load(source: Source) -> str:
+            var = local_of.get(source)
+            if var is None:
+                base = source.base
+                expr = source.render(load(base) if base is not None else "", self.bind)
+                var = local_of[source] = f"v{len(local_of)}"
+                body.append(f"    {var} = {expr}")
+            return var
+
+        out = [load(source) for source in plan.exports]
+        name = f"___read_nodes_{len(self.helpers)}"
+        self.helpers.append(
+            "\n".join([f"def {name}(r):", *body, f"    return ({', '.join(out)},)"])
+        )
+        return name
 
     @property
     def tls_exclude_checked(self) -> int | None:
@@ -84,10 +144,13 @@ class _CodeGen:
         var = self._local_of.get(source)
         if var is not None:
             return var
-        base = source.base
-        base_expr = self.load(base) if base is not None else ""
-        expr = source.render(base_expr, self.bind)
-        var = f"v{len(self._local_of)}"
+        expr = self._preset.get(source)
+        if expr is None:
+            base = source.base
+            base_expr = self.load(base) if base is not None else ""
+            expr = source.render(base_expr, self.bind)
+        var = f"v{self._vars}"
+        self._vars += 1
         self._local_of[source] = var
         self.body.append(f"{var} = {expr}")
         return var
@@ -95,12 +158,16 @@ class _CodeGen:
 
 def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
     tls = [g for g in guards if isinstance(g, DispatchTls)]
-    gen = _CodeGen(tls[0].exclude_raw if tls else None, native_module())
+    native = native_module()
+    gen = _CodeGen(tls[0].exclude_raw if tls else None, native)
+    in_trees: set[int] = set()
+    if native is not None and hasattr(native, "StateTree") and state_trees_on():
+        for plan in plan_trees(guards):
+            gen.emit_state_tree(plan)
+            in_trees.update(id(g) for g in plan.covered)
     for guard in guards:
-        var = gen.load(guard.source) if guard.source is not None else ""
-        lines = guard.emit(var, gen)  # may read its operands into gen.body first
-        gen.body.append(f"# {guard.kind}")
-        gen.body.extend(lines)
+        if id(guard) not in in_trees:
+            gen.emit_guard(guard)
     body = gen.body
 
     lines = [f"def {_FN_NAME}(L):", "    try:"]
@@ -113,7 +180,7 @@ def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
         body = [f"    {line}" for line in body]
     lines += [f"        {line}" for line in body]
     lines += ["    except Exception:", "        return False", "    return True"]
-    return "\n".join(lines) + "\n", gen.consts
+    return "\n".join([*lines, *gen.helpers]) + "\n", gen.consts
 
 
 class CompiledGuards:
