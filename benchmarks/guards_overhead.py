@@ -536,9 +536,10 @@ def model_rows(
     own guard check of the same forward (reference)."""
     import collections
 
+    from inductor_cpu_models import build_with_inputs
+
     import compile_api
     import evalframe
-    from inductor_cpu_models import build_with_inputs
 
     model, inputs = build_with_inputs(name, 96)
     model.eval()
