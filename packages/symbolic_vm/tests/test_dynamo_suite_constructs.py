@@ -454,3 +454,19 @@ def test_repeating_a_sequence_by_a_float_raises_as_in_eager() -> None:
 
     with pytest.raises(TypeError, match="can't multiply sequence by non-int of type 'float'"):
         compile_api.compile(bad, backend="eager")(torch.ones(2))
+
+
+def _type_info_of(a: torch.Tensor, spelled: Any) -> Any:
+    return a + np.iinfo(spelled).max
+
+
+@pytest.mark.parametrize("spelled", ["int16", np.int16, np.dtype("int16"), np.iinfo("int16")],
+                         ids=["str", "type", "dtype", "iinfo"])
+def test_numpy_iinfo_of_a_dtype_passed_in_in_any_spelling(spelled: Any) -> None:
+    _check(_type_info_of, lambda: (torch.zeros(2), spelled))
+
+
+def test_numpy_iinfo_of_another_dtype_passed_in_recompiles() -> None:
+    compiled = compile_api.compile(_type_info_of, backend="eager", fullgraph=True)
+    for spelled in (np.iinfo("int16"), np.iinfo("int8"), np.dtype("int16"), np.dtype("uint8")):
+        same(compiled(torch.zeros(2), spelled), _type_info_of(torch.zeros(2), spelled))

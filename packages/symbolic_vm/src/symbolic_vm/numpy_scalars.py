@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch  # noqa: F401  (imports NumPy first when it is installed)
 
+from symbolic_vm import attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
@@ -85,6 +86,9 @@ if _NP is not None:
         ):
             vm.out.depend(var)
             return var.value
+        if isinstance(var, ObjectVar) and isinstance(var.value, (_NP.iinfo, _NP.finfo)):
+            # np.iinfo(info) takes another info's dtype: read (and guarded) at its source
+            return _dtype_constant(vm, attributes.getattr_var(vm, var, "dtype"))
         return _constant(vm, var)
 
     def _type_info(info: type) -> None:
