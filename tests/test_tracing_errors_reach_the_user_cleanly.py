@@ -191,3 +191,22 @@ def test_internal_error_runs_eagerly_outside_fullgraph_and_raises_under_it(
     line = subtract_then_scale.__code__.co_firstlineno + 2
     assert f"{__file__}:{line}" in text and "z = y - 1" in text
     assert symbolic_vm.traced_at(caught.value.cause)[0] == (__file__, line)
+
+
+def test_internal_error_outside_the_capture_is_named_a_strata_bug_under_fullgraph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from compile_api import frame_compiler
+
+    def broken(f_locals: dict[str, Any]) -> Any:
+        raise KeyError("injected bookkeeping bug")
+
+    monkeypatch.setattr(frame_compiler, "_static_dims", broken)
+    x = torch.linspace(-1, 1, 5)
+    with pytest.warns(RuntimeWarning, match="injected bookkeeping bug"):
+        ours = compile_api.compile(sine_plus_one, backend="eager")(x)
+    assert torch.equal(ours, sine_plus_one(x))
+    compile_api.reset()
+    with pytest.raises(compile_api.InternalError, match="bug in Strata") as caught:
+        compile_api.compile(sine_plus_one, backend="eager", fullgraph=True)(x)
+    assert "sine_plus_one" in str(caught.value) and __file__ in str(caught.value)

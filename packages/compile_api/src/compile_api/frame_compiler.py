@@ -779,6 +779,12 @@ class _FrameCallback:
             except Exception as err:
                 # Outside fullgraph=True no error of ours reaches the user's program: the
                 # frame runs eagerly from now on (compile_frame handles the expected ones).
+                if self.ctx.fullgraph and not isinstance(
+                    err, (InternalError, BackendCompilerFailed)
+                ):
+                    # a bug of ours outside the capture (recompile bookkeeping, logs, DDP):
+                    # named as one, at the user's function
+                    raise InternalError(_where(frame.f_code), err) from err
                 if self.ctx.fullgraph or not config.suppress_errors:
                     raise
                 _warn_at(
