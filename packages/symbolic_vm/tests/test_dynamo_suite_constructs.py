@@ -470,3 +470,68 @@ def test_numpy_iinfo_of_another_dtype_passed_in_recompiles() -> None:
     compiled = compile_api.compile(_type_info_of, backend="eager", fullgraph=True)
     for spelled in (np.iinfo("int16"), np.iinfo("int8"), np.dtype("int16"), np.dtype("uint8")):
         same(compiled(torch.zeros(2), spelled), _type_info_of(torch.zeros(2), spelled))
+
+
+# -- test_repros: a custom autograd.Function whose backward cannot run ----------------------
+
+_BACKWARD_CALLS: list[int] = []
+
+
+class _ThroughLayers(torch.autograd.Function):
+    """Its backward has a Python effect (torch.compile cannot make it one graph node), and its
+    forward takes modules: where no backward can run, eager runs only the forward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, layers: torch.nn.ModuleList) -> torch.Tensor:
+        for layer in layers:
+            x = layer(x)
+        ctx.save_for_backward(x.detach())
+        ctx.layers = layers
+        return x * 2
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        _BACKWARD_CALLS.append(1)
+        return grad * 2, None
+
+
+_LAYERS = torch.nn.ModuleList([torch.nn.Linear(4, 4), torch.nn.Tanh()])
+
+
+def _apply_through_layers(x: torch.Tensor) -> Any:
+    y = _ThroughLayers.apply(x + 1, _LAYERS)
+    return y, y.requires_grad
+
+
+def test_a_function_called_under_no_grad_traces_its_forward_in_one_graph() -> None:
+    with torch.no_grad():
+        _check(_apply_through_layers, lambda: (torch.linspace(-1, 1, 8).reshape(2, 4),))
+
+
+def test_a_function_whose_inputs_need_no_grad_traces_its_forward_without_recording() -> None:
+    # grad mode on, parameters requiring grad, the input not: eager's forward runs with grad
+    # off, so the result does not require grad (the traced forward switches grad off too)
+    # (torch.compile's result requires grad here, unlike eager's: not compared)
+    runs = run_three_ways(_apply_through_layers, lambda: (torch.linspace(-1, 1, 8).reshape(2, 4),))
+    same(runs.ours, runs.eager)
+    assert runs.ours[1] is False and runs.our_graphs == 1
+    with torch_reference():
+        same(runs.theirs[0], runs.eager[0])
+        assert runs.our_graphs <= runs.their_graphs
+
+
+def test_a_function_whose_backward_can_run_still_breaks_at_its_effect() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return _ThroughLayers.apply(x, _LAYERS).sum()
+
+    def make() -> tuple[torch.Tensor]:
+        return (torch.linspace(-1, 1, 8).reshape(2, 4).requires_grad_(),)
+
+    with pytest.raises(compile_api.Unsupported, match="Python side effect"):
+        compile_api.compile(fn, backend="eager", fullgraph=True)(*make())
+    compile_api.reset()
+    (x,) = make()
+    compile_api.compile(fn, backend="eager")(x).backward()
+    (want,) = make()
+    fn(want).backward()
+    same(x.grad, want.grad)

@@ -60,6 +60,7 @@ from symbolic_vm.values import (
     ObjectVar,
     PartialVar,
     SequentialSliceVar,
+    TensorVar,
     TupleVar,
     Var,
 )
@@ -95,7 +96,15 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
         ):
             # A custom autograd.Function: one node calling its apply (forward run on fakes),
             # unless its Python side effects would then run once instead of on every call.
-            effect = function_effects.python_effect(owner.value)
+            # Its backward runs only if autograd records the call: grad mode on (the tracer
+            # follows the graph's mode) and a tensor argument requiring grad (TENSOR_MATCH).
+            backward = torch.is_grad_enabled() and any(
+                isinstance(a, TensorVar) and a.example.requires_grad
+                for a in (*args, *kwargs.values())
+            )
+            if not backward:
+                return _function_forward(vm, owner, args, kwargs)
+            effect = function_effects.python_effect(owner.value, backward=backward)
             if effect is not None:
                 raise Unsupported(f"custom autograd.Function with a Python side effect: {effect}")
             out.depend(owner)
@@ -193,6 +202,54 @@ def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> V
     if isinstance(fn, GradModeFunctionVar):
         return _call_in_grad_mode(vm, fn, args, kwargs)
     raise Unsupported(f"calling {type(fn).__name__.removesuffix('Var').lower()}")
+
+
+class _ForwardContext(torch.autograd.function.FunctionCtx):
+    """The ``ctx`` of a forward traced by ``_function_forward``: FunctionCtx's methods as
+    plain Python the VM inlines (torch's are read as torch functions); no backward reads
+    what they keep."""
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors: Any) -> None:
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *args: Any) -> None:
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args: Any) -> None:
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = value
+
+
+def _function_forward(
+    vm: Interpreter, owner: ObjectVar, args: list[Var], kwargs: dict[str, Var]
+) -> Var:
+    """``Fn.apply(*args)`` of a custom autograd.Function whose backward cannot run (grad mode
+    off, or no tensor argument requiring grad): eager runs ``forward(ctx, *args)`` with grad
+    mode off and keeps nothing for a backward, so its forward is traced like any code (its
+    Python effects replayed, as eager makes them on every call), with ``ctx`` a FunctionCtx
+    made here (``save_for_backward``, ``mark_dirty``, attributes: Python stores on it)."""
+    cls = owner.value
+    function_module = torch.autograd.function
+    if inspect.getattr_static(cls, "setup_context") is not inspect.getattr_static(
+        function_module._SingleLevelFunction, "setup_context"
+    ):
+        raise Unsupported(f"{cls.__name__}.apply with a separate setup_context")
+    forward = inspect.getattr_static(cls, "forward")
+    if not (isinstance(forward, staticmethod) and isinstance(forward.__func__, types.FunctionType)):
+        raise Unsupported(f"{cls.__name__}.forward is not a Python staticmethod")
+    vm.out.depend(owner)
+    flags = TupleVar(tuple(ConstVar(False) for _ in args))
+    ctx = NewObjectVar(ObjectBox(_ForwardContext, {"needs_input_grad": flags}))
+    previous = torch.is_grad_enabled()
+    torch_calls.set_grad_mode(vm.out, False)
+    result = call(vm, FunctionVar(forward.__func__), [ctx, *args], kwargs)
+    torch_calls.set_grad_mode(vm.out, previous)
+    return result
 
 
 def _grad_mode_decorator(mode: GradModeVar, args: list[Var], kwargs: dict[str, Var]) -> Var:

@@ -40,22 +40,31 @@ _CONSTANT_TYPES = (
     int, float, bool, str, bytes, complex, type(None), type(Ellipsis), torch.dtype,
     torch.device, torch.Size, torch.memory_format, torch.layout, enum.Enum,
 )
-_METHODS = ("forward", "backward", "setup_context", "jvp", "vjp")
+_FORWARD_METHODS = ("forward", "setup_context")
+_BACKWARD_METHODS = ("backward", "jvp", "vjp")
 _MAX_DEPTH = 4
 
-_VERDICTS: weakref.WeakKeyDictionary[type, str | None] = weakref.WeakKeyDictionary()
+_VERDICTS: weakref.WeakKeyDictionary[type, dict[bool, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def python_effect(cls: type) -> str | None:
-    """None when ``cls``'s forward/backward (and what they call) have no Python side effect
-    that tracing would drop; else the first one found, in words with its file:line."""
-    if cls not in _VERDICTS:
-        _VERDICTS[cls] = _class_effect(cls, set(), 0)
-    return _VERDICTS[cls]
+def python_effect(cls: type, *, backward: bool = True) -> str | None:
+    """None when ``cls``'s forward (and, when ``backward`` may run, its backward), and what
+    they call, have no Python side effect that tracing would drop; else the first one found,
+    in words with its file:line. A call whose backward cannot run (grad mode off, or no
+    tensor argument requiring grad) passes ``backward=False``: eager never runs it either."""
+    verdicts = _VERDICTS.setdefault(cls, {})
+    if backward not in verdicts:
+        methods = _FORWARD_METHODS + (_BACKWARD_METHODS if backward else ())
+        verdicts[backward] = _class_effect(cls, methods, set(), 0)
+    return verdicts[backward]
 
 
-def _class_effect(cls: type, seen: set[int], depth: int) -> str | None:
-    for name in _METHODS:
+def _class_effect(
+    cls: type, methods: tuple[str, ...], seen: set[int], depth: int
+) -> str | None:
+    for name in methods:
         fn = _own_function(cls, name)
         if fn is not None:
             found = _function_effect(fn, seen, depth)
@@ -160,7 +169,7 @@ def _value_effect(value: Any, name: str, where: str, seen: set[int], depth: int)
         return _function_effect(value, seen, depth + 1)
     if isinstance(value, type):
         if issubclass(value, torch.autograd.Function):
-            return _class_effect(value, seen, depth + 1)
+            return _class_effect(value, _FORWARD_METHODS + _BACKWARD_METHODS, seen, depth + 1)
         if _is_torch(value) or value.__module__ == "builtins":
             return None
         return f"uses the class {value.__qualname__} ({where})"
