@@ -218,6 +218,35 @@ def test_sizes_computed_through_a_float_compile_once_like_torch_compile(
     assert counter.count == len(theirs_count) == 1
 
 
+class Window:
+    """A sliding-window cache's counter, as transformers' DynamicSlidingWindowLayer keeps it."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+
+def window_offset(x: torch.Tensor, w: Window) -> torch.Tensor:
+    w.seen += x.shape[0]
+    return x * max(w.seen - 5 + 1, 0) + min(w.seen, 6, x.shape[0] * 3)
+
+
+def test_max_and_min_of_symbolic_ints_stay_symbolic_like_torch_compile(counter: Any) -> None:
+    # max() of a growing int attribute and a constant broke at every call ("max() over tensors
+    # compares tensor data": Mistral's generate() compiled 26 frames where torch compiles 3)
+    ours_w, eager_w, torch_w = Window(), Window(), Window()
+    ours = compile_api.compile(window_offset, backend=counter)
+    torch._dynamo.reset()
+    theirs_graphs: list[Any] = []
+    theirs = torch.compile(window_offset, backend=lambda gm, ex: (theirs_graphs.append(gm), gm)[1])
+    for n in (2, 2, 3, 2, 4, 2, 2):
+        x = torch.randn(n)
+        want = window_offset(x, eager_w)
+        torch.testing.assert_close(ours(x, ours_w), want)
+        torch.testing.assert_close(theirs(x, torch_w), want)
+    torch._dynamo.reset()
+    assert counter.count == len(theirs_graphs)
+
+
 def test_dynamic_non_contiguous_input_gives_eager_result(counter: Any) -> None:
     fn = compile_api.compile(row_norm, backend=counter, dynamic=True)
     for n in (4, 6):

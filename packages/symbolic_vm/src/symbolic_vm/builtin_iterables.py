@@ -204,6 +204,9 @@ def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pic
         except ValueError as exc:  # the running Python's own message
             raise throw(ValueError, *exc.args) from exc
     if key is None and any(ops.is_graph_value(v) for v in values):
+        symbolic = _symbolic_minmax(vm, values, pick)
+        if symbolic is not None:
+            return symbolic
         raise Unsupported(f"{name}() over tensors compares tensor data")
     keyed = values if key is None else [vm.call(key, [v], {}) for v in values]
     keys = [ops.const_value(vm.out, k) for k in keyed]
@@ -212,6 +215,25 @@ def _reduce_minmax(vm: Interpreter, args: list[Var], kwargs: dict[str, Var], pic
     except TypeError as exc:
         raise throw(TypeError, *exc.args) from exc
     return values[index]
+
+
+def _symbolic_minmax(vm: Interpreter, values: list[Var], pick: Any) -> Var | None:
+    """``max(n - 4, 0)`` of symbolic ints (a cache's offset as it grows): ``torch.sym_max`` in
+    the graph, as torch.compile records it, so the int stays symbolic. Only ints or only
+    floats: with both, Python returns the first of equal values, whose type sym_max loses."""
+    kinds = set()
+    for v in values:
+        example = v.example if isinstance(v, SymVar) else getattr(v, "value", None)
+        if not isinstance(v, SymVar | ConstVar) or type(example) not in _SYM_NUMBERS:
+            return None
+        kinds.add(_SYM_NUMBERS[type(example)])
+    if len(kinds) != 1:
+        return None
+    fn = torch.sym_max if pick is builtins.max else torch.sym_min
+    return functools.reduce(lambda a, b: ops.graph_call(vm.out, fn, [a, b], {}), values)
+
+
+_SYM_NUMBERS = {int: int, torch.SymInt: int, float: float, torch.SymFloat: float}
 
 
 @implements(builtins.max)
