@@ -24,6 +24,7 @@ from .errors import CompilerError, InductorError, UnsupportedGraph
 from .graph_lowering import lower_graph
 from .input_writes import in_place_writes
 from .ir import FallbackNode, LoweredGraph, Origin
+from .kernel_call import kernel_call_module
 from .origins import annotate_kernels
 from .scheduler import Kernel, ScheduleItem, schedule
 from .static_check import meta_key, static_input_check
@@ -514,7 +515,9 @@ def _compile(
             loaded = load_library(kernel_source, config, ("-lmvec",) if libmvec else ())
             cache_hit = loaded.cache_hit
             loaded.lib.strata_set_num_threads(config.num_threads)
-            cfns = ctypes_kernels(loaded.lib, sources)
+            cfns = ctypes_kernels(
+                loaded.lib, sources, kernel_call_module(config.cache_dir, config.cxx)
+            )
             check = loaded.lib.strata_take_index_error
             check.restype = ctypes.c_int
         kept = config.kept_buffer_bytes

@@ -7,6 +7,7 @@ import ctypes
 import dis
 import os
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import sympy
@@ -29,6 +30,7 @@ from .ir import (
     may_alias_arguments,
 )
 from .kept_buffers import KeptBuffers, guarded_source
+from .kernel_call import fast_kernel
 from .origins import comment_lines, item_buffers
 from .scheduler import (
     Kernel,
@@ -127,15 +129,16 @@ def kernel_local_buffers(
 
 
 def ctypes_kernels(
-    lib: ctypes.CDLL, sources: Sequence[KernelSource]
+    lib: ctypes.CDLL, sources: Sequence[KernelSource], fast: ModuleType | None = None
 ) -> dict[str, tuple[Callable[..., None], tuple[str, ...]]]:
-    """The compiled C++ kernels as callables of data pointers."""
+    """The compiled C++ kernels as callables of data pointers: through ``fast``
+    (kernel_call.kernel_call_module) where given, else ctypes."""
     out: dict[str, tuple[Callable[..., None], tuple[str, ...]]] = {}
     for src in sources:
         fn = getattr(lib, src.name)
         fn.restype = None
         fn.argtypes = [ctypes.c_void_p] * len(src.params) + [ctypes.c_int64] * len(src.symbols)
-        out[src.name] = (fn, src.params)
+        out[src.name] = (fast_kernel(fn, len(fn.argtypes), fast), src.params)
     return out
 
 
