@@ -535,3 +535,25 @@ def test_a_function_whose_backward_can_run_still_breaks_at_its_effect() -> None:
     (want,) = make()
     fn(want).backward()
     same(x.grad, want.grad)
+
+
+def _reads_a_tag(x: torch.Tensor) -> Any:
+    tagged = hasattr(x, "tag")
+    return (x + x.tag if tagged else x - 1), tagged, hasattr(x, "fake_mode"), hasattr(x, "add")
+
+
+def test_an_attribute_an_input_tensor_already_has_is_seen_and_guarded() -> None:
+    """hasattr() answered from the fake value said False for an input's own attribute (and
+    True for a FakeTensor's fake_mode): eager's answer, with a guard on its instance dict."""
+    compiled = compile_api.compile(_reads_a_tag, backend="eager", fullgraph=True)
+    tagged, plain = torch.ones(2), torch.ones(2)
+    tagged.tag = 5  # type: ignore[attr-defined]
+    for x in (tagged, plain, tagged):
+        same(compiled(x), _reads_a_tag(x))
+
+    def make() -> tuple[torch.Tensor]:
+        x = torch.ones(2)
+        x.tag = 3  # type: ignore[attr-defined]
+        return (x,)
+
+    _check(_reads_a_tag, make)

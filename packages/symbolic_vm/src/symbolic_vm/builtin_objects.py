@@ -18,7 +18,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.builtin_table import implements
 from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import TracedException, Unsupported
-from symbolic_vm.tensor_attrs import stored_tensor_attr
+from symbolic_vm.tensor_attrs import tensor_has_attr
 from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
@@ -263,8 +263,7 @@ _A_PARTIAL = functools.partial(print)  # a partial instance: what hasattr finds 
 
 def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
     if isinstance(obj, TensorVar):
-        vm.out.depend(obj)
-        return hasattr(obj.example, name) or stored_tensor_attr(vm.out, obj, name) is not None
+        return tensor_has_attr(vm.out, obj, name)
     if isinstance(obj, PartialVar) and (obj.source is None or hasattr(_A_PARTIAL, name)):
         # What any partial has (func, args, keywords, __dict__, ...); one made here has
         # nothing in its __dict__ (a store on it is not modelled). A frame partial's own

@@ -8,7 +8,7 @@ from typing import Any
 
 from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.guard_api import AttrSource
+from symbolic_vm.guard_api import AttrSource, InstanceAttrSource, ItemSource
 from symbolic_vm.output import Output
 from symbolic_vm.side_effects import AttrWrite
 from symbolic_vm.values import ConstVar, TensorVar, Var
@@ -96,8 +96,41 @@ def set_tensor_attr(out: Output, obj: TensorVar, name: str, value: Var) -> None:
 
 
 def stored_tensor_attr(out: Output, obj: TensorVar, name: str) -> Var | None:
-    """What the trace stored as ``obj.name`` (set_tensor_attr), or None."""
-    return out.attr_overlay.get((_identity(out, obj), name))
+    """What the trace stored as ``obj.name`` (set_tensor_attr), or else what an input tensor
+    holds in its own ``__dict__`` (``x.tag = 1`` before the call: read at its source, so
+    guarded); None when neither has it."""
+    stored = out.attr_overlay.get((_identity(out, obj), name))
+    if stored is not None or not _is_input(obj) or obj.source is None:
+        return stored
+    own = out.real_input(obj).__dict__
+    if name not in own:
+        return None
+    return out.wrap(own[name], ItemSource(InstanceAttrSource(obj.source, "__dict__"), name))
+
+
+def tensor_has_attr(out: Output, obj: TensorVar, name: str) -> bool:
+    """``hasattr(obj, name)``: its class's attributes (TENSOR_MATCH pins the class), what the
+    trace stored on it, and for an input what its own ``__dict__`` holds (guarded: a later
+    call with a tensor that has it, or lacks it, recompiles). Never the fake value's own
+    attributes (a FakeTensor has some a real tensor lacks)."""
+    cls = out.tensor_type(obj)
+    if cls is None:
+        raise Unsupported("hasattr() on a tensor made by a tensor subclass's operation")
+    out.depend(obj)
+    if class_lookup(cls, name) is not MISSING:
+        real = out.real_input(obj) if _is_input(obj) else obj.example
+        return hasattr(real, name)
+    if out.attr_overlay.get((_identity(out, obj), name)) is not None:
+        return True
+    if not _is_input(obj) or obj.source is None:
+        return False  # a tensor made in the graph has only what the trace stored
+    present = name in out.real_input(obj).__dict__
+    out.predicate(
+        f"{name!r} {'in' if present else 'not in'} d",
+        f"{obj.source.describe()}.{name} is {'set' if present else 'unset'}",
+        d=InstanceAttrSource(obj.source, "__dict__"),
+    )
+    return present
 
 
 def _is_input(obj: TensorVar) -> bool:
@@ -141,6 +174,7 @@ __all__ = [
     "set_tensor_attr",
     "set_tensor_grad",
     "stored_tensor_attr",
+    "tensor_has_attr",
     "tensor_fact",
     "tensor_grad",
 ]
