@@ -195,6 +195,11 @@ def depend_numpy_scalar(out: Output, var: ObjectVar) -> None:
         )
 
 
+_PYTHON_DTYPES: dict[type, torch.dtype] = {
+    int: torch.int64, float: torch.float64, bool: torch.bool, complex: torch.complex128,
+}
+
+
 def graph_arg(out: Output, var: Var) -> Any:
     """A value as an fx argument: nodes for graph values, Python values for constants."""
     if isinstance(var, (TensorVar, SymVar)):
@@ -217,6 +222,11 @@ def graph_arg(out: Output, var: Var) -> Any:
     if isinstance(var, ObjectVar) and isinstance(var.value, (torch.dtype, torch.device)):
         out.depend(var)
         return var.value
+    if isinstance(var, ObjectVar) and any(var.value is t for t in _PYTHON_DTYPES):
+        # torch takes int/float/bool/complex as dtypes (``torch.tensor(i, dtype=int)``, in
+        # transformers' caches): the dtype its argument parser maps each to
+        out.depend(var)
+        return _PYTHON_DTYPES[var.value]
     if isinstance(var, ObjectVar) and numpy_scalar_value(var.value) is not None:
         depend_numpy_scalar(out, var)  # torch takes a NumPy scalar as the number it holds
         return numpy_scalar_value(var.value)
