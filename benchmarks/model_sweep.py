@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from benchmarks.zoo.detection import python_detection_ops  # noqa: E402
 from benchmarks.zoo.measure import run_eager, run_strata, run_torch, tolerance  # noqa: E402
 from benchmarks.zoo.models import (  # noqa: E402
     BATCH,
@@ -153,6 +154,23 @@ def _torchvision_custom(make: Callable[[Any], torch.nn.Module]) -> Callable[[], 
     def build() -> Built:
         models = import_torchvision().models
         return _vision(lambda: make(models))
+
+    return build
+
+
+def _detection(name: str, **config: Any) -> Callable[[], Built]:
+    """A torchvision detection model in eval (random weights, 5 classes, fewer proposals and
+    detections than the defaults), called on one 3x200x240 image (a 3x160x208 one second);
+    zoo.detection.python_detection_ops supplies nms and roi_align where the C ops don't load."""
+
+    def build() -> Built:
+        detection = python_detection_ops().models.detection
+        model = _seeded(lambda: getattr(detection, name)(
+            weights=None, weights_backbone=None, num_classes=5, rpn_pre_nms_top_n_test=200,
+            rpn_post_nms_top_n_test=100, box_detections_per_img=20, **config))
+        images, images2 = ([torch.rand(3, h, w, generator=_generator(k))]
+                           for k, (h, w) in enumerate([(200, 240), (160, 208)]))
+        return Built(model, {"images": images}, {"images": images2})  # fmt: skip
 
     return build
 
@@ -393,6 +411,11 @@ SWEEP: dict[str, ZooModel] = {
             lambda m: m.MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2,
                                block_channels=[8, 16], block_layers=[1, 1], head_dim=4,
                                stochastic_depth_prob=0.0, num_classes=10))),
+        # detection (eval): region proposals, NMS, RoI pooling, box (and mask) heads
+        ZooModel("tv_fasterrcnn_mobilenet", "torchvision", _detection(
+            "fasterrcnn_mobilenet_v3_large_320_fpn")),
+        ZooModel("tv_maskrcnn", "torchvision", _detection(
+            "maskrcnn_resnet50_fpn", min_size=224, max_size=224)),
     ]
 }  # fmt: skip
 
