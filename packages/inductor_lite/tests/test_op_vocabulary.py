@@ -9,7 +9,7 @@ so the list shrinks when a renderer is added.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,16 +19,12 @@ from inductor_lite import cpp_expr, triton_codegen
 from inductor_lite.errors import LoweringError
 from inductor_lite.ir import (
     DtypeRule,
-    IValue,
     Op,
     PointwiseNode,
     ReductionNode,
-    VCast,
     VConst,
-    VExpr,
-    VIndex,
-    VLoad,
     VOp,
+    subexpressions,
 )
 from inductor_lite.kernel_body import KernelBody, renderer_name
 
@@ -86,17 +82,6 @@ def test_op_members_are_their_names_and_declare_arity_dtype_rule_and_infix() -> 
     assert all(op.arity == 2 for op in Op if op.infix)
 
 
-def _ops(v: VExpr) -> Iterator[VOp]:
-    if isinstance(v, VOp):
-        yield v
-        for a in v.args:
-            yield from _ops(a)
-    elif isinstance(v, VCast):
-        yield from _ops(v.x)
-    elif isinstance(v, VLoad | VIndex) and isinstance(v.index, IValue):
-        yield from _ops(v.index.v)
-
-
 def _programs() -> list[tuple[str, Callable[..., Any], list[torch.Tensor]]]:
     f = torch.randn(4, 6)
     i = torch.randint(-5, 5, (4, 6), dtype=torch.int32)
@@ -120,7 +105,9 @@ def test_lowered_ops_have_a_dtype_their_rule_admits(name: str, check: Any) -> No
     seen = 0
     for node in compiled.lowered.nodes:
         if isinstance(node, PointwiseNode | ReductionNode):
-            for v in _ops(node.body):
+            for v in subexpressions(node.body, into_indices=True):
+                if not isinstance(v, VOp):
+                    continue
                 seen += 1
                 assert v.op.dtype_rule.admits(v.dtype), (v.op, v.dtype)
     assert seen > 0
