@@ -189,8 +189,8 @@ def test_mode_with_the_eager_backend_warns_and_is_ignored() -> None:
 
 
 def _reads_env(x: torch.Tensor) -> torch.Tensor:
-    # os.environ.get itself traces (a Mapping of a dict); copying the environ still breaks.
-    return x * int(os.environ.copy().get("STRATA_TEST_FACTOR", "2"))
+    # os.environ (a Mapping of a dict) and its copy() trace; a process query still breaks.
+    return x * (1 + (os.getpid() > 0))
 
 
 def _calls_into_the_library(x: torch.Tensor) -> torch.Tensor:
@@ -207,7 +207,7 @@ def test_a_break_in_library_code_is_reported_with_the_users_call_chain(
     torch.testing.assert_close(out, _calls_into_the_library(x))
     text = caplog.text
     user = text.index("return _reads_env(y)  # the user's line that leads into os")
-    inner = text.index('return x * int(os.environ.copy().get("STRATA_TEST_FACTOR", "2"))')
+    inner = text.index("return x * (1 + (os.getpid() > 0))")
     assert user < inner, text  # outermost first
     fn = compile_api.compile(_calls_into_the_library, backend="eager", fullgraph=True)
     with pytest.raises(compile_api.Unsupported) as info:

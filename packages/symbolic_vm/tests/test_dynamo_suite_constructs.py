@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from object_model_harness import run_three_ways, same
+from torch.nn.modules.lazy import LazyModuleMixin
 from torch_reference import torch_reference
 
 import compile_api
@@ -557,3 +558,54 @@ def test_an_attribute_an_input_tensor_already_has_is_seen_and_guarded() -> None:
         return (x,)
 
     _check(_reads_a_tag, make)
+
+
+class _LazyInput(typing.NamedTuple):
+    x: dict[str, list[torch.Tensor]]
+    y: torch.Tensor
+
+
+class _LazyOnNamedTuple(LazyModuleMixin, torch.nn.Module):
+    def initialize_parameters(self, inp: _LazyInput) -> None:  # type: ignore[override]
+        with torch.no_grad():
+            self.scale = torch.nn.Parameter(torch.empty(inp.x["a"][0].shape).fill_(0.5))
+
+    def forward(self, inp: _LazyInput) -> torch.Tensor:
+        total = inp.y
+        for t in inp.x["a"]:
+            total = total + t
+        return total * self.scale
+
+
+class _LazyBadInit(LazyModuleMixin, torch.nn.Module):
+    def initialize_parameters(self, *args: Any) -> None:  # type: ignore[override]
+        self.missing.bar = 1
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+def test_a_compiled_lazy_root_module_initializes_on_its_first_call() -> None:
+    def make() -> _LazyInput:
+        return _LazyInput(x={"a": [torch.ones(3), torch.arange(3.0)]}, y=torch.ones(3))
+
+    ours = CountingGraphs()
+    module = _LazyOnNamedTuple()
+    compiled = compile_api.compile(module, backend=ours, fullgraph=True)
+    first, again = compiled(make()), compiled(make())
+    same(first, module(make()))
+    same(again, first)
+    assert ours.count == 1 and not module.has_uninitialized_params()
+    theirs = CountingGraphs()
+    torch._dynamo.reset()
+    their_module = _LazyOnNamedTuple()
+    their = torch.compile(their_module, backend=theirs, fullgraph=True)(make())
+    torch._dynamo.reset()
+    with torch_reference():
+        same(their, first)
+        assert ours.count <= theirs.count
+
+
+def test_a_lazy_module_whose_initialization_fails_raises_eagers_error() -> None:
+    with pytest.raises(AttributeError, match="missing"):
+        compile_api.compile(_LazyBadInit(), backend="eager")(torch.ones(2))

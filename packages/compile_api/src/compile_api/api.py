@@ -89,6 +89,21 @@ def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
     return compiled
 
 
+def _initialize_lazy(mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A lazy module's first call (``nn.LazyLinear``, a ``LazyModuleMixin`` class): its
+    initialization hook runs eagerly on the real arguments, as eager's first call runs it,
+    then the compiled forward (torch.compile also initializes before tracing). Left to
+    ``nn.Module.__call__``, the hook's own frames (``initialize_parameters``) were compiled
+    as frames of their own and, under ``fullgraph=True``, failed on making Parameters. With
+    other pre-hooks registered, nn.Module's order is kept (the ordinary route)."""
+    if mod._forward_pre_hooks.keys() != {mod._initialize_hook.id} or (
+        _module_globals._global_forward_pre_hooks
+    ):
+        return
+    with evalframe.run_only():
+        mod._infer_parameters(mod, args, kwargs)
+
+
 class OptimizedModule(torch.nn.Module):
     """A module whose forward runs compiled; everything else is the original module's.
 
@@ -123,6 +138,8 @@ class OptimizedModule(torch.nn.Module):
         """
         try:
             mod, forward, direct = self._strata_direct
+            if "_initialize_hook" in mod.__dict__:
+                _initialize_lazy(mod, args, kwargs)
             if (
                 self._forward_hooks
                 or self._forward_pre_hooks

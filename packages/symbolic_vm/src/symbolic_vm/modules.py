@@ -460,15 +460,20 @@ def _initialize_lazy(
 def _example(vm: Interpreter, var: Var) -> Any:
     """What a lazy module's initialization sees for argument ``var``: a tensor's fake value
     (static shapes only: a symbolic size would become the parameter's size), a constant's
-    value, a tuple or list of those."""
+    value, a tuple (named or not), list or dict of those."""
     if isinstance(var, TensorVar):
         if not all(isinstance(size, int) for size in var.example.shape):
             raise Unsupported("initializing a lazy module on a tensor of dynamic shape")
         vm.out.depend(var)
         return var.example
+    if isinstance(var, TupleVar) and var.named_type is not None:
+        return var.named_type(*(_example(vm, v) for v in ops.items(vm.out, var)))
     if isinstance(var, (TupleVar, ListVar)):
         values = [_example(vm, v) for v in ops.items(vm.out, var)]
         return tuple(values) if isinstance(var, TupleVar) else values
+    if isinstance(var, DictVar):
+        vm.out.depend(var)
+        return {k: _example(vm, v) for k, v in var.box.items.items()}
     return ops.const_value(vm.out, var)
 
 
