@@ -87,6 +87,46 @@ def test_an_ordered_dict_subclass_iterates_in_its_move_to_end_order() -> None:
     torch.testing.assert_close(got[1], expected[1])
 
 
+def _update_with_two_dicts(x: torch.Tensor) -> torch.Tensor:
+    try:
+        {}.update({}, {})  # type: ignore[call-arg]
+    except TypeError:
+        return x + 1
+    return x - 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="dict.update with two positional arguments raises no TypeError in the trace: the "
+    "user's except branch is skipped (test_dicts::test_dict_update_rejects_too_many_args)",
+)
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_dict_update_with_two_positional_arguments_raises_type_error(fullgraph: bool) -> None:
+    x = torch.zeros(1)
+    got = compile_api.compile(_update_with_two_dicts, backend="eager", fullgraph=fullgraph)(x)
+    torch.testing.assert_close(got, _update_with_two_dicts(x))
+
+
+def _update_with_a_triple(x: torch.Tensor) -> torch.Tensor:
+    try:
+        {}.update([(1, 2, 3)])  # type: ignore[list-item]
+    except ValueError:
+        return x + 1
+    return x - 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="dict.update with a 3-item element: eager's ValueError (caught by the user) is an "
+    "InternalError under fullgraph (test_dicts::test_dict_update_rejects_bad_sequence_element_"
+    "length; without fullgraph the frame falls back and is right)",
+)
+def test_dict_update_with_a_three_item_element_raises_value_error_under_fullgraph() -> None:
+    x = torch.zeros(1)
+    got = compile_api.compile(_update_with_a_triple, backend="eager", fullgraph=True)(x)
+    torch.testing.assert_close(got, _update_with_a_triple(x))
+
+
 def _module_with_a_parameter_built_inside(x: torch.Tensor) -> torch.Tensor:
     class WithParam(torch.nn.Module):
         def __init__(self) -> None:
