@@ -26,6 +26,7 @@ from torch.fx.experimental.symbolic_shapes import (
     ShapeEnv,
     StatelessSymbolicContext,
     compute_unbacked_bindings,
+    expect_true,
     free_unbacked_symbols,
 )
 from torch.fx.node import map_aggregate, map_arg
@@ -34,6 +35,7 @@ from torch.utils._pytree import tree_leaves
 
 from fxbuild.errors import FakePropagationError
 
+_EXPECT_TRUE = expect_true  # what torch._check traces to on a symbolic condition
 log = logging.getLogger("strata.fxbuild")
 
 _DATA_DEPENDENT_ERRORS: tuple[type[BaseException], ...] = (
@@ -312,6 +314,7 @@ class GraphBuilder:
         if self._nested:
             outputs = cast(Sequence[object], map_arg(cast(Any, tuple(outputs)), self.lift))
         self.graph.output(tuple(outputs))  # type: ignore[arg-type]
+        self._checks_as_assertions()
         self.graph.lint()
         self._finished = True
         root = torch.nn.Module()
@@ -326,6 +329,20 @@ class GraphBuilder:
             gm.recompile()
         log.debug("built graph:\n%s", gm.code)
         return gm
+
+    def _checks_as_assertions(self) -> None:
+        """``torch._check(cond)`` on a symbolic cond is traced as ``expect_true(cond)``, which
+        on real values returns False instead of raising: each one whose result nothing reads
+        becomes the assertion eager's check makes (also inside a cond branch, where the
+        ShapeEnv's deferred assertions are not inserted)."""
+        for node in list(self.graph.nodes):
+            if node.op != "call_function" or node.target is not _EXPECT_TRUE or node.users:
+                continue
+            (condition,) = node.args
+            example = getattr(condition, "meta", {}).get("example_value")
+            node.target = torch.ops.aten._assert_scalar.default
+            node.args = (condition, f"Runtime assertion failed for expression {example}")
+            node.meta.pop("example_value", None)
 
     def _check_open(self) -> None:
         if self._finished:
