@@ -124,6 +124,7 @@ def next_value(iterator: IteratorVar) -> Var:
     """``next(iterator)``; exhausting it inside traced code is not supported."""
     box = iterator.box
     if box.index >= len(box.items):
+        box.items, box.index = [], 0  # exhausted for good, even if its list grows later
         raise throw(StopIteration)
     value = box.items[box.index]
     box.index += 1

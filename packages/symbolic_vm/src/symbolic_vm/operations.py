@@ -607,7 +607,7 @@ def iterate(out: Output, var: Var) -> list[Var]:
         return [out.wrap(v, None) for v in var.box.items]
     if isinstance(var, IteratorVar):
         rest = var.box.items[var.box.index :]
-        var.box.index = len(var.box.items)
+        var.box.items, var.box.index = [], 0  # exhausted for good (see make_iterator)
         return rest
     if isinstance(var, GeneratorVar):
         values: list[Var] = []
@@ -717,6 +717,11 @@ def make_iterator(out: Output, var: Var) -> IteratorVar | GeneratorVar:
     """``iter(var)``."""
     if isinstance(var, (IteratorVar, GeneratorVar)):
         return var
+    if isinstance(var, ListVar):
+        out.depend(var)
+        # The list's own items, not a copy: a list iterator reads the list at each next(), so
+        # items appended while iterating are yielded too, as in Python.
+        return IteratorVar(IterBox(var.box.items))
     exact = isinstance(var, TupleVar) or (
         isinstance(var, ConstVar) and isinstance(var.value, (range, str, bytes, tuple))
     )

@@ -113,6 +113,9 @@ def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
         vm.push(iterator.box.items[iterator.box.index])
         iterator.box.index += 1
         return
+    if isinstance(iterator, IteratorVar):
+        # Exhausted for good, even if the list it iterates grows later (as a list iterator).
+        iterator.box.items, iterator.box.index = [], 0
     vm.pop()
     vm.jump_to(inst.argval)
     # 3.12: an exhausted FOR_ITER also skips the END_FOR at its target; 3.13 skips the
