@@ -17,13 +17,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from .call_families import CALL_FAMILIES
+from .data_families import DATA_FAMILIES
 from .families import CONSTRUCTS, FAMILIES, Family
 from .flow_families import FLOW_FAMILIES
 from .object_families import LATE_FAMILIES as _OBJECT_FAMILIES
 
 # New ones go at the end of LATE_FAMILIES (its order, not sorted: each family's draws come from
 # one shared stream, so a family added later leaves the earlier ones' choices as they were).
-LATE_FAMILIES = {**_OBJECT_FAMILIES, **FLOW_FAMILIES}
+LATE_FAMILIES = {**_OBJECT_FAMILIES, **FLOW_FAMILIES, **DATA_FAMILIES, **CALL_FAMILIES}
 
 __all__ = [
     "FAMILY_RATE",
@@ -486,8 +488,8 @@ KNOWN_BUG_FEATURES = {
     "rng_state": "comparing the global RNG state after each call (the program sets "
     "CHECK_RNG_STATE = False)",
     **{f"family:{name}": f"the {name} construct family (families.py)" for name in FAMILIES},
-    **{f"family:{name}": f"the {name} construct family (object_families.py, flow_families.py)"
-       for name in LATE_FAMILIES},
+    **{f"family:{name}": f"the {name} construct family (object_families.py, flow_families.py, "
+       "data_families.py, call_families.py)" for name in LATE_FAMILIES},
     **CONSTRUCTS,
 }
 
@@ -497,9 +499,10 @@ FAMILY_RATE = 0.5
 # of the earlier families stay as they were for every seed (recorded runs can be rerun) and the
 # CI slice's cost grows only by the programs that draw a late family.
 LATE_FAMILY_RATE = 0.06
-# session 9's families at half the rate: about 9 programs each in the CI slice's 300
-LATE_RATES = {name: LATE_FAMILY_RATE if name in _OBJECT_FAMILIES else 0.03
-              for name in LATE_FAMILIES}
+# session 9's families at half the rate: about 9 programs each in the CI slice's 300; session
+# 10's at 2% (about 6 each)
+LATE_RATES = {name: LATE_FAMILY_RATE if name in _OBJECT_FAMILIES
+              else 0.03 if name in FLOW_FAMILIES else 0.02 for name in LATE_FAMILIES}
 ALL_FAMILIES = {**FAMILIES, **LATE_FAMILIES}
 
 

@@ -17,7 +17,11 @@ numbers: values are not compared on inductor, whose RNG differs from eager by de
 False`` leaves out the RNG-state comparison (a known bug, ``--avoid rng_state``);
 ``EXPECTED_EXCEPTIONS`` names the exception types ``fn`` may let escape on purpose (the
 ``exceptions`` family): for those, the args, a program class's attributes, ``__cause__``,
-``__context__``'s type and ``__suppress_context__`` are compared too.
+``__context__``'s type and ``__suppress_context__`` are compared too;
+``EXPECTED_EXCEPTION_TYPES`` names others that may escape, compared by type only (a failed
+``torch._check``: the compiled graph's assertion words its message its own way).
+``COMPILE_CONFIG`` (``compile_api.config`` fields) and ``COMPILE_DYNAMIC`` (``dynamic=``) say
+how the compiled copy is compiled (the ``data_dependent`` family draws them).
 """
 
 from __future__ import annotations
@@ -429,8 +433,21 @@ def _warning_kind(message: str) -> str:
     """A Strata warning without its file names and numbers, so equal causes count together."""
     first = message.splitlines()[0]
     first = re.sub(r"\(?\S+\.py:\d+\)?", "<file>", first)
-    first = re.sub(r"__resume_at_\d+_\d+|\bs\d+\b|\bu\d+\b", "<n>", first)
+    first = re.sub(r"__resume_at_\d+_\d+|\bs\d+\b|\bu\d+\b|\bid \d+", "<n>", first)
     return first[:200]
+
+
+@contextlib.contextmanager
+def _compile_config(fields: dict[str, Any]) -> Any:
+    """``compile_api.config`` with ``fields`` set for the compiled run, restored after."""
+    old = {k: getattr(compile_api.config, k) for k in fields}
+    try:
+        for k, v in fields.items():
+            setattr(compile_api.config, k, v)
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(compile_api.config, k, v)
 
 
 class _CountingBackend:
@@ -459,8 +476,15 @@ def check_source(
     try:
         eager_mod, comp_mod = load_module(source, tag)
         counting = _CountingBackend(backend)
-        compiled = compile_api.compile(comp_mod.fn, backend=counting, fullgraph=False)
-        with warnings.catch_warnings(record=True) as caught:
+        compiled = compile_api.compile(
+            comp_mod.fn,
+            backend=counting,
+            fullgraph=False,
+            dynamic=getattr(eager_mod, "COMPILE_DYNAMIC", None),
+        )
+        with _compile_config(getattr(eager_mod, "COMPILE_CONFIG", {})), warnings.catch_warnings(
+            record=True
+        ) as caught:
             warnings.simplefilter("always")
             random = not exact and bool(getattr(eager_mod, "RANDOM", False))
             check_rng = bool(getattr(eager_mod, "CHECK_RNG_STATE", True))

@@ -19,14 +19,23 @@ CI_BLOCK = 50
 # Open bugs the grown fuzzer found (issue 18's listed items are fixed), each proven by a strict-
 # xfail test in regressions/: left out of the CI slice until fixed (names from
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
-CI_AVOID: frozenset[str] = frozenset()  # none open: torch_function_log came back (session 7)
+# Session 10: a failed torch._check in a graph loses the LOG.append before it and escapes the
+# program's try (torch.compile too: regressions/test_check_failure_*.py); builtins and methods
+# the VM fails on while tracing (regressions/test_builtin_type_errors_raise_in_the_trace.py).
+# An exception caught `as e` in a try block run eagerly at a break stays referenced (`e` left
+# bound; a compiled helper's identity guard on it), so its traceback keeps the frame and a
+# generator suspended in it alive (its `finally` runs late).
+CI_AVOID: frozenset[str] = frozenset(
+    {"check_after_side_effect", "check_caught", "builtin_type_error", "exception_kept_alive"}
+)
 
 
 def _eager_outcomes(source: str, seed: int) -> list[object]:
     module, _ = load_module(source, "valid")
     outcomes = [_call(module.fn, module, spec, i) for i, spec in enumerate(generate_inputs(seed))]
     # a call that lets an exception escape on purpose (the exceptions family) proves nothing here
-    escapes = getattr(module, "EXPECTED_EXCEPTIONS", ())
+    escapes = (*getattr(module, "EXPECTED_EXCEPTIONS", ()),
+               *getattr(module, "EXPECTED_EXCEPTION_TYPES", ()))
     return [o for o in outcomes if type(o.exc).__name__ not in escapes]
 
 

@@ -6,6 +6,7 @@ folding a pure function on constants."""
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 import operator
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,46 @@ _NO_KEYWORDS: tuple[Any, ...] = (
 )
 
 
+# Builtins whose argument count and keywords are checked as CPython parses them, before an
+# implementation below reads them (abs(x, 1), all(lst, 1) and sum(lst, start=1.0, extra=2)
+# returned a value; getattr(o) and setattr(o, 'v') raised IndexError inside the VM): by their
+# signature, or, for those without one, (fewest, most positional arguments, keywords taken).
+_SIGNATURES: dict[int, inspect.Signature] = {
+    id(f): inspect.signature(f)
+    for f in (*_NO_KEYWORDS, builtins.sum, builtins.round, builtins.pow, builtins.sorted)
+    if f not in (builtins.getattr, builtins.iter, builtins.next)
+}
+_ARITY: dict[int, tuple[int, float, frozenset[str]]] = {
+    id(builtins.getattr): (2, 3, frozenset()),
+    id(builtins.iter): (1, 2, frozenset()),
+    id(builtins.next): (1, 2, frozenset()),
+    id(builtins.range): (1, 3, frozenset()),
+    id(builtins.min): (1, math.inf, frozenset({"key", "default"})),
+    id(builtins.max): (1, math.inf, frozenset({"key", "default"})),
+}
+
+
+def _argument_error(value: Any, args: list[Var], kwargs: dict[str, Var]) -> Exception | None:
+    """Eager's TypeError for builtin ``value`` called with these many arguments and these
+    keywords, raised in the traced code; None when CPython accepts them."""
+    sig = _SIGNATURES.get(id(value))
+    if sig is not None:
+        try:
+            sig.bind(*args, **kwargs)
+            return None
+        except TypeError:
+            pass
+    else:
+        lo, hi, taken = _ARITY[id(value)]
+        if lo <= len(args) <= hi and taken.issuperset(kwargs):
+            return None
+    try:  # the real builtin's own words: it checks the count before reading any argument
+        value(*[()] * len(args), **dict.fromkeys(kwargs, ()))
+    except TypeError as exc:
+        return throw(TypeError, *exc.args)
+    return throw(TypeError, f"{value.__name__}() got wrong arguments")
+
+
 def call_builtin(
     vm: Interpreter, fn: ObjectVar, args: list[Var], kwargs: dict[str, Var]
 ) -> Var | None:
@@ -107,6 +148,10 @@ def call_builtin(
         # eager's TypeError, raised in the traced code (an implementation below would
         # otherwise drop the keywords: isinstance(x, T, invalid=True) returned a value)
         raise throw(TypeError, f"{value.__name__}() takes no keyword arguments")
+    if id(value) in _SIGNATURES or id(value) in _ARITY:
+        error = _argument_error(value, args, kwargs)
+        if error is not None:
+            raise error
     impl = _IMPLS.get(_key(value))
     if impl is not None:
         return impl(vm, _with_user_iterators(vm, value, args), kwargs)

@@ -186,6 +186,10 @@ def call_torch(
     """Handle a call to a torch function or class; None when ``fn`` is not torch's."""
     out = vm.out
     value = fn.value
+    if type(value).__hash__ is None:
+        # a user object whose class defines __eq__ and not __hash__ (torch's callables hash):
+        # the table lookups below would raise TypeError inside the VM
+        return None
     if value is torch.no_grad:
         _no_arguments(args, kwargs, "torch.no_grad")
         return GradModeVar(False)

@@ -1,0 +1,40 @@
+"""A builtin or method that eager fails with a TypeError/IndexError on its argument types or
+count should raise that error inside the compiled code, not crash the VM.
+
+Found by the ``builtin_misuse`` family (seed 602, session 10). Each case below is caught by
+the program's own ``except``; Strata's VM raises the error while tracing instead (an internal
+error: the frame runs eagerly with a "Strata could not compile" warning, so results are right,
+but the frame is never compiled). ``lst.pop(1, 2)`` is worse: the compiled call pops and returns
+a value where eager raises TypeError (a wrong result). Open: the list/dict methods live in
+symbolic_vm's methods.py, the type checks in the builtins' implementations.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz.regressions.test_builtin_arguments_checked_as_eager import INPUTS, SOURCE
+from tests.fuzz.runner import check_source
+
+_INTERNAL = "the VM raises eager's error while tracing (internal error, frame run eagerly)"
+
+CASES = [
+    pytest.param("lst.pop(1, 2)", marks=pytest.mark.xfail(
+        strict=True, reason="list.pop with two arguments pops and returns a value (wrong)")),
+    pytest.param("lst.append()", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("{}.get()", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("isinstance(x, 3)", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("isinstance(n, (str, 3))", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("len(n)", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("len(x.sum())", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("abs('a')", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("hasattr(o, 1)", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("x.size(5)", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    pytest.param("{}[[n]]", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+]
+
+
+@pytest.mark.parametrize("expr", CASES)
+def test_failing_builtin_call_raises_in_the_compiled_code(expr: str) -> None:
+    failure = check_source(SOURCE.replace("EXPR", expr), "eager", INPUTS)
+    assert failure is None, str(failure)
