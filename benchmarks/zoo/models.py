@@ -12,7 +12,8 @@ compare out of its output. ``CASES`` lists what the tests and the benchmark run:
 - ``train``: ``model.train()`` (dropout off), a compiled forward that returns the loss, then
   ``loss.backward()``; gradients are compared;
 - ``dynamic``: inference at two sequence lengths (or batch sizes) under ``dynamic=True``;
-- ``generate``: greedy decoding with a KV cache, a loop of compiled steps (GPT-2 and Llama);
+- ``generate``: greedy decoding with a KV cache, a loop of compiled steps (GPT-2, Llama and
+  Mistral, whose sliding-window cache takes other code paths);
 - ``generate_hf`` / ``generate_static``: transformers' own ``model.generate(...)`` (greedy, 8 new
   tokens) with the forward compiled as users write it (``model.forward = compile(model.forward)``),
   with the default dynamic cache / a ``StaticCache`` (``cache_implementation="static"``).
@@ -435,7 +436,7 @@ MODELS: dict[str, ZooModel] = {
         ZooModel("convnext_atto", "timm", _timm("convnext_atto")),
         ZooModel("mobilenetv3", "timm", _timm("mobilenetv3_small_050")),
         ZooModel("bart", "transformers", _bart, train=True),
-        ZooModel("mistral", "transformers", _mistral, train=True),
+        ZooModel("mistral", "transformers", _mistral, train=True, generate=True),
         ZooModel("gemma", "transformers", _gemma),
         ZooModel("gpt_neox", "transformers", _gpt_neox),
         ZooModel("opt", "transformers", _opt, train=True),
