@@ -53,16 +53,31 @@ def test_slice_with_a_tensor_bound_stored_into_runs_as_eager() -> None:
     assert torch.equal(theirs[0], expected[0])
 
 
-def test_slice_with_a_tensor_bound_under_fullgraph_is_a_clear_error_or_eager_result() -> None:
-    fn = compile_api.compile(zero_from_a_tensor_bound, backend="eager", fullgraph=True)
-    try:
-        ours = fn(*_slice_args())
-    except compile_api.Unsupported as err:
-        text = str(err)
-        assert f"{__file__}:" in text and "data-dependent" in text
-        assert "fxbuild" not in text  # torch's text names our tracer's line: cut
-    else:
-        assert torch.equal(ours[0], zero_from_a_tensor_bound(*_slice_args())[0])
+def test_slice_with_a_tensor_bound_under_fullgraph_is_one_graph_like_torch() -> None:
+    """Under fullgraph=True the bound is read with item() when the indexing runs (an unbacked
+    symbol), as torch.compile does: one graph, eager's values."""
+    counter = GraphCounter()
+    fn = compile_api.compile(zero_from_a_tensor_bound, backend=counter, fullgraph=True)
+    assert torch.equal(fn(*_slice_args())[0], zero_from_a_tensor_bound(*_slice_args())[0])
+    assert counter.count == 1
+    torch._dynamo.reset()
+    theirs = torch.compile(zero_from_a_tensor_bound, backend="aot_eager", fullgraph=True)
+    assert torch.equal(theirs(*_slice_args())[0], zero_from_a_tensor_bound(*_slice_args())[0])
+
+
+def slices_by_tensor_bounds(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    x[1, t:] = 0
+    return x[t:] * 2 + x[:, slice(None, t)].sum()
+
+
+@pytest.mark.parametrize("capture", [False, True])
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_tensor_slice_bounds_give_eager_results(capture: bool, fullgraph: bool) -> None:
+    compile_api.config.capture_scalar_outputs = capture
+    fn = compile_api.compile(slices_by_tensor_bounds, backend="aot_eager", fullgraph=fullgraph)
+    x = torch.arange(12.0).reshape(3, 4)
+    expected = slices_by_tensor_bounds(torch.tensor(1), x.clone())
+    assert torch.equal(fn(torch.tensor(1), x.clone()), expected)
 
 
 def repeat_by_item(x: torch.Tensor, count: torch.Tensor) -> torch.Tensor:

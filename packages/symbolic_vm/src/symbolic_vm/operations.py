@@ -739,7 +739,7 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
             # ``t[n]`` on a symbolic n: fake getitem specialises n (a guard per value, one
             # recompile each); select, the same view, keeps it symbolic with a bounds guard.
             return graph_call(out, torch.select, [obj, ConstVar(0), key], {})
-        return graph_call(out, operator.getitem, [obj, _index_var(key)], {})
+        return graph_call(out, operator.getitem, [obj, _index_var(out, key)], {})
     if isinstance(obj, (TupleVar, ListVar)):
         index = const_value(out, key)
         values = items(out, obj)
@@ -787,14 +787,37 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
     raise Unsupported(f"indexing {describe(obj)}")
 
 
-def _index_var(key: Var) -> Var:
+def _index_var(out: Output, key: Var) -> Var:
+    """``key`` as a tensor index: a 0-d integer tensor bounding a slice is read through its
+    ``__index__`` when the indexing runs, i.e. its ``item()`` (an unbacked symbol under
+    capture_scalar_outputs; fake indexing with the tensor itself needs its value)."""
+    if isinstance(key, TupleVar) and not key.named_type and not key.is_size:
+        items = tuple(_index_var(out, k) for k in key.items)
+        if any(a is not b for a, b in zip(items, key.items, strict=True)):
+            return TupleVar(items)
+        return key
+    if isinstance(key, SliceVar):
+        parts = [_slice_bound(out, p) for p in (key.start, key.stop, key.step)]
+        if any(a is not b for a, b in zip(parts, (key.start, key.stop, key.step), strict=True)):
+            return SliceVar(*parts)
     return key
+
+
+def _slice_bound(out: Output, part: Var) -> Var:
+    if not (isinstance(part, TensorVar) and out.builder.unbacked_scalars):
+        return part
+    example = part.example
+    if example.dim() != 0 or example.dtype.is_floating_point or example.dtype.is_complex:
+        return part
+    if example.dtype is torch.bool:
+        return part
+    return graph_method(out, "item", [part], {})
 
 
 def setitem(out: Output, obj: Var, key: Var, value: Var) -> None:
     """``obj[key] = value``."""
     if isinstance(obj, TensorVar):
-        graph_call(out, operator.setitem, [obj, key, value], {})
+        graph_call(out, operator.setitem, [obj, _index_var(out, key), value], {})
         return
     if isinstance(obj, ListVar):
         index = const_value(out, key)

@@ -26,6 +26,7 @@ from symbolic_vm.values import (
     SetVar,
     SliceVar,
     SymVar,
+    TensorVar,
     TupleVar,
     Var,
 )
@@ -76,7 +77,7 @@ def BUILD_SLICE(vm: Interpreter, inst: dis.Instruction) -> None:
 def _slice(vm: Interpreter, parts: list[Var]) -> Var:
     """The slice ``start:stop[:step]`` as BUILD_SLICE makes it (3.12+'s BINARY_SLICE makes the
     same one, so that ``obj[a:b]`` reads as on 3.11)."""
-    if any(isinstance(p, SymVar) for p in parts):
+    if any(isinstance(p, (SymVar, TensorVar)) for p in parts):  # x[n:], x[t:]
         start, stop, *step = parts
         return SliceVar(start, stop, step[0] if step else ConstVar(None))
     return ConstVar(slice(*[ops.const_value(vm.out, v) for v in parts]))
