@@ -16,6 +16,7 @@ tuple's or dict's length.
 from __future__ import annotations
 
 import os
+import types
 from collections.abc import Iterable
 
 import attrs
@@ -81,7 +82,29 @@ def _step(source: Source) -> tuple[int, object] | None:
     return None
 
 
-def _path(source: Source) -> tuple[LocalSource | str, list[Source]] | None:
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
+
+
+def _steps_fit(source: Source, known: dict[Source, type]) -> bool:
+    """False where the class a guard pins on the base of ``source`` shows that StateTree cannot
+    record this step (an attribute of a function, an item of a list): such a guard stays out
+    of the tree, which would otherwise never arm."""
+    base_type = known.get(source.base) if source.base is not None else None
+    if base_type is None or isinstance(source.base, TypeSource):
+        return True
+    if isinstance(source, AttrSource):
+        plain = bool(base_type.__flags__ & _HEAPTYPE) and (
+            base_type.__getattribute__ is object.__getattribute__  # type: ignore[comparison-overlap]
+        )
+        return plain or base_type is types.ModuleType
+    if isinstance(source, ItemSource):
+        return base_type in (dict, tuple)
+    return True
+
+
+def _path(
+    source: Source, known: dict[Source, type]
+) -> tuple[LocalSource | str, list[Source]] | None:
     """The root and the sources read from it down to ``source``, or None."""
     chain = source.chain()
     head = chain[0]
@@ -93,7 +116,7 @@ def _path(source: Source) -> tuple[LocalSource | str, list[Source]] | None:
         root = GLOBALS_ROOT
     else:
         return None
-    if any(_step(s) is None for s in rest):
+    if any(_step(s) is None or not _steps_fit(s, known) for s in rest):
         return None
     return root, rest
 
@@ -110,13 +133,19 @@ def plan_trees(guards: Iterable[Guard]) -> list[StateTreePlan]:
     """The state trees worth checking for ``guards`` (in check order), roots in order of first
     use; each lists its covered guards in the order given."""
     guards = list(guards)
+    pinned: dict[Source, type] = {}  # the class a guard pins on each source
+    for guard in guards:
+        if isinstance(guard, TypeMatch) and guard.source is not None:
+            pinned[guard.source] = guard.expected
+        elif isinstance(guard, IdMatch) and guard.source is not None:
+            pinned[guard.source] = guard.obj_type
     index: dict[LocalSource | str, dict[Source, int]] = {}  # node -> its index in steps
     steps: dict[LocalSource | str, list[tuple[int, int, object]]] = {}
     covered: dict[LocalSource | str, list[Guard]] = {}
     for guard in guards:
         if guard.source is None or not _covers_kind(guard):
             continue
-        path = _path(guard.source)
+        path = _path(guard.source, pinned)
         if path is None:
             continue
         root, rest = path
