@@ -31,9 +31,13 @@ __all__ = ["nms_reference", "python_detection_ops"]
 _INSTALLED: list[torch.library.Library] = []
 
 
+@torch.compiler.disable
 def nms_reference(boxes: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
     """torchvision's NMS: boxes by decreasing score, each dropping the later boxes whose IoU
-    with it exceeds ``iou_threshold``; the indices kept, by decreasing score."""
+    with it exceeds ``iou_threshold``; the indices kept, by decreasing score.
+
+    A kernel, as the C++ one is: never compiled (a compiler's frame hook would otherwise
+    capture this Python kernel when the op runs eagerly after a break, adding breaks)."""
     order = torch.sort(scores, descending=True, stable=True).indices
     b = boxes[order]
     x1, y1, x2, y2 = b.unbind(1)
