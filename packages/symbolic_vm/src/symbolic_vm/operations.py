@@ -17,12 +17,11 @@ from fxbuild import FakePropagationError
 from symbolic_vm.aliasing import identity_predicate
 from symbolic_vm.constant_values import MadeObjectId, is_constant_value
 from symbolic_vm.errors import (
-    TracedException,
     Unsupported,
     folding_error,
-    leaving_generator,
     throw,
 )
+from symbolic_vm.generator_steps import generator_next
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import (
     container_modules,
@@ -662,46 +661,6 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     raise Unsupported(f"iterating over module {type(module).__name__}")
 
 
-def generator_next(
-    out: Output, gen: GeneratorVar, sent: Var | None = None, *, thrown: Var | None = None
-) -> Var | None:
-    """Resume ``gen`` up to its next yield: the value, or None once it has returned.
-
-    ``sent``: the value of the paused ``yield`` expression (``gen.send(sent)``); None or
-    ``ConstVar(None)`` is what ``next()`` sends. ``thrown``: an exception (the VM's object)
-    raised at the paused ``yield`` instead (``gen.throw(exc)``; the generator must be paused).
-    """
-    box = gen.box
-    if thrown is not None:
-        if not box.started or box.done:
-            raise Unsupported("throw() into a generator that is not paused at a yield")
-        box.frame.thrown = TracedException(thrown)
-    sends_value = sent is not None and not (isinstance(sent, ConstVar) and sent.value is None)
-    if sends_value and not box.started:
-        # eager raises TypeError here: let the frame run eagerly and raise it
-        raise Unsupported("send() of a value into a just-started generator")
-    if box.done:
-        return None
-    out.inlined_calls += 1  # user code ran: a graph break cannot undo it
-    frame = box.frame
-    if sends_value:
-        frame.stack[-1] = sent  # YIELD_VALUE left None there for the resumption
-    box.started = True
-    try:
-        value: Var = frame.run()
-    except TracedException as raised:
-        box.done = True
-        error = leaving_generator(raised.exception, frame.code.co_flags)
-        if error is not raised.exception:  # 3.11 (3.12+ converted it in the frame's bytecode)
-            raise TracedException(ObjectVar(error)) from None
-        raise
-    if frame.returned:
-        box.done = True
-        box.result = value
-        return None
-    return value
-
-
 def view_items(out: Output, view: DictViewVar) -> list[Var]:
     """What a dict view holds now (the dict as it is at this point of the trace)."""
     out.depend(view.dict)
@@ -850,6 +809,7 @@ __all__ = [
     "binary",
     "compare",
     "const_value",
+    "generator_next",
     "getitem",
     "graph_call",
     "iterate",
