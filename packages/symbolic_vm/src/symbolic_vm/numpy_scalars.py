@@ -4,7 +4,7 @@ Models compute scale factors with NumPy (transformers' CTRL: ``x *= np.sqrt(d_mo
 ufunc (``np.sqrt``, ``np.exp``, ...) or a scalar type (``np.float32(1.5)``) called on
 constants is pure, so it is called while tracing and its result is a constant; a NumPy scalar
 passed to a torch operation enters the graph as the Python number it holds
-(``operations.numpy_scalar_value``, in ``graph_arg``): fx would otherwise print it as
+(``numpy_values.numpy_scalar_value``, in ``operations.graph_arg``): fx would otherwise print it as
 ``np.float64(...)`` in the graph's code, a name that code does not define. Calls on arrays or
 tensors are left to the VM's other rules (a break).
 
@@ -23,6 +23,7 @@ from symbolic_vm import attributes
 from symbolic_vm import operations as ops
 from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
+from symbolic_vm.numpy_values import depend_numpy_scalar, numpy_scalar_value
 from symbolic_vm.stdlib.polyfill import calls_of
 from symbolic_vm.values import ConstVar, ObjectVar, Var
 
@@ -36,8 +37,8 @@ _NP: Any = sys.modules.get("numpy")
 
 def _constant(vm: Interpreter, var: Var) -> Any:
     """``var``'s value if it is a Python or NumPy scalar constant, else raise Unsupported."""
-    if isinstance(var, ObjectVar) and ops.numpy_scalar_value(var.value) is not None:
-        ops.depend_numpy_scalar(vm.out, var)
+    if isinstance(var, ObjectVar) and numpy_scalar_value(var.value) is not None:
+        depend_numpy_scalar(vm.out, var)
         return var.value
     if isinstance(var, ConstVar) and isinstance(var.value, (bool, int, float, complex, str)):
         vm.out.depend(var)
@@ -52,7 +53,7 @@ def _fold(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Var]) 
         value = fn(*py_args, **py_kwargs)  # type: ignore[operator]
     except (TypeError, ValueError, OverflowError, ZeroDivisionError, ArithmeticError) as exc:
         raise throw(type(exc), *exc.args) from exc
-    if ops.numpy_scalar_value(value) is None and not isinstance(value, (bool, int, float, tuple)):
+    if numpy_scalar_value(value) is None and not isinstance(value, (bool, int, float, tuple)):
         raise Unsupported(f"a NumPy call that returned {type(value).__name__}")
     return vm.out.wrap(value, None)
 

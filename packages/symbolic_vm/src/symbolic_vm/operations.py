@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import sys
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from symbolic_vm.module_tables import (
     parameter_list_item,
     submodule_item,
 )
+from symbolic_vm.numpy_values import depend_numpy_scalar, numpy_scalar_value
 from symbolic_vm.output import Output
 from symbolic_vm.side_effects import ContainerWrite, DictSubclassWrite
 from symbolic_vm.values import (
@@ -168,30 +168,6 @@ def describe(var: Var) -> str:
     if isinstance(var, DictViewVar):
         return f"a dict {var.kind} view"
     return type(var).__name__.removesuffix("Var").lower()
-
-
-# torch imports NumPy when it is installed: read, never imported here (see numpy_scalars).
-_NUMPY: Any = sys.modules.get("numpy")
-
-
-def numpy_scalar_value(value: object) -> object | None:
-    """The Python number a NumPy scalar holds (``np.float32(1.5)`` -> 1.5), else None."""
-    if _NUMPY is None or not isinstance(value, _NUMPY.number | _NUMPY.bool_):
-        return None
-    item = value.item()
-    return item if isinstance(item, (bool, int, float, complex)) else None
-
-
-def depend_numpy_scalar(out: Output, var: ObjectVar) -> None:
-    """Guard a NumPy scalar read from the frame by its type and value (an object's own guard
-    is its identity or its type: a new equal scalar on every call would recompile, or a
-    different value pass)."""
-    if var.source is not None:
-        out.request("TYPE_MATCH", var.source, var.value)
-        held = repr(numpy_scalar_value(var.value))  # repr tells nan, -0.0 and 1 vs 1.0 apart
-        out.predicate(
-            f"repr(s.item()) == {held!r}", f"{var.source.describe()} holds {held}", s=var.source
-        )
 
 
 _PYTHON_DTYPES: dict[type, torch.dtype] = {
