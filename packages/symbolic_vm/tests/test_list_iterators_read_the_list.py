@@ -59,6 +59,15 @@ def next_after_the_end(x: torch.Tensor) -> tuple[Any, ...]:
     return a, list(it)
 
 
+def next_with_a_default_after_the_end(x: torch.Tensor) -> tuple[Any, ...]:
+    lst = [x]
+    it = iter(lst)
+    a = next(it)
+    b = next(it, x * 0)
+    lst.append(x * 5)
+    return a, b, list(it)
+
+
 def same(got: Any, want: Any) -> None:
     if isinstance(want, (tuple, list)):
         assert type(got) is type(want)
@@ -72,7 +81,7 @@ def same(got: Any, want: Any) -> None:
 
 @pytest.mark.parametrize("fn", [
     append_while_looping, append_after_iter, grow_after_exhausted, pop_while_looping,
-    next_after_the_end,
+    next_after_the_end, next_with_a_default_after_the_end,
 ])
 def test_a_list_iterator_sees_the_list_change_as_in_eager(fn: Callable[..., Any]) -> None:
     x = torch.randn(3)

@@ -133,6 +133,7 @@ def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(iterator, IteratorVar):
         raise Unsupported(f"next() on {ops.describe(iterator)}")
     if iterator.box.index >= len(iterator.box.items) and len(args) > 1:
+        iterator.box.items, iterator.box.index = [], 0  # exhausted for good (make_iterator)
         return args[1]
     return next_value(iterator)
 
