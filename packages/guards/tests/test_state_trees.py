@@ -260,3 +260,21 @@ def test_a_guard_through_a_function_attribute_stays_out_of_the_tree(native: Any)
     finally:
         _with_default.__defaults__ = (3,)
     assert cg({})
+
+
+def test_a_failure_to_plan_trees_leaves_the_check_without_them(
+    pair: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(guards: Any) -> Any:
+        raise RuntimeError("planner bug")
+
+    monkeypatch.setattr("guards.check_fn.plan_trees", broken)
+    m, g = Holder(), globals_dict()
+    gs = GuardSet()
+    build(gs, m, g)
+    cg = compile_guards(gs, g)
+    assert "___state_tree" not in cg.source_code
+    assert "planning them failed" in caplog.text
+    assert cg({"m": m})
+    m._modules["a"].flag = False
+    assert not cg({"m": m})

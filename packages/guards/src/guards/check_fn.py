@@ -161,10 +161,18 @@ def _generate(guards: list[Guard]) -> tuple[str, dict[str, object]]:
     native = native_module()
     gen = _CodeGen(tls[0].exclude_raw if tls else None, native)
     in_trees: set[int] = set()
+    plans: list[StateTreePlan] = []
     if native is not None and hasattr(native, "StateTree") and state_trees_on():
-        for plan in plan_trees(guards):
-            gen.emit_state_tree(plan)
-            in_trees.update(id(g) for g in plan.covered)
+        try:
+            plans = plan_trees(guards)
+        except Exception:
+            # State trees only make a check faster: a failure to plan them must not leave a
+            # frame unguardable (it would run eagerly), so the check goes without them.
+            log.warning("guards: checking without state trees (planning them failed)",
+                        exc_info=True)  # fmt: skip
+    for plan in plans:
+        gen.emit_state_tree(plan)
+        in_trees.update(id(g) for g in plan.covered)
     for guard in guards:
         if id(guard) not in in_trees:
             gen.emit_guard(guard)
