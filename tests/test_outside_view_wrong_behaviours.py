@@ -37,11 +37,8 @@ def _cond_of_checked_lengths(x: torch.Tensor) -> torch.Tensor:
     return torch.cond(x.shape[0] % 4 == 0, lambda: _checked_length(x), lambda: _checked_length(x))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="torch._check on an unbacked size inside torch.cond's branches is dropped "
-    "(test_misc::test_cond_runtime_assert_generation; the top-level case is fixed by 257fe1a)",
-)
+# Found at c4b6cfb (test_misc::test_cond_runtime_assert_generation: the check was dropped inside
+# the branches); fixed by 0d245ea. Kept as a regression test.
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_a_failed_check_inside_cond_branches_raises_as_in_eager(backend: str) -> None:
     compile_api.config.capture_dynamic_output_shape_ops = True
