@@ -8,6 +8,7 @@ check path (guards/native.py logs why at DEBUG).
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,12 @@ try:
 except ImportError:  # torch not importable here: pure-Python package
     pass
 else:
+    # The sources' hash, as guards/build.py source_digest computes it: the loader rebuilds a
+    # build whose stamp differs from the sources beside it (an in-place build left from older
+    # sources would otherwise run with features missing).
+    _digest = hashlib.sha256()
+    for _path in sorted(Path("csrc").glob("*.cpp")) + sorted(Path("csrc").glob("*.h")):
+        _digest.update(_path.read_bytes())
     ext_modules.append(
         CppExtension(
             "guards._tensor_guards",
@@ -46,6 +53,7 @@ else:
             # the others plain CPython (DictGate, ModuleCallsCheck, WeakTuple, DictKeysCheck,
             # StateTree).
             extra_compile_args=["-O2", "-g0", "-Wall", "-Wno-missing-field-initializers"],
+            define_macros=[("STRATA_GUARDS_SOURCE_DIGEST_ID", "d" + _digest.hexdigest())],
             optional=True,
         )
     )

@@ -38,6 +38,16 @@
 #include <cstdint>
 #include <vector>
 
+// The build passes the sources' hash as an identifier (d<hex>): a quoted string would not
+// survive every build tool's shell quoting.
+#define STRATA_GUARDS_STR2(x) #x
+#define STRATA_GUARDS_STR(x) STRATA_GUARDS_STR2(x)
+#ifdef STRATA_GUARDS_SOURCE_DIGEST_ID
+#define STRATA_GUARDS_SOURCE_DIGEST STRATA_GUARDS_STR(STRATA_GUARDS_SOURCE_DIGEST_ID)
+#else
+#define STRATA_GUARDS_SOURCE_DIGEST ""  // built without the hash (sources unknown)
+#endif
+
 namespace {
 
 using strata_guards::DictGate;
@@ -797,6 +807,12 @@ PyMODINIT_FUNC PyInit__tensor_guards() {
       Py_DECREF(m);
       return nullptr;
     }
+  }
+  // The hash of the sources this build was made from (guards/build.py source_digest): the
+  // loader rebuilds a build left from older sources rather than run with features missing.
+  if (PyModule_AddStringConstant(m, "source_digest", STRATA_GUARDS_SOURCE_DIGEST) < 0) {
+    Py_DECREF(m);
+    return nullptr;
   }
   return m;
 }

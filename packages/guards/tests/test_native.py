@@ -479,6 +479,19 @@ def test_installed_extension_failing_its_self_test_gives_way_to_the_build_at_fir
     assert native_module() is None
 
 
+def test_a_build_from_other_sources_fails_the_self_test(native: Any) -> None:
+    # A build left from older sources passes every behavioural check yet may lack what the
+    # Python side uses (StateTree, say): its stamped source digest gives it away.
+    assert gn._self_test(native) is None  # the build in use carries these sources' digest
+    stale = types.ModuleType("guards._tensor_guards")
+    for name in ("impl_address", "TensorCheck", "dispatch_tls_raw"):
+        setattr(stale, name, getattr(native, name))
+    stale.source_digest = "d0"  # type: ignore[attr-defined]
+    assert "other sources" in (gn._self_test(stale) or "")
+    del stale.source_digest  # a build from before builds were stamped
+    assert "other sources" in (gn._self_test(stale) or "")
+
+
 def test_native_checks_reject_bad_arguments(native: Any) -> None:
     x = torch.randn(2)
     keys = torch._C._dispatch_keys(x).raw_repr()

@@ -20,7 +20,7 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["BUILD_ENV", "build_extension", "sources"]
+__all__ = ["BUILD_ENV", "build_extension", "source_digest", "sources"]
 
 #: Set to "0" to never build the extension at first use.
 BUILD_ENV = "STRATA_GUARDS_BUILD"
@@ -34,6 +34,16 @@ def sources() -> list[Path]:
         if found:
             return found
     return []
+
+
+def source_digest(cpp: list[Path]) -> str:
+    """``d`` and the sha256 of the C++ sources and the headers beside them (setup.py computes
+    the same): stamped into the build as ``source_digest`` so the loader can tell a build left
+    from older sources."""
+    digest = hashlib.sha256()
+    for path in [*cpp, *sorted(cpp[0].parent.glob("*.h"))] if cpp else []:
+        digest.update(path.read_bytes())
+    return "d" + digest.hexdigest()
 
 
 def _cache_root() -> Path:
@@ -51,11 +61,9 @@ def build_extension() -> ModuleType:
     cpp = sources()
     if not cpp:
         raise RuntimeError("the C++ sources are not installed")
-    digest = hashlib.sha256()
-    for path in [*cpp, *sorted(cpp[0].parent.glob("*.h"))]:
-        digest.update(path.read_bytes())
+    digest = source_digest(cpp)
     tag = sysconfig.get_config_var("SOABI") or f"py{sys.version_info[0]}{sys.version_info[1]}"
-    folder = _cache_root() / f"torch-{torch.__version__}-{tag}-{digest.hexdigest()[:16]}"
+    folder = _cache_root() / f"torch-{torch.__version__}-{tag}-{digest[1:17]}"
     folder.mkdir(parents=True, exist_ok=True)
     if not any(folder.glob("_tensor_guards*.so")):
         print(
@@ -68,7 +76,10 @@ def build_extension() -> ModuleType:
     module = load(
         name="_tensor_guards",
         sources=[str(p) for p in cpp],
-        extra_cflags=["-O2", "-g0", "-Wno-missing-field-initializers"],
+        extra_cflags=[
+            "-O2", "-g0", "-Wno-missing-field-initializers",
+            f"-DSTRATA_GUARDS_SOURCE_DIGEST_ID={digest}",
+        ],
         build_directory=str(folder),
         verbose=False,
     )

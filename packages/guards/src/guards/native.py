@@ -3,8 +3,9 @@
 The extension is compiled at install time against the installed torch (packages/guards/setup.py)
 or, when the install could not (an isolated build), at first use (guards/build.py, cached).
 When it is missing and cannot be built (one warning says how to get it), fails to import, or
-fails its self-test (a TensorImpl read at another address than ``tensor._cdata``, a check that
-rejects the tensor it was built from), the generated check stays on the pure-Python path; one
+fails its self-test (built from other sources than those beside it, a TensorImpl read at
+another address than ``tensor._cdata``, a check that rejects the tensor it was built from), it is
+built again at first use; failing that, the generated check stays on the pure-Python path; one
 DEBUG line on ``strata.guards`` says why.
 ``STRATA_GUARDS_PURE_PYTHON=1`` forces the Python path; it is read each time a check is
 compiled, so tests can compile the same guards both ways.
@@ -26,7 +27,7 @@ from typing import Any
 
 import torch
 
-from guards.build import build_extension
+from guards.build import build_extension, source_digest, sources
 from guards.global_state import GlobalStateSnapshot
 from guards.tensor_spec import StrideRel, TensorSpec
 
@@ -49,6 +50,11 @@ _loaded: list[ModuleType | None] = []  # empty until the first load attempt
 
 def _self_test(mod: Any) -> str | None:
     """None when the extension reads tensors as torch does, else what went wrong."""
+    cpp = sources()
+    if cpp and getattr(mod, "source_digest", None) != source_digest(cpp):
+        # A build left from older sources (an in-place build, say) can pass every check below
+        # and still lack what the Python side uses (state trees).
+        return "it was built from other sources than the ones beside it"
     # No random tensor: drawing one would advance the user's seeded global RNG on first compile.
     samples = [torch.ones(3, 4), torch.zeros(2, 5).t(), torch.nn.Parameter(torch.ones(2))]
     for t in samples:
