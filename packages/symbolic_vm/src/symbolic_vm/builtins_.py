@@ -198,6 +198,7 @@ def call_builtin(
     if id(value) in _PURE:
         specialise = id(value) in _SPECIALISING and not any(isinstance(a, TensorVar) for a in args)
         if not specialise and any(ops.is_graph_value(a) for a in args):
+            _raise_type_error_on_symbols(value, args, kwargs)
             return ops.graph_call(vm.out, value, args, kwargs)
         py_args = [ops.const_value(vm.out, a) for a in args]
         py_kwargs = {k: ops.const_value(vm.out, v) for k, v in kwargs.items()}
@@ -211,6 +212,32 @@ def call_builtin(
         except Exception as exc:  # int("x"), math.sqrt(-1): eager raises the same
             raise folding_error(exc, "a builtin") from None
     return None
+
+
+# Stand-ins of a symbolic number's Python type, to ask the builtin whether it takes the types.
+_STAND_INS: dict[type, object] = {torch.SymInt: 1, torch.SymFloat: 1.0, torch.SymBool: True}
+
+
+def _raise_type_error_on_symbols(value: Any, args: list[Var], kwargs: dict[str, Var]) -> None:
+    """Eager's TypeError for pure builtin ``value`` on symbolic numbers and constants of types it
+    does not take, raised in the traced code: put in the graph, ``round(n, 'a')`` on a dynamic
+    ``n`` raised when the graph ran, outside the program's ``try``. Only the types decide a
+    TypeError, so a stand-in of each symbol's type asks the builtin (no tensors: their calls
+    trace)."""
+    stand_ins: list[object] = []
+    for a in [*args, *kwargs.values()]:
+        if isinstance(a, ConstVar):
+            stand_ins.append(a.value)
+        elif isinstance(a, SymVar) and type(a.example) in _STAND_INS:
+            stand_ins.append(_STAND_INS[type(a.example)])
+        else:  # tensors, containers: their calls trace as before
+            return
+    try:
+        value(*stand_ins[: len(args)], **dict(zip(kwargs, stand_ins[len(args) :], strict=True)))
+    except TypeError as exc:
+        raise throw(TypeError, *exc.args) from None
+    except Exception:  # a value-dependent error (ValueError, ...): the graph decides at run time
+        return
 
 
 def _name_of(fn: object) -> str:
