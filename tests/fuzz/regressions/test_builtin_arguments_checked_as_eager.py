@@ -100,6 +100,7 @@ def test_torch_compile_raises_the_same_type_error(expr: str) -> None:
 def test_builtin_on_a_dynamic_int_and_a_wrong_type_raises_in_the_programs_try(expr: str) -> None:
     # builtin_misuse, seed 613, program 12 (call 3, after n became dynamic): the call went into
     # the graph and raised TypeError when the graph ran, outside the program's try
-    source = SOURCE.replace("EXPR", expr).replace("LOG = []\n", "LOG = []\nCOMPILE_DYNAMIC = True\n")
+    source = SOURCE.replace("EXPR", expr)
+    source = source.replace("LOG = []\n", "LOG = []\nCOMPILE_DYNAMIC = True\n")
     failure = check_source(source, "eager", INPUTS)
     assert failure is None, str(failure)
