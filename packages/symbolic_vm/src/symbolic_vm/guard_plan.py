@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from symbolic_vm.aliasing import container_partition
+from symbolic_vm.errors import Unsupported
 from symbolic_vm.graph_inputs import GraphInputs, is_user_instance
 from symbolic_vm.guard_api import (
     AttrSource,
@@ -37,6 +38,8 @@ from symbolic_vm.values import (
     TupleVar,
     Var,
 )
+
+_MUTABLE_BUILTINS = (set, dict, list, bytearray)
 
 
 class GuardPlan(GraphInputs):
@@ -121,6 +124,15 @@ class GuardPlan(GraphInputs):
         elif isinstance(var, ObjectVar):
             if is_user_instance(var.value):
                 self.request("TYPE_MATCH", source, var.value)
+            elif type(var.value) in _MUTABLE_BUILTINS:
+                # A set/dict/list the VM could not model item by item (a function, a NaN, a
+                # tensor key): its identity says nothing of what it holds when the guard runs,
+                # so what the trace read from it could go stale. Run the statement eagerly.
+                raise Unsupported(
+                    f"reading {source.describe()}, a {type(var.value).__name__} holding values "
+                    "whose contents cannot be guarded (only str, int, float, bytes and tuples "
+                    "of them are); the statement runs eagerly"
+                )
             else:
                 self.request("ID_MATCH", source, var.value)
 
