@@ -4,9 +4,9 @@ count should raise that error inside the compiled code, not crash the VM.
 Found by the ``builtin_misuse`` family (seed 602, session 10). Each case below is caught by
 the program's own ``except``; Strata's VM raises the error while tracing instead (an internal
 error: the frame runs eagerly with a "Strata could not compile" warning, so results are right,
-but the frame is never compiled). ``lst.pop(1, 2)`` is worse: the compiled call pops and returns
-a value where eager raises TypeError (a wrong result). Open: the list/dict methods live in
-symbolic_vm's methods.py, the type checks in the builtins' implementations.
+but the frame is never compiled). ``lst.pop(1, 2)`` was worse: the compiled call popped and
+returned a value where eager raises TypeError (a wrong result); the list/dict/set method cases
+pass since their arguments are checked. Open: the type checks in the builtins' implementations.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from tests.fuzz.runner import check_source
 _INTERNAL = "the VM raises eager's error while tracing (internal error, frame run eagerly)"
 
 CASES = [
-    pytest.param("lst.pop(1, 2)", marks=pytest.mark.xfail(
-        strict=True, reason="list.pop with two arguments pops and returns a value (wrong)")),
-    pytest.param("lst.append()", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
-    pytest.param("{}.get()", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
+    # list/dict/set methods: their argument count and keywords are checked against the
+    # method's signature first (methods._check_arguments)
+    "lst.pop(1, 2)",
+    "lst.append()",
+    "{}.get()",
     pytest.param("isinstance(x, 3)", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
     pytest.param("isinstance(n, (str, 3))", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),
     pytest.param("len(n)", marks=pytest.mark.xfail(strict=True, reason=_INTERNAL)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -52,10 +53,13 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
     if isinstance(target, SymVar):
         return ops.graph_method(out, name, [target, *args], kwargs)
     if isinstance(target, ListVar):
+        _check_arguments(list, name, args, kwargs)
         return _list_method(vm, target, name, args, kwargs)
     if isinstance(target, DictVar):
+        _check_arguments(dict, name, args, kwargs)
         return _dict_method(vm, target, name, args, kwargs)
     if isinstance(target, SetVar):
+        _check_arguments(set, name, args, kwargs)
         return _set_method(vm, target, name, args, kwargs)
     if isinstance(target, TupleVar):
         values = ops.items(out, target)
@@ -114,6 +118,33 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
 # Methods of other kinds of tracked value, by the value's class; None: not one of its.
 MethodImpl = Callable[["Interpreter", Any, str, list[Var], dict[str, Var]], Var | None]
 MORE_METHODS: dict[type, MethodImpl] = {}
+
+
+def _check_arguments(kind: type, name: str, args: list[Var], kwargs: dict[str, Var]) -> None:
+    """Eager's TypeError, raised in the traced program, for a list/dict/set method called with
+    arguments it does not take (``lst.pop(1, 2)`` popped and returned a value).
+
+    The count and keywords are checked against the method's signature; eager's own message
+    comes from calling the method on an empty container with as many placeholders (CPython
+    checks the count before the values). Methods without a signature are left to their
+    handlers, but for dict.update's one positional argument."""
+    real = getattr(kind, name, None)
+    if real is None:
+        return
+    try:
+        inspect.signature(real).bind(None, *args, **kwargs)
+        return
+    except ValueError:  # no signature: dict.update(other=(), /, **kwargs) is the one we check
+        if not (kind is dict and name == "update" and len(args) > 1):
+            return
+    except TypeError:
+        pass
+    try:
+        getattr(kind(), name)(*([None] * len(args)), **dict.fromkeys(kwargs))
+    except TypeError as exc:
+        raise folding_error(exc, f"{kind.__name__}.{name}()") from None
+    except Exception:  # pragma: no cover - not an argument error: the handler decides
+        return
 
 
 def _const_items(vm: Interpreter, values: list[Var]) -> list[Any]:
