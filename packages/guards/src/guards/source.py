@@ -12,6 +12,7 @@ Sources are frozen attrs records, hashable, so a tracer can key dictionaries on 
 
 from __future__ import annotations
 
+import collections
 import keyword
 import math
 from collections.abc import Callable, Hashable
@@ -374,18 +375,28 @@ class MethodCallSource(_Derived):
 # -- reads that run no user code: a guard must not call a class's hooks or descriptors ---------
 
 
+def plain_items(value: dict[Any, Any]) -> dict[Any, Any]:
+    """A dict subclass's items as a plain dict, read from its storage, in its iteration order:
+    an OrderedDict subclass's own (``move_to_end`` reorders its links, not the storage), its
+    values through ``dict.__getitem__`` (``dict.copy`` would call a subclass's ``__getitem__``,
+    and so would OrderedDict's items view)."""
+    if isinstance(value, collections.OrderedDict):
+        return {k: dict.__getitem__(value, k) for k in collections.OrderedDict.keys(value)}
+    return dict(dict.items(value))
+
+
 @attrs.frozen
 class DictCopySource(_Derived):
-    """``dict(dict.items(base))``: a dict subclass's items as a plain dict, read from its
-    storage (``dict.copy`` would call an OrderedDict subclass's own ``__getitem__``)."""
+    """``plain_items(base)``: a dict subclass's items as a plain dict in its order, read with no
+    user code run."""
 
     def get(
         self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
     ) -> object:
-        return dict(dict.items(base_value))  # type: ignore[arg-type]
+        return plain_items(base_value)  # type: ignore[arg-type]
 
     def render(self, base_expr: str, bind: Binder) -> str:
-        return f"{bind(dict, 'dict')}({bind(dict.items, 'dict_items')}({base_expr}))"
+        return f"{bind(plain_items, 'plain_items')}({base_expr})"
 
     def describe(self) -> str:
         return f"dict.items({self.base_source.describe()})"
