@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -129,8 +130,8 @@ def _check_arguments(kind: type, name: str, args: list[Var], kwargs: dict[str, V
     checks the count before the values). Methods without a signature are left to their
     handlers, but for dict.update's one positional argument."""
     real = getattr(kind, name, None)
-    if real is None:
-        return
+    if not isinstance(real, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return  # not an instance method taking self (dict.fromkeys is bound to the class)
     try:
         inspect.signature(real).bind(None, *args, **kwargs)
         return
