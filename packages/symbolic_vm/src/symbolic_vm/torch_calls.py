@@ -100,7 +100,7 @@ _EFFECT_FUNCTIONS: tuple[Any, ...] = tuple(
         for owner, names in (
             (torch, ("save", "load")),
             (torch.serialization, ("save", "load")),
-            (torch.jit, ("save", "load", "trace", "trace_module", "script", "freeze")),
+            (getattr(torch, "jit"), ("save", "load", "trace", "trace_module", "script", "freeze")),  # noqa: B009
             (torch.onnx, ("export", "dynamo_export")),
             (torch.cuda.memory, ("_dump_snapshot", "_record_memory_history")),
         )

