@@ -735,8 +735,8 @@ CONSTRUCTS = {
     "(a break region's exit skips `del e`; a compiled helper given `e` guards on its identity), "
     "keeping a suspended generator's frame alive (regressions/test_except_as_..., "
     "test_exception_argument_not_kept_alive_by_guards.py)",
-    "builtin_type_error": "a builtin or list/dict method that eager fails on its argument types "
-    "or count and the VM fails on while tracing (regressions/test_builtin_type_errors_...)",
+    "builtin_type_error": "fixed (symbolic_vm.eager_errors, session 11): it no longer changes "
+    "programs; kept so recorded commands still run (regressions/test_builtin_type_errors_...)",
 }
 
 FAMILIES: dict[str, Callable[[random.Random, str, frozenset[str]], Family]] = {

@@ -20,6 +20,7 @@ from symbolic_vm import (
     builtins_,
     class_statements,  # noqa: F401 (registers __build_class__ and dataclass in builtins_)
     controls,
+    eager_errors,
     function_effects,
     higher_order,
     methods,
@@ -72,6 +73,17 @@ _CO_GENERATOR_LIKE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_AS
 
 def call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``fn(*args, **kwargs)`` on tracked values."""
+    try:
+        return _call(vm, fn, args, kwargs)
+    except eager_errors.ARGUMENT_ERRORS as err:
+        # a builtin's handler failed on arguments eager refuses: eager's own error instead
+        eager = eager_errors.eager_error(vm.out, fn, args, kwargs, err)
+        if eager is None:
+            raise
+        raise eager from None
+
+
+def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     out = vm.out
     if out.with_entries and out.block_may_raise(fn):
         raise Unsupported(

@@ -29,7 +29,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from symbolic_vm import attributes, object_attrs
+from symbolic_vm import attributes, eager_errors, object_attrs
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported, throw
@@ -66,7 +66,15 @@ def getitem(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``obj[key]``."""
     tracker = tracker_of(obj)
     found = tracker.getitem(vm, obj, key) if tracker is not None else None
-    return found if found is not None else ops.getitem(vm.out, obj, key)
+    if found is not None:
+        return found
+    try:
+        return ops.getitem(vm.out, obj, key)
+    except eager_errors.ARGUMENT_ERRORS as err:  # ``{}[[n]]``: eager's TypeError instead
+        eager = eager_errors.eager_getitem_error(vm.out, obj, key, err)
+        if eager is None:
+            raise
+        raise eager from None
 
 
 def setitem(vm: Interpreter, obj: Var, key: Var, value: Var) -> None:
