@@ -19,7 +19,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-import networkx as nx
 import torch
 import torch.fx
 
@@ -425,6 +424,9 @@ def min_cut_partition(
     only n_in -> n_out edges: those n are saved, and every node on the sink side that the backward
     needs is recomputed there from saved values.
     """
+    # networkx loads in about half a second: imported here, inference never pays for it
+    import networkx as nx
+
     del joint_inputs
     parts = _classify(joint_gm, num_fwd_outputs)
     candidates = parts.tangent_free

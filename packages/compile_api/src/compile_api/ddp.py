@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import itertools
 import logging
+import sys
 import warnings
 from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any
@@ -626,7 +627,9 @@ def maybe_wrap_for_ddp(backend: Backend, config_flag: bool) -> Backend:
 
 
 def _fsdp_types() -> tuple[type, ...]:
-    if not torch.distributed.is_available():
+    # A module FSDP wraps or shards was made by an imported torch.distributed.fsdp; importing it
+    # here for a model that has none would cost seconds of a cold compile() call.
+    if not torch.distributed.is_available() or "torch.distributed.fsdp" not in sys.modules:
         return ()
     found: list[type] = []
     try:
