@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .cascade import chunked_reduction, reduction_setup, wants_chunks
+from .column_sum import column_lines, column_step
 from .cpp_expr import Body, store_expr
 from .cpp_prelude import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS, PRELUDE, STORAGE, compute_type
 from .ir import BufferSpec, PointwiseNode, ReductionNode, VExpr
@@ -79,12 +80,22 @@ def _kernel(
         parallel_inner = not parallel_outer
         when = f" if({cexpr(work)} >= {threshold}LL)"
     lines = [f'extern "C" void {kernel.name}({sig}) {{']
+    steps = list(enumerate(kernel.steps))
+    column = column_step(kernel)
+    if column is not None:
+        # a channels-last pool: the reduction loop outside, the outputs vectorised inside;
+        # the steps after it (its division, ...) run in the row loop below
+        parallel = not is_static(work) or work >= threshold  # type: ignore[operator]
+        lines += column_lines(column, params, dtypes, 0, parallel)
+        steps = steps[1:]
+        if not steps:
+            return "\n".join([*lines, "}"]), KernelSource(kernel.name, tuple(used), symbols)
     if parallel_outer:
         lines.append(f"    #pragma omp parallel for schedule(static){when}")
     lines.append(f"    for (int64_t o = 0; o < {cexpr(rows)}; ++o) {{")
     # emission units: one step, or several same-shaped reductions sharing one loop
     units: list[list[tuple[int, Step]]] = []
-    for n, step in enumerate(kernel.steps):
+    for n, step in steps:
         last = units[-1] if units else None
         if (
             isinstance(step.node, ReductionNode)

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from .column_sum import is_column_sum
 from .ir import (
     FallbackNode,
     IAdd,
@@ -247,7 +248,8 @@ def _reads_from(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> bool
 
 def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
     step = _step_for_rows(node, group.rows)
-    if step is None:
+    if step is None or is_column_sum(node):
+        # a column sum starts its kernel, where the C++ generator interchanges its loops
         return None
     if (
         step.split == 0

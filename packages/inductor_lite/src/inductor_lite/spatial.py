@@ -7,9 +7,10 @@ row reduction, that value is read one channel at a time with a stride of C float
 activation recomputed per element: a gather that does not vectorise (efficientnet_b0's first
 squeeze-excitation pool, 32x112x112: a row per channel, 12544 strided loads each). Instead the
 activation is stored once channels-last (the kernel writes it over the convolution's output,
-in place) and averaged by aten's ``mean``, which vectorises across the channels; the block's
-broadcast multiply then reads the stored activation instead of recomputing it. This is what
-torch's inductor does for these blocks too (batch norm + SiLU in place, then the mean).
+in place) and averaged by a column-wise sum (column_sum.py; aten's ``mean`` on CUDA), which
+vectorises across the channels; the block's broadcast multiply then reads the stored
+activation instead of recomputing it. This is what torch's inductor does for these blocks too
+(batch norm + SiLU in place, then the mean).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def pool_layout(
 
 
 def channels_last_pool(x: TensorValue, dims: Sequence[int]) -> bool:
-    """A stored channels-last 4-d float activation averaged over H and W: aten's call."""
+    """A stored channels-last 4-d float activation averaged over H and W (a column sum)."""
     ref = x.ref
     if ref is None or x.ndim != 4 or x.dtype != torch.float32:
         return False

@@ -165,9 +165,14 @@ def _mean(
     dt = out_dtype(node)
     if not dt.is_floating_point:
         return NotImplemented
-    if x.ref is not None and (
-        _column_like(x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()})
-        or channels_last_pool(x, _dims(x, dims))
+    pool = x.ref is not None and channels_last_pool(x, _dims(x, dims))
+    if pool and L._for_cpp():
+        # the C++ generator sums a channels-last pool column-wise (column_sum.py): 1-5 us
+        # where aten's call costs 40-90 us inside a model
+        choice(f"mean {node.name} of {tuple(x.sizes)}", "column kernel", "a channels-last pool")
+    elif pool or (
+        x.ref is not None
+        and _column_like(x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()})
     ):
         # a stored channels-last activation averaged over H, W (a CNN's pooling): a row
         # kernel reads it with a stride of C floats, aten vectorises across the channels

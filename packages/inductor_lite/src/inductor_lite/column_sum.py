@@ -1,0 +1,218 @@
+"""Column sums: a sum whose input runs contiguously along its outputs (C++ code generation).
+
+A channels-last activation averaged over H and W (a CNN's global pool, every
+squeeze-excitation block of an efficientnet or a regnet) is, for each channel ``c``, a sum of
+``x[c + C * (w + W * h)]`` over ``(h, w)``. The row kernel (cpp.py) computes one channel at a
+time with its reduction loop inside, reading with a stride of C floats; aten's ``mean``
+vectorises across the channels but costs 40-90 us per call inside a model (its first call
+after other work; 9 us when repeated), against a few for the sum itself. Here the loops are
+interchanged: for a block of ``OUT_BLOCK`` outputs the reduction loop runs outside and the
+outputs inside, each a lane of a vector accumulator, so every load is a contiguous vector.
+
+Numerics: each output's terms are added in order into a float accumulator for ``ROW_CHUNK``
+terms at a time, and the chunks into a ``double`` total (as cascade.py does for row sums):
+the error stays about ``ROW_CHUNK`` roundings however long the reduction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from .cpp_expr import Body, store_expr
+from .cpp_prelude import compute_type
+from .ir import PointwiseNode, ReductionNode, VLoad, affine, index_values, subexpressions
+from .symbolic import Size, is_static
+
+if TYPE_CHECKING:
+    from .scheduler import Kernel, Step
+
+__all__ = ["OUT_BLOCK", "ROW_CHUNK", "column_lines", "column_step", "is_column_sum"]
+
+# outputs per block: the block's accumulators (float and double) stay in L1
+OUT_BLOCK = 512
+# terms per output added in float before they go into the double total
+ROW_CHUNK = 64
+# fewer outputs than a vector's lanes: the row kernel's vectorised reduction loop is better
+_MIN_OUTPUTS = 8
+
+
+def _innermost(prefix: str, sizes: tuple[Size, ...]) -> str | None:
+    """The name of the last dimension of more than one element (``Step.var_names``)."""
+    for k in range(len(sizes) - 1, -1, -1):
+        if sizes[k] != 1:
+            return f"{prefix}{k}"
+    return None
+
+
+def is_column_sum(node: PointwiseNode | ReductionNode) -> bool:
+    """``node`` is a static float sum whose loads are contiguous along its outputs and
+    strided along its reduction: computed column-wise when it starts its kernel."""
+    if not isinstance(node, ReductionNode) or node.reduction != "sum":
+        return False
+    if node.dtype not in (torch.float32, torch.float64):
+        return False
+    if not all(is_static(s) for s in (*node.out_sizes, *node.red_sizes)):
+        return False
+    if math.prod(int(s) for s in node.out_sizes) < _MIN_OUTPUTS:  # type: ignore[call-overload]
+        return False
+    out_var = _innermost("i", node.out_sizes)
+    red_var = _innermost("r", node.red_sizes)
+    if out_var is None or red_var is None:
+        return False
+    strided = False
+    for ld in subexpressions(node.body, into_indices=True):
+        if not isinstance(ld, VLoad):
+            continue
+        form = affine(ld.index)
+        if form is None or index_values(ld.index):
+            return False
+        coefs = form[0]
+        along_out = coefs.get(out_var, 0)
+        if along_out not in (0, 1):
+            return False
+        if along_out == 1 and coefs.get(red_var, 0) not in (0, 1):
+            strided = True
+    return strided
+
+
+def column_step(kernel: Kernel) -> Step | None:
+    """The kernel's first step when it is a column sum (``is_column_sum``)."""
+    if not kernel.steps:
+        return None
+    step = kernel.steps[0]
+    node = step.node
+    if not isinstance(node, ReductionNode) or step.split != len(node.out_sizes):
+        return None
+    return step if is_column_sum(node) else None
+
+
+def column_lines(
+    step: Step, params: dict[str, str], dtypes: dict[str, torch.dtype], n: int, parallel: bool
+) -> list[str]:
+    """Statements computing ``step`` (a ``column_step``) for all its outputs; ``n`` numbers
+    the step, ``parallel`` spreads the output blocks over OpenMP threads."""
+    node = step.node
+    assert isinstance(node, ReductionNode)
+    names = step.var_names
+    k = len(node.out_sizes)
+    n_out = math.prod(int(s) for s in node.out_sizes)  # type: ignore[call-overload]
+    red = [int(s) for s in node.red_sizes]  # type: ignore[call-overload]
+    ct = compute_type(node.dtype)
+    block = min(OUT_BLOCK, n_out)
+    acc, tot = f"acc{n}", f"tot{n}"
+
+    def at(depth: int) -> str:
+        return "    " * depth
+
+    lines = [f"{at(1)}{{  // step {n}: {type(node).__name__} -> {node.buf}, column-wise"]
+    if n_out <= block:
+        # one block of a static length: GCC knows the vector loop's trip count
+        lines += [f"{at(2)}{{", f"{at(3)}constexpr int64_t ob = 0, oe = {n_out}LL;"]
+    else:
+        if parallel:
+            lines.append(f"{at(2)}#pragma omp parallel for schedule(static)")
+        lines += [
+            f"{at(2)}for (int64_t ob = 0; ob < {n_out}LL; ob += {block}LL) {{",
+            f"{at(3)}const int64_t oe = std::min<int64_t>(ob + {block}LL, {n_out}LL);",
+        ]
+    lines.append(f"{at(3)}{ct} {acc}[{block}];")
+    # reduction dims as nested loops (no division per term); size-1 dims are constants
+    loops = [(f"r{j}", size) for j, size in enumerate(red) if size != 1]
+    ones = [f"{at(3)}const int64_t r{j} = 0LL;" for j, size in enumerate(red) if size == 1]
+    lines += ones
+    # chunks: each pass of the outermost loop (or ROW_CHUNK terms of a single one) is summed
+    # in float, then added into a double total
+    n_red = math.prod(red)
+    chunked = n_red > ROW_CHUNK
+    single = len(loops) == 1
+    depth = 4 if chunked else 3
+    inner_loops = loops[1:] if chunked and not single else loops
+    if chunked and single:
+        inner_loops = []
+    body_depth = depth + len(inner_loops) + (1 if chunked and single else 0)
+    body = Body(at(body_depth + 1), params, dtypes, names[:k], at(body_depth))
+    val = body.value(node.body)
+    zero = [
+        f"{at(depth)}#pragma omp simd",
+        f"{at(depth)}for (int64_t o = ob; o < oe; ++o) {acc}[o - ob] = {ct}(0);",
+    ]
+    nest: list[str] = []
+    d = depth
+    if chunked and single:
+        var = loops[0][0]
+        nest.append(f"{at(d)}for (int64_t {var} = rb; {var} < re; ++{var}) {{")
+        d += 1
+    for var, size in inner_loops:
+        nest.append(f"{at(d)}for (int64_t {var} = 0; {var} < {size}LL; ++{var}) {{")
+        d += 1
+    nest += [
+        *body.pre,
+        f"{at(d)}#pragma omp simd",
+        f"{at(d)}for (int64_t o = ob; o < oe; ++o) {{",
+        *_defs(names[:k], node.out_sizes, "o", at(d + 1)),
+        *body.lines,
+        f"{at(d + 1)}{acc}[o - ob] = {acc}[o - ob] + {val};",
+        f"{at(d)}}}",
+    ]
+    while d > depth:
+        d -= 1
+        nest.append(f"{at(d)}}}")
+    out = params[node.buf]
+    if chunked:
+        if single:
+            var, size = loops[0]
+            head = [
+                f"{at(3)}for (int64_t rb = 0; rb < {size}LL; rb += {ROW_CHUNK}LL) {{",
+                f"{at(4)}const int64_t re = std::min<int64_t>(rb + {ROW_CHUNK}LL, {size}LL);",
+            ]
+        else:
+            var, size = loops[0]
+            head = [f"{at(3)}for (int64_t {var} = 0; {var} < {size}LL; ++{var}) {{"]
+        total = f"static_cast<{ct}>({tot}[o - ob])"
+        lines += [
+            f"{at(3)}double {tot}[{block}];",
+            f"{at(3)}for (int64_t o = ob; o < oe; ++o) {tot}[o - ob] = 0.0;",
+            *head,
+            *zero,
+            *nest,
+            f"{at(4)}#pragma omp simd",
+            f"{at(4)}for (int64_t o = ob; o < oe; ++o)"
+            f" {tot}[o - ob] += static_cast<double>({acc}[o - ob]);",
+            f"{at(3)}}}",
+        ]
+    else:
+        total = f"{acc}[o - ob]"
+        lines += [*zero, *nest]
+    lines += [
+        f"{at(3)}for (int64_t o = ob; o < oe; ++o)"
+        f" {out}[o] = {store_expr(dtypes[node.buf], total)};",
+        f"{at(2)}}}",
+        f"{at(1)}}}",
+    ]
+    return lines
+
+
+def _defs(names: list[str], sizes: tuple[object, ...], var: str, indent: str) -> list[str]:
+    """Each variable of ``names`` recovered from the flat counter ``var`` (row-major)."""
+    out: list[str] = []
+    below = 1
+    parts: list[tuple[str, int, int]] = []
+    for name, size in zip(reversed(names), reversed(sizes), strict=True):
+        parts.append((name, int(size), below))  # type: ignore[call-overload]
+        below *= int(size)  # type: ignore[call-overload]
+    for name, size, under in reversed(parts):
+        if size == 1:
+            expr = "0LL"
+        elif under == 1 and under * size == below:
+            expr = var
+        elif under == 1:
+            expr = f"({var} % {size}LL)"
+        elif under * size == below:
+            expr = f"({var} / {under}LL)"
+        else:
+            expr = f"(({var} / {under}LL) % {size}LL)"
+        out.append(f"{indent}const int64_t {name} = {expr};")
+    return out
