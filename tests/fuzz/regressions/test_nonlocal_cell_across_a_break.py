@@ -3,8 +3,9 @@
 A closure made in the frame rebinds a ``nonlocal`` of the frame on both sides of a graph break:
 the resume function made its own cell for the variable while the closure, rebuilt for it after
 the graph (23b464b), got a fresh cell of its own, so the frame's ``v`` stayed 1 where eager
-reads 2. Fixed in symbolic_vm.breaks.crossing: a function made in the frame that shares a cell
-with it and lives at a break makes the frame run eagerly (torch.compile gets 2 as well).
+reads 2. Fixed in symbolic_vm.breaks.policy (plan_crossing): a function made in the frame that
+shares a cell with it and lives at a break makes the frame run eagerly (torch.compile gets 2 as
+well).
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import itertools
 import logging
 import sys
@@ -11,9 +10,9 @@ import types
 import torch
 
 from symbolic_vm import calls, handlers, stdlib  # noqa: F401 (stdlib: its trackers, before a trace)
-from symbolic_vm.breaks.decisions import Resume, Retrace, RunEagerly, RunRegion, Stop
+from symbolic_vm.breaks.decisions import Retrace, RunEagerly, RunRegion, Stop
 from symbolic_vm.breaks.flow import clear_flows
-from symbolic_vm.breaks.policy import break_record, build, decide, reset_resumes
+from symbolic_vm.breaks.policy import break_record, handle_stop, reset_resumes
 from symbolic_vm.breaks.region import Region
 from symbolic_vm.codegen import (
     Rebuilder,
@@ -24,18 +23,16 @@ from symbolic_vm.codegen import (
     frame_names,
 )
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
-from symbolic_vm.guard_api import Source
+from symbolic_vm.graph_close import close_graph
 from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
 from symbolic_vm.made_classes import ClassEscapes
 from symbolic_vm.output import Output
 from symbolic_vm.records import (
     CaptureConfig,
-    CapturedGraph,
     CaptureResult,
     FrameLike,
-    GraphBreak,
 )
-from symbolic_vm.values import SymVar, TensorVar, Var
+from symbolic_vm.values import Var
 from symbolic_vm.version_check import unsupported_python
 
 log = logging.getLogger("strata.symbolic_vm")
@@ -131,12 +128,11 @@ def _capture_once(
             if isinstance(result, Stop):
                 _leave_autocast(out)
                 torch._C._set_grad_enabled(grad_before)
-                decision = decide(out, vm, result)
-                if isinstance(decision, RunEagerly):
-                    raise decision.error
-                if isinstance(decision, RunRegion):
-                    return decision
-                return _finish_with_break(out, vm, result, decision, f"__compiled_fn_{number}")
+                # The graph-break path goes on in symbolic_vm.breaks.policy.handle_stop.
+                outcome = handle_stop(out, vm, result, f"__compiled_fn_{number}")
+                if isinstance(outcome, RunEagerly):
+                    raise outcome.error
+                return outcome
             # Guards describe the state at frame entry, not after the trace changed it.
             _leave_autocast(out)
             torch._C._set_grad_enabled(grad_before)
@@ -165,8 +161,7 @@ def _eager(exc: Unsupported, config: CaptureConfig) -> Unsupported:
         exc.reason, filename=exc.filename, lineno=exc.lineno, source_line=exc.source_line,
         hint=exc.hint,
     )
-    callers = tuple(getattr(exc, "callers", ()))
-    error.breaks = [GraphBreak(exc.reason, exc.filename, exc.lineno, exc.source_line, callers)]
+    error.breaks = [break_record(exc)]
     return error
 
 
@@ -175,79 +170,13 @@ def _leave_autocast(out: Output) -> None:
         torch.amp.autocast_mode._exit_autocast(out.cleanups.pop())  # type: ignore[no-untyped-call]
 
 
-def _graph(
-    out: Output, rebuilder: Rebuilder, graph_name: str
-) -> tuple[list[CapturedGraph], str | None, list[ast.expr], list[TensorVar | SymVar]]:
-    """Close the graph: its outputs are what ``rebuilder`` asked for; drop unused inputs.
-
-    Returns the graphs (none when nothing was captured), the global name to call, the input
-    expressions, and the tensor inputs to guard.
-    """
-    graph = out.builder.graph
-    inputs = out.graph_inputs()
-    # Inputs nothing used are dropped from the graph (and guarded only if their metadata was read).
-    live = [v for v in inputs if v.node.users]
-    if out.side_effects and any(
-        _runs_user_torch_function(out.input_value(v)) for v in live
-    ):
-        # The graph runs the subclass's hook at run time, all of it before the replayed
-        # writes: a hook that logs to a list the frame also changes would lose its entries
-        # (the list is written back whole) or see them out of order.
-        raise Unsupported(
-            "a tensor whose class has its own __torch_function__ (user code the graph runs) "
-            "in a frame that also changes Python state: the frame runs eagerly, in order"
-        )
-    for var in inputs:
-        if not var.node.users:
-            graph.erase_node(var.node)
-    # A SymInt input is always guarded (its TYPE_MATCH int at least): the trace assumed an int
-    # (isinstance, a side effect storing it) even where no graph uses it.
-    guarded = [
-        v for v in inputs if v in live or out.used_placeholder(v) or isinstance(v, SymVar)
-    ]
-    # Grad-mode switches alone are no work: the transformed code replays the mode the graph
-    # ends in (codegen.effect_lines), so a graph of only those (a break right inside a no_grad
-    # block) is not compiled, as torch.compile compiles none.
-    has_ops = any(
-        n.op not in ("placeholder", "output")
-        and not (n.op == "call_function" and n.target is torch._C._set_grad_enabled)
-        for n in graph.nodes
-    )
-    if not (has_ops or rebuilder.outputs):
-        return [], None, [], guarded
-    gm = out.builder.finish(rebuilder.outputs)
-    # Real tensors, and for a SymInt input its SymInt (as torch.compile passes them): a backend
-    # that retraces (aot) must not bake the int's example value into its graph.
-    example_inputs: list[object] = [
-        v.example if isinstance(v, SymVar) else out.input_value(v) for v in live
-    ]
-    log.debug("captured %s:\n%s", graph_name, gm.code)
-    args = [rebuilder.source(_source(v)) for v in live]
-    sources = tuple(_source(v) for v in live)
-    return [CapturedGraph(graph_name, gm, example_inputs, sources)], graph_name, args, guarded
-
-
-def _runs_user_torch_function(value: object) -> bool:
-    """Whether ops on ``value`` run a ``__torch_function__`` of the user's (not torch's own
-    default, which only rewraps results, nor a disabled one)."""
-    if not isinstance(value, torch.Tensor) or type(value) is torch.Tensor:
-        return False
-    hook = getattr(type(value), "__torch_function__", None)
-    own = getattr(hook, "__func__", hook)
-    return own is not _TENSOR_TORCH_FUNCTION and own is not _DISABLED_TORCH_FUNCTION
-
-
-_TENSOR_TORCH_FUNCTION = getattr(torch.Tensor.__torch_function__, "__func__", None)
-_DISABLED_TORCH_FUNCTION = torch._C._disabled_torch_function_impl
-
-
 def _finish(
     out: Output, code: types.CodeType, result: Var, graph_name: str
 ) -> CaptureResult:
     rebuilder = Rebuilder(out)
     writes = effect_lines(rebuilder, out)
     return_expr = rebuilder.expr(result)
-    graphs, graph_call, graph_args, guarded = _graph(out, rebuilder, graph_name)
+    graphs, graph_call, graph_args, guarded = close_graph(out, rebuilder, graph_name)
     new_code = build_code(code, Transformed(
         graph_call, graph_args, rebuilder.lines, writes, return_expr, cell_writes(out)
     ))
@@ -260,25 +189,3 @@ def _finish(
         breaks=[],
         globals_to_install=out.installs,
     )
-
-
-def _finish_with_break(
-    out: Output, vm: Interpreter, stop: Stop, resume: Resume, graph_name: str
-) -> CaptureResult:
-    graphs, graph_call, graph_args, guarded = _graph(out, resume.rebuilder, graph_name)
-    code, resume_globals = build(out, vm.code, stop, resume, (graph_call, graph_args))
-    log.debug("graph break in %s: %s", vm.code.co_name, stop.error.reason)
-    guards, rebuild_guards = out.capture_guards(guarded)
-    return CaptureResult(
-        code=code,
-        graphs=graphs,
-        guards=guards,
-        rebuild_guards=rebuild_guards,
-        breaks=[break_record(stop.error)],
-        globals_to_install={**out.installs, **resume_globals},
-    )
-
-
-def _source(var: TensorVar | SymVar) -> Source:
-    assert var.source is not None
-    return var.source

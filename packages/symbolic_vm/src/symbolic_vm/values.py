@@ -159,7 +159,7 @@ class IterBox:
     index: int = 0
     # Made from an immutable sequence (a tuple, range, str): the items left are exactly what
     # the real iterator would still yield, whatever the program does later, so a graph break
-    # may pass them on as a tuple (symbolic_vm.breaks.crossing).
+    # may pass them on as a tuple (symbolic_vm.breaks.policy.plan_crossing).
     exact: bool = False
 
 

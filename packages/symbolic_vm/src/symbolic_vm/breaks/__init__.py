@@ -1,20 +1,21 @@
 """Graph breaks: from the instruction the VM cannot trace to the resume function.
 
-Follow one break in this order (the modules import nothing from here; use them directly):
+Follow one break through three files (the modules import nothing from here; use them directly):
 
-1. ``symbolic_vm.interpreter``: ``Interpreter.run_frame()`` returns a ``decisions.Stop`` (the
-   stack and locals before the failed root instruction) or a ``decisions.Retrace``.
-2. ``policy.decide(out, vm, stop)`` returns a ``decisions.Decision``: ``Resume`` (break there),
-   ``RunRegion`` (trace again and run a loop/try/with statement, or the statement holding the
-   break, as bytecode) or ``RunEagerly``. It asks ``flow`` (one cached control-flow analysis per
-   code object: loops, try and with blocks) and ``crossing.plan_crossing`` (how each stack value
-   and live local crosses the break). ``symbolic_vm.frame_capture.capture()`` loops on the
-   decisions (at most four traces).
-3. ``policy.build(...)`` turns a ``Resume`` into the frame's transformed code:
-   ``resume.ResumeBuilder.residual`` (run the instruction, call ``__resume_at_<offset>_<n>``) or,
-   at a region's start, ``region.region_residual``; ``resume.ResumeBuilder.resume_at`` builds
-   each resume function from the original code. ``slots`` holds the records they share
-   (``BreakPlan``, the stack slots, ``BreakCode``).
+1. ``symbolic_vm.interpreter``: ``Interpreter._run()`` catches the handler's ``Unsupported`` and
+   returns a ``decisions.Stop`` (the stack and locals before the failed root instruction), or a
+   ``decisions.Retrace`` when the instruction had changed the trace; ``capture()`` hands a Stop to
+   ``policy.handle_stop``.
+2. ``policy``: ``decide(out, vm, stop)`` returns a ``decisions.Decision``: ``Resume`` (break
+   there; made by ``plan_crossing``, how each stack value and live local crosses), ``RunRegion``
+   (trace again and run a loop/try/with statement, or the statement holding the break, as
+   bytecode; ``capture()`` loops on it, at most four traces) or ``RunEagerly``. ``build(...)``
+   turns a ``Resume`` into the frame's transformed code.
+3. ``resume``: ``ResumeBuilder.residual`` (run the instruction, call ``__resume_at_<offset>_<n>``)
+   and ``ResumeBuilder.resume_at`` (each resume function, from the original code).
 
-``flow``, ``region``, ``resume`` and ``slots`` import no torch.
+Beside the path: ``decisions`` (the records), ``flow`` (one cached control-flow analysis per code
+object: loops, try and with blocks), ``region`` (a region's residual code), ``slots`` (the records
+the builders share: ``BreakPlan``, the stack slots, ``BreakCode``). ``flow``, ``region``,
+``resume`` and ``slots`` import no torch.
 """

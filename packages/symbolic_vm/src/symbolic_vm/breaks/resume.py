@@ -322,7 +322,7 @@ class ResumeBuilder:
         A local of ``maybe_unbound`` passed as :data:`UNBOUND` is deleted before the jump (the
         caller could not tell at build time whether it would be bound: see ``region.py``).
         A local of ``iterated`` is passed as a tuple of items and made an iterator over them
-        before the jump (see symbolic_vm.breaks.crossing).
+        before the jump (see symbolic_vm.breaks.policy.plan_crossing).
         """
         _check_code(code)
         code, offset = self.original_of(code, offset)
