@@ -1,10 +1,11 @@
 """Every loop-IR op (``ir.Op``) is rendered by every backend, or listed there as missing, and
 the ops lowerings build have a dtype their op's rule admits.
 
-Each backend is a ``KernelBody`` subclass with an ``op_<name>`` method per op (or the shared
-``infix`` method for an op with an infix symbol). A backend lacking one fails when its class
-is defined (so at import) and here; each listed missing op is checked to be really missing,
-so the list shrinks when a renderer is added.
+Each backend is a ``KernelBody`` subclass with an ``op_<name>`` method per pointwise op (or the
+shared ``infix`` method for an op with an infix symbol). A backend lacking one fails when its
+class is defined (so at import) and here. Reduction ops are rendered by each backend's
+reduction setup. Each listed missing op is checked to be really missing, so the list shrinks
+when a renderer is added.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any
 import pytest
 import torch
 
-from inductor_lite import cpp_expr, triton_codegen
+from inductor_lite import cascade, cpp_expr, triton_codegen
 from inductor_lite.errors import LoweringError
 from inductor_lite.ir import (
     DtypeRule,
     Op,
+    OpKind,
     PointwiseNode,
     ReductionNode,
     VConst,
@@ -27,13 +29,24 @@ from inductor_lite.ir import (
     subexpressions,
 )
 from inductor_lite.kernel_body import KernelBody, renderer_name
+from inductor_lite.scheduler import Step
 
 BACKENDS: dict[str, Callable[[], KernelBody]] = {
     "cpp": lambda: cpp_expr.Body("", {}, {}),
     "triton": lambda: triton_codegen._Body("", {}, "m"),
 }
 # Triton has no case for these: a graph using them runs eagerly (README, "Missing").
-TRITON_MISSING = {Op.POW, Op.FMOD, Op.ATAN2, Op.ATAN}
+TRITON_MISSING = {Op.POW, Op.FMOD, Op.ATAN2, Op.ATAN, Op.PROD}
+POINTWISE = Op.of_kind(OpKind.POINTWISE)
+REDUCTIONS = Op.of_kind(OpKind.REDUCTION)
+
+
+def _reduction_text(backend: str, node: ReductionNode) -> str:
+    """The accumulator's setup, update and final lines ``backend`` writes for ``node``."""
+    if backend == "cpp":
+        return " ".join(cascade.reduction_setup(node, "acc", "float"))
+    body = triton_codegen._Body("", {}, "m")
+    return " ".join(triton_codegen._reduction_lines(Step(node, 1), 6, body, "acc", "tl.float32"))
 
 
 def _dtype(op: Op) -> torch.dtype:
@@ -43,7 +56,7 @@ def _dtype(op: Op) -> torch.dtype:
 
 
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
-@pytest.mark.parametrize("op", list(Op), ids=[o.value for o in Op])
+@pytest.mark.parametrize("op", POINTWISE, ids=[o.value for o in POINTWISE])
 def test_every_op_renders_on_every_backend_or_is_listed_missing(backend: str, op: Op) -> None:
     body = BACKENDS[backend]()
     missing = backend == "triton" and op in TRITON_MISSING
@@ -58,6 +71,28 @@ def test_every_op_renders_on_every_backend_or_is_listed_missing(backend: str, op
         return
     text = body.op(v, args)
     assert all(f"a{k}" in text for k in range(op.arity)), text
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("op", REDUCTIONS, ids=[o.value for o in REDUCTIONS])
+def test_every_reduction_renders_on_every_backend_or_is_listed_missing(
+    backend: str, op: Op
+) -> None:
+    node = ReductionNode("buf0", (4,), (6,), VConst(1.0, torch.float32), op, torch.float32)
+    if backend == "triton" and op in TRITON_MISSING:
+        with pytest.raises(LoweringError):
+            _reduction_text(backend, node)
+        return
+    text = _reduction_text(backend, node)
+    assert "acc" in text and "{v}" in text, text
+
+
+def test_every_op_has_one_kind_and_a_reduction_node_takes_only_reductions() -> None:
+    assert set(POINTWISE) | set(REDUCTIONS) == set(Op)
+    assert not set(POINTWISE) & set(REDUCTIONS)
+    assert {Op.SUM, Op.PROD, Op.MAX, Op.MIN} == set(REDUCTIONS)
+    with pytest.raises(ValueError, match="maximum is not a reduction"):
+        ReductionNode("buf0", (4,), (6,), VConst(1.0, torch.float32), Op.MAXIMUM, torch.float32)
 
 
 def test_a_backend_without_a_method_for_an_op_fails_when_defined() -> None:

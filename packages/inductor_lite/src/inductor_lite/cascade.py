@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from .errors import LoweringError
-from .ir import ReductionNode
+from .ir import Op, ReductionNode
 
 __all__ = ["CHUNK", "chunked_reduction", "reduction_setup", "wants_chunks"]
 
@@ -26,7 +26,7 @@ CHUNK = 4096
 
 def chunked_reduction(  # noqa: PLR0917
     ind: str,
-    accs: Sequence[tuple[str, str, str]],
+    accs: Sequence[tuple[str, str, Op]],
     clause: str,
     when: str | None,
     n: int,
@@ -42,7 +42,7 @@ def chunked_reduction(  # noqa: PLR0917
     every accumulator must then be a float sum. After the returned lines each float sum's
     accumulator holds the whole row's sum.
     """
-    sums = [a for a, ct, kind in accs if kind == "sum" and ct == "float"]
+    sums = [a for a, ct, kind in accs if kind is Op.SUM and ct == "float"]
     lines = [f"{ind}double {a}_total = 0.0;" for a in sums]
     if when is not None:
         totals = ", ".join(f"{a}_total" for a in sums)
@@ -63,29 +63,31 @@ def chunked_reduction(  # noqa: PLR0917
     return lines
 
 
-def wants_chunks(kinds: Sequence[tuple[str, str]], n: object, parallel: bool) -> bool:
+def wants_chunks(kinds: Sequence[tuple[str, Op]], n: object, parallel: bool) -> bool:
     """Chunk a loop of a static length over CHUNK with a float sum in it (every accumulator
     a float sum when the loop is the kernel's parallel one)."""
-    sums = [kind == "sum" and ct == "float" for ct, kind in kinds]
+    sums = [kind is Op.SUM and ct == "float" for ct, kind in kinds]
     return isinstance(n, int) and n > CHUNK and (all(sums) if parallel else any(sums))
 
 
-_ACC_INIT = {"sum": "0", "prod": "1"}
+_ACC_INIT = {Op.SUM: "0", Op.PROD: "1"}
 
 
 def reduction_setup(node: ReductionNode, acc: str, ct: str) -> tuple[str, str, str, str]:
     """(declaration, combine statement given ``{v}``, omp clause, finalisation); ``ct`` is
     the C type the node's values are computed in."""
     is_float = node.dtype.is_floating_point
-    if node.reduction in ("sum", "prod"):
-        sym = "+" if node.reduction == "sum" else "*"
+    if node.reduction in _ACC_INIT:
+        sym = "+" if node.reduction is Op.SUM else "*"
         return (
             f"{ct} {acc} = {ct}({_ACC_INIT[node.reduction]});",
             f"{acc} = {acc} {sym} {{v}};",
             f"reduction({sym}:{acc})",
             "",
         )
-    op = "max" if node.reduction == "max" else "min"
+    if node.reduction not in (Op.MAX, Op.MIN):
+        raise LoweringError(f"no C++ reduction for {node.reduction.value}")
+    op = "max" if node.reduction is Op.MAX else "min"
     # std::max/min: GCC turns them into a vector max reduction; the equivalent
     # `(v > acc) ? v : acc` became a conditional reduction twice as slow (NaN has its flag)
     update = f"{acc} = std::{op}<{ct}>({acc}, {{v}});"

@@ -23,7 +23,7 @@ import torch
 
 from .cpp_expr import Body, store_expr
 from .cpp_prelude import compute_type
-from .ir import PointwiseNode, ReductionNode, VLoad, affine, index_values, subexpressions
+from .ir import Op, PointwiseNode, ReductionNode, VLoad, affine, index_values, subexpressions
 from .symbolic import Size, is_static
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def _innermost(prefix: str, sizes: tuple[Size, ...]) -> str | None:
 def is_column_sum(node: PointwiseNode | ReductionNode) -> bool:
     """``node`` is a static float sum whose loads are contiguous along its outputs and
     strided along its reduction: computed column-wise when it starts its kernel."""
-    if not isinstance(node, ReductionNode) or node.reduction != "sum":
+    if not isinstance(node, ReductionNode) or node.reduction is not Op.SUM:
         return False
     if node.dtype not in (torch.float32, torch.float64):
         return False

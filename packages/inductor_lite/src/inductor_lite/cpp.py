@@ -15,7 +15,7 @@ from .cascade import chunked_reduction, reduction_setup, wants_chunks
 from .column_sum import column_lines, column_step
 from .cpp_expr import Body, store_expr
 from .cpp_prelude import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS, PRELUDE, STORAGE, compute_type
-from .ir import BufferSpec, PointwiseNode, ReductionNode, VExpr
+from .ir import BufferSpec, Op, PointwiseNode, ReductionNode, VExpr
 from .kernel_body import flat_digits
 from .row_scratch import MAX_ROW, canonical_step, plan_scratch
 from .scheduler import Kernel, Step, iter_loads, kernel_symbols
@@ -220,7 +220,7 @@ def _reduction_group(  # noqa: PLR0917
 
 def _reduction_loop(  # noqa: PLR0917
     ind: str,
-    accs: Sequence[tuple[str, str, str]],
+    accs: Sequence[tuple[str, str, Op]],
     clause: str,
     when: str,
     n: Size,

@@ -12,7 +12,7 @@ import enum
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import sympy
 import torch
@@ -36,6 +36,7 @@ __all__ = [
     "LoweredGraph",
     "Node",
     "Op",
+    "OpKind",
     "OutputSpec",
     "PointwiseNode",
     "ReductionNode",
@@ -281,35 +282,57 @@ class DtypeRule(enum.Enum):
         return True
 
 
+class OpKind(enum.Enum):
+    """Where an ``Op`` appears in the loop IR.
+
+    Index arithmetic is no op: it is ``IExpr`` (``VIndex`` uses an index as a value, ``IValue``
+    a value as an index), rendered by each backend's ``index``/``index_value``.
+    """
+
+    POINTWISE = "pointwise"  # a VOp: a function of one element of each argument
+    REDUCTION = "reduction"  # a ReductionNode's combine, over its reduction index
+
+
 _ANY, _FLOAT, _INT, _BOOL = DtypeRule.ANY, DtypeRule.FLOAT, DtypeRule.INTEGER, DtypeRule.BOOL
+_REDUCTION = OpKind.REDUCTION
 
 
 class Op(enum.StrEnum):
-    """The scalar operations of the loop IR (``VOp.op``): the one list every backend renders.
+    """The scalar operations of the loop IR: the one list every backend renders.
 
-    Each member declares its ``arity``, its ``dtype_rule`` and, for the binary operators that
-    C++ and Python both write infix with the same symbol, that ``infix`` symbol. Every op is
-    pointwise (a function of one element of each argument): reductions are a node kind
-    (``ReductionNode.reduction``) and data-dependent indexing an index kind (``IValue``), not
-    ops. A member equals (and hashes as) its name string.
+    Each member declares its ``kind`` (pointwise: ``VOp.op``; reduction:
+    ``ReductionNode.reduction``), its ``arity``, its ``dtype_rule`` and, for the binary
+    operators that C++ and Python both write infix with the same symbol, that ``infix`` symbol.
+    A member equals (and hashes as) its name string.
 
-    Adding an op: a member here, a lowering that builds it (op_lowerings), and an
+    Adding a pointwise op: a member here, a lowering that builds it (op_lowerings), and an
     ``op_<name>`` method on each backend's ``KernelBody`` (kernel_body.py; none for an
-    ``infix`` op). A backend without the method fails when it is defined, and
-    ``tests/test_op_vocabulary.py`` renders every op on every backend.
+    ``infix`` op); a backend without the method fails when it is defined. A reduction: a
+    member of kind REDUCTION and a case in each backend's reduction setup (cascade.py,
+    triton_codegen.py). ``tests/test_op_vocabulary.py`` renders every op on every backend.
     """
 
+    kind: OpKind
     arity: int
     dtype_rule: DtypeRule
     infix: str
 
-    def __new__(cls, value: str, arity: int = 1, rule: DtypeRule = _ANY, infix: str = "") -> Op:
+    def __new__(
+        cls, value: str, arity: int = 1, rule: DtypeRule = _ANY, infix: str = "",
+        kind: OpKind = OpKind.POINTWISE,
+    ) -> Op:
         member = str.__new__(cls, value)
         member._value_ = value
+        member.kind = kind
         member.arity = arity
         member.dtype_rule = rule
         member.infix = infix
         return member
+
+    @classmethod
+    def of_kind(cls, kind: OpKind) -> tuple[Op, ...]:
+        """The ops of ``kind``, in declaration order."""
+        return tuple(op for op in cls if op.kind is kind)
 
     @property
     def to_bool(self) -> bool:
@@ -372,11 +395,17 @@ class Op(enum.StrEnum):
     ROUND = "round", 1, _FLOAT
     # selection: where(cond, a, b), cond bool
     WHERE = "where", 3
+    # reductions: fold a ReductionNode's body over its reduction index
+    SUM = "sum", 1, _ANY, "", _REDUCTION
+    PROD = "prod", 1, _ANY, "", _REDUCTION
+    MAX = "max", 1, _ANY, "", _REDUCTION
+    MIN = "min", 1, _ANY, "", _REDUCTION
 
 
 @dataclass(frozen=True)
 class VOp:
-    """``op`` applied to ``args``; every arg already has the dtype the op computes in."""
+    """``op`` (a pointwise one) applied to ``args``; every arg already has the dtype the op
+    computes in."""
 
     op: Op
     args: tuple[VExpr, ...]
@@ -476,9 +505,6 @@ class PointwiseNode:
     full_store: bool
 
 
-ReductionType = Literal["sum", "max", "min", "prod"]
-
-
 @dataclass(frozen=True)
 class ReductionNode:
     """For each output index ``i`` (over ``out_sizes``) reduces ``body(i, r)`` over ``red_sizes``.
@@ -491,8 +517,12 @@ class ReductionNode:
     out_sizes: tuple[Size, ...]
     red_sizes: tuple[Size, ...]
     body: VExpr
-    reduction: ReductionType
+    reduction: Op  # of kind REDUCTION
     dtype: torch.dtype
+
+    def __post_init__(self) -> None:
+        if self.reduction.kind is not OpKind.REDUCTION:
+            raise ValueError(f"{self.reduction.value} is not a reduction")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """What the C++ and the Triton kernel bodies share: value expressions dispatched by type,
-one temporary per distinct subexpression, and one method per ``ir.Op``.
+one temporary per distinct subexpression, and one method per pointwise ``ir.Op`` (reductions
+are rendered by each backend's reduction setup: cascade.py, triton_codegen.py).
 
 A backend subclasses ``KernelBody``. It renders each op in a method named ``op_<name>``
 (``op_exp``, ``op_where``) that takes the ``VOp``, its arguments' rendered text and the
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 import torch
 
 from .errors import LoweringError
-from .ir import IExpr, Op, VCast, VConst, VExpr, VIndex, VLoad, VOp
+from .ir import IExpr, Op, OpKind, VCast, VConst, VExpr, VIndex, VLoad, VOp
 from .symbolic import Size
 
 __all__ = ["KernelBody", "OpRenderer", "flat_digits", "renderer_name", "template"]
@@ -62,7 +63,7 @@ class KernelBody(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for op in Op:
+        for op in Op.of_kind(OpKind.POINTWISE):
             has = op.infix != "" or callable(getattr(cls, renderer_name(op), None))
             if has == (op in cls.missing):
                 state = "lists as missing an op it renders" if has else "does not render"

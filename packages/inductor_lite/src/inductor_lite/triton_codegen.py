@@ -406,11 +406,11 @@ def _pointwise_blocks(rows: int, max_inner: int, persistent: bool) -> tuple[int,
 def _reduction_lines(step: Step, n: int, body: _Body, acc: str, ct: str) -> tuple[str, str, str]:
     node = step.node
     assert isinstance(node, ReductionNode)
-    if node.reduction == "sum":
+    if node.reduction is Op.SUM:
         return f"tl.full([XBLOCK, RBLOCK], 0, {ct})", f"{acc} + {{v}}", f"tl.sum({acc}, 1)"
-    if node.reduction == "prod":
-        raise LoweringError("prod reductions are not generated for Triton")
-    is_max = node.reduction == "max"
+    if node.reduction not in (Op.MAX, Op.MIN):  # prod: not generated for Triton
+        raise LoweringError(f"no Triton reduction for {node.reduction.value}")
+    is_max = node.reduction is Op.MAX
     if node.dtype.is_floating_point:
         init = "float('-inf')" if is_max else "float('inf')"
     else:

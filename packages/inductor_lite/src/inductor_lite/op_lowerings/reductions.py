@@ -103,7 +103,7 @@ def _sum(
     if _column_like(x, _dims(x, dims), {b.symbol: b.hint for b in L.symbols.values()}):
         choice(f"sum {node.name} of {tuple(x.sizes)}", "aten", "a column reduction")
         return NotImplemented
-    return L.reduce(x, _dims(x, dims), keepdim, "sum", dt, _acc_cast(x, dt))
+    return L.reduce(x, _dims(x, dims), keepdim, Op.SUM, dt, _acc_cast(x, dt))
 
 
 @register(aten.prod.default, aten.prod.dim_int)
@@ -117,7 +117,7 @@ def _prod(
     dtype: object = None,
 ) -> object:
     dt = out_dtype(node)
-    return L.reduce(x, _dims(x, dim), keepdim, "prod", dt, _acc_cast(x, dt))
+    return L.reduce(x, _dims(x, dim), keepdim, Op.PROD, dt, _acc_cast(x, dt))
 
 
 @register(aten.amax.default, aten.amin.default, aten.max.default, aten.min.default)
@@ -128,10 +128,10 @@ def _amax(
     dims: object = None,
     keepdim: bool = False,
 ) -> object:
-    kind = "max" if node.target in (aten.amax.default, aten.max.default) else "min"
+    kind = Op.MAX if node.target in (aten.amax.default, aten.max.default) else Op.MIN
     if x.dtype == torch.bool:
         return NotImplemented
-    return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)  # type: ignore[arg-type]
+    return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)
 
 
 def _reduced_numel(x: TensorValue, dims: list[int]) -> Size:
@@ -146,7 +146,7 @@ def _mean_of(
     L: GraphLowering, x: TensorValue, dims: list[int], keepdim: bool, dt: torch.dtype
 ) -> TensorValue:
     n = _reduced_numel(x, dims)
-    s = L.reduce(x, dims, keepdim, "sum", dt, _acc_cast(x, dt))
+    s = L.reduce(x, dims, keepdim, Op.SUM, dt, _acc_cast(x, dt))
     src = s.loader
     count = size_value(n, dt)
     return TensorValue(s.sizes, dt, lambda idx: op(Op.TRUEDIV, dt, src(idx), count))
@@ -209,8 +209,8 @@ def _var(  # noqa: PLR0917
     def centred(idx: Sequence[Any]) -> VExpr:
         return op(Op.SUB, dt, cast(x.loader(idx), dt), first(idx))
 
-    s1 = L.reduce(x, dims, True, "sum", dt, centred)
-    s2 = L.reduce(x, dims, True, "sum", dt, lambda idx: op(Op.MUL, dt, centred(idx), centred(idx)))
+    s1 = L.reduce(x, dims, True, Op.SUM, dt, centred)
+    s2 = L.reduce(x, dims, True, Op.SUM, dt, lambda idx: op(Op.MUL, dt, centred(idx), centred(idx)))
     m_load, s1_load, s2_load = mean_k.loader, s1.loader, s2.loader
     nn = size_value(n, dt)
     if is_static(n):
