@@ -5,12 +5,13 @@ Stores and deletions are ``attr_stores``'s."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm import object_attrs, tensor_attrs, type_trackers
+from symbolic_vm import object_attrs, slot_calls, tensor_attrs, type_trackers
 from symbolic_vm.class_dicts import class_lookup
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
@@ -128,6 +129,14 @@ def getattr_var(vm: Interpreter, obj: Var, name: str) -> Var:
             return MethodVar(obj, name)
         out.depend(obj)
         return ConstVar(attr)
+    if slot_calls.container_type(obj) is frozenset and isinstance(
+        getattr(frozenset, name, None), (types.MethodDescriptorType, types.WrapperDescriptorType)
+    ):
+        return MethodVar(obj, name)  # a frozenset's methods fold on it (slot_calls)
+    if isinstance(obj, MethodVar) and name in ("__name__", "__qualname__"):
+        kind = slot_calls.container_type(obj.self_var)
+        if kind is not None:  # ``p.append.__name__`` (unittest's assertRaises reads it)
+            return ConstVar(getattr(getattr(kind, obj.name), name))
     if isinstance(obj, ClassNamespaceVar):
         found = MORE_ATTRS[ClassNamespaceVar](vm, obj, name)  # cls.__dict__.keys, .get, ...
         if found is not None:

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from symbolic_vm import attributes, higher_order, sets, tensor_attrs, torch_calls
+from symbolic_vm import (
+    attributes,
+    higher_order,
+    sets,
+    slot_calls,
+    tensor_attrs,
+    torch_calls,
+)
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import MethodCallSource
@@ -51,6 +58,12 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
     out = vm.out
     if isinstance(target, TensorVar):
         return tensor_method(vm, target, name, args, kwargs)
+    dunder = slot_calls.call_dunder(vm, target, name, args, kwargs)
+    if dunder is not None:  # p.__add__(q), p.__eq__(r), it.__length_hint__()
+        return dunder
+    if slot_calls.container_type(target) is frozenset:
+        assert isinstance(target, ObjectVar)
+        return slot_calls.frozenset_method(vm, target, name, args, kwargs)
     if isinstance(target, SymVar):
         return ops.graph_method(out, name, [target, *args], kwargs)
     if isinstance(target, ListVar):
@@ -62,12 +75,13 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
     if isinstance(target, SetVar):
         _check_arguments(set, name, args, kwargs)
         return _set_method(vm, target, name, args, kwargs)
-    if isinstance(target, TupleVar):
-        values = ops.items(out, target)
-        if name == "index":
-            return ConstVar(_const_items(vm, values).index(ops.const_value(out, args[0])))
-        if name == "count":
-            return ConstVar(_const_items(vm, values).count(ops.const_value(out, args[0])))
+    if isinstance(target, TupleVar) and name in ("index", "count"):
+        _check_arguments(tuple, name, args, kwargs)
+        values = tuple(_const_items(vm, ops.items(out, target)))
+        try:  # a missing value raises the program's ValueError
+            return ConstVar(getattr(values, name)(*(ops.const_value(out, a) for a in args)))
+        except (ValueError, TypeError) as exc:
+            raise folding_error(exc, f"tuple.{name}()") from None
     if isinstance(target, ConstVar) and name in ("__enter__", "__exit__"):
         # A constant used as a manager (``with torch.device("cpu"):`` pushes a torch function
         # mode): calling it here would change the real interpreter state while tracing (and
@@ -400,6 +414,7 @@ def _set_method(
 
     out = vm.out
     items = target.box.items
+    slot_calls.check_set_call(vm, name, args, kwargs)
     if kwargs:
         raise Unsupported(f"set.{name}() with keyword arguments")
     if name in ("add", "discard", "remove"):

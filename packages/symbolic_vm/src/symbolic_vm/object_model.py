@@ -29,7 +29,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from symbolic_vm import attributes, eager_errors, object_attrs
+from symbolic_vm import attributes, eager_errors, object_attrs, slot_calls
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported, throw
@@ -452,8 +452,11 @@ def call_slot(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Va
     methods ``super()`` resolves to) on tracked values; None when ``fn`` is not one."""
     owner = getattr(fn, "__objclass__", None)
     name = getattr(fn, "__name__", None)
-    if owner is None or not isinstance(name, str) or not args:
-        return None
+    if owner is None or not isinstance(name, str):
+        return slot_calls.exception_method(fn, args, kwargs)
+    found = slot_calls.call_descriptor(vm, fn, args, kwargs)
+    if found is not None or not args:  # set.__and__(p, q), frozenset.copy(p)
+        return found
     if (
         owner is object and name == "__getattribute__" and len(args) == 2 and not kwargs
         and isinstance(args[0], (ObjectVar, NewObjectVar))  # modules: their own lookup

@@ -388,6 +388,15 @@ def _is_plain(var: Var) -> bool:
     return isinstance(var, (ConstVar, TupleVar)) and is_constant(var)
 
 
+def _fold_error(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Exception:
+    """The exception ``fn(a, b)`` raises (it must raise one)."""
+    try:
+        fn(a, b)
+    except Exception as exc:  # returned to be raised in the traced program
+        return exc
+    raise AssertionError(f"{fn.__name__} did not raise")
+
+
 def _fold(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     try:
         return fn(a, b)
@@ -412,6 +421,9 @@ def compare(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
     if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
         return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
+    if (_is_set(a) or _is_set(b)) and all(_is_set(v) or is_constant(v) for v in (a, b)):
+        # a set or frozenset (of constants) against another or a constant: folded
+        return ConstVar(_fold(fn, _set_object(out, a), _set_object(out, b)))
     if symbol in ("==", "!=") and not (is_constant(a) and is_constant(b)):
         if not (_equal_means_identical(a) and _equal_means_identical(b)):
             # a dataclass, or any class with its own __eq__: identity would be a wrong answer
@@ -592,6 +604,11 @@ def iterate(out: Output, var: Var) -> list[Var]:
     if isinstance(var, ConstVar) and isinstance(var.value, (range, str, torch.Size, bytes, tuple)):
         out.depend(var)
         return [ConstVar(v) for v in var.value]
+    if isinstance(var, ConstVar) and not hasattr(type(var.value), "__iter__") and not hasattr(
+        type(var.value), "__getitem__"
+    ):
+        out.depend(var)  # the program's TypeError (``lst.extend(1)``), as eager raises it
+        raise throw(TypeError, f"'{type(var.value).__name__}' object is not iterable")
     if isinstance(var, ModuleVar):
         return _iterate_module(out, var)
     if isinstance(var, TensorVar):
@@ -683,7 +700,11 @@ def getitem(out: Output, obj: Var, key: Var) -> Var:
         try:
             item: Var = values[index]
         except (IndexError, TypeError) as exc:
-            raise throw(type(exc), *exc.args) from None
+            # eager's message names the tuple ("tuple index out of range")
+            error = _fold_error(operator.getitem, tuple(values), index) if isinstance(
+                obj, TupleVar
+            ) else exc
+            raise throw(type(error), *error.args) from None
         return item
     if isinstance(obj, SequentialSliceVar):
         index = const_value(out, key)

@@ -172,10 +172,11 @@ def is_torch_function(value: object) -> bool:
         module = value.__module__ or ""
         # Python functions of torch that are not ops: module code (traced), utilities,
         # grad-mode helpers and parametrizations (a parametrized weight is a property whose
-        # getter calls the parametrization modules: weight_norm in wav2vec2 and HuBERT)
+        # getter calls the parametrization modules: weight_norm in wav2vec2 and HuBERT);
+        # torch.testing's helpers (its TestCase's assert methods) are Python over Python values
         return module.startswith("torch.") and not module.startswith(
             ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode",
-             "torch.nn.utils.parametrize", "torch.nn.utils.parametrizations")
+             "torch.nn.utils.parametrize", "torch.nn.utils.parametrizations", "torch.testing")
         )
     return False
 
