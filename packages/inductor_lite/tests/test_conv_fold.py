@@ -17,8 +17,9 @@ from inductor_lite import (
     conv_fold,
     conv_select,
 )
-from inductor_lite.ir import FallbackNode, PointwiseNode, TensorRef
+from inductor_lite.ir import FallbackNode, PointwiseNode, ReductionNode, TensorRef
 from inductor_lite.op_lowerings import convolutions
+from inductor_lite.scheduler import iter_loads
 
 aten = torch.ops.aten
 pointwise_conv = torch.ops.mkldnn._convolution_pointwise.default
@@ -260,7 +261,7 @@ def test_the_graph_given_is_not_changed(config: InductorConfig) -> None:
         torch.testing.assert_close(c(*inputs), fn(*inputs), atol=1e-5, rtol=1e-4)
 
 
-def test_pooling_a_channels_last_activation_is_an_aten_mean(check: Any) -> None:
+def test_pooling_a_channels_last_activation_is_a_column_sum(check: Any) -> None:
     torch.manual_seed(0)
     w = torch.randn(32, 8, 3, 3)
 
@@ -268,7 +269,8 @@ def test_pooling_a_channels_last_activation_is_an_aten_mean(check: Any) -> None:
         return F.relu(F.conv2d(x, w, padding=1)).mean(dim=(2, 3))
 
     c = check(fn, [torch.randn(4, 8, 24, 24)], atol=1e-5, rtol=1e-4)
-    assert aten.mean.dim in _targets(c)
+    assert aten.mean.dim not in _targets(c)
+    assert "column-wise" in c.kernel_source  # column_sum.py
 
 
 def test_few_channel_input_goes_channels_last_through_aten(check: Any) -> None:
@@ -349,8 +351,8 @@ def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
     check: Any,
 ) -> None:
     # conv -> SiLU -> mean over H, W -> scale the activation: the SiLU is stored once
-    # (channels-last, as the convolution wrote it) and averaged by aten's mean, which
-    # vectorises across the channels, instead of a strided gather per channel
+    # (channels-last, as the convolution wrote it) and averaged by a column-wise sum
+    # (column_sum.py), which vectorises across the channels, instead of a strided gather
     torch.manual_seed(0)
     w, w2 = torch.randn(32, 16, 3, 3), torch.randn(32, 32) * 0.1
 
@@ -360,12 +362,11 @@ def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
         return y * s[:, :, None, None]
 
     c = check(fn, [torch.randn(2, 16, 16, 16)], atol=1e-4, rtol=1e-4)
-    means = [
-        n for n in c.lowered.nodes if isinstance(n, FallbackNode) and n.target == aten.mean.dim
-    ]
-    assert len(means) == 1
-    act = means[0].args[0]
-    assert isinstance(act, TensorRef) and act.strides == _nhwc(act.sizes)
+    sums = [n for n in c.lowered.nodes if isinstance(n, ReductionNode)]
+    assert len(sums) == 1 and "column-wise" in c.kernel_source
+    (act,) = {ld.buf for ld in iter_loads(sums[0].body)}
+    spec = c.lowered.buffers[act]
+    assert spec.strides == _nhwc(spec.sizes)
 
 
 def test_a_close_layout_call_is_measured_once_and_cached(

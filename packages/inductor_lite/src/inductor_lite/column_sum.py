@@ -93,53 +93,65 @@ def column_lines(
     step: Step, params: dict[str, str], dtypes: dict[str, torch.dtype], n: int, parallel: bool
 ) -> list[str]:
     """Statements computing ``step`` (a ``column_step``) for all its outputs; ``n`` numbers
-    the step, ``parallel`` spreads the output blocks over OpenMP threads."""
+    the step, ``parallel`` spreads the images (or the output blocks) over OpenMP threads.
+
+    The innermost output dim of more than one element (the channels) is the vector lane;
+    the output dims before it (the images of a batch) are loops outside everything."""
     node = step.node
     assert isinstance(node, ReductionNode)
     names = step.var_names
     k = len(node.out_sizes)
-    n_out = math.prod(int(s) for s in node.out_sizes)  # type: ignore[call-overload]
+    outs = [int(s) for s in node.out_sizes]  # type: ignore[call-overload]
     red = [int(s) for s in node.red_sizes]  # type: ignore[call-overload]
+    j = max(d for d in range(k) if outs[d] != 1)
+    lanes = outs[j]
+    n_outer = math.prod(outs[:j])
     ct = compute_type(node.dtype)
-    block = min(OUT_BLOCK, n_out)
+    block = min(OUT_BLOCK, lanes)
     acc, tot = f"acc{n}", f"tot{n}"
 
     def at(depth: int) -> str:
         return "    " * depth
 
     lines = [f"{at(1)}{{  // step {n}: {type(node).__name__} -> {node.buf}, column-wise"]
-    if n_out <= block:
-        # one block of a static length: GCC knows the vector loop's trip count
-        lines += [f"{at(2)}{{", f"{at(3)}constexpr int64_t ob = 0, oe = {n_out}LL;"]
-    else:
+    if n_outer > 1:
         if parallel:
+            lines.append(f"{at(1)}#pragma omp parallel for schedule(static)")
+        lines.append(f"{at(1)}for (int64_t oo = 0; oo < {n_outer}LL; ++oo) {{")
+    else:
+        lines.append(f"{at(1)}{{ constexpr int64_t oo = 0;")
+    lines += _defs(names[:j], node.out_sizes[:j], "oo", at(2))
+    lines += [f"{at(2)}const int64_t {name} = 0LL;" for name in names[j + 1 : k]]
+    if lanes <= block:
+        # one block of a static length: GCC knows the vector loop's trip count
+        lines += [f"{at(2)}{{", f"{at(3)}constexpr int64_t ob = 0, oe = {lanes}LL;"]
+    else:
+        if parallel and n_outer == 1:
             lines.append(f"{at(2)}#pragma omp parallel for schedule(static)")
         lines += [
-            f"{at(2)}for (int64_t ob = 0; ob < {n_out}LL; ob += {block}LL) {{",
-            f"{at(3)}const int64_t oe = std::min<int64_t>(ob + {block}LL, {n_out}LL);",
+            f"{at(2)}for (int64_t ob = 0; ob < {lanes}LL; ob += {block}LL) {{",
+            f"{at(3)}const int64_t oe = std::min<int64_t>(ob + {block}LL, {lanes}LL);",
         ]
     lines.append(f"{at(3)}{ct} {acc}[{block}];")
     # reduction dims as nested loops (no division per term); size-1 dims are constants
-    loops = [(f"r{j}", size) for j, size in enumerate(red) if size != 1]
-    ones = [f"{at(3)}const int64_t r{j} = 0LL;" for j, size in enumerate(red) if size == 1]
-    lines += ones
+    loops = [(f"r{d}", size) for d, size in enumerate(red) if size != 1]
+    lines += [f"{at(3)}const int64_t r{d} = 0LL;" for d, size in enumerate(red) if size == 1]
     # chunks: each pass of the outermost loop (or ROW_CHUNK terms of a single one) is summed
     # in float, then added into a double total
-    n_red = math.prod(red)
-    chunked = n_red > ROW_CHUNK
+    chunked = math.prod(red) > ROW_CHUNK
     single = len(loops) == 1
     depth = 4 if chunked else 3
-    inner_loops = loops[1:] if chunked and not single else loops
-    if chunked and single:
-        inner_loops = []
+    if chunked:
+        inner_loops = [] if single else loops[1:]
+    else:
+        inner_loops = loops
     body_depth = depth + len(inner_loops) + (1 if chunked and single else 0)
-    body = Body(at(body_depth + 1), params, dtypes, names[:k], at(body_depth))
+    body = Body(at(body_depth + 1), params, dtypes, [names[j]], at(body_depth))
     val = body.value(node.body)
-    zero = [
+    nest = [
         f"{at(depth)}#pragma omp simd",
         f"{at(depth)}for (int64_t o = ob; o < oe; ++o) {acc}[o - ob] = {ct}(0);",
     ]
-    nest: list[str] = []
     d = depth
     if chunked and single:
         var = loops[0][0]
@@ -152,7 +164,7 @@ def column_lines(
         *body.pre,
         f"{at(d)}#pragma omp simd",
         f"{at(d)}for (int64_t o = ob; o < oe; ++o) {{",
-        *_defs(names[:k], node.out_sizes, "o", at(d + 1)),
+        f"{at(d + 1)}const int64_t {names[j]} = o;",
         *body.lines,
         f"{at(d + 1)}{acc}[o - ob] = {acc}[o - ob] + {val};",
         f"{at(d)}}}",
@@ -160,23 +172,20 @@ def column_lines(
     while d > depth:
         d -= 1
         nest.append(f"{at(d)}}}")
-    out = params[node.buf]
     if chunked:
+        var, size = loops[0]
         if single:
-            var, size = loops[0]
             head = [
                 f"{at(3)}for (int64_t rb = 0; rb < {size}LL; rb += {ROW_CHUNK}LL) {{",
                 f"{at(4)}const int64_t re = std::min<int64_t>(rb + {ROW_CHUNK}LL, {size}LL);",
             ]
         else:
-            var, size = loops[0]
             head = [f"{at(3)}for (int64_t {var} = 0; {var} < {size}LL; ++{var}) {{"]
         total = f"static_cast<{ct}>({tot}[o - ob])"
         lines += [
             f"{at(3)}double {tot}[{block}];",
             f"{at(3)}for (int64_t o = ob; o < oe; ++o) {tot}[o - ob] = 0.0;",
             *head,
-            *zero,
             *nest,
             f"{at(4)}#pragma omp simd",
             f"{at(4)}for (int64_t o = ob; o < oe; ++o)"
@@ -185,11 +194,13 @@ def column_lines(
         ]
     else:
         total = f"{acc}[o - ob]"
-        lines += [*zero, *nest]
+        lines += nest
+    stored = store_expr(dtypes[node.buf], total)
+    dest = f"{params[node.buf]}[oo * {lanes}LL + o]"
     lines += [
-        f"{at(3)}for (int64_t o = ob; o < oe; ++o)"
-        f" {out}[o] = {store_expr(dtypes[node.buf], total)};",
+        f"{at(3)}for (int64_t o = ob; o < oe; ++o) {dest} = {stored};",
         f"{at(2)}}}",
+        f"{at(1)}}}",
         f"{at(1)}}}",
     ]
     return lines
