@@ -205,7 +205,7 @@ def _matvec(
         return VOp(Op.MUL, (w_v, xs.loader([b, ci, zero, zero])), dt)
 
     prod = TensorValue((n, cout, cin), dt, term)
-    s = L.reduce(prod, [2], False, "sum", dt)
+    s = L.reduce(prod, [2], False, Op.SUM, dt)
     if bias is not None:
         b_tv = bias
 
