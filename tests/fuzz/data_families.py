@@ -135,7 +135,7 @@ def data_dependent(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
                 *_brk(rng, q),
                 f"{t} = x * {m}[-1] + y * {q}",
             ]
-        elif form == 7 and "check_caught" not in avoid:  # a failing torch._check, caught
+        elif form == 7:  # a failing torch._check, caught
             bound = rng.choice(["2", "3", "n", "n + 1"])
             f.head += [
                 f"{c} = {read}",
@@ -201,8 +201,7 @@ def data_dependent(rng: random.Random, k: str, avoid: frozenset[str]) -> Family:
             escaped = True
             f.head += [
                 f"{c} = {read}",
-                *([] if "check_after_side_effect" in avoid
-                  else [f"LOG.append(('before check', {c}))"]),
+                f"LOG.append(('before check', {c}))",
                 rng.choice([
                     f"torch._check({c} <= {rng.choice(['2', 'n', '3'])})",
                     f"torch._check({c} != {rng.choice(['0', '1'])}, lambda: 'count ' + str({c}))",

@@ -727,10 +727,10 @@ CONSTRUCTS = {
     "grad_mode_stmt": "torch.set_grad_enabled(...) as a statement (item 15)",
     "no_grad_calls": "some calls of a grad_mode program made under no_grad (item 15)",
     "backward_in_fn": "backward()/autograd.grad inside the compiled function",
-    "check_after_side_effect": "a LOG.append before a torch._check that fails inside the graph "
-    "(the graph raises before the replayed side effects run; torch.compile 2.13 loses it too)",
-    "check_caught": "a torch._check that fails inside try/except RuntimeError (the graph's "
-    "assertion raises outside the try; torch.compile 2.13 too: regressions/test_check_failure_...)",
+    "check_after_side_effect": "fixed (symbolic_vm.runtime_checks, session 11): it no longer "
+    "changes programs; kept so recorded commands still run (regressions/test_check_failure_...)",
+    "check_caught": "fixed (symbolic_vm.runtime_checks, session 11): it no longer changes "
+    "programs; kept so recorded commands still run (regressions/test_check_failure_...)",
     "exception_kept_alive": "an exception caught `as e` that stays referenced after its handler "
     "(a break region's exit skips `del e`; a compiled helper given `e` guards on its identity), "
     "keeping a suspended generator's frame alive (regressions/test_except_as_..., "

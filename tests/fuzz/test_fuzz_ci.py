@@ -19,13 +19,11 @@ CI_BLOCK = 50
 # Open bugs the grown fuzzer found (issue 18's listed items are fixed), each proven by a strict-
 # xfail test in regressions/: left out of the CI slice until fixed (names from
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
-# Session 10: a failed torch._check in a graph loses the LOG.append before it and escapes the
-# program's try (torch.compile too: regressions/test_check_failure_*.py).
 # An exception caught `as e` in a try block run eagerly at a break stays referenced (`e` left
 # bound; a compiled helper's identity guard on it), so its traceback keeps the frame and a
 # generator suspended in it alive (its `finally` runs late).
 CI_AVOID: frozenset[str] = frozenset(
-    {"check_after_side_effect", "check_caught", "exception_kept_alive"}
+    {"exception_kept_alive"}
 )
 
 

@@ -26,6 +26,7 @@ from symbolic_vm import (
     methods,
     numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
     object_model,
+    runtime_checks,
     # for the @implements it and the stdlib models register in builtin_table's tables: imported
     # here, above both, so that builtins_ never imports what imports it (issue 24)
     stdlib_calls,  # noqa: F401
@@ -346,6 +347,10 @@ def _call_function(
         raise Unsupported("graph_break() called inside the compiled function")
     if func in DISABLED:
         raise Unsupported(f"call to {_name(func)}, which is disabled for compilation")
+    if func is runtime_checks.EXPECT_TRUE:  # torch._check's condition
+        checked = runtime_checks.expect_true(vm, args, kwargs)
+        if checked is not None:
+            return checked
     out.depend(fn)
     handled = higher_order.dispatch(vm, func, args, kwargs)
     if handled is not None:
