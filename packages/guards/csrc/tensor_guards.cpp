@@ -333,6 +333,7 @@ struct ModuleParamsCheck {
   vectorcallfunc vectorcall;
   PyObject* root_ref;
   std::vector<Step>* steps;
+  bool identity;  // false: any root, no identity compares (one frame shared by many modules)
 };
 
 // ``parent.<dict_name>`` (new reference, or nullptr with a Python error set), and in
@@ -411,8 +412,12 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
   if (self->root_ref == nullptr) {
     return false;  // cleared by the cycle collector
   }
-  PyObject* target = PyWeakref_GetObject(self->root_ref);
-  if (root != target || root == Py_None) {
+  if (self->identity) {
+    PyObject* target = PyWeakref_GetObject(self->root_ref);
+    if (root != target || root == Py_None) {
+      return false;
+    }
+  } else if (root == Py_None) {
     return false;
   }
   std::vector<Step>& steps = *self->steps;
@@ -456,12 +461,16 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
       break;
     }
     done = i + 1;
-    if (!known) {
+    if (!known && self->identity) {
       PyObject* expected = PyWeakref_GetObject(step.ref);
       if (r.obj != expected || r.obj == Py_None) {
         ok = false;
         break;
       }
+    }
+    if (!self->identity && r.obj == Py_None) {
+      ok = false;
+      break;
     }
     if (step.check != nullptr &&
         !tensor_check_run(reinterpret_cast<TensorCheck*>(step.check), r.obj)) {
@@ -569,13 +578,15 @@ void share_key_object(PyObject* parent, PyObject* dict_name, PyObject** key) {
 }
 
 // ModuleParamsCheck(root_ref, steps): steps is a sequence of
-// (parent: int, dict_name: str, key: str, ref: weakref.ref, check: TensorCheck | None).
+// (parent: int, dict_name: str, key: str, ref: weakref.ref, check: TensorCheck | None);
+// identity (default true): compare the root and each object read with its reference.
 PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* kwlist[] = {"root_ref", "steps", nullptr};
+  static const char* kwlist[] = {"root_ref", "steps", "identity", nullptr};
   PyObject *root_ref, *steps;
+  int identity = 1;
   if (!PyArg_ParseTupleAndKeywords(
-          args, kwargs, "O!O!", const_cast<char**>(kwlist), &_PyWeakref_RefType, &root_ref,
-          &PyTuple_Type, &steps)) {
+          args, kwargs, "O!O!|p", const_cast<char**>(kwlist), &_PyWeakref_RefType, &root_ref,
+          &PyTuple_Type, &steps, &identity)) {
     return nullptr;
   }
   auto* self = reinterpret_cast<ModuleParamsCheck*>(type->tp_alloc(type, 0));
@@ -583,6 +594,7 @@ PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
     return nullptr;
   }
   self->vectorcall = module_params_vectorcall;
+  self->identity = identity != 0;
   Py_INCREF(root_ref);
   self->root_ref = root_ref;
   self->steps = new std::vector<Step>();

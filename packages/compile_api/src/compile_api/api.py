@@ -7,6 +7,7 @@ import inspect
 import sys
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -80,6 +81,16 @@ def _forward_code(mod: torch.nn.Module) -> frozenset[types.CodeType]:
     return frozenset({forward}) if isinstance(forward, types.CodeType) else frozenset()
 
 
+def _wrapped_modules(mod: torch.nn.Module) -> list[torch.nn.Module]:
+    """``mod``, and the module a DistributedDataParallel wraps (whose forward is compiled)."""
+    inner = getattr(mod, "module", None)
+    if isinstance(mod, torch.nn.parallel.DistributedDataParallel) and isinstance(
+        inner, torch.nn.Module
+    ):
+        return [mod, *_wrapped_modules(inner)]
+    return [mod]
+
+
 def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
     # evalframe.with_callback: the callback is set around each call in C, with no Python frame.
     compiled = evalframe.with_callback(make_callback(ctx), fn)
@@ -116,7 +127,11 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         self._orig_mod = mod
         # The module's own forward is compiled even when torch defines it (nn.Sequential).
-        ctx = attrs.evolve(ctx, force_codes=ctx.force_codes | _forward_code(mod))
+        ctx = attrs.evolve(
+            ctx,
+            force_codes=ctx.force_codes | _forward_code(mod),
+            pinned_modules=tuple(weakref.ref(m) for m in _wrapped_modules(mod)),
+        )
         callback = make_callback(ctx)
         # Both routes take the module as an argument (never close over it), so a deepcopy of
         # this wrapper runs its own copy of the module (the C wrappers are copy-atomic).

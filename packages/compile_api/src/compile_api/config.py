@@ -37,6 +37,7 @@ _ENV: dict[str, tuple[str, Callable[[str], object]]] = {
     "compile_debug": ("STRATA_COMPILE_DEBUG", _env_bool),
     "capture_scalar_outputs": ("STRATA_CAPTURE_SCALAR_OUTPUTS", _env_bool),
     "capture_dynamic_output_shape_ops": ("STRATA_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS", _env_bool),
+    "inline_inbuilt_nn_modules": ("STRATA_INLINE_INBUILT_NN_MODULES", _env_bool),
 }
 
 
@@ -79,6 +80,13 @@ class Config:
     """Ops whose output sizes depend on tensor data (``nonzero``, ``x[mask]``) join the graph
     with unbacked sizes instead of breaking (torch's setting of this name and default;
     ``fullgraph=True`` captures them anyway, as torch 2.13)."""
+
+    inline_inbuilt_nn_modules: bool = True
+    """torch's setting of this name: a module passed to a compiled frame (``self`` of a layer's
+    ``forward``) is guarded by its class, the values the trace read from it and its
+    parameters' metadata, not its identity, so the layers of a stack share one compiled
+    ``forward``. The module ``compile(model)`` wrapped stays guarded by identity. False guards
+    every module by identity (one compile per layer)."""
 
     @property
     def recompile_limit(self) -> int:

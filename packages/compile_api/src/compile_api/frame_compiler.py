@@ -63,6 +63,9 @@ class CompileContext:
     force_codes: frozenset[types.CodeType] = frozenset()
     # Which cached entries this context may run: those compiled under the same token.
     token: int = attrs.field(default=0, eq=False)
+    # Weak references to the modules compile(model) wrapped: guarded by identity where a frame
+    # holds them as locals (config.inline_inbuilt_nn_modules shares every other module's).
+    pinned_modules: tuple[Any, ...] = attrs.field(default=(), eq=False)
 
 
 # Installed in the globals of every compiled frame: each entry's guard reads the running
@@ -330,6 +333,14 @@ def _dynamic_dims(
         for source, auto_dims in auto.items():
             dims.setdefault(source, set()).update(auto_dims - static.get(source, frozenset()))
     return {source: frozenset(d) for source, d in dims.items()}
+
+
+def _pinned_locals(f_locals: dict[str, Any], ctx: CompileContext) -> frozenset[str]:
+    """The frame's locals holding a module compile(model) wrapped (kept guarded by identity)."""
+    pinned = [ref() for ref in ctx.pinned_modules]
+    return frozenset(
+        name for name, value in f_locals.items() if any(value is m for m in pinned)
+    )
 
 
 def _static_dims(f_locals: dict[str, Any]) -> dict[guards.Source, frozenset[int]]:
@@ -664,6 +675,8 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         # torch.compile 2.13 captures both under fullgraph=True whatever the settings say
         capture_scalar_outputs=config.capture_scalar_outputs or ctx.fullgraph,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops or ctx.fullgraph,
+        inline_inbuilt_nn_modules=config.inline_inbuilt_nn_modules,
+        pinned_locals=_pinned_locals(f_locals, ctx),
     )
     try:
         with _timed(record, "bytecode_analysis"), _preserved_rng_state():

@@ -150,12 +150,15 @@ class GuardSet:
             raise UnsupportedGuardValue("DICT_KEYS with unhashable keys") from exc
         self.add(DictKeys(source, type(value), keys))
 
-    def MODULE_PARAMS(self, source: Source, module: torch.nn.Module, names: list[str]) -> None:
+    def MODULE_PARAMS(
+        self, source: Source, module: torch.nn.Module, names: list[str], *, identity: bool = True
+    ) -> None:
         """Identity of ``module`` at ``source``, of each submodule and parameter on
         the paths of ``names`` (dotted, as ``named_parameters`` gives them), read through
-        ``_modules``/``_parameters``, and each parameter's full TENSOR_MATCH metadata.
+        ``_modules``/``_parameters``, and each parameter's full TENSOR_MATCH metadata
+        (``identity=False``: the metadata only, of whatever module is at ``source``).
         Also adds the DISPATCH_TLS guard (once per set)."""
-        self.add(module_params(source, module, names))
+        self.add(module_params(source, module, names, identity=identity))
         if ("DISPATCH_TLS", None) not in self._guards:
             self.add(DispatchTls.capture())
 

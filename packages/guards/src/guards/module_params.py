@@ -14,6 +14,11 @@ mutable in place (``p.data = other`` changes sizes, dtype, device and dispatch k
 only tells the reader that the object a graph was built around is still the one at that path
 (what a graph that holds parameters as attributes, instead of taking them as inputs, needs).
 
+Without identity (``identity=False``, for a module that is an argument of a frame shared by
+several modules of one class: the layers of a stack) the same reads and metadata checks run on
+whatever module is passed, and the transformed code reads the parameters through the same
+paths, so one compiled frame serves every module whose parameters match.
+
 This reads parameters through ``_modules``/``_parameters``; a caller whose transformed code
 reads them another way (``Sequential.__getitem__``, ``__getattr__``) must read them the same
 way as this guard, or the guard checks an object the code does not use.
@@ -45,7 +50,7 @@ class _Step:
     dict_name: str  # "_modules" or "_parameters"
     key: str
     source: Source
-    ref: Any = attrs.field(eq=False, repr=False)  # weakref.ref to the object
+    ref: Any = attrs.field(eq=False, repr=False)  # weakref.ref to the object seen at capture
     match: TensorMatch | None = None  # parameters only
 
 
@@ -57,15 +62,19 @@ class ModuleParams(Guard):
     rank: ClassVar[int] = 5
     root_ref: Any = attrs.field(eq=False, repr=False)
     steps: tuple[_Step, ...] = ()
+    identity: bool = True  # False: metadata only, on any module at the source (module doc)
 
     def merge(self, other: Guard) -> Guard:
         """Two MODULE_PARAMS on one module (e.g. from two inlined calls) guard the union of
         their parameters; a parameter recorded with other metadata than now raises GuardError."""
         root = self.root_ref()
-        if not isinstance(other, ModuleParams) or root is None or other.root_ref() is not root:
+        if (
+            not isinstance(other, ModuleParams) or root is None or other.root_ref() is not root
+            or other.identity != self.identity
+        ):
             return super().merge(other)
         names = list(dict.fromkeys([*self.names(), *other.names()]))
-        merged = module_params(self.source_or_fail(), root, names)
+        merged = module_params(self.source_or_fail(), root, names, identity=self.identity)
         now = {s.source: s.match for s in merged.parameters}
         for step in [*self.parameters, *other.parameters]:
             if now.get(step.source) != step.match:
@@ -94,9 +103,10 @@ class ModuleParams(Guard):
 
     def text(self) -> str:
         n_mod = len(self.steps) - len(self.parameters)
+        what = "identity of each" if self.identity else "any module of this layout"
         lines = [
             f"MODULE_PARAMS: {self._name()} submodules={n_mod} parameters={len(self.parameters)} "
-            "(identity of each, read through _modules/_parameters; metadata of each parameter:)"
+            f"({what}, read through _modules/_parameters; metadata of each parameter:)"
         ]
         lines += [f"    {s.match.text()}" for s in self.parameters if s.match is not None]
         return "\n".join(lines)
@@ -107,7 +117,7 @@ class ModuleParams(Guard):
                 (s.parent, s.dict_name, s.key, s.ref, None if s.match is None else s.match.spec)
                 for s in self.steps
             ]
-            check = module_params_check(ctx.native, self.root_ref, steps)
+            check = module_params_check(ctx.native, self.root_ref, steps, self.identity)
             if check is not None:
                 # The same reads, identities and full metadata, in one C++ call.
                 return [f"if not {ctx.bind(check, 'module_params_check')}({var}): return False"]
@@ -115,8 +125,10 @@ class ModuleParams(Guard):
 
     def emit_python(self, var: str, ctx: CodeContext) -> list[str]:
         """The pure-Python statements of ``emit``."""
-        root_ref = ctx.bind(self.root_ref, "ref")
-        out = [f"if {var} is not {root_ref}() or {var} is None: return False"]
+        out: list[str] = []
+        if self.identity:
+            root_ref = ctx.bind(self.root_ref, "ref")
+            out.append(f"if {var} is not {root_ref}() or {var} is None: return False")
         names: list[str] = []
         # Each parent's _modules / _parameters once (as the transformed code reads them).
         containers: dict[tuple[int, str], str] = {}
@@ -124,13 +136,14 @@ class ModuleParams(Guard):
             parent = var if step.parent < 0 else names[step.parent]
             name = ctx.temp("p" if step.match is not None else "m")
             names.append(name)
-            ref = ctx.bind(step.ref, "ref")
             container = containers.get((step.parent, step.dict_name))
             if container is None:
                 container = containers[(step.parent, step.dict_name)] = ctx.temp("d")
                 out.append(f"{container} = {parent}.{step.dict_name}")
             out.append(f"{name} = {container}[{step.key!r}]")
-            out.append(f"if {name} is not {ref}() or {name} is None: return False")
+            if self.identity:
+                ref = ctx.bind(step.ref, "ref")
+                out.append(f"if {name} is not {ref}() or {name} is None: return False")
             if step.match is not None:
                 # Full metadata on every call: identity is not a cache of it (see module doc).
                 out.extend(step.match.emit(name, ctx))
@@ -139,7 +152,7 @@ class ModuleParams(Guard):
     def explain(
         self, value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
     ) -> str | None:
-        if value is not self.root_ref() or value is None:
+        if self.identity and (value is not self.root_ref() or value is None):
             return f"{self._name()} is not the guarded module"
         values: list[object] = []
         for step in self.steps:
@@ -149,7 +162,7 @@ class ModuleParams(Guard):
             except Exception as exc:
                 return f"{step.source.describe()}: reading it raised {type(exc).__name__}: {exc}"
             target = step.ref()
-            if obj is not target or obj is None:
+            if self.identity and (obj is not target or obj is None):
                 what = "parameter" if step.match is not None else "submodule"
                 if target is None:
                     return f"{step.source.describe()}: the guarded {what} no longer exists"
@@ -162,8 +175,11 @@ class ModuleParams(Guard):
         return None
 
 
-def module_params(source: Source, module: torch.nn.Module, names: list[str]) -> ModuleParams:
-    """The MODULE_PARAMS guard for parameters ``names`` (dotted, as ``named_parameters``)."""
+def module_params(
+    source: Source, module: torch.nn.Module, names: list[str], *, identity: bool = True
+) -> ModuleParams:
+    """The MODULE_PARAMS guard for parameters ``names`` (dotted, as ``named_parameters``);
+    ``identity=False`` checks them on any module at ``source`` (see the module doc)."""
     if not isinstance(module, torch.nn.Module):
         raise UnsupportedGuardValue(f"MODULE_PARAMS on a {type(module).__name__}")
     steps: list[_Step] = []
@@ -187,4 +203,4 @@ def module_params(source: Source, module: torch.nn.Module, names: list[str]) -> 
         src = ItemSource(AttrSource(parent_src, "_parameters"), leaf)
         match = TensorMatch(src, tensor_spec(param))
         steps.append(_Step(parent, "_parameters", leaf, src, weakref.ref(param), match))
-    return ModuleParams(source, weakref.ref(module), tuple(steps))
+    return ModuleParams(source, weakref.ref(module), tuple(steps), identity)

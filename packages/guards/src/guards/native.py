@@ -193,14 +193,17 @@ def module_params_check(
     mod: Any,
     root_ref: weakref.ref[Any],
     steps: list[tuple[int, str, str, weakref.ref[Any], TensorSpec | None]],
+    identity: bool = True,
 ) -> object | None:
     """A ``ModuleParamsCheck`` over ``(parent, dict_name, key, ref, spec)`` steps, or None when
-    a parameter must stay on the Python path."""
+    a parameter must stay on the Python path. ``identity=False``: the root and the objects on
+    the paths are not compared with the references (those only pick the classes whose
+    instance dicts the check may read directly)."""
     native_steps: list[tuple[int, str, str, weakref.ref[Any], object | None]] = []
     for parent, dict_name, key, ref, spec in steps:
         check = None if spec is None else tensor_check(mod, spec)
         if spec is not None and check is None:
             return None
         native_steps.append((parent, dict_name, key, ref, check))
-    out: object = mod.ModuleParamsCheck(root_ref, tuple(native_steps))
+    out: object = mod.ModuleParamsCheck(root_ref, tuple(native_steps), identity)
     return out

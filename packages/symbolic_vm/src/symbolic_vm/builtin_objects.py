@@ -275,7 +275,17 @@ def _has_attr(vm: Interpreter, obj: Var, name: str) -> bool:
         return hasattr(python_type(vm, obj), name)
     if isinstance(obj, ModuleVar):
         vm.out.depend(obj)
-        return hasattr(obj.module, name)
+        found = hasattr(obj.module, name)
+        if vm.out.module_shared(obj.source):
+            # Guarded by class only: another module of the class may lack (or have) it.
+            assert obj.source is not None
+            test = f"hasattr(m, {name!r})"
+            vm.out.predicate(
+                test if found else f"not {test}",
+                f"{obj.source.describe()} {'has' if found else 'has no'} attribute {name!r}",
+                m=obj.source,
+            )
+        return found
     if isinstance(obj, ObjectVar):
         vm.out.depend(obj)
         overlay = vm.out.attr_overlay.get((id(obj.value), name))

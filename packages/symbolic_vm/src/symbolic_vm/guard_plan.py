@@ -18,6 +18,7 @@ from symbolic_vm.guard_api import (
     AttrSource,
     GuardSet,
     ItemSource,
+    LocalSource,
     MethodCallSource,
     Source,
     UnsupportedGuardValue,
@@ -105,7 +106,10 @@ class GuardPlan(GraphInputs):
             self.request("LENGTH", AttrSource(source, "args"), (None,) * len(var.args))
             self.request("DICT_KEYS", AttrSource(source, "keywords"), dict.fromkeys(var.kwargs))
         elif isinstance(var, ModuleVar):
-            self.request("ID_MATCH", source, var.module)
+            # A shared module: by class (what the trace read from it is guarded at its own
+            # source); else by identity.
+            kind = "TYPE_MATCH" if self.module_shared(source) else "ID_MATCH"
+            self.request(kind, source, var.module)
         elif isinstance(var, FunctionVar):
             func: object = var.fn
             if (
@@ -135,6 +139,14 @@ class GuardPlan(GraphInputs):
                 )
             else:
                 self.request("ID_MATCH", source, var.value)
+
+    def module_shared(self, source: Source | None) -> bool:
+        """Whether a module at ``source`` is guarded without its identity: it is reached from
+        a frame local that is not pinned (CaptureConfig.inline_inbuilt_nn_modules)."""
+        if source is None or not self.config.inline_inbuilt_nn_modules:
+            return False
+        root = source.root()
+        return isinstance(root, LocalSource) and root.local_name not in self.config.pinned_locals
 
     def depend_storage_offset(self, var: TensorVar) -> None:
         """Record that the trace relied on ``var.storage_offset()``: TENSOR_MATCH does not
@@ -229,12 +241,15 @@ class GuardPlan(GraphInputs):
         pinned: set[Source] = set()  # modules whose identity MODULE_PARAMS checks
         identity_checked: set[Source] = set()  # parameters whose identity MODULE_PARAMS checks
         for root, (module, names, params) in per_root.items():
+            shared = self.module_shared(root)
             try:
-                guard_set.MODULE_PARAMS(root, module, names)
+                guard_set.MODULE_PARAMS(root, module, names, identity=not shared)
             except UnsupportedGuardValue:
                 for source, real in params:
                     guard_set.TENSOR_MATCH(source, real)
                 continue
+            if shared:
+                continue  # no identity checked: the code reads each parameter at its path
             pinned.add(root)
             identity_checked.update(source for source, _ in params)
             for name in names:
@@ -320,7 +335,9 @@ class GuardPlan(GraphInputs):
         if self._input_symbols.get(id(var.node)):
             return None
         path = self._module_parameter(source, self._real_inputs[id(var.node)])
-        return None if path is None else path[0]
+        if path is None or self.module_shared(path[0]):
+            return None  # a shared module's parameters are read at their paths on each call
+        return path[0]
 
     def _sources_of_symbols(self, guarded: list[TensorVar | SymVar]) -> dict[Any, Source]:
         """Each symbol of the ``guarded`` inputs -> where its value lives."""

@@ -21,7 +21,7 @@ from symbolic_vm.errors import (
     throw,
 )
 from symbolic_vm.generator_steps import generator_next
-from symbolic_vm.guard_api import DictCopySource
+from symbolic_vm.guard_api import AttrSource, DictCopySource
 from symbolic_vm.module_tables import (
     container_modules,
     module_len,
@@ -648,6 +648,8 @@ def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
     if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
         return container_modules(out, var)
     if isinstance(module, torch.nn.ModuleDict):
+        if var.source is not None:  # its keys are _modules' (a module added recompiles)
+            out.request("DICT_KEYS", AttrSource(var.source, "_modules"), module._modules)
         return [ConstVar(k) for k in module]
     if isinstance(module, torch.nn.ParameterList):
         return [parameter_list_item(out, var, i, p) for i, p in enumerate(module)]

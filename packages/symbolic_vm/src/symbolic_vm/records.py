@@ -88,6 +88,13 @@ class CaptureConfig:
     # whose output sizes depend on data (nonzero, x[mask]) with unbacked sizes; else breaks.
     capture_scalar_outputs: bool = False
     capture_dynamic_output_shape_ops: bool = False
+    # torch's inline_inbuilt_nn_modules: a module reached from a frame local is guarded by its
+    # class and the values the trace read from it, its parameters by metadata (MODULE_PARAMS
+    # without identity), so one compiled frame serves every module of that class and layout
+    # (the layers of a stack). Modules under ``pinned_locals`` (the module compile() wrapped)
+    # stay guarded by identity, which lets the code take their parameters from one reader.
+    inline_inbuilt_nn_modules: bool = False
+    pinned_locals: frozenset[str] = frozenset()
 
 
 @attrs.frozen
