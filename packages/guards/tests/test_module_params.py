@@ -170,3 +170,37 @@ def test_a_parameter_changed_between_captures_is_a_contradiction() -> None:
     model[0].weight.requires_grad_(False)
     with pytest.raises(GuardError, match="changed between two captures"):
         gs.MODULE_PARAMS(LocalSource("self"), model, ["0.weight"])
+
+
+def guard_shared(compile_set: Any, model: torch.nn.Module) -> CompiledGuards:
+    names = [name for name, _ in model.named_parameters()]
+    cg: CompiledGuards = compile_set(
+        lambda gs: gs.MODULE_PARAMS(LocalSource("self"), model, names, identity=False)
+    )
+    return cg
+
+
+def test_without_identity_another_module_of_the_same_layout_passes(
+    compile_set: Any, verdict: Verdict
+) -> None:
+    cg = guard_shared(compile_set, net())
+    other = net()
+    other[0].weight = torch.nn.Parameter(torch.randn(4, 3))  # another object, same metadata
+    assert verdict(cg, {"self": other})[0]
+    assert "any module of this layout" in cg.text
+
+
+def test_without_identity_metadata_is_still_checked(compile_set: Any, verdict: Verdict) -> None:
+    model = net()
+    cg = guard_shared(compile_set, model)
+    other = net()
+    other[2][0].weight = torch.nn.Parameter(torch.randn(4, 4))  # another shape
+    assert not verdict(cg, {"self": other})[0]
+    other = net()
+    other[0].bias.requires_grad_(False)
+    assert not verdict(cg, {"self": other})[0]
+    other = net()
+    del other[2][0]._parameters["weight"]  # missing: fails, never raises
+    assert not verdict(cg, {"self": other})[0]
+    assert not verdict(cg, {"self": None})[0]
+    assert verdict(cg, {"self": model})[0]  # the capture's module still passes

@@ -508,7 +508,7 @@ def test_parameters_pin_their_identity_when_module_params_is_refused(
     # each parameter it serves gets an ID_MATCH at its path instead (Output.guard_set).
     from guards import GuardSet, UnsupportedGuardValue
 
-    def refuse(self: Any, *args: Any) -> None:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
         raise UnsupportedGuardValue("refused for this test")
 
     monkeypatch.setattr(GuardSet, "MODULE_PARAMS", refuse)
