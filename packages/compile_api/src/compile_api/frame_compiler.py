@@ -35,6 +35,7 @@ from .config import config
 from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
 from .logs import channel
+from .pins import pinned_locals
 from .prechecked import prechecked_entry
 from .state import FrameRecord, RecordedGraph, state
 from .torch_controls import RecompileForbidden, marked_dims, torch_stance
@@ -43,9 +44,7 @@ __all__ = ["CompileContext", "context_token", "make_callback", "skip_reason"]
 
 log = logging.getLogger("strata.compile_api")
 
-_GENERATOR_FLAGS = (
-    0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
-)
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 _CO_OPTIMIZED = 0x1  # set on function code; module and class bodies keep names in a dict
 
 
@@ -63,9 +62,7 @@ class CompileContext:
     force_codes: frozenset[types.CodeType] = frozenset()
     # Which cached entries this context may run: those compiled under the same token.
     token: int = attrs.field(default=0, eq=False)
-    # Weak references to the modules compile(model) wrapped: guarded by identity where a frame
-    # holds them as locals (config.inline_inbuilt_nn_modules shares every other module's).
-    pinned_modules: tuple[Any, ...] = attrs.field(default=(), eq=False)
+    pinned_modules: tuple[Any, ...] = attrs.field(default=(), eq=False)  # see pins.py
 
 
 # Installed in the globals of every compiled frame: each entry's guard reads the running
@@ -333,14 +330,6 @@ def _dynamic_dims(
         for source, auto_dims in auto.items():
             dims.setdefault(source, set()).update(auto_dims - static.get(source, frozenset()))
     return {source: frozenset(d) for source, d in dims.items()}
-
-
-def _pinned_locals(f_locals: dict[str, Any], ctx: CompileContext) -> frozenset[str]:
-    """The frame's locals holding a module compile(model) wrapped (kept guarded by identity)."""
-    pinned = [ref() for ref in ctx.pinned_modules]
-    return frozenset(
-        name for name, value in f_locals.items() if any(value is m for m in pinned)
-    )
 
 
 def _static_dims(f_locals: dict[str, Any]) -> dict[guards.Source, frozenset[int]]:
@@ -666,9 +655,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
     observe.begin(record, frame)
     capture_config = symbolic_vm.CaptureConfig(
         fullgraph=ctx.fullgraph,
-        dynamic=(
-            True if ctx.dynamic is None and not config.assume_static_by_default else ctx.dynamic
-        ),
+        dynamic=ctx.dynamic if ctx.dynamic is not None or config.assume_static_by_default else True,
         dynamic_dims=_dynamic_dims(frame, f_locals, ctx, recompiling),
         static_dims=_static_dims(f_locals),
         dynamic_ints=_dynamic_ints(frame, f_locals, ctx, recompiling),
@@ -676,7 +663,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         capture_scalar_outputs=config.capture_scalar_outputs or ctx.fullgraph,
         capture_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops or ctx.fullgraph,
         inline_inbuilt_nn_modules=config.inline_inbuilt_nn_modules,
-        pinned_locals=_pinned_locals(f_locals, ctx),
+        pinned_locals=pinned_locals(f_locals, ctx.pinned_modules),
     )
     try:
         with _timed(record, "bytecode_analysis"), _preserved_rng_state():
