@@ -23,7 +23,7 @@ from symbolic_vm.codegen import (
     frame_names,
 )
 from symbolic_vm.errors import GraphBreakNeeded, Unsupported
-from symbolic_vm.graph_close import close_graph
+from symbolic_vm.graph_close import capture_result, close_graph
 from symbolic_vm.interpreter import SUPPORTED_VERSIONS, Interpreter
 from symbolic_vm.made_classes import ClassEscapes
 from symbolic_vm.output import Output
@@ -180,12 +180,4 @@ def _finish(
     new_code = build_code(code, Transformed(
         graph_call, graph_args, rebuilder.lines, writes, return_expr, cell_writes(out)
     ))
-    guards, rebuild_guards = out.capture_guards(guarded)
-    return CaptureResult(
-        code=new_code,
-        graphs=graphs,
-        guards=guards,
-        rebuild_guards=rebuild_guards,
-        breaks=[],
-        globals_to_install=out.installs,
-    )
+    return capture_result(out, new_code, (graphs, guarded), [])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import types
 
 import torch
 
@@ -15,12 +16,12 @@ from symbolic_vm.codegen import Rebuilder
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import Source
 from symbolic_vm.output import Output
-from symbolic_vm.records import CapturedGraph
+from symbolic_vm.records import CapturedGraph, CaptureResult, GraphBreak
 from symbolic_vm.values import SymVar, TensorVar
 
 log = logging.getLogger("strata.symbolic_vm")
 
-__all__ = ["close_graph"]
+__all__ = ["capture_result", "close_graph"]
 
 
 def close_graph(
@@ -73,6 +74,28 @@ def close_graph(
     args = [rebuilder.source(_source(v)) for v in live]
     sources = tuple(_source(v) for v in live)
     return [CapturedGraph(graph_name, gm, example_inputs, sources)], graph_name, args, guarded
+
+
+def capture_result(
+    out: Output,
+    code: types.CodeType,
+    closed: tuple[list[CapturedGraph], list[TensorVar | SymVar]],
+    breaks: list[GraphBreak],
+    resume_globals: dict[str, object] | None = None,
+) -> CaptureResult:
+    """The result of a capture: ``code`` to run, the graphs and guarded inputs ``closed`` (from
+    :func:`close_graph`), the trace's guards, and the globals to install."""
+    graphs, guarded = closed
+    guards, rebuild_guards = out.capture_guards(guarded)
+    return CaptureResult(
+        code=code,
+        graphs=graphs,
+        guards=guards,
+        rebuild_guards=rebuild_guards,
+        breaks=breaks,
+        globals_to_install=out.installs if resume_globals is None
+        else {**out.installs, **resume_globals},
+    )
 
 
 def _runs_user_torch_function(value: object) -> bool:

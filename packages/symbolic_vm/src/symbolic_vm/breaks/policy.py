@@ -41,7 +41,7 @@ from symbolic_vm.breaks.slots import (
 from symbolic_vm.bytecode import PY_VERSION, ResumeError
 from symbolic_vm.codegen import Rebuilder, Transformed, build_body, cell_writes, effect_lines
 from symbolic_vm.errors import FrameRunsEagerly, Unsupported
-from symbolic_vm.graph_close import close_graph
+from symbolic_vm.graph_close import capture_result, close_graph
 from symbolic_vm.guard_api import AttrSource, LocalSource
 from symbolic_vm.made_classes import ClassEscapes
 from symbolic_vm.output import Output
@@ -95,14 +95,8 @@ def handle_stop(
     graphs, graph_call, graph_args, guarded = close_graph(out, decision.rebuilder, graph_name)
     code, resume_globals = build(out, vm.code, stop, decision, (graph_call, graph_args))
     log.debug("graph break in %s: %s", vm.code.co_name, stop.error.reason)
-    guards, rebuild_guards = out.capture_guards(guarded)
-    return CaptureResult(
-        code=code,
-        graphs=graphs,
-        guards=guards,
-        rebuild_guards=rebuild_guards,
-        breaks=[break_record(stop.error)],
-        globals_to_install={**out.installs, **resume_globals},
+    return capture_result(
+        out, code, (graphs, guarded), [break_record(stop.error)], resume_globals
     )
 
 
