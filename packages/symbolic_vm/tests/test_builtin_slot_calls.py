@@ -83,6 +83,15 @@ def test_set_and_frozenset_slots_and_methods_match_eager() -> None:
     check(fn)
 
 
+def test_frozensets_format_in_f_strings_as_eager() -> None:
+    def fn() -> Any:
+        p = frozenset("abc")
+        q = p & frozenset("b")
+        return f"{p} != {q}", f"{q!r:>20}"
+
+    check(fn)
+
+
 def test_set_methods_with_wrong_arguments_raise_eagers_type_error() -> None:
     def fn() -> list[Any]:
         p, q = set("abc"), frozenset("ab")

@@ -22,7 +22,9 @@ from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, folding_error, throw
 from symbolic_vm.guard_api import MethodCallSource
 from symbolic_vm.modules import module_iterator
+from symbolic_vm.object_operators import compare_op
 from symbolic_vm.tensor_attrs import DATA_DEPENDENT_METHODS, FACT_METHODS, TENSOR_META_METHODS
+from symbolic_vm.type_trackers import user_class
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -37,6 +39,7 @@ from symbolic_vm.values import (
     ListVar,
     MethodVar,
     ModuleVar,
+    NewObjectVar,
     ObjectVar,
     SetBox,
     SetVar,
@@ -337,14 +340,54 @@ def sort_values(vm: Interpreter, values: list[Var], kwargs: dict[str, Var]) -> l
     key = kwargs.get("key")
     if key is not None and isinstance(key, ConstVar) and key.value is None:
         key = None
-    keys = [
-        ops.const_value(vm.out, v if key is None else vm.call(key, [v], {})) for v in values
-    ]
+    key_vars = [v if key is None else vm.call(key, [v], {}) for v in values]
+    if any(isinstance(k, NewObjectVar) for k in key_vars):  # their own __lt__, traced
+        return _small_sort(vm, key_vars, values, reverse)
+    keys = [ops.const_value(vm.out, k) for k in key_vars]
     try:
         order = sorted(range(len(values)), key=lambda i: keys[i], reverse=reverse)
     except TypeError as exc:
         raise Unsupported(f"TypeError raised by sorting: {exc}") from exc
     return [values[i] for i in order]
+
+
+def _small_sort(vm: Interpreter, keys: list[Var], values: list[Var], reverse: bool) -> list[Var]:
+    """CPython's list sort of fewer than 64 items, whose keys are compared by their own
+    ``__lt__`` (traced: called as often and in the order eager calls it): the first run
+    (reversed when strictly descending), then binary insertion of the rest; ``reverse``
+    reverses before and after, which keeps equal items in order."""
+    if len(keys) >= 64:
+        raise Unsupported("sorting 64 or more objects compared by their own __lt__")
+
+    def less(a: Var, b: Var) -> bool:
+        return ops.truth(vm.out, compare_op(vm, "<", a, b))
+
+    pairs = list(zip(keys, values, strict=True))
+    if reverse:
+        pairs.reverse()
+    if len(pairs) > 1:
+        run = 2
+        if less(pairs[1][0], pairs[0][0]):
+            while run < len(pairs) and less(pairs[run][0], pairs[run - 1][0]):
+                run += 1
+            pairs[:run] = pairs[:run][::-1]
+        else:
+            while run < len(pairs) and not less(pairs[run][0], pairs[run - 1][0]):
+                run += 1
+        for start in range(run, len(pairs)):
+            pivot = pairs[start]
+            low, high = 0, start
+            while low < high:
+                mid = low + ((high - low) >> 1)
+                if less(pivot[0], pairs[mid][0]):
+                    high = mid
+                else:
+                    low = mid + 1
+            pairs[low + 1 : start + 1] = pairs[low:start]
+            pairs[low] = pivot
+    if reverse:
+        pairs.reverse()
+    return [value for _, value in pairs]
 
 
 def _list_method(
@@ -386,8 +429,28 @@ def _list_method(
         except (ValueError, TypeError) as exc:
             raise folding_error(exc, f"list.{name}()") from None
     if name == "sort" and not args:
-        box.items[:] = sort_values(vm, list(box.items), kwargs)
+        # As CPython, the list is empty while it sorts (a key function sees it so); one changed
+        # meanwhile ends sorted anyway, and the sort raises ValueError.
+        values = list(box.items)
+        box.items.clear()
+        try:
+            ordered = sort_values(vm, values, kwargs)
+        finally:
+            changed = bool(box.items)
+            box.items[:] = values
+        box.items[:] = ordered
+        if changed:
+            raise throw(ValueError, "list modified during sort")
         return ConstVar(None)
+    if name == "remove" and any(user_class(v) for v in (args[0], *box.items)):
+        for index, candidate in enumerate(list(box.items)):
+            # CPython's list.remove: identity, then ``candidate == x`` (a user __eq__)
+            if ops.identical(out, candidate, args[0]) or ops.truth(
+                out, compare_op(vm, "==", candidate, args[0])
+            ):
+                del box.items[index]
+                return ConstVar(None)
+        raise throw(ValueError, "list.remove(x): x not in list")
     if name == "remove":
         target = ops.const_value(out, args[0])
         values = _const_items(vm, box.items)

@@ -12,6 +12,7 @@ from symbolic_vm import operations as ops
 from symbolic_vm.builtin_objects import has_attribute, python_type
 from symbolic_vm.builtins_ import call_builtin
 from symbolic_vm.class_dicts import class_lookup
+from symbolic_vm.constant_values import is_constant_value
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.handlers.exceptions import stopiteration_error
 from symbolic_vm.interpreter import Interpreter, handler
@@ -158,7 +159,10 @@ def _formattable(vm: Interpreter, value: Var) -> object:
 
 def _builtin_text(value: object) -> bool:
     """An exception object (the VM's exceptions are real objects made from constants) whose
-    class formats it in C (``f"{err}"``): its text depends on its args only."""
+    class formats it in C (``f"{err}"``): its text depends on its args only; a frozenset of
+    constants (the real object: its repr's order is its own)."""
+    if type(value) is frozenset:
+        return all(is_constant_value(v) for v in value)
     if not isinstance(value, BaseException):
         return False
     cls = type(value)

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from symbolic_vm import attributes, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import AttrSource
-from symbolic_vm.stdlib.polyfill import calls_of
+from symbolic_vm.stdlib.polyfill import calls_of, polyfill
 from symbolic_vm.values import (
     ConstVar,
     DictBox,
@@ -164,3 +165,38 @@ def nested_function_attr(vm: Interpreter, fn: NestedFunctionVar, name: str) -> V
 
 
 attributes.MORE_ATTRS[NestedFunctionVar] = nested_function_attr
+
+
+class _CmpKey:
+    """What ``functools.cmp_to_key(mycmp)(obj)`` makes: compared through ``mycmp`` (C's
+    KeyWrapper, as plain Python the VM traces; sorts call only ``<``)."""
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as C's
+
+    def __init__(self, obj: Any, cmp: Callable[[Any, Any], Any]) -> None:
+        self.obj = obj
+        self.cmp = cmp
+
+    def __lt__(self, other: _CmpKey) -> bool:
+        return bool(self.cmp(self.obj, other.obj) < 0)
+
+    def __gt__(self, other: _CmpKey) -> bool:
+        return bool(self.cmp(self.obj, other.obj) > 0)
+
+    def __le__(self, other: _CmpKey) -> bool:
+        return bool(self.cmp(self.obj, other.obj) <= 0)
+
+    def __ge__(self, other: _CmpKey) -> bool:
+        return bool(self.cmp(self.obj, other.obj) >= 0)
+
+    def __eq__(self, other: object) -> bool:
+        assert isinstance(other, _CmpKey)
+        return bool(self.cmp(self.obj, other.obj) == 0)
+
+
+@polyfill(functools.cmp_to_key)
+def cmp_to_key(mycmp: Callable[[Any, Any], Any]) -> Callable[[Any], _CmpKey]:
+    def key(obj: Any) -> _CmpKey:
+        return _CmpKey(obj, mycmp)
+
+    return key
