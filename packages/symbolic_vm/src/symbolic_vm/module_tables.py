@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from symbolic_vm.class_dicts import MISSING, class_lookup
+from symbolic_vm.errors import Unsupported
 from symbolic_vm.guard_api import AttrSource, ItemSource, Source
-from symbolic_vm.values import ModuleVar, Var
+from symbolic_vm.values import ConstVar, ModuleVar, Var
 
 if TYPE_CHECKING:
     from symbolic_vm.output import Output
@@ -169,3 +170,19 @@ def container_modules(out: Output, obj: ModuleVar) -> list[Var]:
     modules_source = AttrSource(obj.source, "_modules")
     out.request("DICT_KEYS", modules_source, module._modules)
     return [out.wrap(sub, ItemSource(modules_source, key)) for key, sub in module._modules.items()]
+
+
+def iterate_module(out: Output, var: ModuleVar) -> list[Var]:
+    """``list(module)`` for a stock Sequential, ModuleList, ModuleDict (its keys) or
+    ParameterList; any other module raises Unsupported."""
+    module = var.module
+    out.depend(var)
+    if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
+        return container_modules(out, var)
+    if isinstance(module, torch.nn.ModuleDict):
+        if var.source is not None:  # its keys are _modules' (a module added recompiles)
+            out.request("DICT_KEYS", AttrSource(var.source, "_modules"), module._modules)
+        return [ConstVar(k) for k in module]
+    if isinstance(module, torch.nn.ParameterList):
+        return [parameter_list_item(out, var, i, p) for i, p in enumerate(module)]
+    raise Unsupported(f"iterating over module {type(module).__name__}")

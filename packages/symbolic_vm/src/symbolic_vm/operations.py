@@ -7,7 +7,7 @@ import inspect
 import operator
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
@@ -21,13 +21,8 @@ from symbolic_vm.errors import (
     throw,
 )
 from symbolic_vm.generator_steps import generator_next
-from symbolic_vm.guard_api import AttrSource, DictCopySource
-from symbolic_vm.module_tables import (
-    container_modules,
-    module_len,
-    parameter_list_item,
-    submodule_item,
-)
+from symbolic_vm.guard_api import DictCopySource
+from symbolic_vm.module_tables import iterate_module, module_len, submodule_item
 from symbolic_vm.numpy_values import depend_numpy_scalar, numpy_scalar_value
 from symbolic_vm.output import Output
 from symbolic_vm.side_effects import ContainerWrite, DictSubclassWrite
@@ -59,9 +54,6 @@ from symbolic_vm.values import (
     TupleVar,
     Var,
 )
-
-if TYPE_CHECKING:
-    pass
 
 BINARY_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -610,7 +602,7 @@ def iterate(out: Output, var: Var) -> list[Var]:
         out.depend(var)  # the program's TypeError (``lst.extend(1)``), as eager raises it
         raise throw(TypeError, f"'{type(var.value).__name__}' object is not iterable")
     if isinstance(var, ModuleVar):
-        return _iterate_module(out, var)
+        return iterate_module(out, var)
     if isinstance(var, TensorVar):
         out.depend(var)
         length = var.example.shape[0] if var.example.dim() else None
@@ -640,20 +632,6 @@ def frozen_mapping(var: Var) -> dict[Any, Any] | None:
     if not all(isinstance(k, str) and isinstance(v, inspect.Parameter) for k, v in value.items()):
         return None
     return dict(value)
-
-
-def _iterate_module(out: Output, var: ModuleVar) -> list[Var]:
-    module = var.module
-    out.depend(var)
-    if isinstance(module, (torch.nn.Sequential, torch.nn.ModuleList)):
-        return container_modules(out, var)
-    if isinstance(module, torch.nn.ModuleDict):
-        if var.source is not None:  # its keys are _modules' (a module added recompiles)
-            out.request("DICT_KEYS", AttrSource(var.source, "_modules"), module._modules)
-        return [ConstVar(k) for k in module]
-    if isinstance(module, torch.nn.ParameterList):
-        return [parameter_list_item(out, var, i, p) for i, p in enumerate(module)]
-    raise Unsupported(f"iterating over module {type(module).__name__}")
 
 
 def view_items(out: Output, view: DictViewVar) -> list[Var]:
