@@ -731,9 +731,8 @@ CONSTRUCTS = {
     "changes programs; kept so recorded commands still run (regressions/test_check_failure_...)",
     "check_caught": "fixed (symbolic_vm.runtime_checks, session 11): it no longer changes "
     "programs; kept so recorded commands still run (regressions/test_check_failure_...)",
-    "exception_kept_alive": "an exception caught `as e` that stays referenced after its handler "
-    "(a break region's exit skips `del e`; a compiled helper given `e` guards on its identity), "
-    "keeping a suspended generator's frame alive (regressions/test_except_as_..., "
+    "exception_kept_alive": "fixed (symbolic_vm breaks.region and guard_plan, session 11): kept "
+    "so recorded commands still run (regressions/test_except_as_..., "
     "test_exception_argument_not_kept_alive_by_guards.py)",
     "builtin_type_error": "fixed (symbolic_vm.eager_errors, session 11): it no longer changes "
     "programs; kept so recorded commands still run (regressions/test_builtin_type_errors_...)",

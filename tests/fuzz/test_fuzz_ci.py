@@ -19,12 +19,7 @@ CI_BLOCK = 50
 # Open bugs the grown fuzzer found (issue 18's listed items are fixed), each proven by a strict-
 # xfail test in regressions/: left out of the CI slice until fixed (names from
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
-# An exception caught `as e` in a try block run eagerly at a break stays referenced (`e` left
-# bound; a compiled helper's identity guard on it), so its traceback keeps the frame and a
-# generator suspended in it alive (its `finally` runs late).
-CI_AVOID: frozenset[str] = frozenset(
-    {"exception_kept_alive"}
-)
+CI_AVOID: frozenset[str] = frozenset()
 
 
 def _eager_outcomes(source: str, seed: int) -> list[object]:

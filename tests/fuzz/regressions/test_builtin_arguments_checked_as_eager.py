@@ -5,7 +5,8 @@ Found by the ``builtin_misuse`` family (seed 602, session 10): ``abs(x, 1)``, ``
 ``sum(lst, start=1.0, extra=2)``, ``getattr(o, 'v', 1, 2)`` and ``range(n, step=1)`` returned a
 value (the extra argument or keyword was dropped), ``min()`` raised ValueError, and
 ``getattr(o)``, ``setattr(o, 'v')``, ``len(x, 1)``, ``range(1, 2, 3, 4)`` and ``callable()``
-crashed inside the VM (the frame ran eagerly with a warning).
+crashed inside the VM (the frame ran eagerly with a warning); ``tuple(1, 2)`` raised another
+TypeError message (session 11).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ CASES = [
     "callable()",
     "sorted(lst, lst)",
     "divmod(n)",
+    # session 11 (builtin_misuse seed 602, program 7): the VM iterated the first argument and
+    # raised "'int' object is not iterable" inside the program's try
+    "tuple(1, 2)",
+    "set(lst, lst)",
+    "bool(1, 2)",
+    "reversed()",
 ]
 
 

@@ -8,11 +8,11 @@ Found by the CI slice with the ``builtin_misuse`` family (seed 2026, program 9, 
 handler is ``POP_EXCEPT; JUMP_FORWARD`` to the call of the resume function, skipping the
 cleanup, and ``e`` is passed to ``__resume_at_<n>`` as a live local (CPython 3.11, main at
 52bc417). torch.compile is no reference here: its run of this program raises an internal error.
+Fixed in session 11: the region runs the handler's ``e = None; del e`` and exits after it
+(breaks.region).
 """
 
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.runner import check_source
 
@@ -43,11 +43,6 @@ def fn(x, y, n, lst):
 INPUTS = [{"x": [1.0, -2.0, 3.0], "y": [0.5, 0.5, 0.5], "n": 2, "lst": [0.5]}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the break region's exit skips `e = None; del e`: the generator's finally runs "
-    "at the next gc, not when fn returns (symbolic_vm breaks/codegen)",
-)
 def test_generator_finally_runs_when_fn_returns_after_except_as() -> None:
     failure = check_source(SOURCE, "eager", INPUTS)
     assert failure is None, str(failure)

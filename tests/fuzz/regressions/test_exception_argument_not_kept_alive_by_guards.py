@@ -7,7 +7,9 @@ an identity guard on ``e`` (``L['e'] is the TypeError with id ...``). The guard 
 exception, its traceback holds the frame, and a generator suspended in that frame runs its
 ``finally`` only when the cache entry goes (eager: when ``fn`` returns). The same guard makes
 ``fz_msg`` recompile for every new exception until ``cache_size_limit``. torch.compile 2.13
-does not keep it (checked by hand with this test's function, 2026-11-27).
+does not keep it (checked by hand with this test's function, 2026-11-27). Fixed in session 11
+(symbolic_vm.guard_plan): a builtin exception is guarded by its type and its args (an argument
+that is not a constant by identity, weakly where it can be).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-import pytest
 import torch
 
 import compile_api
@@ -30,10 +31,6 @@ def classify(e: BaseException) -> str:
     return "keyword" if "keyword" in str(e) else "other"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the guard on an exception argument is an identity match that holds the object",
-)
 def test_compiled_function_does_not_keep_its_exception_argument_alive() -> None:
     compile_api.reset()
     try:

@@ -105,7 +105,8 @@ _NO_KEYWORDS: tuple[Any, ...] = (
 # signature, or, for those without one, (fewest, most positional arguments, keywords taken).
 _SIGNATURES: dict[int, inspect.Signature] = {
     id(f): inspect.signature(f)
-    for f in (*_NO_KEYWORDS, builtins.sum, builtins.round, builtins.pow, builtins.sorted)
+    for f in (*_NO_KEYWORDS, builtins.sum, builtins.round, builtins.pow, builtins.sorted,
+              builtins.tuple, builtins.list, builtins.reversed, builtins.enumerate)
     if f not in (builtins.getattr, builtins.iter, builtins.next)
 }
 _ARITY: dict[int, tuple[int, float, frozenset[str]]] = {
@@ -113,6 +114,9 @@ _ARITY: dict[int, tuple[int, float, frozenset[str]]] = {
     id(builtins.iter): (1, 2, frozenset()),
     id(builtins.next): (1, 2, frozenset()),
     id(builtins.range): (1, 3, frozenset()),
+    id(builtins.set): (0, 1, frozenset()),
+    id(builtins.frozenset): (0, 1, frozenset()),
+    id(builtins.bool): (0, 1, frozenset()),
     id(builtins.min): (1, math.inf, frozenset({"key", "default"})),
     id(builtins.max): (1, math.inf, frozenset({"key", "default"})),
 }
@@ -176,6 +180,13 @@ def call_builtin(
         hashed = object_model.hash_of(vm, args[0])  # a user __hash__ (a dataclass's)
         if hashed is not None:
             return hashed
+        obj = args[0]
+        if isinstance(obj, ObjectVar) and obj.source is not None and (
+            type(obj.value).__hash__ is object.__hash__  # type: ignore[comparison-overlap]
+        ):
+            # the identity's hash: this very object (its type guard alone would reuse the
+            # number for another one)
+            vm.out.request("ID_MATCH", obj.source, obj.value)
     if value is builtins.bool and len(args) == 1 and not kwargs:
         truth = object_model.truth(vm, args[0])  # a user __bool__/__len__, a deque's items
         if truth is not None:

@@ -43,6 +43,19 @@ from symbolic_vm.values import (
 _MUTABLE_BUILTINS = (set, dict, list, bytearray)
 
 
+_PLAIN_ARGS = (type(None), bool, int, float, str, bytes)
+
+
+def _told_by_type_and_args(value: object) -> bool:
+    """A builtin exception whose str and repr follow from its type and its args."""
+    cls = type(value)
+    return (
+        isinstance(value, BaseException) and cls.__module__ == "builtins"
+        and cls.__str__ in (BaseException.__str__, KeyError.__str__)
+        and cls.__repr__ is BaseException.__repr__
+    )
+
+
 class GuardPlan(GraphInputs):
     """Turns what the trace depended on into guards (the layer of Output above its inputs)."""
 
@@ -137,6 +150,22 @@ class GuardPlan(GraphInputs):
                     "whose contents cannot be guarded (only str, int, float, bytes and tuples "
                     "of them are); the statement runs eagerly"
                 )
+            elif _told_by_type_and_args(var.value):
+                # A builtin exception (an except block's ``e`` passed on): its type and args
+                # are all str/repr/args read; by identity the guard would hold it, its
+                # traceback and the frames there, and recompile for every new one. An
+                # argument that is not a constant is guarded by identity (weakly where it can
+                # be: its repr may show its address).
+                self.request("TYPE_MATCH", source, var.value)
+                args_source = AttrSource(source, "args")
+                args = var.value.args
+                if all(type(a) in _PLAIN_ARGS for a in args):
+                    self.request("CONSTANT_MATCH", args_source, args)
+                else:
+                    self.request("LENGTH", args_source, args)
+                    for i, arg in enumerate(args):
+                        kind = "CONSTANT_MATCH" if type(arg) in _PLAIN_ARGS else "ID_MATCH"
+                        self.request(kind, ItemSource(args_source, i), arg)
             else:
                 self.request("ID_MATCH", source, var.value)
 

@@ -315,6 +315,7 @@ def _members(  # noqa: PLR0917 - the parts of one region
                 and s not in forced
                 and not any(flow.handler_index(h) in tries for h, _ in flow.handler_kinds(s))
                 and not _plain_jump(flow, s) and not _return_epilogue(flow, s)
+                and not _unbinds_except_name(flow, s)
             ):
                 exits.add(s)
             else:
@@ -346,6 +347,22 @@ def _plain_jump(flow: CodeFlow, i: int) -> bool:
     it): the region takes it, so both paths leave at its target, through one resume function."""
     ins = flow.instrs[i]
     return ins.opname in _JUMPS and isinstance(ins.arg, Label) and flow.label_at[ins.arg] > i
+
+
+def _unbinds_except_name(flow: CodeFlow, i: int) -> bool:
+    """Whether instruction ``i`` starts the ``e = None; del e`` that ends an ``except E as e``
+    handler: the region runs it (an exit there passed ``e`` on alive, and its traceback kept
+    the frame, and what the frame holds, alive in a cycle)."""
+    window = flow.instrs[i : i + 3]
+    if len(window) != 3:
+        return False
+    load, store, delete = window
+    return (
+        load.opname == "LOAD_CONST" and load.arg is None
+        and store.opname in ("STORE_FAST", "STORE_DEREF", "STORE_NAME")
+        and delete.opname == "DELETE" + store.opname.removeprefix("STORE")
+        and store.arg == delete.arg
+    )
 
 
 def _outer_handlers(flow: CodeFlow, start: int) -> set[int]:
