@@ -96,6 +96,10 @@ def _append_to(tree: Path, module: str, line: str) -> None:
         ("guards.errors", "import guards.check_fn", "guards' layers"),
         ("fxbuild.errors", "import fxbuild.builder", "fxbuild's layers"),
         ("symbolic_vm.operations", "import symbolic_vm.builtins_", "symbolic_vm's layers"),
+        ("symbolic_vm.breaks.resume", "import symbolic_vm.breaks.policy", "symbolic_vm's layers"),
+        ("evalframe.errors", "import attrs", "evalframe's layers"),
+        ("aot.errors", "import aot.api", "aot's layers"),
+        ("inductor_lite.ir", "import inductor_lite.scheduler", "inductor_lite's layers"),
     ],
 )
 def test_an_upward_import_inside_a_package_breaks_its_layers(
