@@ -17,67 +17,20 @@ the error stays about ``ROW_CHUNK`` roundings however long the reduction.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 
 from .cpp_expr import Body, store_expr
 from .cpp_prelude import compute_type
-from .ir import Op, PointwiseNode, ReductionNode, VLoad, affine, index_values, subexpressions
-from .symbolic import Size, is_static
+from .ir import ReductionNode
+from .scheduler import Kernel, Step, is_column_sum
 
-if TYPE_CHECKING:
-    from .scheduler import Kernel, Step
-
-__all__ = ["OUT_BLOCK", "ROW_CHUNK", "column_lines", "column_step", "is_column_sum"]
+__all__ = ["OUT_BLOCK", "ROW_CHUNK", "column_lines", "column_step"]
 
 # outputs per block: the block's accumulators (float and double) stay in L1
 OUT_BLOCK = 512
 # terms per output added in float before they go into the double total
 ROW_CHUNK = 64
-# fewer outputs than a vector's lanes: the row kernel's vectorised reduction loop is better
-_MIN_OUTPUTS = 8
-
-
-def _innermost(prefix: str, sizes: tuple[Size, ...]) -> str | None:
-    """The name of the last dimension of more than one element (``Step.var_names``)."""
-    for k in range(len(sizes) - 1, -1, -1):
-        if sizes[k] != 1:
-            return f"{prefix}{k}"
-    return None
-
-
-def is_column_sum(node: PointwiseNode | ReductionNode) -> bool:
-    """``node`` is a static float sum whose loads are contiguous along its outputs and
-    strided along its reduction: computed column-wise when it starts its kernel."""
-    if not isinstance(node, ReductionNode) or node.reduction is not Op.SUM:
-        return False
-    if node.dtype not in (torch.float32, torch.float64):
-        return False
-    if not all(is_static(s) for s in (*node.out_sizes, *node.red_sizes)):
-        return False
-    if math.prod(int(s) for s in node.out_sizes) < _MIN_OUTPUTS:  # type: ignore[call-overload]
-        return False
-    out_var = _innermost("i", node.out_sizes)
-    red_var = _innermost("r", node.red_sizes)
-    if out_var is None or red_var is None:
-        return False
-    strided = False
-    for ld in subexpressions(node.body, into_indices=True):
-        if not isinstance(ld, VLoad):
-            continue
-        form = affine(ld.index)
-        if form is None or index_values(ld.index):
-            return False
-        coefs = form[0]
-        along_out = coefs.get(out_var, 0)
-        if along_out not in (0, 1):
-            return False
-        if along_out == 1 and coefs.get(red_var, 0) not in (0, 1):
-            strided = True
-    return strided
-
-
 def column_step(kernel: Kernel) -> Step | None:
     """The kernel's first step when it is a column sum (``is_column_sum``)."""
     if not kernel.steps:

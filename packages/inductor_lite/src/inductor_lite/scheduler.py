@@ -11,10 +11,12 @@ buffer produced in the kernel lies in the row the producer has just written.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .column_sum import is_column_sum
+import torch
+
 from .ir import (
     FallbackNode,
     IAdd,
@@ -25,6 +27,7 @@ from .ir import (
     ISym,
     IValue,
     LoweredGraph,
+    Op,
     PointwiseNode,
     ReductionNode,
     TensorRef,
@@ -44,6 +47,7 @@ __all__ = [
     "Step",
     "fallback_reads",
     "has_indirect_index",
+    "is_column_sum",
     "iter_loads",
     "kernel_symbols",
     "reads_within_row",
@@ -439,3 +443,48 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
             out.append(item)
     log.debug("scheduled %d kernels", count)
     return out
+
+
+# -- column sums (column_sum.py generates their code) ----------------------------------------
+
+# fewer outputs than a vector's lanes: the row kernel's vectorised reduction loop is better
+_MIN_OUTPUTS = 8
+
+
+def _innermost(prefix: str, sizes: tuple[Size, ...]) -> str | None:
+    """The name of the last dimension of more than one element (``Step.var_names``)."""
+    for k in range(len(sizes) - 1, -1, -1):
+        if sizes[k] != 1:
+            return f"{prefix}{k}"
+    return None
+
+
+def is_column_sum(node: PointwiseNode | ReductionNode) -> bool:
+    """``node`` is a static float sum whose loads are contiguous along its outputs and
+    strided along its reduction: computed column-wise when it starts its kernel."""
+    if not isinstance(node, ReductionNode) or node.reduction is not Op.SUM:
+        return False
+    if node.dtype not in (torch.float32, torch.float64):
+        return False
+    if not all(is_static(s) for s in (*node.out_sizes, *node.red_sizes)):
+        return False
+    if math.prod(int(s) for s in node.out_sizes) < _MIN_OUTPUTS:  # type: ignore[call-overload]
+        return False
+    out_var = _innermost("i", node.out_sizes)
+    red_var = _innermost("r", node.red_sizes)
+    if out_var is None or red_var is None:
+        return False
+    strided = False
+    for ld in subexpressions(node.body, into_indices=True):
+        if not isinstance(ld, VLoad):
+            continue
+        form = affine(ld.index)
+        if form is None or index_values(ld.index):
+            return False
+        coefs = form[0]
+        along_out = coefs.get(out_var, 0)
+        if along_out not in (0, 1):
+            return False
+        if along_out == 1 and coefs.get(red_var, 0) not in (0, 1):
+            strided = True
+    return strided
