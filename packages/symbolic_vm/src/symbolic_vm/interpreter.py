@@ -208,7 +208,8 @@ class Interpreter:
     def run_frame(self) -> Var | Stop | Retrace:
         """Interpret the root frame: its returned value, or where and why the trace stopped
         (a Stop before an instruction that failed cleanly or starts the region to run as
-        bytecode; a Retrace when a failed instruction had changed the trace)."""
+        bytecode; a Retrace when a failed instruction had changed the trace). A graph break
+        goes on in symbolic_vm.breaks.policy.handle_stop, which capture() hands the Stop to."""
         return self._run()
 
     def _run(self) -> Var | Stop | Retrace:
