@@ -103,6 +103,16 @@ def test_set_methods_with_wrong_arguments_raise_eagers_type_error() -> None:
     check(fn)
 
 
+def test_tuple_new_argument_errors_match_eager() -> None:
+    def fn() -> list[Any]:
+        return _errors(
+            (lambda: tuple.__new__(tuple, [1, 2], extra=1),), (tuple.__new__, tuple, [1], [2]),
+            (tuple.__new__, tuple, [1, 2]),
+        )
+
+    check(fn)
+
+
 def test_tuple_count_and_index_errors_match_eager() -> None:
     def fn() -> list[Any]:
         p = tuple("abcab")

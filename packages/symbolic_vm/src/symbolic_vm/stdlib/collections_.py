@@ -76,6 +76,11 @@ methods.MORE_METHODS[TupleVar] = _named_tuple_method
 def _tuple_new(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """``tuple.__new__(cls, iterable)``: a named tuple's ``_make``, or a plain tuple."""
     if kwargs or len(args) not in (1, 2):
+        if args and isinstance(args[0], ObjectVar) and args[0].value is tuple:
+            try:  # the argument check comes first: eager's TypeError, whatever the values
+                tuple.__new__(tuple, *([()] * (len(args) - 1)), **dict.fromkeys(kwargs))
+            except TypeError as exc:
+                raise throw(TypeError, *exc.args) from None
         raise Unsupported("tuple.__new__ with keyword arguments")
     cls = ops.const_value(vm.out, args[0])
     items = tuple(ops.iterate(vm.out, args[1])) if len(args) > 1 else ()
