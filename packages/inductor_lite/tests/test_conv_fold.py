@@ -279,13 +279,27 @@ def test_few_channel_input_goes_channels_last_through_aten(check: Any) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         return F.conv2d(x, w, padding=1)
 
-    c = check(fn, [torch.randn(2, 3, 64, 64)])
+    c = check(fn, [torch.randn(4, 3, 64, 64)])
     clones = [
         n for n in c.lowered.nodes if isinstance(n, FallbackNode) and n.target == aten.clone.default
     ]
     assert len(clones) == 1
     out = clones[0].outputs[0]
-    assert out is not None and out.strides == _nhwc((2, 3, 64, 64))
+    assert out is not None and out.strides == _nhwc((4, 3, 64, 64))
+
+
+def test_a_small_few_channel_image_goes_channels_last_through_our_kernel(check: Any) -> None:
+    # 19200 elements: over the old 16K limit, under _OWN_COPY_NUMEL (aten's copy costs more
+    # inside a model than our kernel)
+    w = torch.randn(8, 3, 3, 3)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, w, padding=1)
+
+    c = check(fn, [torch.randn(1, 3, 80, 80)])
+    assert aten.clone.default not in _targets(c)
+    stores = [n for n in c.lowered.nodes if isinstance(n, PointwiseNode)]
+    assert any(c.lowered.buffers[n.buf].strides == _nhwc((1, 3, 80, 80)) for n in stores)
 
 
 @pytest.mark.parametrize("nan", [False, True])

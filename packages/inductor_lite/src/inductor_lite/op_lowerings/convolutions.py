@@ -84,17 +84,21 @@ def _eligible(L: GraphLowering, node: torch.fx.Node, x: TensorValue, weight: Ten
     )
 
 
-# Below this many channels a stored value (of 16K elements or more) goes channels-last
-# through aten's copy: our row kernel's inner loop runs over the channels, too short to
-# vectorise (the 8x3x64x64 image: 95 us in our kernel, 40 us in aten's)
+# Below this many channels a stored value (of _OWN_COPY_NUMEL elements or more) goes
+# channels-last through aten's copy: our row kernel's inner loop runs over the channels, too
+# short to vectorise (the 8x3x64x64 image: 95 us in our kernel, 40 us in aten's)
 _FEW_CHANNELS = 8
+# Under this many elements our kernel copies anyway: inside a model aten's call costs far
+# more than alone (efficientnet_b0's 1x3x96x96 image: aten 109 us in the model, 24 us
+# alone; our kernel 26 us in the model)
+_OWN_COPY_NUMEL = 32768
 
 
 def _channels_last(L: GraphLowering, tv: TensorValue) -> TensorValue:
     if _is_channels_last(tv):
         return tv
     strides = channels_last_strides(tv.sizes)
-    if tv.ref is None or int(tv.sizes[1]) >= _FEW_CHANNELS or int(tv.numel) < 16384:
+    if tv.ref is None or int(tv.sizes[1]) >= _FEW_CHANNELS or int(tv.numel) < _OWN_COPY_NUMEL:
         return L.realize(tv, strides)
     spec = L.new_buffer(tv.sizes, tv.dtype, strides)
     kwargs = (("memory_format", torch.channels_last),)
