@@ -396,7 +396,15 @@ def run(fn: Any = None) -> Any:
 
 
 def reset() -> None:
-    """Forget everything compiled: every code cache, record, timing and installed global."""
+    """Forget everything compiled: every code cache, record, timing and installed global.
+
+    Called inside a compiled function (it runs eagerly, at a graph break), it forgets as
+    ``torch.compiler.reset()`` does there: the installed globals stay, since the running
+    transformed code still calls its graphs and resume functions by those names.
+    """
+    if state.running_installed_code(sys._getframe(1)):
+        _reset_after_torch()
+        return
     evalframe.clear_cache()
     state.clear()
     observe.reset()

@@ -75,6 +75,20 @@ class State:
     # eager run past the limit, and the frames it calls are not compiled either
     past_limit: set[types.CodeType] = attrs.field(factory=set)
 
+    def running_installed_code(self, frame: types.FrameType | None) -> bool:
+        """Whether ``frame`` or a caller runs code that looks up a global installed here (a
+        transformed frame, or a resume function, between its graphs)."""
+        with self.lock:
+            by_namespace: dict[int, set[str]] = {}
+            for namespace, name in self.installed:
+                by_namespace.setdefault(id(namespace), set()).add(name)
+        while frame is not None:
+            names = by_namespace.get(id(frame.f_globals))
+            if names and not names.isdisjoint(frame.f_code.co_names):
+                return True
+            frame = frame.f_back
+        return False
+
     def clear(self, *, keep_installed: bool = False) -> None:
         """Forget everything; ``keep_installed`` leaves the installed globals in place (code
         that is running may still look them up)."""
