@@ -206,3 +206,25 @@ def test_hasattr_on_a_shared_module_is_guarded() -> None:
     compiled = compile_api.compile(_run_any, backend=counter)
     torch.testing.assert_close(compiled(layers, x), _run_any(layers, x))
     assert counter.count == 2  # forward without and with extra (the resume holds no op)
+
+
+class Hashed(nn.Module):
+    """Uses its own hash: the module's identity flows into the trace as a number."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.lin(x) * (hash(self) % 7)
+        graph_break()
+        return x
+
+
+@torch.no_grad()
+def test_a_module_whose_identity_the_trace_reads_is_pinned() -> None:
+    torch.manual_seed(0)
+    layers = nn.ModuleList([Hashed() for _ in range(3)])
+    x = torch.randn(2, 4)
+    compiled = compile_api.compile(_run_any, backend=GraphCounter())
+    torch.testing.assert_close(compiled(layers, x), _run_any(layers, x))

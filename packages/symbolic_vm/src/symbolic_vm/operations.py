@@ -116,6 +116,11 @@ def const_value(out: Output, var: Var) -> Any:
         return var.value if isinstance(var, ObjectVar) else var.fn
     if isinstance(var, ModuleVar):
         out.depend(var)
+        if out.module_shared(var.source):
+            # The object itself flows into the trace (a dict key, an argument folded away):
+            # only this module may reuse the code (a shared one is otherwise pinned by class).
+            assert var.source is not None
+            out.request("ID_MATCH", var.source, var.module)
         return var.module
     if isinstance(var, SliceVar):
         return slice(*(const_value(out, p) for p in (var.start, var.stop, var.step)))
