@@ -149,6 +149,27 @@ def test_torch_allow_in_graph_function_is_one_node(counter: GraphCounter) -> Non
     assert scale in targets
 
 
+def _add_sub_add(a: torch.Tensor) -> torch.Tensor:
+    x = torch.add(a, 1)
+    x = torch.sub(x, 1)
+    return torch.add(x, 1)
+
+
+def test_torch_disallow_in_graph_op_is_a_break_as_torch_does(counter: GraphCounter) -> None:
+    # torch's test_decorators::test_disallow_in_graph: read from torch's registry by identity
+    torch._dynamo.disallow_in_graph(torch.sub)
+    try:
+        x = torch.randn(4)
+        theirs, torch_count = torch_graphs(_add_sub_add, (x,))
+        got = ours(_add_sub_add, counter, (x,))
+    finally:
+        torch._dynamo.allow_in_graph(torch.sub)
+    torch.testing.assert_close(got, eager(_add_sub_add, (x,)))
+    torch.testing.assert_close(theirs, got)
+    assert counter.count == torch_count == 2
+    assert all(torch.sub not in [n.target for n in g.graph.nodes] for g in counter.graphs)
+
+
 @pytest.mark.parametrize("mark", ["mark_dynamic", "maybe_mark_dynamic"])
 def test_torch_mark_dynamic_compiles_that_dim_symbolic_from_the_first_call(
     counter: GraphCounter, mark: str

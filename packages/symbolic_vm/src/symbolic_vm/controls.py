@@ -219,15 +219,25 @@ def _allowed_in_graph(fn: object) -> bool:
     # __eq__ in such a module) has __module__ None.
     if not isinstance(fn, types.FunctionType) or (fn.__module__ or "").startswith("torch"):
         return False
-    rules = _submodule("trace_rules")
-    registry = getattr(rules, "_allowed_callable_ids", None)
-    # The set behind the registry; None until something registered (read, never initialised).
+    return _registered("_allowed_callable_ids", fn)
+
+
+def _registered(registry_name: str, fn: object) -> bool:
+    """Whether torch's frontend registry ``registry_name`` (a set of ids behind a lazily
+    built table) holds ``fn``; read, never initialised."""
+    registry = getattr(_submodule("trace_rules"), registry_name, None)
     ids = getattr(registry, "function_ids", None)
     return isinstance(ids, set) and id(fn) in ids
 
 
 def control_for(fn: object) -> Control | None:
     """What calling ``fn`` means if it is one of torch's compiler controls; None if it is not."""
+    if _registered("_disallowed_callable_ids", fn):
+        # torch's disallow_in_graph(fn) (a torch op): every call of it is a graph break
+        return Control(
+            ControlKind.BREAK,
+            f"call to {_name(fn)}, which disallow_in_graph excluded from graphs; it runs eagerly",
+        )
     if note_torch_disabled(fn):
         return Control(
             ControlKind.BREAK,
