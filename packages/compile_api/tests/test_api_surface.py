@@ -126,3 +126,41 @@ def test_options_configure_inductor_lite_and_unknown_keys_are_rejected() -> None
         compile_api.compile(f, options={"no_such_option": 1})
     with pytest.raises(RuntimeError, match="inductor"):
         compile_api.compile(f, backend="eager", options={"num_threads": 1})
+
+
+def _module_class() -> type[torch.nn.Module]:
+    class Scaled(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x).relu() + 1
+
+    return Scaled
+
+
+def test_compiling_a_module_class_compiles_its_instances_calls_as_torch() -> None:
+    # torch.compile(cls) returns the class, its __call__/_call_impl compiled in place
+    import torch._dynamo
+
+    x = torch.randn(2, 3)
+    counts = []
+    for compiler in (compile_api.compile, torch.compile):
+        graphs: list[torch.fx.GraphModule] = []
+
+        def backend(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+            graphs.append(gm)  # noqa: B023 - called before the loop moves on
+            return gm.forward
+
+        torch._dynamo.reset()
+        cls = _module_class()
+        assert compiler(cls, backend=backend) is cls  # type: ignore[operator]
+        torch.manual_seed(0)
+        module = cls()
+        torch.manual_seed(0)
+        expected = _module_class()()(x)
+        torch.testing.assert_close(module(x), expected)
+        counts.append(len(graphs))
+    torch._dynamo.reset()
+    assert counts == [1, 1]

@@ -100,6 +100,27 @@ def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
     return compiled
 
 
+def _compile_class(cls: type, ctx: CompileContext) -> type:
+    """``compile(SomeClass)`` as torch.compile does it: the class itself comes back, changed
+    in place, its instances' ``__call__`` (and an nn.Module's ``_call_impl``) compiled, so an
+    instance made afterwards runs compiled when called (its construction does not)."""
+
+    def compiled_method(method: Callable[..., Any]) -> Callable[..., Any]:
+        compiled = _wrap(method, ctx)
+
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:  # a function: it binds as a method
+            return compiled(*args, **kwargs)
+
+        return call
+
+    if any("__call__" in vars(k) for k in cls.__mro__[:-1]):
+        cls.__call__ = compiled_method(cls.__call__)  # type: ignore[operator]
+    if issubclass(cls, torch.nn.Module):
+        cls._call_impl = compiled_method(cls._call_impl)  # type: ignore[method-assign]
+    return cls
+
+
 def _initialize_lazy(mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """A lazy module's first call (``nn.LazyLinear``, a ``LazyModuleMixin`` class): its
     initialization hook runs eagerly on the real arguments, as eager's first call runs it,
@@ -315,6 +336,8 @@ def compile(
     if isinstance(model, torch.nn.Module):
         warn_if_fsdp(model)
         return OptimizedModule(model, ctx)
+    if isinstance(model, type):
+        return _compile_class(model, ctx)
     # A function torch.compiler.disable wrapped runs eagerly, as under torch.compile.
     symbolic_vm.note_torch_disabled(model)
     return _wrap(model, ctx)
