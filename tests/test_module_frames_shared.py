@@ -228,3 +228,28 @@ def test_a_module_whose_identity_the_trace_reads_is_pinned() -> None:
     x = torch.randn(2, 4)
     compiled = compile_api.compile(_run_any, backend=GraphCounter())
     torch.testing.assert_close(compiled(layers, x), _run_any(layers, x))
+
+
+def _reads_parameters_from_a_reader(code: object) -> bool:
+    """Whether the compiled entry of ``code`` takes parameters from a params_reader (a pinned
+    module's frame) instead of reading each at its path (a shared one's)."""
+    import evalframe
+
+    entry = evalframe.cache_entries(code)[0]  # type: ignore[arg-type]
+    stem = "__strata_p"  # the reader tuple's local (symbolic_vm.codegen)
+    return any(n.startswith(stem) and n[len(stem):].isdigit() for n in entry.code.co_varnames)
+
+
+@torch.no_grad()
+def test_compiled_model_or_bound_forward_stays_pinned_and_reads_one_reader() -> None:
+    torch.manual_seed(0)
+    layer, x = Layer(), torch.randn(2, 4)
+    for compiled in (compile_api.compile(layer, backend=GraphCounter()),
+                     compile_api.compile(layer.forward, backend=GraphCounter())):
+        compile_api.reset()
+        torch.testing.assert_close(compiled(x), layer(x))
+        assert _reads_parameters_from_a_reader(Layer.forward.__code__)
+    compile_api.reset()
+    shared = compile_api.compile(run_layers, backend=GraphCounter())
+    torch.testing.assert_close(shared(nn.ModuleList([layer]), x), layer(x))
+    assert not _reads_parameters_from_a_reader(Layer.forward.__code__)

@@ -92,6 +92,11 @@ def _wrapped_modules(mod: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module) and not ctx.pinned_modules:
+        # compile(model.forward): that one module is called again and again, as compile(model)
+        # (pins.py): its frames keep the identity guard and the one-call parameter reader.
+        ctx = attrs.evolve(ctx, pinned_modules=(weakref.ref(owner),))
     # evalframe.with_callback: the callback is set around each call in C, with no Python frame.
     compiled = evalframe.with_callback(make_callback(ctx), fn)
     functools.update_wrapper(compiled, fn)
