@@ -120,7 +120,7 @@ def _compile_class(cls: type, ctx: CompileContext) -> type:
         return call
 
     if any("__call__" in vars(k) for k in cls.__mro__[:-1]):
-        cls.__call__ = compiled_method(cls.__call__)  # type: ignore[operator]
+        cls.__call__ = compiled_method(cls.__call__)  # type: ignore[method-assign]
     if issubclass(cls, torch.nn.Module):
         cls._call_impl = compiled_method(cls._call_impl)  # type: ignore[method-assign]
     return cls
