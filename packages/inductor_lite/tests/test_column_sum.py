@@ -1,41 +1,13 @@
 """Sums contiguous along their outputs (a channels-last pool, a sum over rows) are computed
 column-wise -- the reduction loop outside, the outputs vectorised inside -- with eager's
-results: one block of outputs or several, chunked or not, float and double."""
+results: several blocks of outputs, chunks of one dim or of the outermost of two, double.
+(A squeeze-excitation block's pool, one block without chunks: test_squeeze_excitation.py.)"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-
-from inductor_lite.ir import FallbackNode
-
-
-def _aten_calls(compiled: Any) -> list[object]:
-    return [item.target for item in compiled.items if isinstance(item, FallbackNode)]
-
-
-def test_squeeze_excitation_pool_of_a_conv_output_matches_eager(check: Any) -> None:
-    x = torch.randn(1, 32, 24, 24).contiguous(memory_format=torch.channels_last)
-    w = torch.randn(32, 1, 3, 3)
-    scale, fc1, fc2 = torch.rand(32, 1, 1) + 0.5, torch.randn(8, 32, 1, 1), torch.randn(32, 8, 1, 1)
-
-    def se(t: torch.Tensor) -> torch.Tensor:
-        y = F.silu(F.conv2d(t, w, padding=1, groups=32) * scale)
-        s = torch.sigmoid(F.conv2d(F.silu(F.conv2d(y.mean((2, 3), keepdim=True), fc1)), fc2))
-        return y * s
-
-    compiled = check(se, [x], atol=1e-4, rtol=1e-4)
-    assert "column-wise" in compiled.kernel_source
-    assert torch.ops.aten.mean.dim not in _aten_calls(compiled)
-
-
-def test_pool_of_few_terms_and_many_channels_matches_eager(check: Any) -> None:
-    # 1152 channels of 3x3: one block, no chunks
-    x = torch.randn(1, 1152, 3, 3).contiguous(memory_format=torch.channels_last)
-    compiled = check(lambda t: torch.tanh(t).mean((2, 3), keepdim=True), [x])
-    assert "column-wise" in compiled.kernel_source
 
 
 def test_row_sums_over_many_rows_and_blocks_match_eager(check: Any) -> None:

@@ -33,6 +33,11 @@ def test_silu_sigmoid_block_matches_eager_without_aten_convolutions(batch: int, 
 
     compiled = check(se, [x], atol=1e-4, rtol=1e-4)
     assert _aten_convolutions(compiled) == 0
+    # the pool: a column sum (column_sum.py), not aten's mean
+    assert "column-wise" in compiled.kernel_source
+    assert not any(
+        isinstance(item, FallbackNode) and "mean" in str(item.target) for item in compiled.items
+    )
 
 
 def test_relu_hardsigmoid_block_matches_eager_without_aten_convolutions(check: Any) -> None:
