@@ -158,3 +158,36 @@ def test_failing_unittest_asserts_still_raise_eagers_assertion_error(name: str) 
     compile_api.reset()
     with pytest.raises(Unsupported, match="AssertionError"):  # never a silent pass
         compile_api.compile(getattr(case, name), backend="eager", fullgraph=True)()
+
+
+class _SetSubclass(set):  # type: ignore[type-arg]
+    pass
+
+
+def test_plain_set_subclass_instances_made_in_the_trace_behave_as_eager() -> None:
+    from collections.abc import Iterable
+
+    def fn() -> Any:
+        p, q = map(_SetSubclass, ["abc", "bef"])
+        p.add("x")
+        p.discard("x")
+        return (
+            type(p & q), p & q, p - q, type(p.copy()), p == _SetSubclass("abc"),
+            p == frozenset("abc"), _SetSubclass.__and__(p, q), isinstance(p, _SetSubclass),
+            isinstance(p, Iterable), type(p) is _SetSubclass, f"{p & q} != {_SetSubclass('b')}",
+            p < _SetSubclass("abcd"), "a" in p, len(p), p.issubset("abcd"),
+        )
+
+    check(fn)
+
+
+def test_a_set_subclass_instance_leaving_the_frame_runs_eagerly() -> None:
+    def fn() -> Any:
+        return _SetSubclass("ab")
+
+    compile_api.reset()
+    result = compile_api.compile(fn, backend="eager")()
+    assert type(result) is _SetSubclass and result == fn()
+    compile_api.reset()
+    with pytest.raises(Unsupported, match="set subclass"):
+        compile_api.compile(fn, backend="eager", fullgraph=True)()

@@ -100,7 +100,7 @@ def _python_type(vm: Interpreter, var: Var) -> type:
     if isinstance(var, SequentialSliceVar):
         return torch.nn.Sequential
     if isinstance(var, SetVar):
-        return set
+        return var.cls
     if isinstance(var, ModuleVar):
         vm.out.depend(var)
         return type(var.module)

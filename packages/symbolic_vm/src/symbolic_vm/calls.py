@@ -27,6 +27,7 @@ from symbolic_vm import (
     numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
     object_model,
     runtime_checks,
+    slot_calls,
     # for the @implements it and the stdlib models register in builtin_table's tables: imported
     # here, above both, so that builtins_ never imports what imports it (issue 24)
     stdlib_calls,  # noqa: F401
@@ -62,6 +63,7 @@ from symbolic_vm.values import (
     ObjectVar,
     PartialVar,
     SequentialSliceVar,
+    SetVar,
     TensorVar,
     TupleVar,
     Var,
@@ -605,6 +607,11 @@ def construct(
                               "is not a Python function")
         vm.out.depend(cls_var)  # pins the class, and so its metaclass
         return call(vm, BoundMethodVar(cls_var, FunctionVar(meta_call)), args, kwargs)
+    if slot_calls.plain_set_subclass(cls) and not kwargs:  # class S(set): pass
+        plain = call(vm, ObjectVar(set), args, {})
+        assert isinstance(plain, SetVar)
+        vm.out.depend(cls_var)
+        return SetVar(plain.box, cls=cls)
     if issubclass(cls, BaseException):
         # Only ever raised (which is unsupported) or inspected: keep a real instance.
         py_args = [ops.const_value(vm.out, a) for a in args]

@@ -361,6 +361,8 @@ class Rebuilder:
         if isinstance(var, DictVar):
             dbox = var.box
             return self._once(dbox, lambda: self._dict(dbox))
+        if isinstance(var, SetVar) and var.cls is not set:
+            raise Unsupported(f"returning an instance of the set subclass {var.cls.__name__}")
         if isinstance(var, SetVar):
             sbox = var.box  # one set object however often it is referenced
             # From a frozenset copy: CPython copies a set's slots, so the order is kept.

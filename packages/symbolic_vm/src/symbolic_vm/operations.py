@@ -107,7 +107,7 @@ def const_value(out: Output, var: Var) -> Any:
         return getattr(const_value(out, var.dict), var.kind)()
     if isinstance(var, SetVar):
         out.depend(var)
-        return set(var.box.items)
+        return var.cls(var.box.items)  # a plain subclass's own (its repr names it)
     if isinstance(var, ObjectVar) and numpy_scalar_value(var.value) is not None:
         depend_numpy_scalar(out, var)  # its value, not only its type (a user instance's guard)
         return var.value

@@ -9,7 +9,8 @@ on the operands' types (and an int's value for ``*``), so the real slot is first
 is the program's; its ``NotImplemented`` is the answer; otherwise the operator itself runs on
 the tracked values (``vm.call`` of ``operator.add``, ...), so tensors inside the containers
 stay graph values. A frozenset (an immutable set of constants) folds its methods on the real
-object. An exception's ``with_traceback(None)`` (unittest's assertRaises stores the exception
+object. An instance of a plain ``set`` subclass (``class S(set): pass``) made in the trace is a SetVar
+with its class (``plain_set_subclass``). An exception's ``with_traceback(None)`` (unittest's assertRaises stores the exception
 so) is the exception itself: the VM's exceptions carry no traceback.
 """
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "call_descriptor", "call_dunder", "check_set_call", "container_type", "exception_method",
-    "frozenset_method",
+    "frozenset_method", "plain_set_subclass",
 ]
 
 # slot name -> (the operator function, whether the slot's operand is the operator's left one)
@@ -242,3 +243,24 @@ def _plain(var: Var) -> bool:
     if isinstance(var, DictVar):
         return all(_plain(v) for v in var.box.items.values())
     return False
+
+
+# What a class statement puts in a class's namespace without changing its instances' behaviour
+_PLAIN_NAMESPACE = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__"})
+
+
+def plain_set_subclass(cls: type) -> bool:
+    """A subclass of ``set`` whose classes up to ``set`` define nothing of their own (``class
+    S(set): pass``), made with set's ``__new__``/``__init__``: its instances are sets in every
+    operation (set's results are plain sets, ``copy()`` too), only their type differs."""
+    if not (isinstance(cls, type) and issubclass(cls, set)) or cls is set:
+        return False
+    if type(cls) is not type or cls.__mro__[cls.__mro__.index(set) :] != (set, object):
+        return False  # a metaclass or a base after set may change what the class does
+    for klass in cls.__mro__[: cls.__mro__.index(set)]:
+        if set(klass.__dict__) - _PLAIN_NAMESPACE or klass.__flags__ & _HEAPTYPE == 0:
+            return False
+    return True
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement

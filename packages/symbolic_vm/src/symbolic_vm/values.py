@@ -137,9 +137,12 @@ class SetBox:
 
 @attrs.frozen(eq=False)
 class SetVar(Var):
-    """A ``set`` of constants (ints, strings, ...): made in the frame or passed in."""
+    """A ``set`` of constants (ints, strings, ...): made in the frame or passed in. ``cls``:
+    for an instance of a plain ``set`` subclass made in the trace (one that defines nothing of
+    its own: ``slot_calls.plain_set_subclass``), its class; its operations are set's."""
 
     box: SetBox
+    cls: type = attrs.field(default=set, kw_only=True)
 
 
 def is_set_element(value: object) -> bool:
