@@ -115,6 +115,27 @@ def test_dict_update_with_a_three_item_element_raises_value_error_under_fullgrap
     torch.testing.assert_close(got, _update_with_a_triple(x))
 
 
+def _list_holding_itself(x: torch.Tensor) -> tuple[list[Any], dict[str, Any], torch.Tensor]:
+    items: list[Any] = [x]
+    items.append(items)
+    table: dict[str, Any] = {"x": x * 2}
+    table["self"] = table
+    return items, table, x + len(str([1, items[1][0].shape]))
+
+
+# Found at c4b6cfb (test_lists/test_dicts: a container appended to itself): the VM's constant
+# folding and the rebuild of the returned value recursed without end (an InternalError under
+# fullgraph); since session 11 both follow the container's box once.
+def test_containers_holding_themselves_come_back_as_eagers_under_fullgraph() -> None:
+    x = torch.ones(2)
+    expected = _list_holding_itself(x)
+    got = compile_api.compile(_list_holding_itself, backend="eager", fullgraph=True)(x)
+    assert got[0][1] is got[0] and got[1]["self"] is got[1]
+    torch.testing.assert_close(got[0][0], expected[0][0])
+    torch.testing.assert_close(got[1]["x"], expected[1]["x"])
+    torch.testing.assert_close(got[2], expected[2])
+
+
 def _module_with_a_parameter_built_inside(x: torch.Tensor) -> torch.Tensor:
     class WithParam(torch.nn.Module):
         def __init__(self) -> None:

@@ -355,6 +355,15 @@ class Rebuilder:
                     return emit.call(emit.attr(cls, "_make"), [inner])
                 return emit.call(cls, [inner])  # torch.return_types take one sequence
             return inner
+        if isinstance(var, (ListVar, DictVar)) and not self.made(var.box) and _holds_itself(var):
+            # ``l.append(l)``: made empty first, then filled with items that name it
+            made = self._once(var.box, lambda: emit.build("list", []) if isinstance(
+                var, ListVar) else emit.dict_display([]))
+            filled = (emit.build("list", [self.expr(v) for v in var.box.items])
+                      if isinstance(var, ListVar) else self._dict(var.box))
+            fill = "extend" if isinstance(var, ListVar) else "update"
+            self.lines.append(emit.expr_statement(emit.call(emit.attr(made, fill), [filled])))
+            return made
         if isinstance(var, ListVar):
             box = var.box
             return self._once(box, lambda: emit.build("list", [self.expr(v) for v in box.items]))
@@ -749,6 +758,22 @@ def _check_layout(original: types.CodeType, code: types.CodeType) -> None:
         or (code.co_flags ^ original.co_flags) & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     ):
         raise AssertionError("transformed code lost the original's argument layout")
+
+
+def _holds_itself(var: ListVar | DictVar) -> bool:
+    """Whether a list or dict holds itself, at any depth of lists, dicts and tuples."""
+    seen: set[int] = set()
+    todo = list(var.box.items if isinstance(var, ListVar) else var.box.items.values())
+    while todo:
+        item = todo.pop()
+        if isinstance(item, (ListVar, DictVar)) and id(item.box) not in seen:
+            if item.box is var.box:
+                return True
+            seen.add(id(item.box))
+            todo += item.box.items if isinstance(item, ListVar) else item.box.items.values()
+        elif isinstance(item, TupleVar):
+            todo += item.items
+    return False
 
 
 def _total_args(code: types.CodeType) -> int:

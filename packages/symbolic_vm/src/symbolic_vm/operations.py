@@ -15,11 +15,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from fxbuild import FakePropagationError
 from symbolic_vm.aliasing import identity_predicate
 from symbolic_vm.constant_values import MadeObjectId, is_constant_value
-from symbolic_vm.errors import (
-    Unsupported,
-    folding_error,
-    throw,
-)
+from symbolic_vm.errors import Unsupported, folding_error, throw
 from symbolic_vm.generator_steps import generator_next
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import iterate_module, module_len, submodule_item
@@ -84,20 +80,24 @@ def is_graph_value(var: Var) -> bool:
     return isinstance(var, (TensorVar, SymVar))
 
 
-def const_value(out: Output, var: Var) -> Any:
+def const_value(out: Output, var: Var, _made: dict[int, Any] | None = None) -> Any:
     """The Python value of a constant-like var, guarding every source it came from."""
     if isinstance(var, ConstVar):
         out.depend(var)
         return var.value
     if isinstance(var, TupleVar):
         out.depend(var)
-        return tuple(const_value(out, v) for v in var.items)
-    if isinstance(var, ListVar):
+        return tuple(const_value(out, v, _made) for v in var.items)
+    if isinstance(var, (ListVar, DictVar)):  # one value per box: ``l.append(l)`` holds itself
         out.depend(var)
-        return [const_value(out, v) for v in var.box.items]
-    if isinstance(var, DictVar):
-        out.depend(var)
-        return {k: const_value(out, v) for k, v in var.box.items.items()}
+        made = {} if _made is None else _made
+        if id(var.box) not in made and isinstance(var, ListVar):
+            made[id(var.box)] = items = list[Any]()
+            items.extend(const_value(out, v, made) for v in var.box.items)
+        elif id(var.box) not in made and isinstance(var, DictVar):
+            made[id(var.box)] = table = dict[Any, Any]()
+            table.update((k, const_value(out, v, made)) for k, v in var.box.items.items())
+        return made[id(var.box)]
     if isinstance(var, DictViewVar):
         # a view of a fresh dict with the same items: ==, set operations, list() as Python's
         # (keys need no values: those may be tensors)
