@@ -5,6 +5,7 @@ graphs than torch.compile on the same calls, and every result equal to eager's."
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -268,3 +269,27 @@ def test_an_int_where_a_tensor_was_is_dynamic_at_once() -> None:
     calls = _tensor_then_int_calls()
     ours = _our_count(multiply, calls)
     assert ours <= _their_count(multiply, calls) == 3
+
+
+@dataclasses.dataclass(order=True)
+class _Ordered:
+    a: float
+    b: float
+
+
+def _shift_by_the_smaller(x: torch.Tensor, p: _Ordered, q: _Ordered) -> torch.Tensor:
+    return x + p.a if p < q else x - q.b
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="floats are specialised (CONSTANT_MATCH) with no automatic-dynamic path: one graph "
+    "per value where torch 2.13 recompiles once and traces them as symbols (issue 20 item 9; "
+    "needs float placeholders in fxbuild, float symbols in the shape guards and compile_api's "
+    "automatic-dynamic tracking of floats)",
+)
+def test_ordered_dataclass_fields_of_new_floats_recompile_no_more_than_torch() -> None:
+    calls = [
+        (torch.ones(2), _Ordered(1.0 + i, 2.0), _Ordered(3.0 + i, 0.5 * i)) for i in range(4)
+    ]
+    assert _our_count(_shift_by_the_smaller, calls) <= _their_count(_shift_by_the_smaller, calls)
