@@ -191,3 +191,15 @@ def test_a_set_subclass_instance_leaving_the_frame_runs_eagerly() -> None:
     compile_api.reset()
     with pytest.raises(Unsupported, match="set subclass"):
         compile_api.compile(fn, backend="eager", fullgraph=True)()
+
+
+def test_sets_against_non_sets_fold_as_eager() -> None:
+    def fn() -> Any:
+        p, s, sub = frozenset("abc"), set("abc"), _SetSubclass("ab")
+        d = dict.fromkeys("abe")
+        return _errors(
+            (lambda: p - 1,), (lambda: 1 | p,), (lambda: s & "ab",), (lambda: sub - 1,),
+            (lambda: sub < 1,), (lambda: (p != d, s == d, p != ["a"], f"{p} == {d}"),),
+        )
+
+    check(fn)

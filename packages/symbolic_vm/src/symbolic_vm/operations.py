@@ -145,6 +145,20 @@ def _specialize(value: Any) -> Any:
         ) from None
 
 
+def is_plain_value(var: Var) -> bool:
+    """A value made only of constants: sets and frozensets of them, and tuples, lists and
+    dicts of such values (reading it as a Python value runs no user code)."""
+    if isinstance(var, (ConstVar, SetVar)) or _is_set(var):
+        return True
+    if isinstance(var, TupleVar):
+        return all(is_plain_value(v) for v in var.items)
+    if isinstance(var, ListVar):
+        return all(is_plain_value(v) for v in var.box.items)
+    if isinstance(var, DictVar):
+        return all(is_plain_value(v) for v in var.box.items.values())
+    return False
+
+
 def is_constant(var: Var) -> bool:
     """True when const_value(var) would succeed without touching the graph."""
     if isinstance(var, ConstVar):
@@ -323,6 +337,10 @@ def binary(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return _sequence(a, items(out, a) * times)
     if _is_set(a) and _is_set(b):
         return _set_binary(out, fn, a, b)
+    if (_is_set(a) or _is_set(b)) and is_plain_value(a) and is_plain_value(b):
+        # a set and a non-set (``p - 1``): eager's TypeError (folded on copies)
+        folded = _fold(plain, const_value(out, a), const_value(out, b))  # a subclass's name
+        return out.wrap(folded, None)
     if isinstance(a, DictVar) and isinstance(b, DictVar) and plain is operator.or_:
         out.depend(b)
         if fn is operator.ior:  # d |= other: d updated in place
@@ -418,9 +436,9 @@ def compare(out: Output, symbol: str, a: Var, b: Var) -> Var:
         return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
     if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):
         return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
-    if (_is_set(a) or _is_set(b)) and all(_is_set(v) or is_constant(v) for v in (a, b)):
-        # a set or frozenset (of constants) against another or a constant: folded
-        return ConstVar(_fold(fn, _set_object(out, a), _set_object(out, b)))
+    if (_is_set(a) or _is_set(b)) and is_plain_value(a) and is_plain_value(b):
+        # a set or frozenset (of constants) against another or a plain value: folded
+        return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
     if symbol in ("==", "!=") and not (is_constant(a) and is_constant(b)):
         if not (_equal_means_identical(a) and _equal_means_identical(b)):
             # a dataclass, or any class with its own __eq__: identity would be a wrong answer

@@ -9,9 +9,10 @@ on the operands' types (and an int's value for ``*``), so the real slot is first
 is the program's; its ``NotImplemented`` is the answer; otherwise the operator itself runs on
 the tracked values (``vm.call`` of ``operator.add``, ...), so tensors inside the containers
 stay graph values. A frozenset (an immutable set of constants) folds its methods on the real
-object. An instance of a plain ``set`` subclass (``class S(set): pass``) made in the trace is a SetVar
-with its class (``plain_set_subclass``). An exception's ``with_traceback(None)`` (unittest's assertRaises stores the exception
-so) is the exception itself: the VM's exceptions carry no traceback.
+object. An instance of a plain ``set`` subclass (``class S(set): pass``) made in the trace is
+a SetVar with its class (``plain_set_subclass``). An exception's ``with_traceback(None)``
+(unittest's assertRaises stores the exception so) is the exception itself: the VM's exceptions
+carry no traceback.
 """
 
 from __future__ import annotations
@@ -216,7 +217,7 @@ def check_set_call(vm: Interpreter, name: str, args: list[Var], kwargs: dict[str
     on the set's contents; any other outcome leaves the call to the set model."""
     probes: list[object] = []
     for arg in [*args, *kwargs.values()]:
-        if _plain(arg):  # its value: no user __hash__/__eq__ can run on it
+        if ops.is_plain_value(arg):  # its value: no user __hash__/__eq__ can run on it
             probes.append(ops.const_value(vm.out, arg))
             continue
         stand_in = _stand_in(vm, arg)
@@ -233,16 +234,6 @@ def check_set_call(vm: Interpreter, name: str, args: list[Var], kwargs: dict[str
     except Exception:  # KeyError of remove/pop: the contents decide
         return
 
-
-def _plain(var: Var) -> bool:
-    """A value made only of constants, containers of them and sets of constants."""
-    if isinstance(var, (ConstVar, SetVar)):
-        return True
-    if isinstance(var, (TupleVar, ListVar)):
-        return all(_plain(v) for v in (var.items if isinstance(var, TupleVar) else var.box.items))
-    if isinstance(var, DictVar):
-        return all(_plain(v) for v in var.box.items.values())
-    return False
 
 
 # What a class statement puts in a class's namespace without changing its instances' behaviour

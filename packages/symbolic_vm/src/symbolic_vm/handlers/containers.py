@@ -152,7 +152,7 @@ def _formattable(vm: Interpreter, value: Var) -> object:
     """The Python value an f-string formats; a symbolic int by its (guarded) value, as str()."""
     if isinstance(value, ObjectVar) and _builtin_text(value.value):
         return value.value
-    if not (ops.is_constant(value) or isinstance(value, SymVar)):
+    if not (ops.is_plain_value(value) or isinstance(value, SymVar)):
         raise Unsupported(f"f-string formatting of {ops.describe(value)}")
     return ops.const_value(vm.out, value)
 
