@@ -311,14 +311,22 @@ struct Step {
   PyObject* check;  // a TensorCheck for parameters, else nullptr
   DictGate gate;  // the parent's class, for reading dict_name from its instance dict
   Py_ssize_t same_container;  // an earlier step reading the same parent.dict_name, else -1
-  // What the last passing call read, keyed by dict version tags (0: nothing known).  Borrowed
-  // pointers, dereferenced only while the dict holding them still has the recorded tag (it
-  // then still holds them): see module_params_run.
+};
+
+// What the last passing call on one root read at one step, keyed by dict version tags (0:
+// nothing known).  Borrowed pointers, dereferenced only while the dict holding them still has
+// the recorded tag (it then still holds them): see module_params_run.
+struct Seen {
   uint64_t parent_dict_tag;  // the parent's instance dict, when container_seen was read in it
   PyObject* container_seen;
-  uint64_t container_tag;  // the container, when obj_seen was read in it (and its identity
+  uint64_t container_tag;  // the container, when obj_seen was read in it (and, with identity,
   PyObject* obj_seen;      // compared with ref: that object is still ref's referent)
 };
+
+// Without identity one check serves the modules of a stack called in turn: what each root's
+// last passing call read is kept in a slot of its own (chosen by the root's address, which
+// only picks a slot: the tags alone decide what may be reused).
+constexpr size_t kRootSlots = 16;
 
 // One step's reads in one call: owned references, and the tags read before them.
 struct StepRead {
@@ -334,12 +342,16 @@ struct ModuleParamsCheck {
   PyObject* root_ref;
   std::vector<Step>* steps;
   bool identity;  // false: any root, no identity compares (one frame shared by many modules)
+  std::vector<Seen>* seen;  // steps->size() per slot: one slot with identity, else kRootSlots
+  const void* slot_root[kRootSlots];  // the root each slot was filled for (compared only)
+  size_t next_slot;  // the slot a new root takes (round robin)
 };
 
 // ``parent.<dict_name>`` (new reference, or nullptr with a Python error set), and in
 // ``*parent_tag`` the tag of the parent's instance dict it was read from (0: read by getattr).
 // With that dict unchanged since the last passing call (same tag), the container it held then.
-PyObject* read_container(PyObject* parent, const Step& step, uint64_t* parent_tag) {
+PyObject* read_container(PyObject* parent, const Step& step, const Seen& seen,
+                         uint64_t* parent_tag) {
   *parent_tag = 0;
   if (gate_open(step.gate, parent)) {
     PyObject* dict = PyObject_GenericGetDict(parent, nullptr);
@@ -351,8 +363,8 @@ PyObject* read_container(PyObject* parent, const Step& step, uint64_t* parent_ta
         // The tag is read before the entry: if the dict changes after this read, it never
         // has this tag again, so the pair can only ever be used while it is true.
         const uint64_t tag = dict_tag(dict);
-        if (tag != 0 && tag == step.parent_dict_tag) {
-          container = step.container_seen;
+        if (tag != 0 && tag == seen.parent_dict_tag) {
+          container = seen.container_seen;
         } else {
           container = PyDict_GetItemWithError(dict, step.dict_name);
           if (container == nullptr) {
@@ -376,8 +388,8 @@ PyObject* read_container(PyObject* parent, const Step& step, uint64_t* parent_ta
 // ``container[key]`` (new reference, or nullptr with a Python error set), its tag in
 // ``*container_tag`` (0: not an exact dict), and whether it is the object recorded for an
 // unchanged container (its identity with the step's referent is then already known).
-PyObject* read_item(PyObject* container, const Step& step, uint64_t* container_tag,
-                    bool* known) {
+PyObject* read_item(PyObject* container, const Step& step, const Seen& seen,
+                    uint64_t* container_tag, bool* known) {
   *container_tag = 0;
   *known = false;
   if (!PyDict_CheckExact(container)) {
@@ -385,8 +397,8 @@ PyObject* read_item(PyObject* container, const Step& step, uint64_t* container_t
   }
   const uint64_t tag = dict_tag(container);
   PyObject* item;
-  if (tag != 0 && tag == step.container_tag) {
-    item = step.obj_seen;
+  if (tag != 0 && tag == seen.container_tag) {
+    item = seen.obj_seen;
     *known = true;
   } else {
     item = PyDict_GetItemWithError(container, step.key);
@@ -422,6 +434,21 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
   }
   std::vector<Step>& steps = *self->steps;
   const size_t n = steps.size();
+  size_t slot = 0;
+  if (!self->identity) {
+    while (slot < kRootSlots && self->slot_root[slot] != root) {
+      ++slot;
+    }
+    if (slot == kRootSlots) {  // a new root: take the next slot, forgetting what it held
+      slot = self->next_slot;
+      self->next_slot = (self->next_slot + 1) % kRootSlots;
+      self->slot_root[slot] = root;
+      for (size_t i = 0; i < n; ++i) {
+        (*self->seen)[slot * n + i] = Seen{0, nullptr, 0, nullptr};
+      }
+    }
+  }
+  Seen* seen = self->seen->data() + slot * n;
   // Strong references for the duration of the call (a __getattr__ or a subclass's custom
   // sizes may run Python code that could drop the last other reference); on the stack for
   // trees of up to 128 steps.
@@ -445,7 +472,7 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
       r.container = reads[static_cast<size_t>(step.same_container)].container;
       Py_INCREF(r.container);
     } else {
-      r.container = read_container(parent, step, &r.parent_dict_tag);
+      r.container = read_container(parent, step, seen[i], &r.parent_dict_tag);
       if (r.container == nullptr) {
         PyErr_Clear();
         ok = false;
@@ -453,7 +480,7 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
       }
     }
     bool known;
-    r.obj = read_item(r.container, step, &r.container_tag, &known);
+    r.obj = read_item(r.container, step, seen[i], &r.container_tag, &known);
     if (r.obj == nullptr) {
       Py_DECREF(r.container);
       PyErr_Clear();
@@ -481,11 +508,8 @@ bool module_params_run(ModuleParamsCheck* self, PyObject* root) {
   if (ok) {
     // Record what this passing call read (see Step): each pair was read tag first.
     for (size_t i = 0; i < n; ++i) {
-      Step& step = steps[i];
-      step.parent_dict_tag = reads[i].parent_dict_tag;
-      step.container_seen = reads[i].container;
-      step.container_tag = reads[i].container_tag;
-      step.obj_seen = reads[i].obj;
+      seen[i] = Seen{reads[i].parent_dict_tag, reads[i].container, reads[i].container_tag,
+                     reads[i].obj};
     }
   }
   for (size_t i = 0; i < done; ++i) {
@@ -528,6 +552,7 @@ void module_params_dealloc(PyObject* obj) {
   Py_CLEAR(self->root_ref);
   module_params_clear_steps(self);
   delete self->steps;
+  delete self->seen;
   Py_TYPE(obj)->tp_free(obj);
 }
 
@@ -647,9 +672,14 @@ PyObject* module_params_new(PyTypeObject* type, PyObject* args, PyObject* kwargs
         break;
       }
     }
-    self->steps->push_back(Step{parent, dict_name, key, ref, tc, gate, same, 0, nullptr, 0,
-                                nullptr});
+    self->steps->push_back(Step{parent, dict_name, key, ref, tc, gate, same});
   }
+  const size_t slots = self->identity ? 1 : kRootSlots;
+  self->seen = new std::vector<Seen>(slots * self->steps->size(), Seen{0, nullptr, 0, nullptr});
+  for (size_t i = 0; i < kRootSlots; ++i) {
+    self->slot_root[i] = nullptr;
+  }
+  self->next_slot = 0;
   return reinterpret_cast<PyObject*>(self);
 }
 

@@ -204,3 +204,19 @@ def test_without_identity_metadata_is_still_checked(compile_set: Any, verdict: V
     assert not verdict(cg, {"self": other})[0]
     assert not verdict(cg, {"self": None})[0]
     assert verdict(cg, {"self": model})[0]  # the capture's module still passes
+
+
+def test_without_identity_modules_called_in_turn_are_each_checked_anew(
+    compile_set: Any, verdict: Verdict
+) -> None:
+    # More modules than the C++ check keeps per-root slots for (16), called in turn: a change
+    # to one of them between its calls is seen whatever its slot remembered.
+    models = [net() for _ in range(20)]
+    cg = guard_shared(compile_set, models[0])
+    for _ in range(2):
+        assert all(cg.check({"self": m}) for m in models)
+    models[3][0].weight = torch.nn.Parameter(torch.randn(5, 3))
+    models[17][2]._modules["0"] = torch.nn.Linear(4, 3)
+    results = [cg.check({"self": m}) for m in models]
+    assert [i for i, ok in enumerate(results) if not ok] == [3, 17]
+    assert not verdict(cg, {"self": models[3]})[0]
