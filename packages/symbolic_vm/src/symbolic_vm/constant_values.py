@@ -7,6 +7,7 @@ import enum
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from symbolic_vm.errors import Unsupported
 
@@ -72,6 +73,23 @@ class MadeObjectId:
         if name.startswith("__"):
             raise AttributeError(name)  # protocol probes (copy's __deepcopy__, ...)
         return self._needs_the_number()
+
+
+def specialize(value: Any) -> Any:
+    """A symbolic number's value, guarded (the ShapeEnv records it): a SymBool, SymFloat or
+    SymInt as bool, float or int."""
+    try:
+        if isinstance(value, torch.SymBool):
+            return bool(value)
+        if isinstance(value, torch.SymFloat):
+            return float(value)
+        return int(value)
+    except GuardOnDataDependentSymNode:
+        # An unbacked symbol (from .item() or nonzero) has no value to specialise on.
+        raise Unsupported(
+            "a value read from a tensor (.item(), nonzero sizes) is used as a Python number; "
+            "it is unknown while tracing"
+        ) from None
 
 
 def is_constant_value(value: object) -> bool:

@@ -188,6 +188,16 @@ def folding_error(exc: Exception, what: str) -> TracedException | Unsupported:
     return Unsupported(f"{type(exc).__name__} raised while folding {what}: {exc}")
 
 
+def fake_reason(exc: Exception) -> str:
+    """The reason to break for a fake tensor's failure on a graph op (its first paragraph)."""
+    data_dependent = getattr(exc, "data_dependent", False)
+    kind = "data-dependent operation" if data_dependent else "operation failed while tracing"
+    # torch's text goes on with its logging advice and the line of our tracer that asked
+    # ("Caused by: .../fxbuild/builder.py"): the user's line is the error's own location.
+    first = (str(exc).strip().split("\n\n") or [""])[0]
+    return f"{kind}: {first}"
+
+
 def drop_tracebacks(err: BaseException) -> BaseException:
     """``err`` with the tracebacks of its chain (``__cause__``, ``__context__``) cleared, to be
     kept: they hold the compiler's frames and through them the user's frame and its locals (a

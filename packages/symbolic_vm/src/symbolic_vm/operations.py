@@ -14,8 +14,8 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from fxbuild import FakePropagationError
 from symbolic_vm.aliasing import identity_predicate
-from symbolic_vm.constant_values import MadeObjectId, is_constant_value
-from symbolic_vm.errors import Unsupported, folding_error, throw
+from symbolic_vm.constant_values import MadeObjectId, is_constant_value, specialize
+from symbolic_vm.errors import Unsupported, fake_reason, folding_error, throw
 from symbolic_vm.generator_steps import generator_next
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import iterate_module, module_len, submodule_item
@@ -126,23 +126,8 @@ def const_value(out: Output, var: Var, _made: dict[int, Any] | None = None) -> A
         return slice(*(const_value(out, p) for p in (var.start, var.stop, var.step)))
     if isinstance(var, SymVar):
         # Specialise: the ShapeEnv records the guard, emitted as a SHAPE guard at the end.
-        return _specialize(var.example)
+        return specialize(var.example)
     raise Unsupported(f"expected a Python constant, got {describe(var)}")
-
-
-def _specialize(value: Any) -> Any:
-    try:
-        if isinstance(value, torch.SymBool):
-            return bool(value)
-        if isinstance(value, torch.SymFloat):
-            return float(value)
-        return int(value)
-    except GuardOnDataDependentSymNode:
-        # An unbacked symbol (from .item() or nonzero) has no value to specialise on.
-        raise Unsupported(
-            "a value read from a tensor (.item(), nonzero sizes) is used as a Python number; "
-            "it is unknown while tracing"
-        ) from None
 
 
 def is_plain_value(var: Var) -> bool:
@@ -260,7 +245,7 @@ def graph_call(out: Output, target: Any, args: list[Var], kwargs: dict[str, Var]
             {k: graph_arg(out, v) for k, v in kwargs.items()},
         )
     except FakePropagationError as exc:
-        raise Unsupported(_fake_reason(exc)) from exc
+        raise Unsupported(fake_reason(exc)) from exc
     return _same_object(wrap_example(out, node), args, kwargs)
 
 
@@ -285,17 +270,8 @@ def graph_method(out: Output, name: str, args: list[Var], kwargs: dict[str, Var]
             {k: graph_arg(out, v) for k, v in kwargs.items()},
         )
     except FakePropagationError as exc:
-        raise Unsupported(_fake_reason(exc)) from exc
+        raise Unsupported(fake_reason(exc)) from exc
     return _same_object(wrap_example(out, node), args, kwargs)
-
-
-def _fake_reason(exc: Exception) -> str:
-    data_dependent = getattr(exc, "data_dependent", False)
-    kind = "data-dependent operation" if data_dependent else "operation failed while tracing"
-    # torch's text goes on with its logging advice and the line of our tracer that asked
-    # ("Caused by: .../fxbuild/builder.py"): the user's line is the error's own location.
-    first = (str(exc).strip().split("\n\n") or [""])[0]
-    return f"{kind}: {first}"
 
 
 # -- operators --------------------------------------------------------------------------------
