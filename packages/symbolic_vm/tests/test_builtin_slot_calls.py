@@ -203,3 +203,23 @@ def test_sets_against_non_sets_fold_as_eager() -> None:
         )
 
     check(fn)
+
+
+class _PlainTuple(tuple):  # type: ignore[type-arg]
+    pass
+
+
+class _GrandchildTuple(_PlainTuple):
+    pass
+
+
+def test_plain_tuple_subclass_instances_made_in_the_trace_behave_as_eager() -> None:
+    def fn() -> Any:
+        t = _GrandchildTuple.__new__(_GrandchildTuple, [1, 2, 3])
+        u = _GrandchildTuple([1, 2])
+        return (
+            type(t) is _GrandchildTuple, tuple(t), type(u), isinstance(u, _PlainTuple),
+            u == (1, 2), len(u), u[0], f"{u}", u + (3,), list(u), _PlainTuple(), u,
+        )
+
+    check(fn)

@@ -612,6 +612,10 @@ def construct(
         assert isinstance(plain, SetVar)
         vm.out.depend(cls_var)
         return SetVar(plain.box, cls=cls)
+    if slot_calls.plain_subclass(cls, tuple) and not kwargs and len(args) <= 1:
+        vm.out.depend(cls_var)  # class T(tuple): pass -- a tuple whose type is T
+        items = ops.iterate(vm.out, args[0]) if args else []
+        return TupleVar(tuple(items), named_type=cls)
     if issubclass(cls, BaseException):
         # Only ever raised (which is unsupported) or inspected: keep a real instance.
         py_args = [ops.const_value(vm.out, a) for a in args]

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "call_descriptor", "call_dunder", "check_set_call", "container_type", "exception_method",
-    "frozenset_method", "plain_set_subclass",
+    "frozenset_method", "plain_set_subclass", "plain_subclass",
 ]
 
 # slot name -> (the operator function, whether the slot's operand is the operator's left one)
@@ -244,11 +244,17 @@ def plain_set_subclass(cls: type) -> bool:
     """A subclass of ``set`` whose classes up to ``set`` define nothing of their own (``class
     S(set): pass``), made with set's ``__new__``/``__init__``: its instances are sets in every
     operation (set's results are plain sets, ``copy()`` too), only their type differs."""
-    if not (isinstance(cls, type) and issubclass(cls, set)) or cls is set:
+    return plain_subclass(cls, set)
+
+
+def plain_subclass(cls: object, base: type) -> bool:
+    """``cls`` subclasses the builtin ``base`` and its classes up to it define nothing of
+    their own (no metaclass, no class after ``base`` but object)."""
+    if not (isinstance(cls, type) and issubclass(cls, base)) or cls is base:
         return False
-    if type(cls) is not type or cls.__mro__[cls.__mro__.index(set) :] != (set, object):
+    if type(cls) is not type or cls.__mro__[cls.__mro__.index(base) :] != (base, object):
         return False  # a metaclass or a base after set may change what the class does
-    for klass in cls.__mro__[: cls.__mro__.index(set)]:
+    for klass in cls.__mro__[: cls.__mro__.index(base)]:
         if set(klass.__dict__) - _PLAIN_NAMESPACE or klass.__flags__ & _HEAPTYPE == 0:
             return False
     return True

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from guards import TypeSource
-from symbolic_vm import attributes, methods, object_attrs, object_model, type_trackers
+from symbolic_vm import attributes, methods, object_attrs, object_model, slot_calls, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.attr_stores import class_lookup
 from symbolic_vm.builtin_table import implementation, implements
@@ -86,6 +86,8 @@ def _tuple_new(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     items = tuple(ops.iterate(vm.out, args[1])) if len(args) > 1 else ()
     if cls is tuple:
         return TupleVar(items)
+    if slot_calls.plain_subclass(cls, tuple):  # class T(tuple): pass
+        return TupleVar(items, named_type=cls)
     if not _is_namedtuple_class(cls) or cls.__new__ is tuple.__new__:
         raise Unsupported(f"tuple.__new__ of {getattr(cls, '__name__', cls)!r}")
     if len(items) != len(cls._fields):
