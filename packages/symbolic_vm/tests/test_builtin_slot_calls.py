@@ -63,8 +63,8 @@ def test_protocol_slots_and_iterator_slots_match_eager() -> None:
         it = p.__iter__().__iter__()
         first = next(it)
         return (
-            first, it.__length_hint__(), p.__contains__("a"), p.__getitem__(1), p.__len__(),
-            tuple("xy").__contains__("z"), iter({1: 2}).__length_hint__(),
+            first, next(it), p.__contains__("a"), p.__getitem__(1), p.__len__(),
+            tuple("xy").__contains__("z"),
         )
 
     check(fn)

@@ -62,7 +62,7 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
     if isinstance(target, TensorVar):
         return tensor_method(vm, target, name, args, kwargs)
     dunder = slot_calls.call_dunder(vm, target, name, args, kwargs)
-    if dunder is not None:  # p.__add__(q), p.__eq__(r), it.__length_hint__()
+    if dunder is not None:  # p.__add__(q), p.__eq__(r), it.__iter__()
         return dunder
     if slot_calls.container_type(target) is frozenset:
         assert isinstance(target, ObjectVar)

@@ -1,5 +1,5 @@
 """The C methods of builtin types called by name: ``p.__add__(q)``, ``set.__and__(p,
-q)``, ``list.__eq__(p, r)``, ``frozenset.issubset(q, p)``, ``it.__length_hint__()``.
+q)``, ``list.__eq__(p, r)``, ``frozenset.issubset(q, p)``, ``it.__iter__()``.
 
 Called explicitly, a binary or comparison slot answers ``NotImplemented`` (or raises
 TypeError) where the operator would go on to the other operand or raise: ``[1].__eq__((1,))``
@@ -132,14 +132,13 @@ def call_dunder(
 def _iterator_dunder(
     target: IteratorVar, name: str, args: list[Var], kwargs: dict[str, Var]
 ) -> Var | None:
-    if name not in ("__iter__", "__length_hint__"):
+    # Not __length_hint__: an IteratorVar may stand for a zip/map/enumerate object, which
+    # has none (eager raises AttributeError).
+    if name != "__iter__":
         return None
     if args or kwargs:
         raise throw(TypeError, f"expected 0 arguments, got {len(args) + len(kwargs)}")
-    if name == "__iter__":
-        return target
-    box = target.box  # a list iterator's items are the list's own: its length now
-    return ConstVar(max(len(box.items) - box.index, 0))
+    return target
 
 
 def call_descriptor(
