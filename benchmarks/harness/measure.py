@@ -2,9 +2,10 @@
 
 Order of events for a workload:
 1. build one instance per implementation (identical parameters and inputs, from the same seed);
-2. compile() and the first call of each, timed together: the compile time (shared imports are
-   warmed before, so the first compiler in the process does not pay them for both); its output
-   (and state) is compared with eager's;
+2. compile() and the first call of each, timed together: the compile time (both compilers'
+   modules are imported before, so it times tracing, compiling and one run, and the first
+   compiler in the process does not pay shared imports for both); its output (and state) is
+   compared with eager's;
 3. ``warmup`` rounds of one call each, round-robin;
 4. ``repeats`` rounds; in each, every implementation takes one sample of ``calls`` calls, in an
    order rotated every round so no implementation always runs first;
@@ -204,18 +205,23 @@ def _calls_per_sample(workload: Workload, settings: Settings, eager: _Runner | N
 
 
 def _warm_shared_imports() -> None:
-    """Import, once, what both compilers load on their first compile, before anything is timed.
+    """Import, once, the modules both compilers load on their first compile, before any timing.
 
-    A ShapeEnv imports torch's own compiler configuration and, through it, triton; whichever
-    compiler ran first in the process would otherwise pay those seconds for both.
+    Compile time then measures tracing, compiling and the first run, not module imports: a
+    ShapeEnv imports torch's own compiler configuration and, through it, triton (whichever
+    compiler ran first in the process would pay those seconds for both); torch.compile loads
+    its inductor on the first call and Strata its backend and aot there, each imported here.
     """
+    import importlib
+
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     ShapeEnv()
-    try:
-        import triton.language  # noqa: F401
-    except ImportError:
-        pass
+    for name in ("triton.language", "torch._inductor.compile_fx", "inductor_lite", "aot"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings: Settings,
