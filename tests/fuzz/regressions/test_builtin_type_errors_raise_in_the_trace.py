@@ -24,7 +24,7 @@ import torch
 import torch._dynamo
 
 import compile_api
-from tests.conftest import GraphCounter
+from tests.conftest import TORCH_2_13, GraphCounter
 from tests.fuzz.regressions.test_builtin_arguments_checked_as_eager import INPUTS, SOURCE
 from tests.fuzz.runner import check_source
 
@@ -78,11 +78,14 @@ def test_caught_misuses_give_eagers_messages_in_one_graph_like_torch() -> None:
     counter = GraphCounter()
     ours = compile_api.compile(misuses_caught, backend=counter, fullgraph=True)(x, 2)
     assert torch.equal(ours[0], expected[0]) and ours[1] == expected[1]
+    assert counter.count == 1
+    if not TORCH_2_13:  # the reference behaviour is torch 2.13's (2.11 on the GPU machine differs)
+        return
     torch._dynamo.reset()
     theirs_counter = GraphCounter()
     theirs = torch.compile(misuses_caught, backend=theirs_counter, fullgraph=True)(x, 2)
     assert torch.equal(theirs[0], expected[0]) and theirs[1] == expected[1]
-    assert counter.count == theirs_counter.count == 1
+    assert theirs_counter.count == 1
 
 
 def len_of_an_int(x: torch.Tensor, n: int) -> tuple[torch.Tensor, int]:

@@ -18,7 +18,7 @@ import torch
 import torch._dynamo
 
 import compile_api
-from tests.conftest import GraphCounter
+from tests.conftest import TORCH_2_13, GraphCounter
 from tests.fuzz.runner import check_source
 
 SOURCE = """\
@@ -104,12 +104,16 @@ def test_failed_check_of_an_int_is_caught_in_as_many_graphs_as_torch() -> None:
     x = torch.tensor([1.0, -2.0])
     counter = GraphCounter()
     ours = compile_api.compile(check_of_an_int_caught, backend=counter)
+    for n in (3, 1):
+        assert ours(x, n)[1] == check_of_an_int_caught(x, n)[1]
+    assert counter.count == 2
+    if not TORCH_2_13:  # the reference behaviour is torch 2.13's (2.11 on the GPU machine differs)
+        return
     torch._dynamo.reset()
     theirs_counter = GraphCounter()
     theirs = torch.compile(check_of_an_int_caught, backend=theirs_counter)
     for n in (3, 1):
         expected = check_of_an_int_caught(x, n)
-        assert ours(x, n)[1] == expected[1]
         got = theirs(x, n)
         assert torch.equal(got[0], expected[0]) and len(got[1]) == len(expected[1])
-    assert counter.count == theirs_counter.count == 2
+    assert theirs_counter.count == 2
