@@ -183,6 +183,9 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
             return ConstVar(None) if target is None else out.wrap(target, None)
         if isinstance(value, torch._C.ScriptFunction):
             return _call_script_function(vm, fn, args, kwargs)
+        if higher_order.is_higher_order(value):  # a HigherOrderOperator instance (wrap)
+            out.depend(fn)
+            return cast(Var, higher_order.dispatch(vm, value, args, kwargs))
         handled = builtins_.call_builtin(vm, fn, args, kwargs)
         if handled is not None:
             return handled

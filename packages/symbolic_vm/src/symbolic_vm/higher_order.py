@@ -30,6 +30,12 @@ fakes while tracing (Python side effects in it happen there too); anything it re
 not a tensor input, a constant or a plain function (a module's parameters, a global tensor of
 a callee) fails that fake run, and the call is a graph break with the reason.
 
+``torch._higher_order_ops.wrap.wrap(fn, *args)`` calls ``fn(*args)``: the body is traced inline
+(torch.compile puts it in a ``wrap_body`` subgraph called through the ``wrap`` op; the results,
+the graph and frame counts are the same). ``control_flow.map(f, xs, *args)`` is unrolled over
+``xs``'s leading dimension, a static size (guarded with the tensor's shape), and the steps'
+results stacked, as eager's map computes it.
+
 ``dispatch`` is consulted where Python functions are called (``calls._call_function``), after
 the function's identity is guarded (the same guard as any inlined call: nothing extra).
 """
@@ -48,6 +54,7 @@ from fxbuild import FakePropagationError, SubgraphBuilder
 from symbolic_vm import controls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
+from symbolic_vm.mapped_calls import control_flow_map
 from symbolic_vm.side_effects import HookRegistration
 from symbolic_vm.values import (
     ConstVar,
@@ -175,6 +182,12 @@ def checkpoint_keeping_rng(gmod: torch.fx.GraphModule, *args: Any, **kwargs: Any
     return torch.utils.checkpoint.checkpoint(
         run, *args, use_reentrant=False, preserve_rng_state=True, early_stop=False
     )
+
+
+def _wrap(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    if not args:
+        raise Unsupported("wrap() without a function")
+    return _call(vm, args[0], args[1:], kwargs)
 
 
 def _checkpoint_node(
@@ -692,6 +705,8 @@ def _table() -> dict[int, tuple[object, _Handler]]:
         # The undecorated function under torch's wrapper, should code reach it directly.
         (getattr(torch.utils.checkpoint.checkpoint, "__wrapped__", None), _checkpoint),
         (_TORCH_COND, _cond),
+        (_WRAP, _wrap),
+        (_MAP, control_flow_map),
         (torch.func.functional_call, _functional_call),
         (getattr(torch.nn.utils.stateless, "functional_call", None), _functional_call),
     ]
@@ -704,6 +719,12 @@ def _table() -> dict[int, tuple[object, _Handler]]:
 _TABLE: dict[int, tuple[object, _Handler]] = {}
 _TAG_CHECKPOINT: Any = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
 _TORCH_COND: Any = getattr(torch, "cond", None)
+_HOPS: Any = getattr(torch, "_higher_order_ops", None)
+_WRAP: Any = getattr(getattr(_HOPS, "wrap", None), "wrap", None)
+# The package re-exports map's function over its module of the same name.
+_MAP: Any = getattr(_HOPS, "map", None)
+if isinstance(_MAP, types.ModuleType):
+    _MAP = getattr(_MAP, "map", None)
 _CHECKPOINT_IMPL: Any = getattr(torch.utils.checkpoint.checkpoint, "__wrapped__", None)
 if isinstance(_CHECKPOINT_IMPL, types.FunctionType):
     # A checkpoint call that runs eagerly (its function breaks): a compiled forward and an
@@ -714,6 +735,9 @@ if _TORCH_COND is not None:
     # Eager torch.cond (after a break, or in a frame run eagerly) compiles with torch's own
     # compiler: neither it nor anything it calls may be compiled by Strata too.
     controls.run_unhooked(_TORCH_COND.__code__)
+if isinstance(_MAP, types.FunctionType):
+    # The same for eager control_flow.map, which runs torch's compiler on its steps.
+    controls.run_unhooked(_MAP.__code__)
 
 
 def is_higher_order(fn: object) -> bool:
