@@ -24,6 +24,7 @@ from symbolic_vm import (
     function_effects,
     higher_order,
     methods,
+    nonstrict_args,
     numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
     object_model,
     runtime_checks,
@@ -152,7 +153,7 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
             raise Unsupported(f"call to {_name(value)}, which is disabled for compilation")
         if value in ALLOW_IN_GRAPH or value in NONSTRICT_TRACE:
             out.depend(fn)
-            return torch_calls.opaque_call(out, value, args, kwargs)
+            return _opaque_call(vm, value, args, kwargs)
         if value is object.__setattr__ and len(args) == 3 and not kwargs:
             # Skips the class's own __setattr__ (unlike setattr()): attr_stores tells them apart.
             name = ops.const_value(out, args[1])
@@ -335,6 +336,18 @@ def _call_script_function(
     return vm.call(vm.out.wrap(original, source), args, kwargs)
 
 
+def _opaque_call(vm: Interpreter, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """allow_in_graph / nonstrict_trace ``fn`` (ours or torch's) as one node; user pytree
+    objects passed to a nonstrict_trace function are flattened to their leaves first
+    (``nonstrict_args``)."""
+    nonstrict = fn in NONSTRICT_TRACE or controls.torch_nonstrict(fn)
+    if nonstrict:
+        flattened = nonstrict_args.flatten_user_arguments(vm, fn, args)
+        if flattened is not None:
+            fn, args = flattened
+    return torch_calls.opaque_call(vm.out, fn, args, kwargs, nonstrict=nonstrict)
+
+
 def _name(value: object) -> str:
     return str(getattr(value, "__qualname__", getattr(value, "__name__", repr(value))))
 
@@ -345,6 +358,9 @@ def _call_function(
     # mypy reads a FunctionType attribute through an instance as a bound method.
     func = cast(types.FunctionType, fn.fn)  # type: ignore[redundant-cast]
     out = vm.out
+    if controls.torch_nonstrict(func):
+        out.depend(fn)
+        return _opaque_call(vm, func, args, kwargs)
     handled = controls.dispatch(out, fn, func, args, kwargs)
     if handled is not None:
         return handled
@@ -361,7 +377,7 @@ def _call_function(
     if handled is not None:
         return handled
     if func in ALLOW_IN_GRAPH or func in NONSTRICT_TRACE:
-        return torch_calls.opaque_call(out, func, args, kwargs)
+        return _opaque_call(vm, func, args, kwargs)
     if func.__code__ in _REPR_GUARDS and "user_function" in func.__code__.co_freevars:
         # A __repr__ behind reprlib's recursion guard (dataclasses' repr): the guard keys a
         # set by thread id and id(self); the repr itself is what runs (a recursive repr

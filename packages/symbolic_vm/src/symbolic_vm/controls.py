@@ -222,6 +222,14 @@ def _allowed_in_graph(fn: object) -> bool:
     return _registered("_allowed_callable_ids", fn)
 
 
+def torch_nonstrict(fn: object) -> bool:
+    """``torch._dynamo.nonstrict_trace`` made ``fn`` (torch also counts it as allowed in graph):
+    the call is one node, with pytree arguments and results (``calls._opaque_call``)."""
+    if not isinstance(fn, types.FunctionType) or (fn.__module__ or "").startswith("torch"):
+        return False
+    return _registered("_nonstrict_trace_callable_ids", fn)
+
+
 def _registered(registry_name: str, fn: object) -> bool:
     """Whether torch's frontend registry ``registry_name`` (a set of ids behind a lazily
     built table) holds ``fn``; read, never initialised."""

@@ -560,7 +560,9 @@ def autograd_function_apply(cls: type) -> Any:
     return known
 
 
-def opaque_call(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
+def opaque_call(
+    out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var], *, nonstrict: bool = False
+) -> Var:
     """allow_in_graph / nonstrict_trace: the call becomes one node, run on fakes for its value.
 
     A nonstrict_trace function may return any pytree of tensors and constants (as with
@@ -568,7 +570,7 @@ def opaque_call(out: Output, fn: Any, args: list[Var], kwargs: dict[str, Var]) -
     and tuples around them. A plain tensor or tuple/list result keeps ``fn`` itself as the
     node's target. Either way ``fn`` runs once on fakes.
     """
-    if fn not in NONSTRICT_TRACE:
+    if not nonstrict and fn not in NONSTRICT_TRACE:
         return ops.graph_call(out, fn, args, kwargs)
     flat, specs = _flat_outputs(fn)
     leaves = ops.graph_call(out, flat, args, kwargs)
