@@ -2,17 +2,16 @@
 
 It is built as a few statements, syntax trees made with symbolic_vm.emit's constructors (their
 printout is what logs and dumps show), and emitted as instructions (symbolic_vm.emit,
-symbolic_vm.bytecode) with the original's argument layout, free and cell variables; it runs
-with the frame's globals. Sources are read by name: an argument or free
-variable ``L['x']`` is the plain name ``x`` (LOAD_FAST / LOAD_DEREF), a global ``G['w']`` is
-``w`` (LOAD_GLOBAL), attribute and item steps follow (``self._modules['0']._parameters['weight']``).
-Only a global shadowed by one of the function's own names (or a name that is not an identifier)
-is read through the frame's globals dict, ``__strata_<n>_globals_fn()[name]`` (``builtins.globals``
-under a name the frame cannot shadow). A prefix shared by several reads (``self._modules['0']
-._parameters``) is read once into a temporary at the top of the function.
+symbolic_vm.bytecode) with the original's argument layout, free and cell variables; it runs with
+the frame's globals. Sources are read by name: an argument or free variable ``L['x']`` is the
+plain name ``x`` (LOAD_FAST / LOAD_DEREF), a global ``G['w']`` is ``w`` (LOAD_GLOBAL), attribute
+and item steps follow (``self._modules['0']._parameters['weight']``). A global shadowed by one of
+the function's names (or not an identifier) is read through ``__strata_<n>_globals_fn()[name]``
+(``builtins.globals`` under a name the frame cannot shadow); a prefix shared by several reads
+(``self._modules['0']._parameters``) is read once into a temporary at the top of the function.
 
-Module parameters fed to the graph are not read through their paths: one
-``guards.params_reader`` per root module returns them all (``__strata_p<k> = reader()``, then
+Parameters of a pinned module (the one compile() was given) are not read through their paths:
+one ``guards.params_reader`` per root module returns them all (``__strata_p<k> = reader()``, then
 ``__strata_p<k>[j]``; a whole reader passed in order becomes ``*__strata_p<k>`` in the graph
 call; its own name stem, so no other temporary's items are ever mistaken for a reader's).
 That is the object the path holds whenever the entry's guard passed: Output.guard_set guards
