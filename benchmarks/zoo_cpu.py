@@ -1,0 +1,150 @@
+"""The zoo (``benchmarks/zoo/models.py``) on CPU for issue #21: eager, Strata and torch inductor
+in one process, timed interleaved with the process CPU clock.
+
+``zoo_bench.py`` times each compiler in its own block with the wall clock, which on a loaded
+shared machine moves the ratios by more than the code does. Here, per zoo case: eager, Strata
+(``compile_api.compile``, default backend inductor_lite) and ``torch.compile`` (inductor); both
+with a fresh on-disk cache (cold compiles, unless ``STRATA_CACHE_DIR`` /
+``TORCHINDUCTOR_CACHE_DIR`` are set) run on identical fresh builds; the compile
+time is the first call's wall time; then the three steps alternate for ``--reps`` rounds and
+each speedup is eager's median process time over the compiler's. The error column is each
+compiler's worst output tensor (``infer``) or worst gradient/buffer (``train``) against eager,
+relative to that tensor's largest value; for ``train`` also against the same step in float64
+(eager's own error beside it), which is what "gradients within torch inductor's error" compares.
+
+    python benchmarks/zoo_cpu.py --only resnet18,gpt2 [--modes infer,train] [--reps 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# Fresh on-disk caches for both compilers: both compile times are cold compiles.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="zoo-cpu-inductor-"))
+os.environ.setdefault("STRATA_CACHE_DIR", tempfile.mkdtemp(prefix="zoo-cpu-strata-"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from benchmarks.zoo.models import Built, Case, iter_cases, make_step  # noqa: E402
+
+
+def _worst(got: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
+    worst = 0.0
+    for g, r in zip(got, ref, strict=True):
+        if not r.is_floating_point() or r.numel() == 0:
+            continue
+        err = (g.double() - r.double()).abs().max() / r.double().abs().max().clamp_min(1e-30)
+        worst = max(worst, err.item())
+    return worst
+
+
+def _double(built: Built) -> Built:
+    built.model.double()
+
+    def conv(v: Any) -> Any:
+        return v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+
+    built.kwargs = {k: conv(v) for k, v in built.kwargs.items()}
+    return built
+
+
+def _compilers() -> dict[str, Callable[[torch.nn.Module], Callable[..., Any]] | None]:
+    import compile_api
+
+    return {
+        "eager": None,
+        "strata": lambda m: compile_api.compile(m),
+        "torch": lambda m: torch.compile(m, backend="inductor"),
+    }
+
+
+def measure(case: Case, reps: int) -> dict[str, Any]:
+    import compile_api
+
+    torch.compiler.reset()
+    compile_api.reset()
+    row: dict[str, Any] = {"case": case.name}
+    steps: dict[str, Callable[[], list[torch.Tensor]]] = {}
+    results: dict[str, list[torch.Tensor]] = {}
+    for who, fn in _compilers().items():
+        step = make_step(case, case.model.build(), fn)
+        start = time.perf_counter()
+        try:
+            results[who] = [t.detach().clone() for t in step()]
+        except Exception as e:  # a failing compiler is a row, not the end of the run
+            row[f"{who}_note"] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            continue
+        row[f"{who}_compile_s"] = time.perf_counter() - start
+        steps[who] = step
+    for who in ("strata", "torch"):
+        if who in results:
+            row[f"{who}_err"] = _worst(results[who], results["eager"])
+    if case.mode == "train":
+        exact = make_step(case, _double(case.model.build()), None)()
+        for who, got in results.items():
+            row[f"{who}_err64"] = _worst(got, exact)
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for step in steps.values():
+        step()
+    for _ in range(reps):
+        for who, step in steps.items():
+            t0 = time.process_time()
+            step()
+            times[who].append(time.process_time() - t0)
+    eager = statistics.median(times["eager"])
+    row["eager_ms"] = 1e3 * eager
+    for who in ("strata", "torch"):
+        if who in times:
+            row[f"{who}_x"] = eager / statistics.median(times[who])
+    return row
+
+
+def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "-" if value is None else format(value, fmt)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="models or cases, comma-separated")
+    parser.add_argument("--modes", default="infer", help="infer,train")
+    parser.add_argument("--reps", type=int, default=9)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    modes = set(args.modes.split(","))
+    print(
+        "| case | eager ms | Strata x | torch x | compile s Strata / torch "
+        "| err vs eager Strata / torch | grad err vs float64 eager / Strata / torch | note |"
+    )
+    print("|" + "---|" * 8)
+    for case in iter_cases([n for n in args.only.split(",") if n] or None):
+        if case.mode not in modes:
+            continue
+        r = measure(case, args.reps)
+        print(
+            f"| {r['case']} | {_cell(r, 'eager_ms', '.2f')} | {_cell(r, 'strata_x', '.2f')} "
+            f"| {_cell(r, 'torch_x', '.2f')} "
+            f"| {_cell(r, 'strata_compile_s', '.1f')} / {_cell(r, 'torch_compile_s', '.1f')} "
+            f"| {_cell(r, 'strata_err', '.1e')} / {_cell(r, 'torch_err', '.1e')} "
+            f"| {_cell(r, 'eager_err64', '.1e')} / {_cell(r, 'strata_err64', '.1e')} / "
+            f"{_cell(r, 'torch_err64', '.1e')} "
+            f"| {r.get('strata_note') or r.get('torch_note', '')} |",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
