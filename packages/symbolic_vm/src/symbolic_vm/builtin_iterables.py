@@ -390,21 +390,8 @@ def _lazy_filter(fn: Any, iterable: Any) -> Any:
             yield value
 
 
-# The builtin each lazy version stands for: one that leaves the frame unstarted is rebuilt as
-# the builtin itself over the same arguments (eager's object, of eager's type).
-_BUILTIN_OF: dict[Any, Any] = {
-    _lazy_enumerate: builtins.enumerate,
-    _lazy_zip: builtins.zip,
-    _lazy_map: builtins.map,
-    _lazy_filter: builtins.filter,
-}
-
-
 def _over_generator(vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    made = vm.call(FunctionVar(lazy), args, kwargs)
-    if isinstance(made, GeneratorVar):
-        made.box.maker = ObjectVar(_BUILTIN_OF[lazy])
-    return made
+    return vm.call(FunctionVar(lazy), args, kwargs)
 
 
 def _has_generator(args: list[Var]) -> bool:

@@ -99,8 +99,7 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
         return _call_function(vm, fn, args, kwargs)
     if isinstance(fn, NestedFunctionVar):
         return inline(
-            vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs,
-            maker=fn,
+            vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs
         )
     if isinstance(fn, BoundMethodVar):
         owner = fn.self_var
@@ -410,10 +409,7 @@ def _call_function(
         made.traced_cell(cell) or Cell(_cell_contents(vm, cell, fn, i), external=True)
         for i, cell in enumerate(func.__closure__ or ())
     )
-    return inline(
-        vm, func.__code__, func.__globals__, defaults, kwdefaults, closure, args, kwargs,
-        maker=fn,
-    )
+    return inline(vm, func.__code__, func.__globals__, defaults, kwdefaults, closure, args, kwargs)
 
 
 def _repr_guard_codes() -> frozenset[types.CodeType]:
@@ -456,13 +452,8 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
     closure: tuple[Cell, ...],
     args: list[Var],
     kwargs: dict[str, Var],
-    *,
-    maker: Var | None = None,
 ) -> Var:
-    """Run ``code`` as a call with these arguments, inside the current capture.
-
-    ``maker``: the function called, if it can be named when the frame's code runs (a
-    generator it returns, never started, is rebuilt by calling it again)."""
+    """Run ``code`` as a call with these arguments, inside the current capture."""
     is_generator = bool(code.co_flags & inspect.CO_GENERATOR)
     if code.co_flags & _CO_GENERATOR_LIKE and not is_generator:
         raise Unsupported(f"calling coroutine or async generator function {code.co_name}")
@@ -477,7 +468,7 @@ def inline(  # noqa: PLR0917 - mirrors a function object's parts
     )
     if is_generator:
         # Nothing runs until the first next(): the frame waits, bound to its arguments.
-        gen = GeneratorVar(GeneratorBox(child, maker=maker, arguments=dict(bound)))
+        gen = GeneratorVar(GeneratorBox(child))
         vm.root_frame().made_generators.append(gen)  # closed at the frame's end
         return gen
     return child.run()

@@ -43,7 +43,6 @@ from symbolic_vm.bytecode import Instr, Label, Signature, assemble
 from symbolic_vm.bytecode.codegen import prologue
 from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.generator_rebuild import call_with_keywords, rebuild_generator
 from symbolic_vm.guard_api import (
     AttrSource,
     DictCopySource,
@@ -76,7 +75,6 @@ from symbolic_vm.values import (
     DictBox,
     DictVar,
     FunctionVar,
-    GeneratorVar,
     IteratorVar,
     ListVar,
     MethodVar,
@@ -416,11 +414,6 @@ class Rebuilder:
             )
         if isinstance(var, NestedFunctionVar):
             return self._function(var)
-        if isinstance(var, GeneratorVar):
-            gbox = var.box  # one generator object however often it is referenced
-            return self._once(gbox, lambda: rebuild_generator(
-                gbox, self.expr, self.constant, lambda: emit.name(
-                    self.out.install(call_with_keywords, "call_with_keywords"))))
         raise Unsupported(
             f"returning or storing {type(var).__name__.removesuffix('Var').lower()} "
             "out of a compiled function"

@@ -7,9 +7,8 @@ everything else the frame did; so the root frame's return closes those, in the o
 clears the frame's locals, by throwing GeneratorExit into their traced frames. One whose last
 reference went away while the frame was still running (a temporary, a call's local, a rebound
 name) would have run its handler at a point the trace no longer knows: the trace stops there
-and the frame runs eagerly. One that outlives the frame (returned, stored) is rebuilt by the
-output code only if it never started (symbolic_vm.generator_rebuild); else the frame runs
-eagerly too.
+and the frame runs eagerly. One that outlives the frame (returned, stored) cannot be rebuilt by
+the output code at all, which runs such a frame eagerly too.
 """
 
 from __future__ import annotations

@@ -181,10 +181,6 @@ class GeneratorBox:
     started: bool = False  # resumed at least once (send() of a value needs a paused yield)
     done: bool = False
     result: Var | None = None  # what its frame returned (the value of ``yield from`` on it)
-    # The generator function called and the arguments bound at the call: a generator that
-    # never started is rebuilt from them when it leaves the frame (the call runs no code).
-    maker: Var | None = None
-    arguments: dict[str, Var] = attrs.Factory(dict)
 
 
 @attrs.frozen(eq=False)
