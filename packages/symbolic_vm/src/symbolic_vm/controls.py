@@ -223,7 +223,7 @@ def _allowed_in_graph(fn: object) -> bool:
 
 
 def torch_nonstrict(fn: object) -> bool:
-    """``torch._dynamo.nonstrict_trace`` made ``fn`` (torch also counts it as allowed in graph):
+    """torch's own ``nonstrict_trace`` made ``fn`` (torch also counts it as allowed in graph):
     the call is one node, with pytree arguments and results (``calls._opaque_call``)."""
     if not isinstance(fn, types.FunctionType) or (fn.__module__ or "").startswith("torch"):
         return False
