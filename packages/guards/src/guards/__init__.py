@@ -24,6 +24,7 @@ from guards.source import (
     ItemSource,
     LocalSource,
     MethodCallSource,
+    SetItemsSource,
     SizeSource,
     Source,
     StrideSource,
@@ -47,6 +48,7 @@ __all__ = [
     "CallSource",
     "MethodCallSource",
     "DictCopySource",
+    "SetItemsSource",
     "InstanceAttrSource",
     "ClassDictSource",
     # building guards

@@ -35,6 +35,7 @@ __all__ = [
     "CallSource",
     "MethodCallSource",
     "DictCopySource",
+    "SetItemsSource",
     "InstanceAttrSource",
     "ClassDictSource",
     "class_dict_lookup",
@@ -400,6 +401,24 @@ class DictCopySource(_Derived):
 
     def describe(self) -> str:
         return f"dict.items({self.base_source.describe()})"
+
+
+@attrs.frozen
+class SetItemsSource(_Derived):
+    """``tuple(base)`` of a set or frozenset: its elements in iteration order. Iterating a
+    builtin set calls no element's ``__hash__``/``__eq__`` (guard the base's type first), so
+    guards on the items (``ItemSource`` of this) pin each element by value or identity."""
+
+    def get(
+        self, base_value: object, f_locals: dict[str, object], f_globals: dict[str, Any]
+    ) -> object:
+        return tuple(base_value)  # type: ignore[arg-type]
+
+    def render(self, base_expr: str, bind: Binder) -> str:
+        return f"tuple({base_expr})"
+
+    def describe(self) -> str:
+        return f"tuple({self.base_source.describe()})"
 
 
 @attrs.frozen

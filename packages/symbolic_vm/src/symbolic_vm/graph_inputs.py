@@ -36,7 +36,7 @@ from symbolic_vm.values import (
     TensorVar,
     TupleVar,
     Var,
-    is_set_element,
+    is_guarded_set_element,
 )
 
 
@@ -167,7 +167,7 @@ class GraphInputs(GuardRequests):
                 DictBox({k: self.wrap(v, _item(source, k)) for k, v in value.items()}),
                 source=source,
             )
-        if type(value) is set and all(is_set_element(v) for v in value):
+        if type(value) is set and all(is_guarded_set_element(v) for v in value):
             # A private copy: the trace changes it, the replay writes the difference back.
             original = tuple(value) if source is not None else None
             return SetVar(SetBox(set(value), original=original), source=source)

@@ -20,6 +20,7 @@ from symbolic_vm.guard_api import (
     ItemSource,
     LocalSource,
     MethodCallSource,
+    SetItemsSource,
     Source,
     UnsupportedGuardValue,
     shape_guards,
@@ -38,6 +39,9 @@ from symbolic_vm.values import (
     TensorVar,
     TupleVar,
     Var,
+    holds_nan,
+    is_guarded_constant,
+    is_set_element,
 )
 
 _MUTABLE_BUILTINS = (set, dict, list, bytearray)
@@ -103,15 +107,7 @@ class GuardPlan(GraphInputs):
             assert isinstance(keys, list)
             self.request("DICT_KEYS", source, dict.fromkeys(keys))
         elif isinstance(var, SetVar) and var.box.original is not None:
-            # Contents and iteration order (equal sets can iterate differently), compared by
-            # repr: its elements are constants whose repr reads back (values.is_set_element),
-            # so {True} is not {1} and {-0.0} not {0.0}, as eager tells them apart.
-            self.request("TYPE_MATCH", source, set())
-            self.predicate(
-                f"repr(list(s)) == {repr(list(var.box.original))!r}",
-                f"{source.describe()} holds {list(var.box.original)!r} in this order",
-                s=source,
-            )
+            self._depend_set_contents(source, var.box.original)
         elif isinstance(var, PartialVar):
             # What a call of it passes: how many arguments and which keywords (func, the
             # arguments and the keyword values are guarded as they are used, by their sources;
@@ -168,6 +164,29 @@ class GuardPlan(GraphInputs):
                         self.request(kind, ItemSource(args_source, i), arg)
             else:
                 self.request("ID_MATCH", source, var.value)
+
+    def _depend_set_contents(self, source: Source, original: tuple[Any, ...]) -> None:
+        """Guard a set from the frame to hold ``original`` in this iteration order (equal sets
+        can iterate differently)."""
+        self.request("TYPE_MATCH", source, set())
+        if all(is_set_element(v) for v in original):
+            # One comparison by repr: the elements are constants whose repr reads back, so
+            # {True} is not {1} and {-0.0} not {0.0}, as eager tells them apart.
+            self.predicate(
+                f"repr(list(s)) == {repr(list(original))!r}",
+                f"{source.describe()} holds {list(original)!r} in this order",
+                s=source,
+            )
+            return
+        # Element by element (values.is_guarded_set_element): a constant by value (1j only
+        # matches 1j), a function or a nan by identity, as the set itself tells them apart (a
+        # lookup tries ``is`` before ``==``, and nan != nan).
+        items = SetItemsSource(source)
+        self.request("LENGTH", items, original)
+        for i, element in enumerate(original):
+            by_value = is_guarded_constant(element) and not holds_nan(element)
+            kind = "CONSTANT_MATCH" if by_value else "ID_MATCH"
+            self.request(kind, ItemSource(items, i), element)
 
     def module_shared(self, source: Source | None) -> bool:
         """Whether a module at ``source`` is guarded without its identity: it is reached from

@@ -146,12 +146,41 @@ class SetVar(Var):
 
 
 def is_set_element(value: object) -> bool:
-    """True for the values a SetVar holds: constants whose repr reads back as themselves."""
+    """True for constants whose repr reads back as themselves (a set of them is guarded by
+    one repr comparison)."""
     if isinstance(value, tuple):
         return all(is_set_element(v) for v in value)
     if isinstance(value, float):
         return math.isfinite(value)
     return value is None or isinstance(value, (bool, int, str, bytes))
+
+
+def is_guarded_constant(value: object) -> bool:
+    """A constant CONSTANT_MATCH pins by eager's semantics (nan, -0.0, complex included):
+    exactly None, bool, int, float, complex, str, bytes and tuples of them."""
+    if type(value) is tuple:
+        return all(is_guarded_constant(v) for v in value)
+    return value is None or type(value) in (bool, int, float, complex, str, bytes)
+
+
+def holds_nan(value: object) -> bool:
+    """A float nan, a complex with a nan part, or a tuple holding one: a value whose
+    membership in a set or equality inside a container depends on its identity (``x is y``
+    is tried before ``==``, and nan != nan)."""
+    if type(value) is tuple:
+        return any(holds_nan(v) for v in value)
+    if type(value) is complex:
+        return math.isnan(value.real) or math.isnan(value.imag)
+    return type(value) is float and math.isnan(value)
+
+
+def is_guarded_set_element(value: object) -> bool:
+    """True for the elements of a set from the frame that a SetVar may hold: constants pinned
+    by value, and functions (Python or builtin) pinned by identity, which is how a set tells
+    them apart (their hash and == are identity's, or a builtin's bound ``__self__``)."""
+    return is_guarded_constant(value) or type(value) in (
+        types.FunctionType, types.BuiltinFunctionType
+    )
 
 
 @attrs.define(eq=False)
