@@ -163,7 +163,8 @@ def _branch_on_membership(x: torch.Tensor, s: set[Any]) -> torch.Tensor:
 
 
 # Found by test_sets::test_set_multiple_types / test_set_with_function: such a set was guarded
-# by identity only and the stale branch ran after it changed. Since then reading one breaks.
+# by identity only and the stale branch ran after it changed. Since then its elements are guarded
+# one by one (tests/test_set_arguments_guarded_by_contents.py).
 @pytest.mark.parametrize(
     "other", [float("nan"), 1j, torch.sin], ids=["nan", "complex", "function"]
 )
