@@ -42,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _MODES = (None, "default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 _CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+_AUTOTUNE_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
 
 
 def _backend_name(backend: str | Backend) -> str:
@@ -325,9 +326,10 @@ def compile(
             "(compile_api.compile takes a function or an nn.Module)."
         )
     _refuse_unsupported_python()
-    if mode in _CUDAGRAPH_MODES and backend == "inductor":
-        # torch's reduce-overhead and max-autotune record CUDA graphs; CPU graphs ignore it
-        options = {"cudagraphs": True}
+    if mode in (*_CUDAGRAPH_MODES, *_AUTOTUNE_MODES) and backend == "inductor":
+        # torch's reduce-overhead and max-autotune record CUDA graphs; max-autotune(-no-
+        # cudagraphs) also times Triton matmul templates against aten's; CPU graphs ignore both
+        options = {"cudagraphs": mode in _CUDAGRAPH_MODES, "max_autotune": mode in _AUTOTUNE_MODES}
     if options:
         if backend != "inductor":
             raise RuntimeError(

@@ -467,6 +467,15 @@ def _compile(
 
     lowered = lower_graph(aten_gm, example_inputs, config, compile_branch)
     items = schedule(lowered)
+    use_triton = config.codegen == "triton" or (
+        config.codegen == "auto" and lowered.device.type == "cuda"
+    )
+    interpret = os.environ.get("TRITON_INTERPRET") == "1"
+    templates: list[str] = []
+    if use_triton and config.max_autotune:
+        from .autotune import autotune_matmuls
+
+        items, templates = autotune_matmuls(lowered, items, config, interpret=interpret)
     for item in items:
         if isinstance(item, FallbackNode) and item.target in kept_as_aten():
             choice(str(item.target), "aten", "its fused kernel beats its decomposition")
@@ -474,18 +483,15 @@ def _compile(
     in_place = in_place_writes(lowered, items) if config.write_inputs_in_place else {}
     cache_hit = False
     run_boxed = None
-    use_triton = config.codegen == "triton" or (
-        config.codegen == "auto" and lowered.device.type == "cuda"
-    )
     if use_triton:
         from .triton_codegen import generate_triton
         from .triton_runtime import triton_kernels
 
-        interpret = os.environ.get("TRITON_INTERPRET") == "1"
         local = kernel_local_buffers(lowered, items)
         kernel_source, tsources = generate_triton(
             kernels, lowered.buffers, interpret=interpret, local=local
         )
+        kernel_source += "".join(f"\n{t}" for t in templates)  # shown, not loaded from here
         fns = (
             triton_kernels(
                 kernel_source, tsources, config.triton_autotune_cache, config.triton_compile_threads

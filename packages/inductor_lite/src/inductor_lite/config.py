@@ -104,6 +104,10 @@ class InductorConfig:
     # Record each CUDA graph's kernel launches into a CUDA graph and replay it per call
     # (cudagraphs.py; compile_api's mode="reduce-overhead" sets it).
     cudagraphs: bool = False
+    # Time a Triton matmul template (its pointwise consumer fused) against aten's matmul for
+    # each CUDA mm/addmm/bmm with static sizes and keep the faster (autotune.py; compile_api's
+    # mode="max-autotune" and "max-autotune-no-cudagraphs" set it).
+    max_autotune: bool = False
     # C++ wrapper: up to this many bytes of intermediate buffers (static sizes, never returned)
     # are allocated once and kept between calls instead of per call (kept_buffers.py); 0: none.
     kept_buffer_bytes: int = 16 << 20

@@ -1,0 +1,271 @@
+"""Matmuls under ``mode="max-autotune"``: a Triton template or aten's matmul, by measurement.
+
+For each aten ``mm``/``addmm``/``bmm`` of a CUDA graph with static sizes (``triton_matmul``
+finds them, with the pointwise consumer it can fuse), every tile config of the template (the
+consumer fused) is timed against what runs otherwise -- aten's matmul (cuBLAS) followed by the
+consumer's own kernel -- on random data of the real shapes, dtypes and strides. The fastest
+wins; a template is taken only when it beats aten, never on a tie. The answer is kept in
+``matmul_choices.json`` in the kernel cache directory, keyed by the template's source (shapes,
+strides, dtypes and the consumer's body are all in it), the device's name and the Triton and
+torch versions, so a problem is timed once per machine; every decision, with its times or why
+there was none (size symbols: aten), is a line on the ``strata.kernel_choices`` log channel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from .cache import _atomic_write, _trusted, ensure_private_dir
+from .choices import choice as choice_log
+from .config import InductorConfig
+from .errors import LoweringError
+from .ir import FallbackNode, LoweredGraph, TensorRef
+from .scheduler import ScheduleItem
+from .triton_matmul import (
+    MatmulProblem,
+    TemplateMatmul,
+    TileConfig,
+    configs_for,
+    find_matmuls,
+    template_source,
+)
+
+__all__ = ["TIMER", "Timer", "autotune_matmuls", "select"]
+
+log = logging.getLogger("strata.inductor_lite")
+
+# (the candidate's label: "aten" or a tile config's, its warm callable) -> seconds per call
+Timer = Callable[[str, Callable[[], object]], float]
+# Tests set this to time without a GPU; None: CUDA events (triton's do_bench) on CUDA, and no
+# measurement (aten kept) elsewhere.
+TIMER: Timer | None = None
+
+# part of every key: bumped when what is timed or generated changes
+_KEY_VERSION = 1
+_FILE = "matmul_choices.json"
+_ATEN = "aten"
+_MEMO: dict[tuple[Path, str], str] = {}
+_MODULES: dict[str, ModuleType] = {}  # template source -> its loaded module (compiled once)
+_NAME = "matmul_template"
+
+
+def _cuda_timer(label: str, fn: Callable[[], object]) -> float:
+    from triton.testing import do_bench
+
+    # the median of CUDA-event timings with L2 flushed before each call: what one call costs
+    # in a model, where the weights are not already in cache
+    ms = do_bench(fn, warmup=5, rep=25, return_mode="median")
+    return float(ms) / 1e3
+
+
+def _read(path: Path) -> dict[str, str]:
+    if not _trusted(path):
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def select(
+    cache_dir: Path,
+    key: str,
+    what: str,
+    candidates: dict[str, Callable[[], Callable[[], object]]],
+    timer: Timer,
+) -> str:
+    """The label of the fastest of ``candidates`` (``"aten"`` among them): each maps a label to
+    a builder returning the callable to time. A template label wins only when strictly faster
+    than ``"aten"``; a builder or call that raises counts as never finishing. The answer is
+    memoised and kept in ``matmul_choices.json`` under ``key``; a known key times nothing."""
+    memo = (cache_dir, key)
+    if memo in _MEMO:
+        return _MEMO[memo]
+    directory = ensure_private_dir(cache_dir)
+    path = directory / _FILE
+    known = _read(path).get(key)
+    if known is not None and (known == _ATEN or known in candidates):
+        _MEMO[memo] = known
+        choice_log(what, _label(known), "cached in %s", path)
+        return known
+    times: dict[str, float] = {}
+    for label, build in candidates.items():
+        try:
+            fn = build()
+            fn()  # compile and warm up outside the timing
+            t = float(timer(label, fn))
+        except Exception as exc:  # a tile the device cannot take: not a candidate
+            log.debug("%s: %s failed: %s", what, label, exc)
+            t = math.inf
+        times[label] = t if not math.isnan(t) else math.inf
+    base = times.get(_ATEN, math.inf)
+    templates = {k: v for k, v in times.items() if k != _ATEN}
+    best = min(templates, key=templates.__getitem__, default=None)
+    chosen = best if best is not None and templates[best] < base else _ATEN
+    if chosen == _ATEN and math.isinf(base):
+        chosen = _ATEN  # aten always runs; only its timing failed
+    tried = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
+    choice_log(what, _label(chosen), "timed, us: %s", tried)
+    known_all = _read(path)  # another process may have added entries meanwhile
+    known_all[key] = chosen
+    try:
+        _atomic_write(directory, path, json.dumps(known_all, indent=0).encode())
+    except OSError as exc:
+        log.debug("matmul choice cache not written: %s", exc)
+    _MEMO[memo] = chosen
+    return chosen
+
+
+def _label(chosen: str) -> str:
+    return "aten (cuBLAS)" if chosen == _ATEN else f"Triton template {chosen}"
+
+
+def _module(source: str) -> ModuleType:
+    mod = _MODULES.get(source)
+    if mod is None:
+        from .triton_runtime import load_triton_module
+
+        mod = _MODULES[source] = load_triton_module(
+            "import triton\nimport triton.language as tl\n\n" + source
+        )
+    return mod
+
+
+def _random_buffers(
+    graph: LoweredGraph, names: Sequence[str], device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Random data in each buffer's layout (constants as they are): what is timed."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    out: dict[str, torch.Tensor] = {}
+    for name in dict.fromkeys(names):
+        if name in graph.constants:
+            out[name] = graph.constants[name]
+            continue
+        spec = graph.buffers[name]
+        sizes = [int(s) for s in spec.sizes]
+        strides = [int(s) for s in spec.strides]
+        t = torch.empty_strided(sizes, strides, dtype=spec.dtype, device=device)
+        if spec.dtype.is_floating_point:
+            t.normal_(generator=gen)
+        else:
+            t.zero_()
+        out[name] = t
+    return out
+
+
+def _view(bufs: dict[str, torch.Tensor], ref: TensorRef) -> torch.Tensor:
+    t = bufs[ref.buf]
+    sizes = [int(s) for s in ref.sizes]
+    strides = [int(s) for s in ref.strides]
+    return t.as_strided(sizes, strides, t.storage_offset() + int(ref.offset))
+
+
+def _candidates(
+    graph: LoweredGraph, p: MatmulProblem, source: str, config: InductorConfig, interpret: bool
+) -> dict[str, Callable[[], Callable[[], object]]]:
+    """aten's matmul (+ the consumer's own kernel) and each tile config, as builders."""
+    names = [r.buf for r in p.args()]
+    bufs = _random_buffers(graph, names, graph.device)
+    views = [_view(bufs, r) for r in p.args()]
+    aten_args = [_view(bufs, a) for a in p.fallback.args if isinstance(a, TensorRef)]
+    target = p.fallback.target
+
+    def aten() -> Callable[[], object]:
+        if p.epilogue_kernel is None:
+            return lambda: target(*aten_args)
+        from .triton_codegen import generate_triton
+        from .triton_runtime import triton_kernels
+
+        kernel = p.epilogue_kernel
+        src, tsrcs = generate_triton([kernel], graph.buffers, interpret=interpret)
+        launch, params = triton_kernels(src, tsrcs, {}, config.triton_compile_threads)[kernel.name]
+        out = torch.empty_strided(
+            [int(s) for s in p.out.sizes], [int(s) for s in p.out.strides],
+            dtype=p.out.dtype, device=graph.device,
+        )  # fmt: skip
+
+        def run() -> object:
+            given = {p.mm_buf: target(*aten_args), p.out.name: out, **bufs}
+            launch(*[given[name] for name in params])
+            return out
+
+        return run
+
+    cands: dict[str, Callable[[], Callable[[], object]]] = {_ATEN: aten}
+    for cfg in configs_for(p.m, p.n, p.k):
+
+        def build(cfg: TileConfig = cfg) -> Callable[[], object]:
+            tm = TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source)
+            return lambda: tm(*views)
+
+        cands[cfg.label] = build
+    return cands
+
+
+def _key(source: str, device: torch.device) -> str:
+    import triton
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    return repr((_KEY_VERSION, digest, name, triton.__version__, torch.__version__))
+
+
+def autotune_matmuls(
+    graph: LoweredGraph, items: list[ScheduleItem], config: InductorConfig, *, interpret: bool
+) -> tuple[list[ScheduleItem], list[str]]:
+    """``items`` with each matmul the measurement gave to the template replaced by a call of
+    it (its fused consumer's kernel removed), and the templates' sources."""
+    timer = TIMER
+    if timer is None and graph.device.type == "cuda":
+        timer = _cuda_timer
+    out: list[ScheduleItem | None] = list(items)
+    sources: list[str] = []
+    for k, fused_at, found in find_matmuls(graph, items):
+        node = items[k]
+        assert isinstance(node, FallbackNode)
+        if isinstance(found, str):
+            choice_log(f"{node.target}", "aten", "no template: %s", found)
+            continue
+        p, consumer = found, fused_at
+        if timer is None:
+            choice_log(p.describe, "aten", "no GPU to measure on")
+            continue
+        try:
+            source = template_source(p, _NAME)
+        except LoweringError as exc:  # the consumer has no Triton form: the matmul alone
+            log.debug("%s: consumer not fused: %s", p.describe, exc)
+            p = _unfused(graph, p)
+            consumer = None
+            source = template_source(p, _NAME)
+        cands = _candidates(graph, p, source, config, interpret)
+        with torch.no_grad():
+            chosen = select(config.cache_dir, _key(source, graph.device), p.describe, cands, timer)
+        if chosen == _ATEN:
+            continue
+        cfg = next(c for c in configs_for(p.m, p.n, p.k) if c.label == chosen)
+        tm = TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source)
+        fused = FallbackNode(tm, p.args(), (), (p.out,), False)
+        if consumer is None:
+            out[k] = fused
+        else:
+            out[k] = None
+            out[consumer] = fused
+        sources.append(source.replace(f"def {_NAME}(", f"def {tm.__name__.replace('/', '_')}("))
+    return [item for item in out if item is not None], sources
+
+
+def _unfused(graph: LoweredGraph, p: MatmulProblem) -> MatmulProblem:
+    spec = graph.buffers[p.mm_buf]
+    return dataclasses.replace(p, out=spec, epilogue=None, epilogue_kernel=None, extra=())
