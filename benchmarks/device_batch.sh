@@ -2,6 +2,7 @@
 # One batched session on the GPU machine (the `run` tool): install the packages, run the CUDA
 # tests, profile compile time, then the side-by-side harness. Results go under $OUT.
 #   bash benchmarks/device_batch.sh [tests] [profile] [harness] [graphs] [some] [compile_ab] [mempeak]
+#     [matmul] [matmul_tests]
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
@@ -38,6 +39,14 @@ for phase in "$@"; do
       unset TRITON_CACHE_DIR STRATA_CACHE_DIR ;;
     mempeak)
       timeout 200 python benchmarks/gpu_memory_peak.py ${MEM_ONLY:-gpt4 transformer_block_train} ;;
+    matmul)  # max-autotune's matmul templates vs cuBLAS, eager / torch.compile / strata
+      export STRATA_CACHE_DIR=$(mktemp -d)  # the choices' measurement counted in compile time
+      timeout 280 python benchmarks/gpu_matmul_autotune.py --out "$OUT/matmul_autotune.json" \
+        ${MATMUL_CASES:+--cases "$MATMUL_CASES"} 2>&1 | tail -45
+      unset STRATA_CACHE_DIR ;;
+    matmul_tests)
+      timeout 200 python -m pytest -x -q -p no:cacheprovider \
+        packages/inductor_lite/tests/test_triton_matmul.py 2>&1 | tail -15 | tee "$OUT/matmul_tests.txt" ;;
     strata)  # eager and strata only: correctness and memory, faster than the full harness
       timeout 400 python benchmarks/run.py --device cuda --timeout 100 --impl eager,strata \
         --repeats 5 --out-dir "$OUT/strata" 2>&1 | tail -30 ;;

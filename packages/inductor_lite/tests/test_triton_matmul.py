@@ -57,7 +57,7 @@ class Timer:
 
 @pytest.fixture
 def mcfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InductorConfig]:
-    monkeypatch.setattr(autotune, "configs_for", lambda m, n, k: [SMALL])
+    monkeypatch.setattr(autotune, "configs_for", lambda *shape: [SMALL])
     monkeypatch.setattr(autotune, "_MEMO", {})
     yield InductorConfig(
         cache_dir=tmp_path, fallback="raise", codegen="triton", use_aot=False,

@@ -85,13 +85,17 @@ def select(
     what: str,
     candidates: dict[str, Callable[[], Callable[[], object]]],
     timer: Timer,
+    *,
+    warm: Callable[[], None] | None = None,
 ) -> str:
     """The label of the fastest of ``candidates`` (``"aten"`` among them): each maps a label to
     a builder returning the callable to time. A template label wins only when strictly faster
     than ``"aten"``; a builder or call that raises counts as never finishing. The answer is
-    memoised and kept in ``matmul_choices.json`` under ``key``; a known key times nothing."""
+    memoised and kept in ``matmul_choices.json`` under ``key``; a known key times nothing
+    (nor runs ``warm``, which compiles the candidates ahead of timing)."""
     memo = (cache_dir, key)
     if memo in _MEMO:
+        choice_log(what, _label(_MEMO[memo]), "chosen earlier in this process")
         return _MEMO[memo]
     directory = ensure_private_dir(cache_dir)
     path = directory / _FILE
@@ -100,6 +104,8 @@ def select(
         _MEMO[memo] = known
         choice_log(what, _label(known), "cached in %s", path)
         return known
+    if warm is not None:
+        warm()  # before anything is timed: compile what will be
     times: dict[str, float] = {}
     for label, build in candidates.items():
         try:
@@ -204,7 +210,7 @@ def _candidates(
         return run
 
     cands: dict[str, Callable[[], Callable[[], object]]] = {_ATEN: aten}
-    for cfg in configs_for(p.m, p.n, p.k):
+    for cfg in _configs(p):
 
         def build(cfg: TileConfig = cfg) -> Callable[[], object]:
             tm = TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source)
@@ -212,6 +218,41 @@ def _candidates(
 
         cands[cfg.label] = build
     return cands
+
+
+def _configs(p: MatmulProblem) -> list[TileConfig]:
+    return configs_for(p.m, p.n, p.k, p.mm_dtype.itemsize)
+
+
+def _precompile(
+    graph: LoweredGraph, p: MatmulProblem, source: str, threads: int
+) -> Callable[[], None]:
+    """Compiles every config's kernel at once, in threads (each is a Triton compile of its
+    own; one after the other they were most of the time a matmul's choice took)."""
+
+    def run() -> None:
+        try:
+            from triton.runtime._async_compile import AsyncCompileMode
+
+            from .triton_runtime import _CompilePool
+        except ImportError:  # an older triton: each is compiled when first timed
+            return
+        bufs = _random_buffers(graph, [r.buf for r in p.args()], graph.device)
+        args = [_view(bufs, r) for r in p.args()]
+        out = torch.empty(1, dtype=p.out.dtype, device=graph.device)
+        fn = getattr(_module(source), _NAME)
+        try:
+            with AsyncCompileMode(_CompilePool.get(threads), ignore_errors=True):
+                for c in _configs(p):
+                    fn.warmup(
+                        *args, out, grid=(1,), BLOCK_M=c.block_m, BLOCK_N=c.block_n,
+                        BLOCK_K=c.block_k, GROUP_M=c.group_m, EVEN_K=p.k % c.block_k == 0,
+                        num_warps=c.num_warps, num_stages=c.num_stages,
+                    )  # fmt: skip
+        except Exception as exc:  # pragma: no cover - each is compiled when first timed
+            log.debug("parallel compile of %s failed: %s", p.describe, exc)
+
+    return run
 
 
 def _key(source: str, device: torch.device) -> str:
@@ -250,11 +291,16 @@ def autotune_matmuls(
             consumer = None
             source = template_source(p, _NAME)
         cands = _candidates(graph, p, source, config, interpret)
+        warm = None
+        if graph.device.type == "cuda" and config.triton_compile_threads > 1:
+            warm = _precompile(graph, p, source, config.triton_compile_threads)
         with torch.no_grad():
-            chosen = select(config.cache_dir, _key(source, graph.device), p.describe, cands, timer)
+            chosen = select(
+                config.cache_dir, _key(source, graph.device), p.describe, cands, timer, warm=warm
+            )
         if chosen == _ATEN:
             continue
-        cfg = next(c for c in configs_for(p.m, p.n, p.k) if c.label == chosen)
+        cfg = next(c for c in _configs(p) if c.label == chosen)
         tm = TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source)
         fused = FallbackNode(tm, p.args(), (), (p.out,), False)
         if consumer is None:

@@ -82,16 +82,24 @@ CONFIGS: tuple[TileConfig, ...] = (
 )
 
 
-def configs_for(m: int, n: int, k: int) -> list[TileConfig]:
+# shared memory a config's pipeline may take (an H100 has 227 KiB a block, an A100 163)
+_SMEM_BYTES = 160 * 1024
+
+
+def configs_for(m: int, n: int, k: int, itemsize: int = 2) -> list[TileConfig]:
     """The configs worth timing for an ``m x n x k`` problem: a tile no taller than the rows
-    (rounded up to Triton's 16-row minimum), at most twice the columns, and the skinny tiles
-    only for skinny problems (they waste nothing there and lose everywhere else)."""
+    (rounded up to Triton's 16-row minimum), at most twice the columns, the skinny tiles only
+    for skinny problems (they waste nothing there and lose everywhere else), and pipelines
+    whose A and B stages fit in shared memory for ``itemsize``-byte elements."""
     rows = max(16, 1 << max(0, (m - 1).bit_length()))
     cols = max(16, 1 << max(0, (n - 1).bit_length()))
     out = [
         c
         for c in CONFIGS
-        if c.block_m <= rows and c.block_n <= 2 * cols and (c.block_m > 16) == (m > 64)
+        if c.block_m <= rows
+        and c.block_n <= 2 * cols
+        and (c.block_m > 16) == (m > 64)
+        and c.num_stages * (c.block_m + c.block_n) * c.block_k * itemsize <= _SMEM_BYTES
     ]
     return out or [TileConfig(16, 32, 32, 4, 2)]
 
