@@ -275,3 +275,34 @@ def test_compile_api_mode_sets_max_autotune(
     compile_api.compile(_mm_relu, mode=mode)
     assert seen == [{"cudagraphs": cudagraphs, "max_autotune": max_autotune}]
     assert InductorConfig(**seen[0]).max_autotune is max_autotune
+
+
+def test_reduction_consumer_stays_a_kernel(
+    mcfg: InductorConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a row sum is no pointwise epilogue: the template computes the matmul alone
+    monkeypatch.setattr(autotune, "TIMER", Timer(template_us=1.0, aten_us=2.0))
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ W.t()).sum(-1)
+
+    inputs = [torch.randn(33, 29, device=DEV)]
+    c = _compile(fn, inputs, mcfg)
+    assert len(_templates(c)) == 1 and c.kernel_count == 1
+    torch.testing.assert_close(c(*inputs), fn(*inputs), atol=1e-4, rtol=1e-4)
+
+
+def test_template_failure_keeps_aten(
+    mcfg: InductorConfig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(autotune, "TIMER", Timer(template_us=1.0, aten_us=2.0))
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("no device memory")
+
+    monkeypatch.setattr(autotune, "_candidates", broken)
+    inputs = [torch.randn(33, 29, device=DEV)]
+    with caplog.at_level(logging.DEBUG, logger="strata.kernel_choices"):
+        c = _compile(_mm_relu, inputs, mcfg)
+    assert _templates(c) == [] and "aten (template failed: no device memory)" in caplog.text
+    torch.testing.assert_close(c(*inputs), _mm_relu(*inputs), atol=1e-5, rtol=1e-5)

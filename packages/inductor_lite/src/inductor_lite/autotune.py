@@ -284,32 +284,50 @@ def autotune_matmuls(
             choice_log(p.describe, "aten", "no GPU to measure on")
             continue
         try:
-            source = template_source(p, _NAME)
-        except LoweringError as exc:  # the consumer has no Triton form: the matmul alone
-            log.debug("%s: consumer not fused: %s", p.describe, exc)
-            p = _unfused(graph, p)
-            consumer = None
-            source = template_source(p, _NAME)
-        cands = _candidates(graph, p, source, config, interpret)
-        warm = None
-        if graph.device.type == "cuda" and config.triton_compile_threads > 1:
-            warm = _precompile(graph, p, source, config.triton_compile_threads)
-        with torch.no_grad():
-            chosen = select(
-                config.cache_dir, _key(source, graph.device), p.describe, cands, timer, warm=warm
-            )
-        if chosen == _ATEN:
+            picked = _choose(graph, p, consumer, config, interpret, timer)
+        except Exception as exc:  # never wrong: aten's matmul runs as it would have
+            choice_log(p.describe, "aten", "template failed: %s", exc)
             continue
-        cfg = next(c for c in _configs(p) if c.label == chosen)
-        tm = TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source)
+        if picked is None:
+            continue
+        tm, p, consumer = picked
         fused = FallbackNode(tm, p.args(), (), (p.out,), False)
         if consumer is None:
             out[k] = fused
         else:
             out[k] = None
             out[consumer] = fused
-        sources.append(source.replace(f"def {_NAME}(", f"def {tm.__name__.replace('/', '_')}("))
+        sources.append(tm.source.replace(f"def {_NAME}(", f"def {tm.__name__.replace('/', '_')}("))
     return [item for item in out if item is not None], sources
+
+
+def _choose(  # noqa: PLR0917
+    graph: LoweredGraph,
+    p: MatmulProblem,
+    consumer: int | None,
+    config: InductorConfig,
+    interpret: bool,
+    timer: Timer,
+) -> tuple[TemplateMatmul, MatmulProblem, int | None] | None:
+    """The template call for ``p`` (and whether its consumer is fused), None for aten."""
+    try:
+        source = template_source(p, _NAME)
+    except LoweringError as exc:  # the consumer has no Triton form: the matmul alone
+        log.debug("%s: consumer not fused: %s", p.describe, exc)
+        p = _unfused(graph, p)
+        consumer = None
+        source = template_source(p, _NAME)
+    cands = _candidates(graph, p, source, config, interpret)
+    warm = None
+    if graph.device.type == "cuda" and config.triton_compile_threads > 1:
+        warm = _precompile(graph, p, source, config.triton_compile_threads)
+    with torch.no_grad():
+        key = _key(source, graph.device)
+        chosen = select(config.cache_dir, key, p.describe, cands, timer, warm=warm)
+    cfg = next((c for c in _configs(p) if c.label == chosen), None)
+    if cfg is None:
+        return None
+    return TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source), p, consumer
 
 
 def _unfused(graph: LoweredGraph, p: MatmulProblem) -> MatmulProblem:

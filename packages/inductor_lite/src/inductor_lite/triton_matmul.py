@@ -223,6 +223,13 @@ def _epilogue_fits(node: PointwiseNode, p: MatmulProblem) -> bool:
     return True
 
 
+def _contiguous_result(spec: BufferSpec, p: MatmulProblem) -> bool:
+    """The consumer's buffer is exactly what it writes: contiguous, one element per matmul's."""
+    if not _static(*spec.sizes, *spec.strides) or spec.strides != contiguous_strides(spec.sizes):
+        return False
+    return math.prod(int(s) for s in spec.sizes) == p.batch * p.m * p.n
+
+
 def find_matmuls(
     graph: LoweredGraph, items: Sequence[ScheduleItem]
 ) -> list[tuple[int, int | None, MatmulProblem | str]]:
@@ -254,6 +261,7 @@ def find_matmuls(
             and len(consumer.steps) == 1
             and isinstance(consumer.steps[0].node, PointwiseNode)
             and _epilogue_fits(consumer.steps[0].node, p)
+            and _contiguous_result(graph.buffers[consumer.steps[0].node.buf], p)
         ):
             node = consumer.steps[0].node
             extra = tuple(
