@@ -123,8 +123,10 @@ def test_template_with_fused_consumer_matches_eager(case: str, mcfg: InductorCon
     assert tm.cfg == SMALL
     # the consumer's kernel is gone (fused into the template)
     assert c.kernel_count == 0
-    # fp32 accumulation in another order than eager's: a few ulps of each output's magnitude
-    torch.testing.assert_close(c(*inputs), fn(*inputs), atol=1e-4, rtol=1e-4)
+    # fp32 accumulation in another order than eager's: a few ulps of each output's magnitude;
+    # twice: on a GPU the second call takes the direct launch path
+    for _ in range(2):
+        torch.testing.assert_close(c(*inputs), fn(*inputs), atol=1e-4, rtol=1e-4)
 
 
 # triton 3.6's interpreter multiplies bfloat16 tiles wrongly in tl.dot (garbage of 1e10 for a

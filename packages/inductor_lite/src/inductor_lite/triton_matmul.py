@@ -72,6 +72,7 @@ class TileConfig:
 # must still give a program per SM. ``configs_for`` keeps those that fit the problem.
 CONFIGS: tuple[TileConfig, ...] = (
     TileConfig(128, 256, 64, 8, 3),
+    TileConfig(256, 128, 64, 8, 3),
     TileConfig(128, 128, 64, 8, 4),
     TileConfig(128, 128, 32, 4, 4),
     TileConfig(64, 128, 32, 4, 4),
@@ -88,8 +89,8 @@ _SMEM_BYTES = 160 * 1024
 
 def configs_for(m: int, n: int, k: int, itemsize: int = 2) -> list[TileConfig]:
     """The configs worth timing for an ``m x n x k`` problem: a tile no taller than the rows
-    (rounded up to Triton's 16-row minimum), at most twice the columns, the skinny tiles only
-    for skinny problems (they waste nothing there and lose everywhere else), and pipelines
+    (rounded up to Triton's 16-row minimum), at most twice the columns, the 16-row tiles only
+    for at most 64 rows (they waste nothing there and lose everywhere else), and pipelines
     whose A and B stages fit in shared memory for ``itemsize``-byte elements."""
     rows = max(16, 1 << max(0, (m - 1).bit_length()))
     cols = max(16, 1 << max(0, (n - 1).bit_length()))
@@ -98,7 +99,7 @@ def configs_for(m: int, n: int, k: int, itemsize: int = 2) -> list[TileConfig]:
         for c in CONFIGS
         if c.block_m <= rows
         and c.block_n <= 2 * cols
-        and (c.block_m > 16) == (m > 64)
+        and (c.block_m > 16 or m <= 64)
         and c.num_stages * (c.block_m + c.block_n) * c.block_k * itemsize <= _SMEM_BYTES
     ]
     return out or [TileConfig(16, 32, 32, 4, 2)]
@@ -379,7 +380,13 @@ def template_source(p: MatmulProblem, name: str) -> str:
 
 class TemplateMatmul:
     """The fused item's callable: ``(a, b, [bias], *extra) -> out``, launching the template
-    with one tile config. The wrapper calls it as it calls an aten op."""
+    with one tile config. The wrapper calls it as it calls an aten op.
+
+    As ``triton_runtime.TritonLauncher`` does, a launch after the first goes straight to the
+    compiled kernel's launcher (triton's JIT entry point binds and re-keys every argument on
+    each call, more CPU time than a small matmul takes on the GPU); the interpreter, a launch
+    hook or another device take the JIT path.
+    """
 
     def __init__(self, fn: Any, p: MatmulProblem, cfg: TileConfig, source: str) -> None:
         self.fn = fn
@@ -393,18 +400,40 @@ class TemplateMatmul:
         grid_n = -(-p.n // cfg.block_n)
         self.grid = (grid_m * grid_n, p.batch)
         self.even_k = p.k % cfg.block_k == 0
+        # the constexpr arguments, in the kernel's order (the direct launcher takes them too)
+        self.constexprs = (cfg.block_m, cfg.block_n, cfg.block_k, cfg.group_m, self.even_k)
+        self._fast: dict[tuple[object, ...], Any] = {}
+        self._direct = True
 
     def __repr__(self) -> str:
         return self.__name__
 
     def __call__(self, *tensors: torch.Tensor) -> torch.Tensor:
+        from .triton_runtime import _DirectLaunch, _raw_stream, _spec_key
+
         out = torch.empty_strided(
             self.sizes, self.strides, dtype=self.dtype, device=tensors[0].device
         )
+        args = (*tensors, out)
+        key = _spec_key(args) if self._direct else None
+        if key is not None:
+            fast = self._fast.get(key)
+            if fast is not None and fast.usable():
+                fast.run(
+                    self.grid[0], self.grid[1], 1, _raw_stream(fast.device), fast.function,
+                    fast.metadata, None, None, None, *args, *self.constexprs,
+                )  # fmt: skip
+                return out
         c = self.cfg
-        self.fn[self.grid](
-            *tensors, out, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k,
+        kernel = self.fn[self.grid](
+            *args, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k,
             GROUP_M=c.group_m, EVEN_K=self.even_k, num_warps=c.num_warps,
             num_stages=c.num_stages,
         )  # fmt: skip
+        if key is not None:
+            fast = _DirectLaunch.of(kernel, (0, 0))
+            if fast is None:
+                self._direct = False  # interpreted: never look again
+            else:
+                self._fast[key] = fast
         return out
