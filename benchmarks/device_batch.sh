@@ -41,7 +41,7 @@ for phase in "$@"; do
       timeout 200 python benchmarks/gpu_memory_peak.py ${MEM_ONLY:-gpt4 transformer_block_train} ;;
     matmul)  # max-autotune's matmul templates vs cuBLAS, eager / torch.compile / strata
       export STRATA_CACHE_DIR=$(mktemp -d)  # the choices' measurement counted in compile time
-      timeout 280 python benchmarks/gpu_matmul_autotune.py --out "$OUT/matmul_autotune.json" \
+      timeout 240 python benchmarks/gpu_matmul_autotune.py --out "$OUT/matmul_autotune.json" \
         ${MATMUL_CASES:+--cases "$MATMUL_CASES"} 2>&1 | tail -45
       unset STRATA_CACHE_DIR ;;
     matmul_tests)
