@@ -238,6 +238,21 @@ def _registered(registry_name: str, fn: object) -> bool:
     return isinstance(ids, set) and id(fn) in ids
 
 
+def _compiler_builtin(fn: object) -> bool:
+    """A builtin of the C extension behind torch's compiler frontend (``torch._C.<frontend>``:
+    frame-hook setters, cache inspection, its test helper ``unsupported``). Those are the
+    compiler's own machinery, never tensor operations: running one on fake values while
+    tracing or as a graph node would be wrong, so a call breaks and runs eagerly, as
+    torch.compile does (``torch_calls.is_torch_function`` would take it for a torch op)."""
+    if _FRONTEND is None or not isinstance(fn, types.BuiltinFunctionType):
+        return False
+    c_module = getattr(torch._C, _FRONTEND.rsplit(".", 1)[-1], None)
+    owner = getattr(getattr(fn, "__self__", None), "__name__", None)
+    if not isinstance(c_module, types.ModuleType) or not isinstance(owner, str):
+        return False
+    return owner == c_module.__name__ or owner.startswith(c_module.__name__ + ".")
+
+
 def control_for(fn: object) -> Control | None:
     """What calling ``fn`` means if it is one of torch's compiler controls; None if it is not."""
     if _registered("_disallowed_callable_ids", fn):
@@ -255,6 +270,12 @@ def control_for(fn: object) -> Control | None:
     entry = _table().get(id(fn))
     if entry is not None and entry[0] is fn:
         return entry[1]
+    if _compiler_builtin(fn):
+        return Control(
+            ControlKind.BREAK,
+            f"call to {_name(fn)}, a C function of torch's compiler runtime (not a tensor "
+            "operation); it runs eagerly",
+        )
     if _allowed_in_graph(fn):
         return Control(ControlKind.IN_GRAPH)
     return None

@@ -1,0 +1,81 @@
+"""Graph and op counts at graph breaks against torch.compile's, on the shapes of PyTorch's own
+Dynamo tests (test_subgraphs, test_modules): each program's results equal eager's on every call,
+and its graphs and graph ops number as torch 2.13's (the reference; other torch releases only
+check against eager)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+
+import compile_api
+
+from .conftest import TORCH_2_13, GraphCounter
+
+# The C function of torch's compiler runtime that its own tests use as "something Dynamo cannot
+# trace" (it adds its two arguments). Strata took it for a torch op (it lives under torch._C)
+# and put it in the graph on fake values.
+_c_helper: Any = getattr(torch._C, "_dynamo").eval_frame.unsupported
+
+
+@pytest.fixture(autouse=True)
+def torch_fresh() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _counts(
+    compile_fn: Callable[..., Any], fn: Callable[..., Any], calls: list[tuple[Any, ...]]
+) -> tuple[int, int]:
+    counter = GraphCounter()
+    compiled = compile_fn(fn, backend=counter)
+    for args in calls:
+        torch.testing.assert_close(compiled(*args), fn(*args))
+    ops = sum(counter.op_count(i) for i in range(counter.count))
+    return counter.count, ops
+
+
+def _compare(fn: Callable[..., Any], graphs: int, ops: int) -> None:
+    a, b = torch.ones(4), torch.ones(4) * -2.0
+    calls = [(a, b), (b, a)]
+    assert _counts(compile_api.compile, fn, calls) == (graphs, ops)
+    if TORCH_2_13:
+        assert _counts(torch.compile, fn, calls) == (graphs, ops)
+
+
+def break_on_the_compilers_c_helper(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    x = (a + b) / 2.0
+    x = _c_helper(x, a)
+    return x + 2.0
+
+
+def helper_inside_an_expression(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    t = 1.5 * a
+    return t / (b - _c_helper(a - b, b - a))
+
+
+def _inner(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _c_helper(a, a + b)
+
+
+def helper_in_an_inlined_call(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return _inner(a - b, b - a) * 3.0
+
+
+def test_the_compilers_c_helper_breaks_the_graph_as_torch() -> None:
+    """Before: one graph of 4 ops with the helper as a node (torch: a break there, 2 graphs)."""
+    _compare(break_on_the_compilers_c_helper, 2, 3)
+
+
+def test_the_compilers_c_helper_inside_an_expression_keeps_the_stack() -> None:
+    _compare(helper_inside_an_expression, 2, 5)
+
+
+def test_the_compilers_c_helper_in_an_inlined_call_breaks_it() -> None:
+    _compare(helper_in_an_inlined_call, 3, 4)
