@@ -536,10 +536,11 @@ def _compile(
                 in_place=in_place, safe=run, kept_bytes=kept,
             )
     log.info(
-        "compiled graph: %d kernels, %d aten fallbacks, %d/%d input writes in place "
-        "(cache %s)%s",
+        "compiled graph: %d kernels, %d aten fallbacks, %d matmul templates, %d/%d input writes "
+        "in place (cache %s)%s",
         len(kernels),
-        len(items) - len(kernels),
+        len(items) - len(kernels) - len(templates),
+        len(templates),
         len(in_place),
         len(lowered.input_writes),
         "hit" if cache_hit else "miss",
