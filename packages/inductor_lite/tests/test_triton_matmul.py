@@ -121,6 +121,7 @@ def test_template_with_fused_consumer_matches_eager(case: str, mcfg: InductorCon
         c = _compile(fn, inputs, mcfg)
     (tm,) = _templates(c)
     assert tm.cfg == SMALL
+    assert f"def {tm.__name__.replace('/', '_')}(" in c.kernel_source  # shown with the kernels
     # the consumer's kernel is gone (fused into the template)
     assert c.kernel_count == 0
     # fp32 accumulation in another order than eager's: a few ulps of each output's magnitude;
