@@ -99,6 +99,11 @@ def _mm_transposed_a(x: torch.Tensor) -> torch.Tensor:
     return x.t() @ W.t()  # A column-major
 
 
+def _addmm_sliced_bias(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # the bias and A views at an offset, A's rows longer than its K
+    return torch.relu(torch.addmm(b[5:42], x[:, 3:], W.t()))
+
+
 CASES = {
     "addmm_gelu_residual": (
         _linear_gelu_residual,
@@ -108,6 +113,7 @@ CASES = {
     "addmm_3d_silu": (_linear3d_silu, lambda: [torch.randn(3, 5, 29)]),
     "bmm_sigmoid": (_bmm_sigmoid, lambda: [torch.randn(2, 20, 29), torch.randn(2, 29, 33)]),
     "mm_column_major_a": (_mm_transposed_a, lambda: [torch.randn(29, 18)]),
+    "addmm_sliced_bias": (_addmm_sliced_bias, lambda: [torch.randn(19, 32), torch.randn(50)]),
 }
 
 

@@ -352,8 +352,9 @@ def template_source(p: MatmulProblem, name: str) -> str:
             int(s) if int(z) != 1 else 0 for z, s in zip(p.bias.sizes, p.bias.strides, strict=True)
         ]
         bsm, bsn = [0, 0, *bs][-2:]
+        # (the wrapper passes the bias as its view: its offset is in the pointer already)
         lines.append(
-            f"    acc += tl.load(p_bias + {int(p.bias.offset)} + rm2 * {bsm} + rn2 * {bsn}, "
+            f"    acc += tl.load(p_bias + rm2 * {bsm} + rn2 * {bsn}, "
             "mask=mask, other=0.0).to(tl.float32)"
         )
     mm_ty = _TL[p.mm_dtype]
