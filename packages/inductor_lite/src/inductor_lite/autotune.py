@@ -195,14 +195,20 @@ def _view(bufs: dict[str, torch.Tensor], ref: TensorRef) -> torch.Tensor:
 def _candidates(
     graph: LoweredGraph, p: MatmulProblem, source: str, config: InductorConfig, interpret: bool
 ) -> dict[str, Callable[[], Callable[[], object]]]:
-    """aten's matmul (+ the consumer's own kernel) and each tile config, as builders."""
-    names = [r.buf for r in p.args()]
-    bufs = _random_buffers(graph, names, graph.device)
-    views = [_view(bufs, r) for r in p.args()]
-    aten_args = [_view(bufs, a) for a in p.fallback.args if isinstance(a, TensorRef)]
+    """aten's matmul (+ the consumer's own kernel) and each tile config, as builders. The
+    random data is made when the first is built (a choice already known builds none)."""
+    held: dict[str, torch.Tensor] = {}
+
+    def data() -> dict[str, torch.Tensor]:
+        if not held:
+            held.update(_random_buffers(graph, [r.buf for r in p.args()], graph.device))
+        return held
+
     target = p.fallback.target
 
     def aten() -> Callable[[], object]:
+        bufs = data()
+        aten_args = [_view(bufs, a) for a in p.fallback.args if isinstance(a, TensorRef)]
         if p.epilogue_kernel is None:
             return lambda: target(*aten_args)
         from .triton_codegen import generate_triton
@@ -228,6 +234,7 @@ def _candidates(
 
         def build(cfg: TileConfig = cfg) -> Callable[[], object]:
             tm = TemplateMatmul(getattr(_module(source), _NAME), p, cfg, source)
+            views = [_view(data(), r) for r in p.args()]
             return lambda: tm(*views)
 
         cands[cfg.label] = build
@@ -251,9 +258,10 @@ def _precompile(
             from .triton_runtime import _CompilePool
         except ImportError:  # an older triton: each is compiled when first timed
             return
-        bufs = _random_buffers(graph, [r.buf for r in p.args()], graph.device)
-        args = [_view(bufs, r) for r in p.args()]
-        out = torch.empty(1, dtype=p.out.dtype, device=graph.device)
+        # a compile depends on the arguments' dtypes and 16-byte alignment only: small
+        # stand-ins (fresh allocations are aligned, as the real views are where it counts)
+        args = [torch.empty(16, dtype=r.dtype, device=graph.device) for r in p.args()]
+        out = torch.empty(16, dtype=p.out.dtype, device=graph.device)
         fn = getattr(_module(source), _NAME)
         try:
             with AsyncCompileMode(_CompilePool.get(threads), ignore_errors=True):
