@@ -158,15 +158,15 @@ class GraphInputs(GuardRequests):
                 source=source,
             )
         if type(value) is list:
-            return ListVar(
-                ListBox([self.wrap(v, _item(source, i)) for i, v in enumerate(value)]),
-                source=source,
-            )
+            lbox = ListBox([])
+            var: Var = self._known_early(value, ListVar(lbox, source=source))
+            lbox.items.extend(self.wrap(v, _item(source, i)) for i, v in enumerate(value))
+            return var
         if type(value) is dict and all(_is_dict_key(k) for k in value):
-            return DictVar(
-                DictBox({k: self.wrap(v, _item(source, k)) for k, v in value.items()}),
-                source=source,
-            )
+            dbox = DictBox({})
+            var = self._known_early(value, DictVar(dbox, source=source))
+            dbox.items.update((k, self.wrap(v, _item(source, k))) for k, v in value.items())
+            return var
         if type(value) is set and all(is_guarded_set_element(v) for v in value):
             # A private copy: the trace changes it, the replay writes the difference back.
             original = tuple(value) if source is not None else None
@@ -196,6 +196,14 @@ class GraphInputs(GuardRequests):
                 source=source,
             )
         return ObjectVar(value, source=source)
+
+    def _known_early(self, value: object, var: Var) -> Var:
+        """Track a list/dict from the frame before its items are wrapped: one that holds itself
+        (``l.append(l)``) reaches this same var again (and its guard says it is itself)."""
+        if var.source is not None:
+            self._by_id[id(value)] = var
+            self._keep_alive.append(value)
+        return var
 
     def _wrap_tensor(self, value: torch.Tensor, source: Source | None) -> TensorVar:
         # Faking reads the real tensor's metadata: never through a subclass's

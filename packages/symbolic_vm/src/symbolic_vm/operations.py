@@ -130,17 +130,20 @@ def const_value(out: Output, var: Var, _made: dict[int, Any] | None = None) -> A
     raise Unsupported(f"expected a Python constant, got {describe(var)}")
 
 
-def is_plain_value(var: Var) -> bool:
+def is_plain_value(var: Var, _seen: set[int] | None = None) -> bool:
     """A value made only of constants: sets and frozensets of them, and tuples, lists and
     dicts of such values (reading it as a Python value runs no user code)."""
     if isinstance(var, (ConstVar, SetVar)) or _is_set(var):
         return True
     if isinstance(var, TupleVar):
-        return all(is_plain_value(v) for v in var.items)
-    if isinstance(var, ListVar):
-        return all(is_plain_value(v) for v in var.box.items)
-    if isinstance(var, DictVar):
-        return all(is_plain_value(v) for v in var.box.items.values())
+        return all(is_plain_value(v, _seen) for v in var.items)
+    if isinstance(var, (ListVar, DictVar)):
+        seen = set() if _seen is None else _seen
+        if id(var.box) in seen:  # a list that holds itself: its other items decide
+            return True
+        seen.add(id(var.box))
+        values = var.box.items if isinstance(var, ListVar) else var.box.items.values()
+        return all(is_plain_value(v, seen) for v in values)
     return False
 
 
@@ -407,7 +410,10 @@ def compare(out: Output, symbol: str, a: Var, b: Var) -> Var:
             return graph_call(out, fn, [a, b], {})
         return graph_call(out, fn, [a, b], {})
     if isinstance(a, (TupleVar, ListVar)) or isinstance(b, (TupleVar, ListVar)):
-        return ConstVar(fn(const_value(out, a), const_value(out, b)))
+        # One real object per list/dict box on both sides: ``l == l`` of a list holding
+        # itself meets the same object inside, which == takes as equal (as eager does)
+        made: dict[int, Any] = {}
+        return ConstVar(fn(const_value(out, a, made), const_value(out, b, made)))
     if isinstance(a, DictVar) and isinstance(b, DictVar):
         return ConstVar(_fold(fn, const_value(out, a), const_value(out, b)))
     if isinstance(a, DictViewVar) or isinstance(b, DictViewVar):

@@ -88,6 +88,8 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
                 ):
                     return True
                 continue
+            if isinstance(candidate, (ListVar, DictVar)) and ops.identical(out, candidate, item):
+                return True  # identity first, as CPython: ``l in [l]`` for a list holding itself
             if isinstance(item, TensorVar) or isinstance(candidate, TensorVar):
                 if isinstance(item, TensorVar) and isinstance(candidate, TensorVar):
                     if item.node is candidate.node:
