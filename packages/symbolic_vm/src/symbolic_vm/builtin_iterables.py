@@ -160,6 +160,24 @@ def _frozenset(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return ObjectVar(frozenset(sets.set_operand(vm, args[0])) if args else frozenset())
 
 
+@implements(set.__new__)
+def _set_new(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``set.__new__(cls, ...)``: an empty set of class ``cls`` (its arguments are
+    ``__init__``'s, which fills it), from a set subclass's own ``super().__new__(cls)``."""
+    if not args:
+        raise throw(TypeError, "set.__new__(): not enough arguments")
+    return object_model.new_builtin_instance(vm, args[0], SetVar(SetBox(set())))
+
+
+@implements(frozenset.__new__)
+def _frozenset_new(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``frozenset.__new__(cls, iterable=())``: a frozenset of class ``cls``."""
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("frozenset.__new__ with these arguments")
+    items = frozenset(sets.set_operand(vm, args[1])) if len(args) > 1 else frozenset()
+    return object_model.new_builtin_instance(vm, args[0], ObjectVar(items))
+
+
 @implements(builtins.dict)
 def _dict(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     items: dict[Any, Var] = {}

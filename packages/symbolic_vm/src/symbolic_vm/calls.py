@@ -175,6 +175,14 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
             # object.__new__(cls): from a class's own __new__ (super().__new__(cls)) or a
             # metaclass's __call__. With more arguments eager may raise: not modelled.
             return blank_instance(vm, args[0])
+        if value is dict.__new__ and args and isinstance(args[0], ObjectVar):
+            # dict.__new__(cls, ...): an empty dict of class cls (its arguments are
+            # __init__'s); a class's own __new__ through super(), or called by name.
+            if args[0].value is dict:
+                vm.out.depend(args[0])
+                return DictVar(DictBox({}))
+            if isinstance(args[0].value, type) and issubclass(args[0].value, dict):
+                return blank_instance(vm, args[0])
         if isinstance(value, weakref.ref):
             # Before the builtin and torch tables: a weakref hashes as its referent, which
             # may be unhashable (a hook handle's OrderedDict) or run a user __hash__.
@@ -648,6 +656,9 @@ def construct(
     new = cls.__new__
     if new in (object.__new__, dict.__new__):
         obj: Var = blank_instance(vm, cls_var)
+    elif new in (tuple.__new__, set.__new__, frozenset.__new__):
+        # a tuple/set subclass with code of its own: a user object that is the tuple/set
+        obj = call(vm, ObjectVar(new), [cls_var, *args], kwargs)
     elif isinstance(new, types.FunctionType):
         # A class's own __new__ (a staticmethod, given the class): inlined; type.__call__ then
         # runs __init__ only on an instance of the class it was asked for.
@@ -673,10 +684,11 @@ def construct(
         if (args or kwargs) and new in (object.__new__, dict.__new__):
             raise Unsupported(f"{cls.__name__}() takes no arguments")
         return obj
-    if isinstance(obj, NewObjectVar) and obj.box.items is not None and not isinstance(
-        init, types.FunctionType
-    ):
-        object_model.call_slot(vm, init, [obj, *args], kwargs)  # dict.__init__(obj, ...)
+    if isinstance(obj, NewObjectVar) and (
+        obj.box.items is not None or obj.box.base is not None
+    ) and not isinstance(init, types.FunctionType):
+        # dict.__init__(obj, ...), set.__init__(obj, ...)
+        object_model.call_slot(vm, init, [obj, *args], kwargs)
         return obj
     if not isinstance(init, types.FunctionType):
         raise Unsupported(f"{made.__name__}.__init__ is not a Python function")

@@ -390,6 +390,9 @@ class Rebuilder:
             return emit.name(self.out.install(var.module))
         if isinstance(var, FunctionVar):
             return emit.name(self.out.install(var.fn))
+        if isinstance(var, NewObjectVar) and var.box.base is not None:
+            raise Unsupported(f"returning an instance of {var.box.cls.__name__}, a tuple/set "
+                              "subclass with code of its own, made in the compiled function")
         if isinstance(var, NewObjectVar):
             helper = emit.name(self.out.install(make_object, "make_object"))
             cls = emit.name(self.out.install(var.box.cls, "cls"))

@@ -338,8 +338,8 @@ def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
                 return FunctionVar(_NOOP)
             if isinstance(attr, types.FunctionType):
                 return BoundMethodVar(obj, FunctionVar(attr))
-            if attr is object.__new__:  # a static method: super().__new__(cls) passes cls
-                return ObjectVar(attr)
+            if name == "__new__" and attr in _BUILTIN_NEWS:
+                return ObjectVar(attr)  # a static method: super().__new__(cls) passes cls
             if isinstance(attr, types.WrapperDescriptorType) and name == "__init__":
                 if klass is type:  # a metaclass's super().__init__(name, bases, ns)
                     return FunctionVar(_NOOP)
@@ -357,6 +357,11 @@ def super_attr(vm: Interpreter, sup: SuperVar, name: str) -> Var:
                 return _super_wrapped(vm, obj, cls, attr)
             raise Unsupported(f"super().{name} resolves to {type(attr).__name__}")
     raise Unsupported(f"super() has no attribute {name!r}")
+
+
+# The builtins' __new__ a class's own __new__ reaches through super() (calls.call and the
+# builtin table model each).
+_BUILTIN_NEWS = (object.__new__, dict.__new__, tuple.__new__, set.__new__, frozenset.__new__)
 
 
 def _super_wrapped(

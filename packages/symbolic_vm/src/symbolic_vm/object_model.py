@@ -16,6 +16,9 @@ Registered here:
 - ``dict``: instances of dict/OrderedDict subclasses made while tracing keep their items in
   ``ObjectBox.items`` (a ``DictBox``), apart from their attributes; the dict's own methods
   (``keys``, ``items``, ``get``, ``__setitem__`` reached through ``super()``, ...) act on it.
+- ``tuple``/``set``/``frozenset``: instances of user subclasses with code of their own made
+  while tracing are user objects whose ``ObjectBox.base`` is the tuple/set they are
+  (``new_builtin_instance``); what the class leaves to its C base acts on that value.
 
 Calls of C slots and method descriptors of ``object``/``dict`` on such values
 (``super().__setattr__``, ``super().__getattribute__``, ``dict.get(self, k)``) are answered by
@@ -25,11 +28,12 @@ Calls of C slots and method descriptors of ``object``/``dict`` on such values
 from __future__ import annotations
 
 import collections
+import operator
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from symbolic_vm import attributes, eager_errors, object_attrs, slot_calls
+from symbolic_vm import attributes, eager_errors, object_attrs, sets, slot_calls
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported, throw
@@ -51,7 +55,9 @@ from symbolic_vm.values import (
     FunctionVar,
     MethodVar,
     NewObjectVar,
+    ObjectBox,
     ObjectVar,
+    SetVar,
     Var,
 )
 
@@ -402,6 +408,73 @@ class DictSubclassTracker(UserObjectTracker):
         return ConstVar(bool(view.box.items))
 
 
+@register(tuple, set, frozenset)
+class BuiltinSubclassTracker(UserObjectTracker):
+    """Instances of user subclasses of tuple/set/frozenset made in the trace (a NewObjectVar
+    whose ``box.base`` is the tuple or set it is): the class's Python dunders first, else the
+    base's own operation on that value, as the inherited C slot does (a set subclass's
+    ``in`` is set's lookup even when the class defines ``__iter__``)."""
+
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        found = super().getitem(vm, obj, key)
+        base = _base_of(obj)
+        if found is not None or base is None:
+            return found
+        return vm.call(ObjectVar(operator.getitem), [base, key], {})
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        base = _base_of(obj)
+        if base is None:
+            return super().contains(vm, obj, item)
+        found = _call_dunder(vm, obj, "__contains__", [item])
+        if found is not None:
+            return found
+        return vm.call(ObjectVar(operator.contains), [base, item], {})
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = super().length(vm, obj)
+        base = _base_of(obj)
+        if found is not None or base is None:
+            return found
+        return vm.call(ObjectVar(len), [base], {})
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = super().iterate(vm, obj)
+        base = _base_of(obj)
+        if found is not None or base is None:
+            return found
+        return vm.call(ObjectVar(iter), [base], {})
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        found = super().truth(vm, obj)
+        base = _base_of(obj)
+        if found is not None or base is None:
+            return found
+        return vm.call(ObjectVar(bool), [base], {})
+
+
+def _base_of(obj: Var) -> Var | None:
+    return obj.box.base if isinstance(obj, NewObjectVar) else None
+
+
+_SEQUENCE_BASES = (tuple, set, frozenset)
+
+
+def new_builtin_instance(vm: Interpreter, cls_var: Var, value: Var) -> Var:
+    """``tuple.__new__(cls, items)``, ``set.__new__(cls)``, ``frozenset.__new__(cls, items)``
+    for a user subclass ``cls`` (from ``T(items)`` or a class's own ``__new__`` through
+    ``super().__new__``): a user object that is ``value`` (a TupleVar, SetVar or frozenset).
+    ``value`` itself when ``cls`` is the builtin."""
+    cls = ops.const_value(vm.out, cls_var)
+    if not isinstance(cls, type) or builtin_base(cls) not in _SEQUENCE_BASES:
+        raise Unsupported(f"{builtin_base(type(cls)).__name__}.__new__({ops.describe(cls_var)})")
+    if cls in _SEQUENCE_BASES:
+        return value
+    if any("__slots__" in k.__dict__ for k in cls.__mro__):
+        raise Unsupported(f"creating an instance of {cls.__name__}, which uses __slots__")
+    return NewObjectVar(ObjectBox(cls, {}, cls_source=cls_var.source, base=value))
+
+
 def _items_view(vm: Interpreter, obj: Var) -> DictVar | None:
     """dict_view, and for an instance of a user dict subclass from the frame its items read
     through ``dict.items`` (mutations replayed by ``output.DictSubclassWrite``)."""
@@ -457,6 +530,13 @@ def call_slot(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Va
     found = slot_calls.call_descriptor(vm, fn, args, kwargs)
     if found is not None or not args:  # set.__and__(p, q), frozenset.copy(p)
         return found
+    base = _base_of(args[0])
+    if owner in _SEQUENCE_BASES and base is not None:
+        # A C method of set/tuple on an instance of a user subclass (``super().add(x)``,
+        # ``s.union(t)``): the method on the set/tuple it is; set's results are plain sets.
+        if name == "__init__":
+            return _set_init(vm, base, args[1:], kwargs)
+        return slot_calls.call_descriptor(vm, fn, [base, *args[1:]], kwargs)
     if (
         owner is object and name == "__getattribute__" and len(args) == 2 and not kwargs
         and isinstance(args[0], (ObjectVar, NewObjectVar))  # modules: their own lookup
@@ -475,6 +555,17 @@ def call_slot(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Va
             return None
         return _dict_slot(vm, view, name, args[1:], kwargs)
     return None
+
+
+def _set_init(vm: Interpreter, base: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``set.__init__(obj, iterable=())``: the set emptied, then filled from the iterable."""
+    if kwargs or len(args) > 1 or not isinstance(base, SetVar):
+        raise Unsupported("set.__init__ with these arguments")
+    elements = list(sets.set_operand(vm, args[0])) if args else []
+    ops.note_set_mutation(vm.out, base)
+    base.box.items.clear()
+    base.box.items.update(elements)
+    return ConstVar(None)
 
 
 _READ_ONLY_DICT_METHODS = frozenset({

@@ -39,6 +39,7 @@ from symbolic_vm.values import (
     TensorVar,
     TupleVar,
     Var,
+    builtin_value,
 )
 
 if TYPE_CHECKING:
@@ -279,19 +280,28 @@ def unary(vm: Interpreter, fn: Callable[[Any], Any], a: Var) -> Var | None:
 def binary_op(vm: Interpreter, symbol: str, a: Var, b: Var) -> Var:
     """``a <symbol> b`` on any tracked values (BINARY_OP, ``operator.add``, ``sum``)."""
     found = binary(vm, symbol, a, b)
-    return found if found is not None else ops.binary(vm.out, symbol, a, b)
+    if found is not None:
+        return found
+    # An instance of a tuple/set subclass whose class leaves the operator to its C base: the
+    # base's operator on the tuple/set it is (``s | t`` is a plain set, as CPython's); an
+    # in-place one changes that set and gives back the instance itself.
+    plain_a = builtin_value(a)
+    result = ops.binary(vm.out, symbol, plain_a, builtin_value(b))
+    return a if result is plain_a and plain_a is not a else result
 
 
 def compare_op(vm: Interpreter, symbol: str, a: Var, b: Var) -> Var:
     """``a <symbol> b`` on any tracked values (COMPARE_OP, ``operator.lt``, ...)."""
     found = compare(vm, symbol, a, b)
-    return found if found is not None else ops.compare(vm.out, symbol, a, b)
+    if found is not None:
+        return found
+    return ops.compare(vm.out, symbol, builtin_value(a), builtin_value(b))
 
 
 def unary_op(vm: Interpreter, fn: Callable[[Any], Any], a: Var) -> Var:
     """``fn(a)`` for a unary operator on any tracked value."""
     found = unary(vm, fn, a)
-    return found if found is not None else ops.unary(vm.out, fn, a)
+    return found if found is not None else ops.unary(vm.out, fn, builtin_value(a))
 
 
 __all__ = ["binary", "binary_op", "compare", "compare_op", "unary", "unary_op"]

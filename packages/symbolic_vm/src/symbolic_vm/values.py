@@ -330,6 +330,10 @@ class ObjectBox:
     # The dict an instance of a dict/OrderedDict subclass is (ModelOutput): its items, apart
     # from its attributes. None for other classes.
     items: DictBox | None = None
+    # The tuple/set/frozenset an instance of a user subclass of one is (a TupleVar, SetVar or
+    # frozenset ObjectVar): what the base class's C methods and operators act on. None for
+    # other classes (see builtin_value).
+    base: Var | None = None
 
 
 @attrs.frozen(eq=False)
@@ -337,6 +341,14 @@ class NewObjectVar(Var):
     """An instance of a user class created while tracing (``__init__`` inlined)."""
 
     box: ObjectBox
+
+
+def builtin_value(var: Var) -> Var:
+    """The tuple or set an instance of a user tuple/set subclass made in the trace is
+    (``ObjectBox.base``: what set's and tuple's own C code reads), else ``var`` itself."""
+    if isinstance(var, NewObjectVar) and var.box.base is not None:
+        return var.box.base
+    return var
 
 
 @attrs.frozen(eq=False)

@@ -88,6 +88,9 @@ def _tuple_new(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return TupleVar(items)
     if slot_calls.plain_subclass(cls, tuple):  # class T(tuple): pass
         return TupleVar(items, named_type=cls)
+    if not _is_namedtuple_class(cls) and isinstance(cls, type) and issubclass(cls, tuple):
+        # a tuple subclass with code of its own: a user object that is the tuple
+        return object_model.new_builtin_instance(vm, args[0], TupleVar(items))
     if not _is_namedtuple_class(cls) or cls.__new__ is tuple.__new__:
         raise Unsupported(f"tuple.__new__ of {getattr(cls, '__name__', cls)!r}")
     if len(items) != len(cls._fields):
