@@ -1,16 +1,19 @@
 """The zoo (``benchmarks/zoo/models.py``) on CPU for issue #21: eager, Strata and torch inductor
 in one process, timed interleaved with the process CPU clock.
 
-``zoo_bench.py`` times each compiler in its own block with the wall clock, which on a loaded
-shared machine moves the ratios by more than the code does. Here, per zoo case: eager, Strata
+``zoo_bench.py`` times each compiler in its own block with the wall clock, which on a loaded shared
+machine moves the ratios by more than the code does. Here, per zoo case: eager, Strata
 (``compile_api.compile``, default backend inductor_lite) and ``torch.compile`` (inductor); both
 with a fresh on-disk cache (cold compiles, unless ``STRATA_CACHE_DIR`` /
-``TORCHINDUCTOR_CACHE_DIR`` are set) run on identical fresh builds; the compile
-time is the first call's wall time; then the three steps alternate for ``--reps`` rounds and
-each speedup is eager's median process time over the compiler's. The error column is each
-compiler's worst output tensor (``infer``) or worst gradient/buffer (``train``) against eager,
-relative to that tensor's largest value; for ``train`` also against the same step in float64
-(eager's own error beside it), which is what "gradients within torch inductor's error" compares.
+``TORCHINDUCTOR_CACHE_DIR`` are set) run on identical fresh builds; the compile time is the first
+call's wall time, after each compiler's one-time setup in this process (``_warm_up``: imports, and
+Strata's C++ guard and kernel-call extensions, which a fresh cache folder would otherwise rebuild
+inside the first model's compile; ``--cold`` leaves it out); then the three steps alternate for
+``--reps`` rounds and each speedup is eager's median process time over the compiler's. The error
+column is each compiler's worst output tensor (``infer``) or worst gradient/buffer (``train``)
+against eager, relative to that tensor's largest value; for ``train`` also against the same step in
+float64 (eager's own error beside it), which is what "gradients within torch inductor's error"
+compares.
 
     python benchmarks/zoo_cpu.py --only resnet18,gpt2 [--modes infer,train] [--reps 9]
 """
@@ -68,6 +71,25 @@ def _compilers() -> dict[str, Callable[[torch.nn.Module], Callable[..., Any]] | 
     }
 
 
+def _warm_up() -> str:
+    """Compile a small function forward and backward with both compilers, so that what each
+    does once per process or per cache folder is not counted in the first model's compile."""
+    import compile_api
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        return (torch.relu(x) * 2 + 1).sum()
+
+    spent = []
+    for fn in (compile_api.compile(f), torch.compile(f, backend="inductor")):
+        start = time.perf_counter()
+        fn(torch.randn(8, 8))
+        fn(torch.randn(8, 8, requires_grad=True)).backward()
+        spent.append(time.perf_counter() - start)
+    compile_api.reset()
+    torch.compiler.reset()
+    return f"one-time setup: Strata {spent[0]:.1f} s, torch {spent[1]:.1f} s"
+
+
 def measure(case: Case, reps: int) -> dict[str, Any]:
     import compile_api
 
@@ -120,9 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="infer", help="infer,train")
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cold", action="store_true", help="no one-time setup before timing")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
+    if not args.cold:
+        print(_warm_up(), file=sys.stderr, flush=True)
     modes = set(args.modes.split(","))
     print(
         "| case | eager ms | Strata x | torch x | compile s Strata / torch "
