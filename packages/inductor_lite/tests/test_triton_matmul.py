@@ -315,3 +315,26 @@ def test_template_failure_keeps_aten(
         c = _compile(_mm_relu, inputs, mcfg)
     assert _templates(c) == [] and "aten (template failed: no device memory)" in caplog.text
     torch.testing.assert_close(c(*inputs), _mm_relu(*inputs), atol=1e-5, rtol=1e-5)
+
+
+def _linear_gelu_keeps_result(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y = F.linear(x, W, B)
+    return F.gelu(y), y  # the pre-activation a training forward saves
+
+
+def _mm_read_twice(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y = x @ W.t()
+    return torch.relu(y) * 3, y.amax(0)
+
+
+@pytest.mark.parametrize("fn", [_linear_gelu_keeps_result, _mm_read_twice])
+def test_matmul_result_read_elsewhere_is_stored_too(
+    fn: Callable[..., Any], mcfg: InductorConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(autotune, "TIMER", Timer(template_us=1.0, aten_us=2.0))
+    inputs = [torch.randn(45, 29, device=DEV)]
+    c = _compile(fn, inputs, mcfg)
+    (tm,) = _templates(c)
+    assert tm.keep is not None  # one kernel stores both the matmul and its consumer's result
+    for got, want in zip(c(*inputs), fn(*inputs)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

@@ -267,6 +267,8 @@ def _precompile(
         # a compile depends on the arguments' dtypes and 16-byte alignment only: small
         # stand-ins (fresh allocations are aligned, as the real views are where it counts)
         args = [torch.empty(16, dtype=r.dtype, device=graph.device) for r in p.args()]
+        if p.keep_mm:
+            args.append(torch.empty(16, dtype=p.mm_dtype, device=graph.device))
         out = torch.empty(16, dtype=p.out.dtype, device=graph.device)
         fn = getattr(_module(source), _NAME)
         try:
@@ -319,7 +321,8 @@ def autotune_matmuls(
         if picked is None:
             continue
         tm, p, consumer = picked
-        fused = FallbackNode(tm, p.args(), (), (p.out,), False)
+        outputs = (graph.buffers[p.mm_buf], p.out) if p.keep_mm else (p.out,)
+        fused = FallbackNode(tm, p.args(), (), outputs, p.keep_mm)
         if consumer is None:
             out[k] = fused
         else:
@@ -360,4 +363,6 @@ def _choose(  # noqa: PLR0917
 
 def _unfused(graph: LoweredGraph, p: MatmulProblem) -> MatmulProblem:
     spec = graph.buffers[p.mm_buf]
-    return dataclasses.replace(p, out=spec, epilogue=None, epilogue_kernel=None, extra=())
+    return dataclasses.replace(
+        p, out=spec, epilogue=None, epilogue_kernel=None, extra=(), keep_mm=False
+    )

@@ -129,12 +129,16 @@ class MatmulProblem:
     epilogue: PointwiseNode | None = None
     epilogue_kernel: Kernel | None = None
     extra: tuple[TensorRef, ...] = ()
+    # the matmul's result is read after the consumer too (a graph result: a training forward
+    # saves it for the backward): the fused kernel stores it as well
+    keep_mm: bool = False
 
     @property
     def describe(self) -> str:
         shape = f"{self.m}x{self.n}x{self.k}" + (f" x{self.batch}" if self.op == "bmm" else "")
         dtype = str(self.mm_dtype).removeprefix("torch.")
         fused = f" + {self.epilogue_kernel.name}" if self.epilogue_kernel is not None else ""
+        fused += " (result kept)" if self.keep_mm else ""
         return f"{self.op} {shape} {dtype}{fused}"
 
     def args(self) -> tuple[TensorRef, ...]:
@@ -237,8 +241,9 @@ def find_matmuls(
     """Each aten matmul of ``items``: (its index, its fused consumer's index or None, the
     problem or why the template cannot take it).
 
-    A consumer is fused when it is the only reader of the matmul's result (no graph result,
-    no other item), a kernel of one pointwise step over the result's elements.
+    A consumer is fused when it is the first reader of the matmul's result, a kernel of one
+    pointwise step over the result's elements; where others read the result too (later
+    items, the graph's results) the fused kernel stores it as well (``keep_mm``).
     """
     results = _results(graph)
     readers: dict[str, list[int]] = {}
@@ -255,10 +260,9 @@ def find_matmuls(
                 found.append((k, None, p))
             continue
         users = readers.get(p.mm_buf, [])
-        consumer = items[users[0]] if len(users) == 1 else None
+        consumer = items[users[0]] if users else None
         if (
-            p.mm_buf not in results
-            and isinstance(consumer, Kernel)
+            isinstance(consumer, Kernel)
             and len(consumer.steps) == 1
             and isinstance(consumer.steps[0].node, PointwiseNode)
             and _epilogue_fits(consumer.steps[0].node, p)
@@ -273,6 +277,7 @@ def find_matmuls(
             p = MatmulProblem(
                 p.op, p.fallback, p.batch, p.m, p.n, p.k, p.a, p.b, p.bias, p.mm_buf,
                 p.mm_dtype, graph.buffers[node.buf], node, consumer, refs,
+                len(users) > 1 or p.mm_buf in results,
             )  # fmt: skip
             found.append((k, users[0], p))
         else:
@@ -295,7 +300,7 @@ def template_source(p: MatmulProblem, name: str) -> str:
     (sbb, sbk, sbn) = b_s if p.op == "bmm" else (0, *b_s)
     m, n, k = p.m, p.n, p.k
     params = ["p_a", "p_b"] + (["p_bias"] if p.bias is not None else [])
-    params += [f"p_{r.buf}" for r in p.extra] + ["p_out"]
+    params += [f"p_{r.buf}" for r in p.extra] + (["p_mm"] if p.keep_mm else []) + ["p_out"]
     sig = ", ".join(
         [*params, "BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", "BLOCK_K: tl.constexpr"]
     )
@@ -361,6 +366,10 @@ def template_source(p: MatmulProblem, name: str) -> str:
     # eager rounds the matmul's result to its dtype before the consumer reads it
     mmv = "acc" if p.mm_dtype == torch.float32 else f"acc.to({mm_ty}).to(tl.float32)"
     lines.append(f"    mmv = {mmv}")
+    if p.keep_mm:
+        lines.append(
+            f"    tl.store(p_mm + (bid * {m} + rm2) * {n} + rn2, mmv.to({mm_ty}), mask=mask)"
+        )
     lines.append(f"    row = bid * {m} + rm2")
     out_ty = _TL[p.out.dtype]
     val = "mmv"
@@ -397,6 +406,9 @@ class TemplateMatmul:
         self.sizes = tuple(int(s) for s in p.out.sizes)
         self.strides = tuple(int(s) for s in p.out.strides)
         self.dtype = p.out.dtype
+        # the matmul's own result, stored too (``keep_mm``): sizes, strides, dtype
+        mm = (p.batch, p.m, p.n) if p.op == "bmm" else (p.m, p.n)
+        self.keep = (mm, contiguous_strides(mm), p.mm_dtype) if p.keep_mm else None
         grid_m = -(-p.m // cfg.block_m)
         grid_n = -(-p.n // cfg.block_n)
         self.grid = (grid_m * grid_n, p.batch)
@@ -409,13 +421,19 @@ class TemplateMatmul:
     def __repr__(self) -> str:
         return self.__name__
 
-    def __call__(self, *tensors: torch.Tensor) -> torch.Tensor:
+    def __call__(self, *tensors: torch.Tensor) -> Any:
+        """The consumer's result, or (the matmul's, the consumer's) where both are kept."""
         from .triton_runtime import _DirectLaunch, _raw_stream, _spec_key
 
-        out = torch.empty_strided(
-            self.sizes, self.strides, dtype=self.dtype, device=tensors[0].device
-        )
-        args = (*tensors, out)
+        device = tensors[0].device
+        out = torch.empty_strided(self.sizes, self.strides, dtype=self.dtype, device=device)
+        if self.keep is not None:
+            mm = torch.empty_strided(*self.keep[:2], dtype=self.keep[2], device=device)
+            args = (*tensors, mm, out)
+            result: Any = (mm, out)
+        else:
+            args = (*tensors, out)
+            result = out
         key = _spec_key(args) if self._direct else None
         if key is not None:
             fast = self._fast.get(key)
@@ -424,7 +442,7 @@ class TemplateMatmul:
                     self.grid[0], self.grid[1], 1, _raw_stream(fast.device), fast.function,
                     fast.metadata, None, None, None, *args, *self.constexprs,
                 )  # fmt: skip
-                return out
+                return result
         c = self.cfg
         kernel = self.fn[self.grid](
             *args, BLOCK_M=c.block_m, BLOCK_N=c.block_n, BLOCK_K=c.block_k,
@@ -437,4 +455,4 @@ class TemplateMatmul:
                 self._direct = False  # interpreted: never look again
             else:
                 self._fast[key] = fast
-        return out
+        return result
