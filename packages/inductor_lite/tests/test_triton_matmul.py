@@ -175,13 +175,26 @@ def test_aten_kept_when_it_is_faster(mcfg: InductorConfig, monkeypatch: pytest.M
     torch.testing.assert_close(c(*inputs), _linear_gelu_residual(*inputs), atol=1e-5, rtol=1e-5)
 
 
-def test_tie_keeps_aten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("template_us", [1.0, 0.99, 5.0])
+def test_tie_or_noise_keeps_aten(
+    template_us: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(autotune, "_MEMO", {})
     cands: dict[str, Callable[[], Callable[[], object]]] = {
         "aten": lambda: lambda: None,
         "t1": lambda: lambda: None,
     }
-    assert autotune.select(tmp_path, "k", "mm", cands, Timer(1.0, 1.0)) == "aten"
+    assert autotune.select(tmp_path, "k", "mm", cands, Timer(template_us, 1.0)) == "aten"
+
+
+def test_untimed_aten_keeps_aten(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(autotune, "_MEMO", {})
+
+    def broken() -> Callable[[], object]:
+        raise RuntimeError("consumer kernel failed")
+
+    cands = {"aten": broken, "t1": lambda: lambda: None}
+    assert autotune.select(tmp_path, "k", "mm", cands, Timer(1.0, 2.0)) == "aten"
 
 
 def test_failing_template_is_no_candidate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
