@@ -79,3 +79,48 @@ def test_the_compilers_c_helper_inside_an_expression_keeps_the_stack() -> None:
 
 def test_the_compilers_c_helper_in_an_inlined_call_breaks_it() -> None:
     _compare(helper_in_an_inlined_call, 3, 4)
+
+
+@torch.compiler.disable
+class _DisabledLayer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(torch.sigmoid(x))
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _DisabledLayer()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(self.inner(torch.sin(x)))
+
+
+def _doubling_pre_hook(module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (args[0].cos() * 2,)
+
+
+def _graph_targets(compile_fn: Callable[..., Any], model: torch.nn.Module) -> list[list[Any]]:
+    counter = GraphCounter()
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(compile_fn(model, backend=counter)(x), model(x))
+    return [[n.target for n in g.graph.nodes if n.op.startswith("call_")] for g in counter.graphs]
+
+
+def test_a_module_class_under_torch_disable_runs_eagerly_with_its_hooks() -> None:
+    """torch.compiler.disable on an nn.Module class (it wraps the class's __call__ and
+    _call_impl): a call of an instance breaks and runs eagerly, its pre-hook too. Before, the
+    VM inlined it: one graph holding the disabled layer's cos/sigmoid/linear."""
+    torch.manual_seed(0)
+    model = _Outer()
+    model.inner.register_forward_pre_hook(_doubling_pre_hook)
+    ours = _graph_targets(compile_api.compile, model)
+    assert len(ours) == 2 and torch.sin in ours[0]
+    assert not any(t in (torch.sigmoid, torch.cos, "cos") for g in ours for t in g)
+    if TORCH_2_13:
+        assert len(_graph_targets(torch.compile, model)) == len(ours)

@@ -133,6 +133,9 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
     if isinstance(fn, MethodVar):
         return methods.call_method(vm, fn, args, kwargs)
     if isinstance(fn, ModuleVar):
+        disabled = controls.disabled_module_class(fn.module)
+        if disabled is not None:
+            raise Unsupported(disabled)
         return call_module(vm, fn, args, kwargs)
     if isinstance(fn, SequentialSliceVar):
         return call_sequential_slice(vm, fn, args, kwargs)

@@ -37,6 +37,7 @@ __all__ = [
     "Control",
     "ControlKind",
     "control_for",
+    "disabled_module_class",
     "dispatch",
     "is_torch_disabled",
     "note_torch_disabled",
@@ -236,6 +237,23 @@ def _registered(registry_name: str, fn: object) -> bool:
     registry = getattr(_submodule("trace_rules"), registry_name, None)
     ids = getattr(registry, "function_ids", None)
     return isinstance(ids, set) and id(fn) in ids
+
+
+def disabled_module_class(module: object) -> str | None:
+    """The break reason when ``module``'s class was decorated with torch.compiler.disable,
+    else None. torch's decorator replaces the class's ``__call__`` and ``_call_impl`` (and
+    ``__init__``) with disabled wrappers, so a call of an instance runs eagerly, pre-hooks
+    included; the VM inlines module calls without looking at those, so it asks here."""
+    for name in ("_call_impl", "__call__"):
+        for klass in type(module).__mro__:
+            if name in klass.__dict__:
+                if note_torch_disabled(klass.__dict__[name]):
+                    return (
+                        f"call of a {type(module).__name__}, a module class "
+                        "torch.compiler.disable marked as never compiled; it runs eagerly"
+                    )
+                break
+    return None
 
 
 def _compiler_builtin(fn: object) -> bool:
