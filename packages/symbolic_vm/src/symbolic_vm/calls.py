@@ -97,6 +97,10 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
         )
     if isinstance(fn, FunctionVar):
         return _call_function(vm, fn, args, kwargs)
+    if isinstance(fn, ConstVar) and isinstance(fn.value, types.FunctionType):
+        # a function keying a dict from the frame (graph_inputs._is_dict_key), read back as a
+        # key: DICT_KEYS pinned it by identity
+        return _call_function(vm, FunctionVar(fn.value), args, kwargs)
     if isinstance(fn, NestedFunctionVar):
         return inline(
             vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs

@@ -42,14 +42,17 @@ from symbolic_vm.values import (
 
 def _is_dict_key(key: object) -> bool:
     """Whether a dict read from the frame can be tracked item by item with ``key`` as a key: a
-    constant, or a class or typing form equal and hashed by identity only, so a lookup in the
-    trace finds exactly what eager's would (huggingface_hub's validators: a dict keyed by
-    ``typing.Union``, ``list``, ...). Other objects stay opaque: their keys would be folded."""
+    constant, or a class, typing form or Python function equal and hashed by identity only, so
+    a lookup in the trace finds exactly what eager's would (huggingface_hub's validators: a dict
+    keyed by ``typing.Union``, ``list``, ...; ``{namedtuple: ...}``). Other objects stay
+    opaque: their keys would be folded."""
     if is_constant_value(key):
         return True
     kind = type(key)
     by_identity = kind.__hash__ is object.__hash__ and kind.__eq__ is object.__eq__
-    return by_identity and (isinstance(key, type) or kind.__module__ == "typing")
+    return by_identity and (
+        isinstance(key, type) or kind.__module__ == "typing" or kind is types.FunctionType
+    )
 
 
 def _nested_size_source(fake_source: Any, source: Source) -> Source | None:
