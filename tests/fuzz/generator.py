@@ -21,11 +21,14 @@ from .call_families import CALL_FAMILIES
 from .data_families import DATA_FAMILIES
 from .families import CONSTRUCTS, FAMILIES, Family
 from .flow_families import FLOW_FAMILIES
+from .iter_families import ITER_CONSTRUCTS, ITER_FAMILIES
 from .object_families import LATE_FAMILIES as _OBJECT_FAMILIES
 
 # New ones go at the end of LATE_FAMILIES (its order, not sorted: each family's draws come from
 # one shared stream, so a family added later leaves the earlier ones' choices as they were).
-LATE_FAMILIES = {**_OBJECT_FAMILIES, **FLOW_FAMILIES, **DATA_FAMILIES, **CALL_FAMILIES}
+LATE_FAMILIES = {
+    **_OBJECT_FAMILIES, **FLOW_FAMILIES, **DATA_FAMILIES, **CALL_FAMILIES, **ITER_FAMILIES,
+}
 
 __all__ = [
     "FAMILY_RATE",
@@ -489,8 +492,9 @@ KNOWN_BUG_FEATURES = {
     "CHECK_RNG_STATE = False)",
     **{f"family:{name}": f"the {name} construct family (families.py)" for name in FAMILIES},
     **{f"family:{name}": f"the {name} construct family (object_families.py, flow_families.py, "
-       "data_families.py, call_families.py)" for name in LATE_FAMILIES},
+       "data_families.py, call_families.py, iter_families.py)" for name in LATE_FAMILIES},
     **CONSTRUCTS,
+    **ITER_CONSTRUCTS,
 }
 
 # The share of programs built around construct families (issue 18's bug classes).
@@ -500,9 +504,11 @@ FAMILY_RATE = 0.5
 # CI slice's cost grows only by the programs that draw a late family.
 LATE_FAMILY_RATE = 0.06
 # session 9's families at half the rate: about 9 programs each in the CI slice's 300; session
-# 10's at 2% (about 6 each)
+# 10's at 2% (about 6 each), session 12's at 0.5% (about 2 each: the CI slice's cost stays
+# about the same; `--families iter_mutation,star_calls` runs them alone)
 LATE_RATES = {name: LATE_FAMILY_RATE if name in _OBJECT_FAMILIES
-              else 0.03 if name in FLOW_FAMILIES else 0.02 for name in LATE_FAMILIES}
+              else 0.03 if name in FLOW_FAMILIES else 0.005 if name in ITER_FAMILIES
+              else 0.02 for name in LATE_FAMILIES}
 ALL_FAMILIES = {**FAMILIES, **LATE_FAMILIES}
 
 

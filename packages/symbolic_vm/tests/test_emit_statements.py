@@ -32,6 +32,10 @@ def spread(*args: object) -> tuple[object, ...]:
     return args
 
 
+def collect(*args: object, **kwargs: object) -> tuple[tuple[object, ...], dict[str, object]]:
+    return args, kwargs
+
+
 def template(a: Any, b: Any) -> None:
     """Only its argument layout is used."""
 
@@ -67,6 +71,20 @@ CASES = {
         "return (a.extra, a.table)",
     ],
     "subscript store": ["a.table['n'] = b[2]", "return a.table"],
+    # f(*a, **kw) and starred displays: the forms a resumed region's code may need
+    "starred call with keywords": ["p = (b[0],)", "return a.pair(*p, y=b[1])"],
+    "double-star call": ["kw = {'y': b[0]}", "return a.pair(b[1], **kw)"],
+    "double-star call alone": ["return collect(**a.table)"],
+    "star, keywords and double stars in order": [
+        "return collect(b[0], *b, w=1, **a.table, m=b[2], **{'j': b[1]}, z=3)",
+    ],
+    "starred tuple display": ["return (*b, a.items[0])"],
+    "starred list display": ["return [b[0], *a.items, *b, 7]"],
+    "starred set display": ["return {*b, 9, *a.items}"],
+    "double-star dict display": [
+        "return {'p': 1, **a.table, 'q': b[0], 'r': b[1], **{'s': 2}, 't': 3}",
+    ],
+    "double-star dict display alone": ["return {**a.table}"],
 }
 
 
@@ -105,6 +123,15 @@ def test_cell_and_free_variables_are_derefs_and_nonlocal_writes_reach_the_cell()
     fn = types.FunctionType(built, {"spread": spread}, "inner", None, inner.__closure__)
     assert fn(2, 3) == (2, 3)
     assert read() == (2, 3)  # the write went to the shared cell
+
+
+def test_a_repeated_keyword_through_double_star_raises_as_compiled() -> None:
+    compiled, assembled = both(["return collect(k=b[0], **a.table)"])
+    box = Box()
+    box.table["k"] = 1
+    for fn in (compiled, assembled):
+        with pytest.raises(TypeError, match="multiple values for keyword argument 'k'"):
+            fn(box, [4])
 
 
 def test_statements_outside_the_subset_are_refused() -> None:

@@ -6,8 +6,10 @@ text is written or parsed. :func:`emit_body` turns them into instructions with
 symbolic_vm.bytecode.codegen, the same emitter the residual code and resume functions use, with
 names resolved as CPython resolves them in the original function (its cell and free variables
 as derefs, parameters and temporaries as fast locals, anything else as a global);
-:func:`printout` is their readable text for logs and dumps (``ast.unparse``). Anything outside
-the small subset the constructors make is an AssertionError. Imports no torch.
+:func:`printout` is their readable text for logs and dumps (``ast.unparse``). Calls and
+displays take ``*x`` and ``**kw`` in any position (CALL_FUNCTION_EX, LIST_EXTEND, DICT_MERGE...,
+as CPython 3.11-3.13 emit them). Anything outside the small subset the constructors make is an
+AssertionError. Imports no torch.
 """
 
 from __future__ import annotations
@@ -201,15 +203,12 @@ class _Emitter:
             return self.call(node)
         if isinstance(node, ast.Tuple | ast.List | ast.Set):
             kind = {ast.Tuple: "tuple", ast.List: "list", ast.Set: "set"}[type(node)]
+            if any(isinstance(item, ast.Starred) for item in node.elts):
+                return self.unpacking_display(kind, node.elts)
             items = [i for item in node.elts for i in self.expr(item)]
             return [*items, codegen.build(kind, len(node.elts))]
         if isinstance(node, ast.Dict):
-            pairs: Items = []
-            for key, value in zip(node.keys, node.values, strict=True):
-                if key is None:
-                    raise AssertionError("a ** display in the transformed code")
-                pairs.extend([*self.expr(key), *self.expr(value)])
-            return [*pairs, codegen.build("dict", len(node.keys))]
+            return self.merged_dict(list(zip(node.keys, node.values, strict=True)), "DICT_UPDATE")
         raise AssertionError(f"not an expression the transformed code has: {ast.dump(node)}")
 
     def index(self, node: ast.expr) -> Items:
@@ -221,14 +220,19 @@ class _Emitter:
         return self.expr(node)
 
     def call(self, node: ast.Call) -> Items:
+        starred = any(isinstance(a, ast.Starred) for a in node.args)
+        if starred or any(k.arg is None for k in node.keywords):
+            # f(*a, k=v, **kw): one argument tuple and one keyword dict, as CPython emits it
+            packed = (self.spread(node.args) if starred
+                      else [*(i for a in node.args for i in self.expr(a)),
+                            codegen.build("tuple", len(node.args))])
+            if not node.keywords:
+                return [*self.callee(node.func), *packed, Instr("CALL_FUNCTION_EX", 0)]
+            pairs = [(None if k.arg is None else ast.Constant(k.arg), k.value)
+                     for k in node.keywords]
+            return [*self.callee(node.func), *packed, *self.merged_dict(pairs, "DICT_MERGE"),
+                    Instr("CALL_FUNCTION_EX", 1)]
         kwargs = {k.arg: self.expr(k.value) for k in node.keywords if k.arg is not None}
-        if len(kwargs) != len(node.keywords):
-            raise AssertionError("a ** argument in the transformed code")
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            if kwargs:
-                raise AssertionError("a starred call with keywords in the transformed code")
-            return [*self.callee(node.func), *self.spread(node.args),
-                    Instr("CALL_FUNCTION_EX", 0)]
         args = [self.expr(a) for a in node.args]
         func = node.func
         if isinstance(func, ast.Attribute):  # obj.name(...): CPython's method-call form
@@ -258,11 +262,63 @@ class _Emitter:
                 out.extend([*self.expr(arg.value), Instr("LIST_EXTEND", 1)])
             else:
                 out.extend([*self.expr(arg), Instr("LIST_APPEND", 1)])
-        if PY_VERSION >= (3, 12):
-            out.append(Instr("CALL_INTRINSIC_1", _LIST_TO_TUPLE))
-        else:
-            out.append(Instr("LIST_TO_TUPLE"))
+        out.append(_list_to_tuple())
         return out
+
+    def unpacking_display(self, kind: str, elts: Sequence[ast.expr]) -> Items:
+        """``(*a, x)``, ``[x, *a]``, ``{*a, x}``: the leading plain items built at once, then
+        each starred one extended in and each later plain one added (a tuple is built as a
+        list, then converted), as CPython emits it."""
+        if kind == "tuple":
+            return [*self.spread(elts)]
+        extend, add = ("LIST_EXTEND", "LIST_APPEND") if kind == "list" else (
+            "SET_UPDATE", "SET_ADD")
+        lead = 0
+        out: Items = []
+        while not isinstance(elts[lead], ast.Starred):
+            out.extend(self.expr(elts[lead]))
+            lead += 1
+        out.append(codegen.build(kind, lead))
+        for item in elts[lead:]:
+            if isinstance(item, ast.Starred):
+                out.extend([*self.expr(item.value), Instr(extend, 1)])
+            else:
+                out.extend([*self.expr(item), Instr(add, 1)])
+        return out
+
+    def merged_dict(
+        self, pairs: Sequence[tuple[ast.expr | None, ast.expr]], merge: str
+    ) -> Items:
+        """A dict of ``pairs`` in order, a None key meaning ``**value``: runs of plain pairs
+        built with BUILD_MAP and merged in with ``merge`` (DICT_UPDATE for a display,
+        DICT_MERGE for a call's keywords: it raises on a repeated keyword), as CPython emits
+        it."""
+        out: Items = []
+        run: Items = []  # the plain pairs since the last ** (not built yet)
+        count = 0
+        made = False  # the dict is on the stack
+
+        def flush() -> None:
+            if not made or count:
+                out.extend([*run, codegen.build("dict", count)])
+                out.extend([Instr(merge, 1)] if made else [])
+
+        for key, value in pairs:
+            if key is not None:
+                run.extend([*self.expr(key), *self.expr(value)])
+                count += 1
+                continue
+            flush()
+            run, count, made = [], 0, True
+            out.extend([*self.expr(value), Instr(merge, 1)])
+        flush()
+        return out
+
+
+def _list_to_tuple() -> Instr:
+    if PY_VERSION >= (3, 12):
+        return Instr("CALL_INTRINSIC_1", _LIST_TO_TUPLE)
+    return Instr("LIST_TO_TUPLE")
 
 
 def emit_body(

@@ -777,6 +777,9 @@ def note_mutation(out: Output, var: Var) -> None:
     """A list/dict changed: if it came from the frame, its new contents must be written back."""
     if var.source is None or not isinstance(var, (ListVar, DictVar)):
         return
+    # The write-back replaces the whole contents (untouched items read by position or key):
+    # only for the length/keys the trace saw (``lst[0] = v`` truncated a longer list).
+    out.depend(var)
     if not var.box.mutated:
         var.box.mutated = True
         if isinstance(var.source, DictCopySource):  # a frame dict subclass's items

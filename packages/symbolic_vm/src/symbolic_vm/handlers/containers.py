@@ -178,6 +178,8 @@ def LIST_APPEND(vm: Interpreter, inst: dis.Instruction) -> None:
     target = vm.peek(_arg(inst))
     assert isinstance(target, ListVar)
     target.box.items.append(value)
+    # a display's list is new, except one resumed after a break inside it (a frame input)
+    ops.note_mutation(vm.out, target)
 
 
 @handler("SET_ADD")
@@ -185,6 +187,7 @@ def SET_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
     (value,) = sets.set_elements(vm, [vm.pop()])
     target = vm.peek(_arg(inst))
     assert isinstance(target, SetVar)
+    ops.note_set_mutation(vm.out, target)
     target.box.items.add(value)
 
 
@@ -193,6 +196,7 @@ def SET_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
     values = sets.set_operand(vm, vm.pop())
     target = vm.peek(_arg(inst))
     assert isinstance(target, SetVar)
+    ops.note_set_mutation(vm.out, target)
     target.box.items.update(values)
 
 
@@ -202,6 +206,7 @@ def LIST_EXTEND(vm: Interpreter, inst: dis.Instruction) -> None:
     target = vm.peek(_arg(inst))
     assert isinstance(target, ListVar)
     target.box.items.extend(values)
+    ops.note_mutation(vm.out, target)
 
 
 @handler("MAP_ADD")
@@ -211,6 +216,7 @@ def MAP_ADD(vm: Interpreter, inst: dis.Instruction) -> None:
     target = vm.peek(_arg(inst))
     assert isinstance(target, DictVar)
     target.box.items[key] = value
+    ops.note_mutation(vm.out, target)
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
@@ -225,9 +231,11 @@ def DICT_UPDATE(vm: Interpreter, inst: dis.Instruction) -> None:
         if items is None:
             raise Unsupported(f"dict update from {ops.describe(other)}")
         target.box.items.update(items)
+        ops.note_mutation(vm.out, target)
         return
     vm.out.depend(other)
     target.box.items.update(other.box.items)
+    ops.note_mutation(vm.out, target)
 
 
 @handler("LIST_TO_TUPLE", versions=(3.11,))
