@@ -774,11 +774,10 @@ def setitem(out: Output, obj: Var, key: Var, value: Var) -> None:
 
 
 def note_mutation(out: Output, var: Var) -> None:
-    """A list/dict changed: if it came from the frame, its new contents must be written back."""
+    """A list/dict changed: if it came from the frame, its new contents must be written back,
+    for the length/keys the trace saw (``lst[0] = v`` once truncated a longer list)."""
     if var.source is None or not isinstance(var, (ListVar, DictVar)):
         return
-    # The write-back replaces the whole contents (untouched items read by position or key):
-    # only for the length/keys the trace saw (``lst[0] = v`` truncated a longer list).
     out.depend(var)
     if not var.box.mutated:
         var.box.mutated = True
@@ -789,14 +788,6 @@ def note_mutation(out: Output, var: Var) -> None:
 
 
 __all__ = [
-    "NULL",
-    "NullVar",
-    "binary",
-    "compare",
-    "const_value",
-    "generator_next",
-    "getitem",
-    "graph_call",
-    "iterate",
-    "truth",
+    "NULL", "NullVar", "binary", "compare", "const_value", "generator_next",
+    "getitem", "graph_call", "iterate", "truth",
 ]
