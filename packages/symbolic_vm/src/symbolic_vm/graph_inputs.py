@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import re
 import types
+import weakref
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -50,6 +51,14 @@ def _is_dict_key(key: object) -> bool:
         return True
     kind = type(key)
     by_identity = kind.__hash__ is object.__hash__ and kind.__eq__ is object.__eq__
+    if isinstance(key, weakref.ref) and kind is weakref.ref:
+        # A WeakKeyDictionary's keys: equal and hashed as their live referent, here one
+        # compared by identity (a module, ...): the keys then match exactly as eager's.
+        target = key()
+        referent: Any = type(target) if target is not None else None
+        return referent is not None and (
+            referent.__hash__ is object.__hash__ and referent.__eq__ is object.__eq__
+        )
     return by_identity and (
         isinstance(key, type) or kind.__module__ == "typing" or kind is types.FunctionType
     )

@@ -51,6 +51,7 @@ from symbolic_vm.values import (
     ClassNamespaceVar,
     ConstVar,
     DictBox,
+    DictProxyVar,
     DictVar,
     FunctionVar,
     MethodVar,
@@ -249,6 +250,9 @@ def mapping_items(vm: Interpreter, obj: Var) -> dict[Any, Var] | None:
     ``cls.__dict__`` (a mappingproxy) is read through its tracker (stdlib/mappingproxy.py): its
     keys in order and each entry, guarded as such, so ``dict(Cls.__dict__)`` compiles once and
     recompiles only when the class's namespace changes."""
+    if isinstance(obj, DictProxyVar):  # MappingProxyType(d): d's own items
+        vm.out.depend(obj.dict)
+        return dict(obj.dict.box.items)
     if isinstance(obj, ClassNamespaceVar):
         keys = iterate(vm, obj)
         assert keys is not None

@@ -121,6 +121,14 @@ class DictViewVar(Var):
     kind: str  # "keys", "values" or "items"
 
 
+@attrs.frozen(eq=False)
+class DictProxyVar(Var):
+    """``types.MappingProxyType(d)`` of a tracked dict: a read-only live view of it (later
+    writes to the dict show through it, as in Python)."""
+
+    dict: DictVar
+
+
 @attrs.define(eq=False)
 class SetBox:
     """The contents of one set: a private real ``set`` of constants, changed as the program

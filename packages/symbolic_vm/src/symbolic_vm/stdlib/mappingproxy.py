@@ -1,4 +1,5 @@
-"""``cls.__dict__`` of a class from the frame, as a view of the class's namespace.
+"""``cls.__dict__`` of a class from the frame, as a view of the class's namespace; and
+``types.MappingProxyType(d)`` of a tracked dict (``DictProxyVar``), a read-only view of it.
 
 Python makes a fresh ``mappingproxy`` on every ``cls.__dict__`` read, so a guard on the
 proxy's identity fails on every call. ``object_attrs`` reads it as a ``ClassNamespaceVar`` and
@@ -10,10 +11,12 @@ the trace would not show in the real proxy: such reads break instead.
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, cast
 
 from symbolic_vm import attributes, methods
 from symbolic_vm import operations as ops
+from symbolic_vm.builtin_table import implements
 from symbolic_vm.errors import Unsupported, throw
 from symbolic_vm.guard_api import ItemSource, Source
 from symbolic_vm.type_trackers import VAR_TRACKERS, TypeTracker
@@ -21,6 +24,7 @@ from symbolic_vm.values import (
     ClassNamespaceVar,
     ConstVar,
     DictBox,
+    DictProxyVar,
     DictVar,
     DictViewVar,
     IteratorVar,
@@ -149,3 +153,69 @@ class _ClassNamespaceTracker(TypeTracker):
 VAR_TRACKERS[ClassNamespaceVar] = _ClassNamespaceTracker()
 attributes.MORE_ATTRS[ClassNamespaceVar] = _attr
 methods.MORE_METHODS[ClassNamespaceVar] = _method
+
+
+# -- types.MappingProxyType(d) of a tracked dict ----------------------------------------------
+
+
+@implements(types.MappingProxyType)
+def _mapping_proxy(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``MappingProxyType(d)``: a read-only view of a dict the VM tracks item by item."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("MappingProxyType() with these arguments")
+    (mapping,) = args
+    if isinstance(mapping, DictProxyVar):  # a proxy of a proxy reads the same dict
+        return DictProxyVar(mapping.dict)
+    if not isinstance(mapping, DictVar):
+        raise Unsupported(f"MappingProxyType() of {ops.describe(mapping)}")
+    return DictProxyVar(mapping)
+
+
+def _proxy_attr(vm: Interpreter, obj: Var, name: str) -> Var | None:
+    return MethodVar(obj, name) if name in _METHODS else None
+
+
+def _proxy_method(
+    vm: Interpreter, obj: Var, name: str, args: list[Var], kwargs: dict[str, Var]
+) -> Var | None:
+    """The proxy's methods are the dict's own, read-only ones (``copy`` is a plain dict)."""
+    assert isinstance(obj, DictProxyVar)
+    if kwargs:
+        raise throw(TypeError, f"mappingproxy.{name}() takes no keyword arguments")
+    return methods.call_method(vm, MethodVar(obj.dict, name), args, {})
+
+
+class _DictProxyTracker(TypeTracker):
+    def getitem(self, vm: Interpreter, obj: Var, key: Var) -> Var | None:
+        assert isinstance(obj, DictProxyVar)
+        return ops.getitem(vm.out, obj.dict, key)
+
+    def setitem(self, vm: Interpreter, obj: Var, key: Var, value: Var) -> bool:
+        raise throw(TypeError, "'mappingproxy' object does not support item assignment")
+
+    def delitem(self, vm: Interpreter, obj: Var, key: Var) -> bool:
+        raise throw(TypeError, "'mappingproxy' object does not support item deletion")
+
+    def contains(self, vm: Interpreter, obj: Var, item: Var) -> Var | None:
+        assert isinstance(obj, DictProxyVar)
+        vm.out.depend(obj.dict)
+        return ConstVar(ops.const_value(vm.out, item) in obj.dict.box.items)
+
+    def length(self, vm: Interpreter, obj: Var) -> Var | None:
+        assert isinstance(obj, DictProxyVar)
+        vm.out.depend(obj.dict)
+        return ConstVar(len(obj.dict.box.items))
+
+    def truth(self, vm: Interpreter, obj: Var) -> Var | None:
+        assert isinstance(obj, DictProxyVar)
+        vm.out.depend(obj.dict)
+        return ConstVar(bool(obj.dict.box.items))
+
+    def iterate(self, vm: Interpreter, obj: Var) -> Var | None:
+        assert isinstance(obj, DictProxyVar)
+        return ops.make_iterator(vm.out, obj.dict)
+
+
+VAR_TRACKERS[DictProxyVar] = _DictProxyTracker()
+attributes.MORE_ATTRS[DictProxyVar] = _proxy_attr
+methods.MORE_METHODS[DictProxyVar] = _proxy_method

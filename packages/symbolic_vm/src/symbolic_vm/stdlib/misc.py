@@ -1,6 +1,6 @@
 """Small builtins and class methods models use: number formatting (``hex``, ``oct``, ``bin``,
 ``float.fromhex``, ``int.from_bytes``, ``sys.intern``, ...) folded on constants,
-``dict.fromkeys`` and TorchScript's ``annotate``.
+``dict.fromkeys``, TorchScript's ``annotate`` and ``weakref.ref(obj)`` of a frame object.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import builtins
 import enum
 import sys
 import types
+import weakref
 from typing import TYPE_CHECKING
 
 import torch
@@ -251,3 +252,22 @@ def _unbound_method(
     ):
         return None
     return _folder(fn.value)(vm, args, kwargs)
+
+
+@implements(weakref.ref)
+def _weak_reference(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """``weakref.ref(obj)`` (no callback) of an object from the frame, pinned by identity: the
+    real reference (CPython hands back an existing callback-free one, so eager's is the same
+    object while ``obj`` lives), e.g. ``WeakKeyDictionary.__contains__``'s ``ref(key)``."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("weakref.ref() with a callback")
+    (target,) = args
+    if target.source is None or isinstance(target, NewObjectVar):
+        raise Unsupported(f"weakref.ref() of {ops.describe(target)} made in the trace")
+    real = ops.const_value(vm.out, target)
+    try:
+        made = weakref.ref(real)
+    except TypeError as exc:  # not weak-referenceable: eager's TypeError
+        raise throw(TypeError, *exc.args) from None
+    vm.out.request("ID_MATCH", target.source, real)  # the reference is to this object only
+    return ObjectVar(made)
