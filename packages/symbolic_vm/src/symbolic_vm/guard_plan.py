@@ -87,6 +87,10 @@ class GuardPlan(GraphInputs):
         if isinstance(var, ConstVar):
             if isinstance(var.value, (torch.dtype, torch.layout, torch.memory_format, enum.Enum)):
                 self.request("ID_MATCH", source, var.value)
+            elif holds_nan(var.value):
+                # nan != nan: containers and sets find it by identity (``x is y`` before ==),
+                # and so does the trace on the real object; another nan may answer otherwise.
+                self.request("ID_MATCH", source, var.value)
             else:
                 # By eager's semantics, not ==: nan matches nan only, -0.0 is not 0.0, and
                 # True, 1 and 1.0 are three guards (guards.ConstantMatch).

@@ -8,25 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.values import ConstVar, ObjectVar, SetVar, Var, holds_nan
+from symbolic_vm.values import ObjectVar, SetVar, Var
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
 
-__all__ = ["pin_nan_identity", "set_elements", "set_operand"]
-
-
-def pin_nan_identity(vm: Interpreter, var: Var) -> None:
-    """A nan from the frame meeting a set: the set finds it by identity (nan != nan), which its
-    CONSTANT_MATCH (any nan) does not pin; guard the object itself."""
-    if isinstance(var, ConstVar) and var.source is not None and holds_nan(var.value):
-        vm.out.request("ID_MATCH", var.source, var.value)
+__all__ = ["set_elements", "set_operand"]
 
 
 def set_elements(vm: Interpreter, values: list[Var]) -> list[Any]:
     """The Python values of would-be set elements: hashable constants only."""
-    for value in values:
-        pin_nan_identity(vm, value)
     elements = [ops.const_value(vm.out, v) for v in values]
     for element in elements:
         try:

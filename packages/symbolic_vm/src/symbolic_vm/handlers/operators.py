@@ -5,7 +5,7 @@ from __future__ import annotations
 import dis
 import operator
 
-from symbolic_vm import object_model, object_operators, sets, type_trackers
+from symbolic_vm import object_model, object_operators, type_trackers
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.interpreter import RUNNING, Interpreter, handler
@@ -15,7 +15,6 @@ from symbolic_vm.values import (
     DictViewVar,
     ListBox,
     ListVar,
-    SetVar,
     TensorVar,
     TupleVar,
     Var,
@@ -96,13 +95,12 @@ def contains(vm: Interpreter, container: Var, item: Var) -> bool:
                         return True
                     continue
                 continue
-            if ops.const_value(out, candidate) == ops.const_value(out, item):
+            found, wanted = ops.const_value(out, candidate), ops.const_value(out, item)
+            if found is wanted or found == wanted:  # identity first, as CPython (a nan)
                 return True
         return False
     if isinstance(container, TensorVar):
         raise Unsupported("`in` on a tensor depends on its data")
-    if isinstance(container, SetVar):
-        sets.pin_nan_identity(vm, item)
     return bool(ops.const_value(out, item) in ops.const_value(out, container))
 
 
