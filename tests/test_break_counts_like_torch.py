@@ -124,3 +124,47 @@ def test_a_module_class_under_torch_disable_runs_eagerly_with_its_hooks() -> Non
     assert not any(t in (torch.sigmoid, torch.cos, "cos") for g in ours for t in g)
     if TORCH_2_13:
         assert len(_graph_targets(torch.compile, model)) == len(ours)
+
+
+def profiled_block_with_a_break(x: torch.Tensor) -> torch.Tensor:
+    y = x**2
+    with torch.profiler.profile():
+        y = y + 2
+        with torch.profiler.record_function("inner"):
+            z = y**3
+            z.tolist()  # graph break inside both blocks
+            z = z + 1
+    return z
+
+
+def profiler_bound_and_returned(x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+    with torch.profiler.profile() as prof:
+        y = x * 2
+    return y, prof
+
+
+def test_an_unbound_profiler_session_is_left_out_and_its_block_resumes_after_a_break() -> None:
+    """``with torch.profiler.profile():`` (no arguments, unbound) inside the compiled code: left
+    out as torch.compile does, and a break inside it and a record_function resumes inside both
+    blocks (2 graphs, as torch). Before: the profiler broke the graph and the whole with
+    statement ran eagerly (1 graph of 1 op)."""
+    x = torch.randn(2, 2)
+    counter = GraphCounter()
+    got = compile_api.compile(profiled_block_with_a_break, backend=counter)(x)
+    torch.testing.assert_close(got, profiled_block_with_a_break(x))
+    ours = (counter.count, sum(counter.op_count(i) for i in range(counter.count)))
+    assert ours == (2, 4)
+    if TORCH_2_13:
+        theirs = GraphCounter()
+        torch.compile(profiled_block_with_a_break, backend=theirs)(x)
+        assert (theirs.count, sum(theirs.op_count(i) for i in range(theirs.count))) == ours
+
+
+def test_a_bound_profiler_session_still_records_what_eager_records() -> None:
+    """``as prof``: the session is observable, so it is never left out: it runs eagerly and
+    the object returned holds the ops of the block, as eager's does."""
+    x = torch.randn(3)
+    y, prof = compile_api.compile(profiler_bound_and_returned, backend=GraphCounter())(x)
+    torch.testing.assert_close(y, x * 2)
+    assert isinstance(prof, torch.profiler.profile)
+    assert "aten::mul" in {e.key for e in prof.key_averages()}

@@ -151,6 +151,11 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
         return ConstVar(None)
     if isinstance(fn, ObjectVar):
         value = fn.value
+        if controls.no_op_context(
+            value, args, kwargs, lambda: [i.opname for i in vm.instructions[vm.ip : vm.ip + 2]]
+        ):
+            out.depend(fn)
+            return construct(vm, ObjectVar(contextlib.nullcontext), [], {})
         handled = controls.dispatch(out, fn, value, args, kwargs)
         if handled is not None:
             return handled

@@ -19,6 +19,7 @@ import dis
 import enum
 import sys
 import types
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -39,6 +40,7 @@ __all__ = [
     "control_for",
     "disabled_module_class",
     "dispatch",
+    "no_op_context",
     "is_torch_disabled",
     "note_torch_disabled",
     "run_unhooked",
@@ -254,6 +256,36 @@ def disabled_module_class(module: object) -> str | None:
                     )
                 break
     return None
+
+
+# torch's profiler sessions (the torch.profiler one and the legacy autograd one).
+_PROFILERS: tuple[object, ...] = tuple(
+    p for p in (getattr(torch.profiler, "profile", None), torch.autograd.profiler.profile) if p
+)
+
+
+def no_op_context(
+    fn: object, args: list[Var], kwargs: dict[str, Var], following: Callable[[], list[str]]
+) -> bool:
+    """Whether ``fn(*args, **kwargs)`` makes a context manager the trace replaces with one that
+    does nothing (the caller traces a ``contextlib.nullcontext()`` in its place, so a break in
+    its block resumes inside it as in any user ``with``): a profiler range (record_function),
+    or a profiler session made with no arguments and entered by the ``with`` at once, the
+    object unbound (``with profile():``; ``following`` names the next two instructions).
+    torch.compile ignores a profiler inside the compiled code so that the block compiles; the
+    session is left out only where that is unobservable: with no ``on_trace_ready``/
+    ``schedule`` and no object to read results from, it leaves nothing behind after the block.
+    Bound (``as prof``) or configured, it breaks and runs eagerly (torch runs the whole frame
+    eagerly then)."""
+    entry = _table().get(id(fn))
+    if entry is not None and entry[0] is fn:
+        return entry[1].kind is ControlKind.NO_OP_CONTEXT
+    return (
+        not args
+        and not kwargs
+        and any(fn is p for p in _PROFILERS)
+        and following() == ["BEFORE_WITH", "POP_TOP"]
+    )
 
 
 def _compiler_builtin(fn: object) -> bool:
