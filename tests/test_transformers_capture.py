@@ -151,3 +151,45 @@ def test_tiny_transformers_model_matches_eager_in_no_more_graphs_than_torch(name
     torch.testing.assert_close(_first(got), _first(want))
     assert ours.count == 1
     assert ours.count <= theirs.count  # torch 2.13 captures each in 1 graph, 2.11 T5 in 3
+
+
+def test_sdpa_attention_asked_for_weights_compiles_whole_and_still_warns_once() -> None:
+    """transformers' sdpa attention warns (``logger.warning_once``) when asked for weights it
+    cannot return. torch.compile breaks there at every attention call (t5 with
+    output_attentions=True: 30 broken frames); Strata calls the helper after the graph, so the
+    function compiles whole, and the warning is printed as eagerly: once, by the helper."""
+    import logging
+
+    from transformers.integrations import sdpa_attention
+    from transformers.utils import logging as hf_logging
+
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    hf_logger = hf_logging.get_logger(sdpa_attention.__name__)
+    handler = Collect()
+    hf_logger.addHandler(handler)
+    module = torch.nn.Module()
+    module.is_causal = False
+    q, k, v = (torch.randn(2, 2, 4, 8) for _ in range(3))
+
+    def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return sdpa_attention.sdpa_attention_forward(
+            module, q, k, v, None, output_attentions=True
+        )[0]
+
+    try:
+        hf_logger.warning_once.cache_clear()  # type: ignore[attr-defined]
+        expected = attend(q, k, v)
+        hf_logger.warning_once.cache_clear()  # type: ignore[attr-defined]
+        counter = GraphCounter()
+        compiled = compile_api.compile(attend, backend=counter, fullgraph=True)
+        for _ in range(2):
+            torch.testing.assert_close(compiled(q, k, v), expected)
+        assert counter.count == 1
+        assert len(messages) == 2 and messages[0] == messages[1]  # eager's once, ours once
+    finally:
+        hf_logger.removeHandler(handler)

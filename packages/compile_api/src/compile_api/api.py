@@ -25,6 +25,7 @@ from .config import config
 from .ddp import warn_if_fsdp
 from .errors import NotCallableError
 from .frame_compiler import CompileContext, context_token, make_callback
+from .frame_filters import always_compile
 from .state import FrameRecord, state
 from .torch_controls import on_torch_reset
 
@@ -98,6 +99,7 @@ def _wrap(fn: Callable[..., Any], ctx: CompileContext) -> Callable[..., Any]:
         # compile(model.forward): that one module is called again and again, as compile(model)
         # (pins.py): its frames keep the identity guard and the one-call parameter reader.
         ctx = attrs.evolve(ctx, pinned_modules=(weakref.ref(owner),))
+    always_compile(fn)  # compiled even when its arguments hold no tensor, as torch.compile
     # evalframe.with_callback: the callback is set around each call in C, with no Python frame.
     compiled = evalframe.with_callback(make_callback(ctx), fn)
     functools.update_wrapper(compiled, fn)

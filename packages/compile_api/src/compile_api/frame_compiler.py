@@ -34,6 +34,7 @@ from .backends import Backend
 from .config import config
 from .ddp import maybe_wrap_for_ddp
 from .errors import BackendCompilerFailed, InternalError
+from .frame_filters import called_past_limit, frame_may_touch_tensors
 from .logs import channel
 from .pins import pinned_locals
 from .prechecked import prechecked_entry
@@ -584,21 +585,6 @@ def _backward_entry_codes() -> frozenset[types.CodeType]:
 _BACKWARD_ENTRIES = _backward_entry_codes()
 
 
-def _called_past_limit(frame: types.FrameType) -> bool:
-    """Whether ``frame`` runs under a frame that hit the cache size limit and runs eagerly.
-
-    Such a frame runs its original code object (a compiled entry runs a transformed one): as
-    torch.compile does, the functions it calls are not compiled either, on this call (each
-    would otherwise compile its own graphs, as many times as the caller's inputs vary).
-    """
-    caller = frame.f_back
-    while caller is not None:
-        if caller.f_code in state.past_limit:
-            return True
-        caller = caller.f_back
-    return False
-
-
 def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) -> FrameAnswer:
     """The body of the evalframe callback: None, evalframe.SKIP or an evalframe.Entry."""
     code = frame.f_code
@@ -613,7 +599,10 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         return evalframe.SKIP
     if config.debug_function and code.co_name != config.debug_function:
         return None
-    if state.past_limit and _called_past_limit(frame):
+    f_locals = dict(frame.f_locals)
+    if not frame_may_touch_tensors(frame, f_locals):
+        return None  # as torch.compile: run as is, asked again at the next call
+    if state.past_limit and called_past_limit(frame):
         return None
     stance = torch_stance()
     if stance == "force_eager" or (cache_size > 0 and stance == "eager_on_recompile"):
@@ -640,7 +629,6 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
                 code,
             )
         return None
-    f_locals = dict(frame.f_locals)
     recompiling = cache_size > 0
     reasons = observe.recompile_reasons(code, f_locals) if recompiling else []
     if recompiling:

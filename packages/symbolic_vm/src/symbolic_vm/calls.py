@@ -23,6 +23,7 @@ from symbolic_vm import (
     eager_errors,
     function_effects,
     higher_order,
+    logging_calls,
     methods,
     nonstrict_args,
     numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
@@ -105,6 +106,11 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
         return inline(
             vm, fn.code, fn.f_globals, fn.defaults, fn.kwdefaults, fn.closure, args, kwargs
         )
+    if isinstance(fn, BoundMethodVar | ObjectVar):
+        # a library's logging helper (transformers' logger.warning_once): called after the graph
+        deferred = logging_calls.defer_logging_call(out, fn, args, kwargs)
+        if deferred is not None:
+            return deferred
     if isinstance(fn, BoundMethodVar):
         owner = fn.self_var
         if (

@@ -64,6 +64,7 @@ from symbolic_vm.side_effects import (
     AttrWrite,
     CellWrite,
     ContainerWrite,
+    DeferredCall,
     DictSubclassWrite,
     GlobalWrite,
     HookRegistration,
@@ -571,6 +572,11 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
         elif isinstance(effect, HookRegistration):
             hook = temp(rebuilder.expr(effect.hook))
             method_call(temp(rebuilder.expr(effect.tensor)), "register_hook", hook)
+        elif isinstance(effect, DeferredCall):
+            callee = temp(rebuilder.source(effect.callee))
+            args = [temp(rebuilder.expr(a)) for a in effect.args]
+            kwargs = {k: temp(rebuilder.expr(v)) for k, v in effect.kwargs.items()}
+            writes.append(emit.expr_statement(emit.call(callee, args, kwargs)))
         elif isinstance(effect, CellWrite):
             value = temp(rebuilder.expr(effect.value))
             writes.append(emit.assign(emit.name(effect.name), value))

@@ -1,5 +1,6 @@
 """The side-effect log's records: what the transformed code replays after the graph runs
-(attribute, global, container and cell writes, hook registrations), in trace order."""
+(attribute, global, container and cell writes, hook registrations, deferred logging calls), in
+trace order."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from symbolic_vm.guard_api import Source
 from symbolic_vm.values import Var
 
 
@@ -82,7 +84,17 @@ class HookRegistration:
     hook: Var
 
 
+@attrs.frozen
+class DeferredCall:
+    """``<callee>(*args, **kwargs)`` made after the graph runs: a library's logging helper
+    (logging_calls), read again at ``callee`` when called; the arguments are constants."""
+
+    callee: Source
+    args: tuple[Var, ...]
+    kwargs: dict[str, Var]
+
+
 SideEffect = (
     AttrWrite | AttrDelete | GlobalWrite | ContainerWrite | CellWrite | DictSubclassWrite
-    | HookRegistration
+    | HookRegistration | DeferredCall
 )
