@@ -209,6 +209,8 @@ def _zoo_build(name: str, **config: Any) -> Callable[[], Built]:
     return build
 
 
+CLASSES_SEG = 5  # segmentation classes (tv_deeplabv3)
+
 WAV2VEC = {
     "vocab_size": 32, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
     "intermediate_size": 64, "conv_dim": (16, 16), "conv_stride": (5, 4),
@@ -373,6 +375,19 @@ SWEEP: dict[str, ZooModel] = {
         ZooModel("llama+no_cache", "transformers", _variant(MODELS["llama"].build,
                                                             use_cache=False)),
         ZooModel("bart+padded_mask", "transformers", _variant(MODELS["bart"].build, pad=True)),
+        # (session 12) every output of other families: T5's multilingual twin (sdpa attention,
+        # which warns once per call that it cannot return weights), Phi and GPT-BigCode with the
+        # eager attention
+        ZooModel("mt5+all_outputs", "transformers", _variant(
+            _t5_like("MT5Config", "MT5ForConditionalGeneration"), output_hidden_states=True,
+            output_attentions=True)),
+        ZooModel("phi+all_outputs", "transformers", _variant(
+            _hf("PhiConfig", "PhiForCausalLM", partial_rotary_factor=0.5,
+                attn_implementation="eager"), output_hidden_states=True, output_attentions=True)),
+        ZooModel("gpt_bigcode+all_outputs", "transformers", _variant(
+            _hf("GPTBigCodeConfig", "GPTBigCodeForCausalLM", n_inner=64, multi_query=True,
+                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager"),
+            output_hidden_states=True, output_attentions=True)),
         # (--mode train) activation checkpointing of every layer
         ZooModel("llama+checkpointing", "transformers", _variant(MODELS["llama"].build,
                                                                  checkpointing=True)),
@@ -396,6 +411,8 @@ SWEEP: dict[str, ZooModel] = {
                                             embed_dim=32, depth=2, num_heads=2)),
         ZooModel("timm_poolformer", "timm", _timm("poolformer_s12")),
         ZooModel("timm_densenet", "timm", _timm("densenet121")),
+        ZooModel("timm_levit", "timm", _timm("levit_128s", img_size=32)),
+        ZooModel("timm_fastvit", "timm", _timm("fastvit_t8")),
         # torchvision
         ZooModel("tv_squeezenet", "torchvision", _torchvision("squeezenet1_0")),
         ZooModel("tv_shufflenet", "torchvision", _torchvision("shufflenet_v2_x0_5")),
@@ -407,6 +424,10 @@ SWEEP: dict[str, ZooModel] = {
             lambda m: m.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                           hidden_dim=32, mlp_dim=64, num_classes=10))),
         ZooModel("tv_swin_t", "torchvision", _torchvision("swin_t")),
+        ZooModel("tv_mobilenet_v2", "torchvision", _torchvision("mobilenet_v2")),
+        ZooModel("tv_deeplabv3", "torchvision", _torchvision_custom(
+            lambda m: m.segmentation.deeplabv3_mobilenet_v3_large(
+                weights=None, weights_backbone=None, num_classes=CLASSES_SEG))),
         ZooModel("tv_maxvit", "torchvision", _torchvision_custom(
             lambda m: m.MaxVit(input_size=(32, 32), stem_channels=8, partition_size=2,
                                block_channels=[8, 16], block_layers=[1, 1], head_dim=4,
