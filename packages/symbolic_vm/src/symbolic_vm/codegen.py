@@ -573,10 +573,8 @@ def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
             hook = temp(rebuilder.expr(effect.hook))
             method_call(temp(rebuilder.expr(effect.tensor)), "register_hook", hook)
         elif isinstance(effect, DeferredCall):
-            callee = temp(rebuilder.source(effect.callee))
             args = [temp(rebuilder.expr(a)) for a in effect.args]
-            kwargs = {k: temp(rebuilder.expr(v)) for k, v in effect.kwargs.items()}
-            writes.append(emit.expr_statement(emit.call(callee, args, kwargs)))
+            method_call(temp(rebuilder.source(effect.receiver)), effect.name, *args)
         elif isinstance(effect, CellWrite):
             value = temp(rebuilder.expr(effect.value))
             writes.append(emit.assign(emit.name(effect.name), value))

@@ -14,9 +14,9 @@ when it prints within one graph's stretch of code: after that graph's tensor wor
 
 Only helpers that provably return None are deferred (every return of their function returns
 the constant None, read from its bytecode: the trace continues with None as the result), with
-arguments that are constants (strings, numbers). Logger's own methods (``logger.warning``) are
-left alone: their record names the caller's line, which a call made by the transformed code
-would change; they break, as under torch.compile.
+positional arguments that are constants (strings, numbers). Logger's own methods
+(``logger.warning``) are left alone: their record names the caller's line, which a call made
+by the transformed code would change; they break, as under torch.compile.
 """
 
 from __future__ import annotations
@@ -97,10 +97,10 @@ def defer_logging_call(out: Output, fn: Var, args: list[Var], kwargs: dict[str, 
     name = next((k for k, v in vars(logging.Logger).items() if v is func), None)
     if receiver is None or name is None or not _library_helper(type(logger), name, func):
         return None
-    if not all(_plain(a) for a in (*args, *kwargs.values())):
-        return None
+    if kwargs or not all(_plain(a) for a in args):
+        return None  # keywords (exc_info=, stacklevel=) are left to the break
     # The logger is read again where the frame reads it when the call is made; the trace
     # assumed its class (which fixes the helper): guarded by type, as an instance the VM reads.
     out.request("TYPE_MATCH", receiver, logger)
-    out.side_effects.append(DeferredCall(AttrSource(receiver, name), tuple(args), dict(kwargs)))
+    out.side_effects.append(DeferredCall(receiver, name, tuple(args)))
     return ConstVar(None)

@@ -86,12 +86,12 @@ class HookRegistration:
 
 @attrs.frozen
 class DeferredCall:
-    """``<callee>(*args, **kwargs)`` made after the graph runs: a library's logging helper
-    (logging_calls), read again at ``callee`` when called; the arguments are constants."""
+    """``receiver.name(*args)`` made after the graph runs: a library's logging helper
+    (logging_calls) on the logger read again at ``receiver``; the arguments are constants."""
 
-    callee: Source
+    receiver: Source
+    name: str
     args: tuple[Var, ...]
-    kwargs: dict[str, Var]
 
 
 SideEffect = (
