@@ -80,3 +80,27 @@ def test_a_direct_call_after_prechecked_calls_still_checks() -> None:
     w9 = torch.randn(9, 16)
     torch.testing.assert_close(cg(x9, w9), _f(x9, w9), rtol=1e-5, atol=1e-5)
     assert cg.eager_calls == 1
+
+
+def _scaled(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x * 2.0 - 1.0)
+
+
+def test_strides_of_one_element_dims_do_not_send_the_graph_to_eager() -> None:
+    """A (N, C, 1, 1) input whose strides differ from the example's only on its dims of one
+    element (a pooled channels-last activation saved for the backward) runs the compiled code:
+    such a dim addresses nothing beyond element 0. A stride that differs elsewhere still runs
+    the graph as it came."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x = torch.randn(2, 8, 1, 1)  # strides (8, 1, 1, 1)
+    cg = compile_aten_graph(make_fx(_scaled)(x), [x])
+    assert isinstance(cg, CompiledGraph)
+    pooled = torch.randn(2, 8, 1, 1).as_strided((2, 8, 1, 1), (8, 1, 8, 8))  # as aten gave
+    assert pooled.stride() != x.stride()
+    for a in (x, pooled):
+        torch.testing.assert_close(cg(a), _scaled(a))
+    assert cg.eager_calls == 0
+    swapped = torch.randn(8, 2, 1, 1).transpose(0, 1)  # strides (1, 2, 1, 1): another layout
+    torch.testing.assert_close(cg(swapped), _scaled(swapped))
+    assert cg.eager_calls == 1

@@ -776,10 +776,14 @@ def build_input_check(graph: LoweredGraph) -> Callable[[Sequence[Any]], bool]:
             )
             lines.append("        return False")
         elif spec.name in graph.buffers:
-            lines.append(
-                f"    if {name}.shape != {pysizes(spec.sizes)} or "
-                f"{name}.stride() != {pysizes(spec.strides)}:"
-            )
+            # as static_check.py: any stride on a dim of one element
+            agree = f"{name}.stride() != {pysizes(spec.strides)}"
+            if any(s == 1 for s in spec.sizes):
+                agree = (
+                    f"({agree} and not _strides_agree({name}.shape, {name}.stride(), "
+                    f"{pysizes(spec.strides)}))"
+                )
+            lines.append(f"    if {name}.shape != {pysizes(spec.sizes)} or {agree}:")
             lines.append("        return False")
     lines.append("    return True")
     source = "\n".join(lines) + "\n"
