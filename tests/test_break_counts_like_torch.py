@@ -168,3 +168,19 @@ def test_a_bound_profiler_session_still_records_what_eager_records() -> None:
     torch.testing.assert_close(y, x * 2)
     assert isinstance(prof, torch.profiler.profile)
     assert "aten::mul" in {e.key for e in prof.key_averages()}
+
+
+def test_compiling_a_module_of_a_disabled_class_runs_it_eagerly() -> None:
+    """``compile(model)`` where the model's class is under torch.compiler.disable: no graph, the
+    result eager's, as torch.compile (Strata compiled its forward: the direct route to forward
+    skipped the class's disabled __call__)."""
+    torch.manual_seed(0)
+    model = _DisabledLayer()
+    x = torch.randn(2, 4)
+    counter = GraphCounter()
+    torch.testing.assert_close(compile_api.compile(model, backend=counter)(x), model(x))
+    assert counter.count == 0
+    if TORCH_2_13:
+        theirs = GraphCounter()
+        torch.compile(model, backend=theirs)(x)
+        assert theirs.count == 0

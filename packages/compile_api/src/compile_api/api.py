@@ -171,6 +171,11 @@ class OptimizedModule(torch.nn.Module):
         forward = type(mod).forward
         direct = evalframe.with_callback(callback, forward)
         object.__setattr__(self, "_strata_direct", (mod, forward, direct))
+        # A class under torch.compiler.disable (its __call__ is torch's disabled wrapper): the
+        # ordinary route reaches that wrapper, whose frames then run unhooked (noted here).
+        object.__setattr__(
+            self, "_strata_disabled", symbolic_vm.note_torch_disabled(type(mod).__call__)
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Straight to the compiled forward when no hook could run, as nn.Module's fast path.
@@ -185,7 +190,8 @@ class OptimizedModule(torch.nn.Module):
             if "_initialize_hook" in mod.__dict__:
                 _initialize_lazy(mod, args, kwargs)
             if (
-                self._forward_hooks
+                self._strata_disabled
+                or self._forward_hooks
                 or self._forward_pre_hooks
                 or self._backward_hooks
                 or self._backward_pre_hooks
