@@ -38,8 +38,8 @@ __all__ = ["ITER_CONSTRUCTS", "ITER_FAMILIES"]
 # generator.KNOWN_BUG_FEATURES and regressions/).
 ITER_CONSTRUCTS = {
     "stale_iterator": "a builtin iterator (iter, map, filter, zip, enumerate, reversed, dict "
-    "views) over a container changed before it is consumed: the VM's iterator is a snapshot "
-    "(regressions/test_iterators_see_later_container_changes.py)",
+    "views) over a container changed before it is consumed (the VM's iterators were snapshots, "
+    "fixed in session 12: regressions/test_iterators_see_later_container_changes.py)",
 }
 # The iterator forms that read their container as they go in the VM too: generators whose
 # outermost iterable is the container itself (not a builtin iterator or view made over it).

@@ -19,7 +19,7 @@ CI_BLOCK = 50
 # Open bugs the grown fuzzer found (issue 18's listed items are fixed), each proven by a strict-
 # xfail test in regressions/: left out of the CI slice until fixed (names from
 # generator.KNOWN_BUG_FEATURES; take one out when its regression test turns red).
-CI_AVOID: frozenset[str] = frozenset({"stale_iterator"})
+CI_AVOID: frozenset[str] = frozenset()
 
 
 def _eager_outcomes(source: str, seed: int) -> list[object]:

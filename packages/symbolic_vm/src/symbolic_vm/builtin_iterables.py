@@ -20,6 +20,7 @@ from symbolic_vm.errors import TracedException, Unsupported, throw
 from symbolic_vm.methods import next_value, sort_values
 from symbolic_vm.module_tables import module_len
 from symbolic_vm.values import (
+    STALE_ITERATOR,
     ConstVar,
     DictBox,
     DictVar,
@@ -88,7 +89,8 @@ def _enumerate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return _over_generator(vm, _lazy_enumerate, args, kwargs)
     start = _int_arg(vm, args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0)))
     values = ops.iterate(vm.out, args[0])
-    return IteratorVar(IterBox([TupleVar((ConstVar(start + i), v)) for i, v in enumerate(values)]))
+    box = IterBox([TupleVar((ConstVar(start + i), v)) for i, v in enumerate(values)])
+    return IteratorVar(box.watch(args[0]))
 
 
 @implements(builtins.zip)
@@ -99,12 +101,16 @@ def _zip(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     columns = [ops.iterate(vm.out, a) for a in args]
     if strict and len({len(c) for c in columns}) > 1:
         raise Unsupported("ValueError raised by zip(strict=True)")
-    return IteratorVar(IterBox([TupleVar(tuple(row)) for row in zip(*columns, strict=False)]))
+    box = IterBox([TupleVar(tuple(row)) for row in zip(*columns, strict=False)])
+    for arg in args:
+        box.watch(arg)
+    return IteratorVar(box)
 
 
 @implements(builtins.reversed)
 def _reversed(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return IteratorVar(IterBox(list(reversed(ops.iterate(vm.out, args[0])))))
+    return IteratorVar(IterBox(list(reversed(ops.iterate(vm.out, args[0])))).watch(
+        args[0], aligned=False))
 
 
 @implements(builtins.iter)
@@ -132,8 +138,10 @@ def _next(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
             raise
     if not isinstance(iterator, IteratorVar):
         raise Unsupported(f"next() on {ops.describe(iterator)}")
+    if iterator.box.stale():
+        raise Unsupported(STALE_ITERATOR)
     if iterator.box.index >= len(iterator.box.items) and len(args) > 1:
-        iterator.box.items, iterator.box.index = [], 0  # exhausted for good (make_iterator)
+        iterator.box.finish()
         return args[1]
     return next_value(iterator)
 
@@ -325,7 +333,10 @@ def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return _over_generator(vm, _lazy_map, args, kwargs)
     columns = [ops.iterate(vm.out, a) for a in args[1:]]
     rows = zip(*columns, strict=False)
-    return IteratorVar(IterBox([vm.call(args[0], list(row), {}) for row in rows]))
+    box = IterBox([vm.call(args[0], list(row), {}) for row in rows])
+    for arg in args[1:]:
+        box.watch(arg)
+    return IteratorVar(box)
 
 
 @implements(builtins.filter)
@@ -337,7 +348,7 @@ def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
         test = value if isinstance(args[0], ConstVar) else vm.call(args[0], [value], {})
         if ops.truth(vm.out, test):
             kept.append(value)
-    return IteratorVar(IterBox(kept))
+    return IteratorVar(IterBox(kept).watch(args[1], aligned=False))
 
 
 @implements(functools.reduce)

@@ -68,6 +68,7 @@ from symbolic_vm.side_effects import (
     DictSubclassWrite,
     GlobalWrite,
     HookRegistration,
+    advanced_iterator,
     replace_dict_items,
 )
 from symbolic_vm.values import (
@@ -409,9 +410,13 @@ class Rebuilder:
             return emit.attr(self.expr(var.self_var), var.name)
         if isinstance(var, IteratorVar):
             ibox = var.box  # one iterator object however often it is referenced
+            if ibox.over is not None and not ibox.done:  # it reads its list as it goes
+                return self._once(ibox, lambda: self._call(advanced_iterator, "advanced", [
+                    self.expr(ibox.over), emit.const(ibox.index)]))  # type: ignore[arg-type]
+            if not (ibox.exact or ibox.done):
+                raise Unsupported("an iterator over a container leaving a compiled function")
             return self._once(ibox, lambda: self._call(iter, "iter", [
-                emit.build("list", [self.expr(v) for v in ibox.items[ibox.index :]])
-            ]))
+                emit.build("list", [self.expr(v) for v in ibox.items[ibox.index :]])]))
         if isinstance(var, BoundMethodVar):
             return emit.call(
                 emit.attr(self.expr(var.func), "__get__"), [self.expr(var.self_var)]
@@ -537,11 +542,9 @@ def signature_text(code: types.CodeType) -> str:
 
 
 def effect_lines(rebuilder: Rebuilder, out: Output) -> list[ast.stmt]:
-    """The writes replaying the trace's side effects, in program order.
-
-    Every value they use is read into a temporary first (``rebuilder.lines``), so a write never
-    changes what a later value expression reads (``d.clear()`` then ``d['k']``).
-    """
+    """The writes replaying the trace's side effects, in program order. Every value they use
+    is read into a temporary first (``rebuilder.lines``), so a write never changes what a
+    later value expression reads (``d.clear()`` then ``d['k']``)."""
     writes: list[ast.stmt] = []
     temp = rebuilder.bind
 

@@ -26,6 +26,7 @@ from symbolic_vm.object_operators import compare_op
 from symbolic_vm.tensor_attrs import DATA_DEPENDENT_METHODS, FACT_METHODS, TENSOR_META_METHODS
 from symbolic_vm.type_trackers import user_class
 from symbolic_vm.values import (
+    STALE_ITERATOR,
     ConstVar,
     DictBox,
     DictVar,
@@ -172,8 +173,10 @@ def _const_items(vm: Interpreter, values: list[Var]) -> list[Any]:
 def next_value(iterator: IteratorVar) -> Var:
     """``next(iterator)``; exhausting it inside traced code is not supported."""
     box = iterator.box
+    if box.stale():
+        raise Unsupported(STALE_ITERATOR)
     if box.index >= len(box.items):
-        box.items, box.index = [], 0  # exhausted for good, even if its list grows later
+        box.finish()
         raise throw(StopIteration)
     value = box.items[box.index]
     box.index += 1

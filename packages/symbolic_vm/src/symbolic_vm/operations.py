@@ -24,6 +24,7 @@ from symbolic_vm.output import Output
 from symbolic_vm.side_effects import ContainerWrite, DictSubclassWrite
 from symbolic_vm.values import (
     NULL,
+    STALE_ITERATOR,
     BoundMethodVar,
     ConstVar,
     DictBox,
@@ -590,8 +591,10 @@ def iterate(out: Output, var: Var) -> list[Var]:
         out.depend(var)
         return [out.wrap(v, None) for v in var.box.items]
     if isinstance(var, IteratorVar):
+        if var.box.stale():
+            raise Unsupported(STALE_ITERATOR)
         rest = var.box.items[var.box.index :]
-        var.box.items, var.box.index = [], 0  # exhausted for good (see make_iterator)
+        var.box.finish()
         return rest
     if isinstance(var, GeneratorVar):
         values: list[Var] = []
@@ -658,11 +661,11 @@ def make_iterator(out: Output, var: Var) -> IteratorVar | GeneratorVar:
         out.depend(var)
         # The list's own items, not a copy: a list iterator reads the list at each next(), so
         # items appended while iterating are yielded too, as in Python.
-        return IteratorVar(IterBox(var.box.items))
+        return IteratorVar(IterBox(var.box.items, over=var))
     exact = isinstance(var, TupleVar) or (
         isinstance(var, ConstVar) and isinstance(var.value, (range, str, bytes, tuple))
     )
-    return IteratorVar(IterBox(iterate(out, var), exact=exact))
+    return IteratorVar(IterBox(iterate(out, var), exact=exact).watch(var))
 
 
 def getitem(out: Output, obj: Var, key: Var) -> Var:

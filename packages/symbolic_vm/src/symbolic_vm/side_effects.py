@@ -64,6 +64,15 @@ class DictSubclassWrite:
     target: Var
 
 
+def advanced_iterator(seq: list[Any], index: int) -> Any:
+    """``iter(seq)`` advanced past ``index`` items: a list iterator leaving the compiled frame
+    (it reads the list as it goes, as the frame's own iterator did)."""
+    it = iter(seq)
+    for _ in range(index):
+        next(it)
+    return it
+
+
 def replace_dict_items(obj: dict[Any, Any], items: dict[Any, Any]) -> None:
     """Make ``obj``'s items ``items`` (in order) through its C base class, running no override."""
     base: Any = next(k for k in type(obj).__mro__ if not k.__flags__ & _HEAPTYPE)

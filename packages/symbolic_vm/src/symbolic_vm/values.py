@@ -201,6 +201,59 @@ class IterBox:
     # the real iterator would still yield, whatever the program does later, so a graph break
     # may pass them on as a tuple (symbolic_vm.breaks.policy.plan_crossing).
     exact: bool = False
+    # Found empty once: exhausted for good. Until then one over a list at its end is not done
+    # (CPython's list iterator yields what is appended before its next call).
+    done: bool = False
+
+    # A snapshot of containers (zip/enumerate/map/filter/reversed over a list, a dict or its
+    # view, a set): each source with its contents when the iterator was made, and whether
+    # item k came from its position k (else any change counts). See stale().
+    sources: list[tuple[Any, list[Any], bool]] = attrs.field(factory=list)
+    over: Var | None = None  # the list whose items it shares (a list iterator), if any
+
+    def finish(self) -> None:
+        """Exhausted for good, even if the container it iterates grows later."""
+        self.items, self.index, self.done = [], 0, True
+
+    def watch(self, var: Var, aligned: bool = True) -> IterBox:
+        """Remember ``var``'s contents if it is a list, dict, dict view or set."""
+        box = var.dict.box if isinstance(var, DictViewVar) else getattr(var, "box", None)
+        if isinstance(box, (ListBox, DictBox, SetBox)):
+            self.sources.append((box, _contents(box), aligned and not isinstance(box, SetBox)))
+        return self
+
+    def stale(self) -> bool:
+        """Whether a source changed since so that CPython's iterator, which reads its
+        container as it goes, would yield something else than the items taken then (a write
+        to a list position already passed does not count; a dict's keys must be as they
+        were, its values from the position on)."""
+        for box, seen, aligned in self.sources:
+            now = _contents(box)
+            start = self.index if aligned else 0
+            if len(now) != len(seen) or not all(
+                _same(a, b) for a, b in zip(now[start:], seen[start:], strict=True)
+            ) or (isinstance(box, DictBox) and not all(
+                _same(a[0], b[0]) for a, b in zip(now, seen, strict=True)
+            )):
+                return True
+        return False
+
+
+STALE_ITERATOR = ("a list, dict or set changed while an iterator over it was alive (the VM's "
+                  "iterator holds the items of the moment it was made)")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same item: the same Var, the same constant, a dict entry of both."""
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b) == 2:
+        return _same(a[0], b[0]) and a[1] is b[1]
+    return a is b or (not isinstance(a, Var) and type(a) is type(b) and a == b)
+
+
+def _contents(box: ListBox | DictBox | SetBox) -> list[Any]:
+    if isinstance(box, DictBox):
+        return list(box.items.items())
+    return list(box.items)
 
 
 @attrs.frozen(eq=False)

@@ -479,10 +479,12 @@ def eagerly(stop: Stop, why: str) -> Unsupported:
 
 
 def has_pending_iterator(values: list[Var], *, exact_ok: bool = False) -> bool:
-    """Whether one of ``values`` is an iterator with items left to produce (with
-    ``exact_ok``: other than one over a tuple or range, which can cross a break)."""
+    """Whether one of ``values`` is an iterator that may still produce items (with
+    ``exact_ok``: other than one over a tuple or range, which can cross a break). One over a
+    container at its end is not done: an append after the break shows in it."""
     return any(
-        isinstance(v, IteratorVar) and v.box.index < len(v.box.items)
+        isinstance(v, IteratorVar) and not v.box.done
+        and (v.box.index < len(v.box.items) or not v.box.exact)
         and not (exact_ok and v.box.exact)
         for v in values
     )

@@ -19,6 +19,7 @@ from symbolic_vm.torch_calls import (
     enter_inference_mode,
 )
 from symbolic_vm.values import (
+    STALE_ITERATOR,
     AutocastVar,
     ConstVar,
     GeneratorVar,
@@ -109,13 +110,15 @@ def FOR_ITER(vm: Interpreter, inst: dis.Instruction) -> None:
             return
     elif not isinstance(iterator, IteratorVar):
         raise Unsupported(f"FOR_ITER over {ops.describe(iterator)}")
+    elif iterator.box.stale():
+        raise Unsupported(STALE_ITERATOR)
     elif iterator.box.index < len(iterator.box.items):
         vm.push(iterator.box.items[iterator.box.index])
         iterator.box.index += 1
         return
     if isinstance(iterator, IteratorVar):
         # Exhausted for good, even if the list it iterates grows later (as a list iterator).
-        iterator.box.items, iterator.box.index = [], 0
+        iterator.box.finish()
     vm.pop()
     vm.jump_to(inst.argval)
     # 3.12: an exhausted FOR_ITER also skips the END_FOR at its target; 3.13 skips the
@@ -217,9 +220,12 @@ def _delegate(vm: Interpreter, receiver: Var, sent: Var) -> tuple[Var | None, Va
         raise Unsupported(f"send() of a value through yield from {ops.describe(receiver)}")
     if isinstance(receiver, IteratorVar):
         box = receiver.box
+        if box.stale():
+            raise Unsupported(STALE_ITERATOR)
         if box.index < len(box.items):
             box.index += 1
             return box.items[box.index - 1], ConstVar(None)
+        box.finish()
         return None, ConstVar(None)
     raise Unsupported(f"yield from {ops.describe(receiver)}")
 
