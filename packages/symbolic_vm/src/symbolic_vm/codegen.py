@@ -792,12 +792,6 @@ def _total_args(code: types.CodeType) -> int:
 
 
 __all__ = [
-    "Rebuilder",
-    "Transformed",
-    "build_body",
-    "build_code",
-    "cell_writes",
-    "frame_names",
-    "make_object",
-    "transformed_source",
+    "Rebuilder", "Transformed", "build_body", "build_code", "cell_writes",
+    "frame_names", "make_object", "transformed_source",
 ]
