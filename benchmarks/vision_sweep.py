@@ -171,7 +171,7 @@ def _strata(case: Case, backend: str) -> dict[str, Any]:
 
 
 def _compare(ours: Outcome, expected: list[torch.Tensor], backend: str) -> str:
-    """"" when every tensor matches eager's; else the first mismatch."""
+    """Empty when every tensor matches eager's; else the first mismatch."""
     if len(ours.tensors) != len(expected):
         return f"{len(ours.tensors)} tensors vs eager's {len(expected)}"
     for i, (a, e) in enumerate(zip(ours.tensors, expected, strict=True)):
@@ -218,9 +218,11 @@ def run_one(spec: Spec) -> dict[str, Any]:
                             "trace": traceback.format_exc()[-1500:]}  # fmt: skip
                 continue
             ours: Outcome = got["outcome"]
-            row[key] = {"graphs": ours.graphs, "breaks": ours.breaks, "crash": got["crash"],
-                        "mismatch": _compare(ours, expected, backend),
-                        "reason": _first(ours.reasons), "seconds": round(ours.seconds, 1)}  # fmt: skip
+            row[key] = {
+                "graphs": ours.graphs, "breaks": ours.breaks, "crash": got["crash"],
+                "mismatch": _compare(ours, expected, backend), "reason": _first(ours.reasons),
+                "seconds": round(ours.seconds, 1),
+            }  # fmt: skip
         row[f"{mode}:seconds"] = round(time.perf_counter() - start, 1)
     return row
 
@@ -253,6 +255,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         "|---|---|---:|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+
         def torch_cell(mode: str) -> str:
             t = r.get(f"{mode}:torch")
             return "-" if t is None else f"{t[0]}/{t[1]}"
