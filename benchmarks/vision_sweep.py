@@ -60,6 +60,7 @@ class Spec:
     train: bool = False
     inductor: bool = False
     frames: int = 0
+    channels_last: bool = False
 
 
 def _timm(name: str, **kwargs: Any) -> Callable[[], nn.Module]:
@@ -76,6 +77,48 @@ def _tv(name: str, **kwargs: Any) -> Callable[[], nn.Module]:
         return getattr(models, name)(num_classes=CLASSES, **kwargs)  # type: ignore[no-any-return]
 
     return make
+
+
+def _checkpointed(make: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    """timm's activation checkpointing of every stage (``set_grad_checkpointing``)."""
+
+    def checkpointed() -> nn.Module:
+        model = make()
+        model.set_grad_checkpointing(True)  # type: ignore[operator]
+        return model
+
+    return checkpointed
+
+
+class _Autocast(nn.Module):
+    """A model run under CPU autocast to bfloat16, its logits returned in float32."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.inner(x).float()  # type: ignore[no-any-return]
+
+
+def _autocast(make: Callable[[], nn.Module]) -> Callable[[], nn.Module]:
+    return lambda: _Autocast(make())
+
+
+class _Flow(nn.Module):
+    """RAFT's optical flow between an image and its mirror image (2 refinement updates)."""
+
+    def __init__(self, raft: nn.Module) -> None:
+        super().__init__()
+        self.raft = raft
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return self.raft(x, x.flip(-1), num_flow_updates=2)  # type: ignore[no-any-return]
+
+
+def _tv_raft() -> nn.Module:
+    return _Flow(import_torchvision().models.optical_flow.raft_small(weights=None))
 
 
 def _tv_segmentation(name: str) -> Callable[[], nn.Module]:
@@ -134,6 +177,17 @@ SPECS: dict[str, Spec] = {
         Spec("tv_alexnet", "torchvision", _tv("alexnet"), image=64),
         Spec("tv_lraspp", "torchvision", _tv_segmentation("lraspp_mobilenet_v3_large")),
         Spec("tv_r3d_18", "torchvision", _tv_video("r3d_18"), frames=4),
+        # other configurations: channels-last tensors, timm's feature extraction (a list of
+        # stage outputs), a ViT taking any image size, activation checkpointing in training
+        Spec("tv_resnet18+channels_last", "torchvision", _tv("resnet18"), channels_last=True,
+             train=True),
+        Spec("resnet18+features_only", "timm", _timm("resnet18", features_only=True)),
+        Spec("vit_tiny+dynamic_img_size", "timm", _timm(
+            "vit_tiny_patch16_224", img_size=32, dynamic_img_size=True), image=48),
+        Spec("resnet18+autocast_bf16", "timm", _autocast(_timm("resnet18"))),
+        Spec("tv_raft_small", "torchvision", _tv_raft, image=128),
+        Spec("convnext_atto+checkpointing", "timm", _checkpointed(_timm("convnext_atto")),
+             train=True),
     ]
 }  # fmt: skip
 
@@ -155,6 +209,9 @@ def _built(spec: Spec, train: bool) -> Callable[[], Built]:
         if spec.frames:
             shape = (3, spec.frames, spec.image, spec.image)
         x = torch.randn(BATCH, *shape, generator=_generator())
+        if spec.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+            x = x.contiguous(memory_format=torch.channels_last)
         targets = torch.randint(0, CLASSES, (BATCH,), generator=_generator(4))
         return Built(model, {"x": x}, {"x": x}, targets=targets)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import functools
+import itertools
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ from symbolic_vm.values import (
     DictVar,
     DictViewVar,
     FunctionVar,
+    GeneratorVar,
+    IteratorVar,
     ListVar,
     ModuleVar,
     NestedFunctionVar,
@@ -157,6 +160,8 @@ def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
         ))
     if any(_user_instancecheck(c) is not None for c in options):
         return ConstVar(_isinstance_through_hooks(vm, obj, classes, options))
+    if isinstance(obj, (IteratorVar, GeneratorVar)):
+        return ConstVar(_iterator_isinstance(options))
     py_type = _python_type(vm, obj)
     if issubclass(py_type, cls):
         return ConstVar(True)
@@ -167,6 +172,27 @@ def _isinstance(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var
             claimed is not py_type and isinstance(claimed, type) and issubclass(claimed, cls)
         )
     return ConstVar(False)
+
+
+# The classes a traced iterator or generator may really have: the VM does not record which one
+# made it (iter() of a container, enumerate/zip/map/filter/reversed, an nn.Module iterator, a
+# generator function, an itertools polyfill), so isinstance answers only where all agree.
+_CONTAINERS: tuple[Any, ...] = ([], (), range(1), range(1 << 64), "", "\u1234", b"", set(), {})
+_ITERATOR_TYPES: tuple[type, ...] = tuple({type(iter(c)) for c in _CONTAINERS} | {
+    type(reversed([])), type(iter({}.values())), type(iter({}.items())), type(iter(int, 0)),
+    types.GeneratorType, enumerate, zip, map, filter, reversed,
+    *(v for v in vars(itertools).values() if isinstance(v, type) and hasattr(v, "__next__")),
+})  # fmt: skip
+
+
+def _iterator_isinstance(options: tuple[Any, ...]) -> bool:
+    """``isinstance(it, options)`` for a traced iterator: ``(tuple, list)`` or ``Iterator`` have
+    one answer whatever its exact class; ``enumerate`` or ``types.GeneratorType`` do not."""
+    answers = {any(issubclass(t, c) for c in options) for t in _ITERATOR_TYPES}
+    if len(answers) != 1:
+        names = ", ".join(getattr(c, "__name__", repr(c)) for c in options)
+        raise Unsupported(f"isinstance() of an iterator against {names}: its class is not tracked")
+    return answers.pop()
 
 
 def _overrides_class(cls: type) -> bool:
