@@ -204,13 +204,16 @@ def _calls_per_sample(workload: Workload, settings: Settings, eager: _Runner | N
     return max(1, int(settings.min_sample_s / max(per_call, 1e-9)))
 
 
-def _warm_shared_imports() -> None:
+def _warm_shared_imports(device: torch.device) -> None:
     """Import, once, the modules both compilers load on their first compile, before any timing.
 
     Compile time then measures tracing, compiling and the first run, not module imports: a
     ShapeEnv imports torch's own compiler configuration and, through it, triton (whichever
     compiler ran first in the process would pay those seconds for both); torch.compile loads
     its inductor on the first call and Strata its backend and aot there, each imported here.
+    On CUDA, triton's driver helpers (a C module built with the system compiler into the
+    run's fresh TRITON_CACHE_DIR, ~1 s) are loaded too: both compilers load kernels through
+    them, and the first in the process would otherwise pay the build for both.
     """
     import importlib
 
@@ -221,6 +224,14 @@ def _warm_shared_imports() -> None:
         try:
             importlib.import_module(name)
         except ImportError:
+            pass
+    if device.type == "cuda":
+        try:
+            from triton.runtime import driver
+
+            driver.active.utils  # noqa: B018 (the attribute's first read builds the helpers)
+            driver.active.get_current_device()
+        except Exception:  # no triton, or another backend: nothing shared to warm
             pass
 
 
@@ -237,7 +248,7 @@ def run_workload(workload: Workload, impls: Sequence[tuple[str, Impl]], settings
     def build() -> Instance:
         return workload.build(device, settings.quick)
 
-    _warm_shared_imports()
+    _warm_shared_imports(device)
     with _grad_mode(workload):
         for r in runners:
             try:
