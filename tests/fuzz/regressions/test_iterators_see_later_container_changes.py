@@ -107,3 +107,37 @@ def test_an_iterator_sees_its_container_change_before_it_is_consumed(
             compiled_lst.append(9.0)
             eager, got = list(eager[1]), list(got[1])
         assert compare((eager, eager_lst), (got, compiled_lst), exact=True) is None
+
+
+LOG: list[object] = []
+
+
+def logged_double(v: float) -> float:
+    LOG.append(("f", v))
+    return v * 2
+
+
+def map_runs_its_function_per_item(x: torch.Tensor, lst: list[float]) -> Any:
+    m = map(logged_double, lst)
+    LOG.append("between")
+    return x + 1, next(m)
+
+
+def filter_runs_its_test_per_item(x: torch.Tensor, lst: list[float]) -> Any:
+    m = filter(lambda v: LOG.append(("p", v)) or v > 0, lst)
+    LOG.append("between")
+    return x + 1, list(m)
+
+
+@pytest.mark.parametrize("fn", [map_runs_its_function_per_item, filter_runs_its_test_per_item])
+def test_map_and_filter_call_the_function_as_items_are_consumed(fn: Callable[..., Any]) -> None:
+    # map/filter called the program's function on every item when they were made: effects out
+    # of order and calls eager never makes (next(m) calls it once)
+    compiled = compile_api.compile(fn, backend="eager")
+    LOG.clear()
+    eager = fn(torch.ones(2), [1.0, 2.0])
+    eager_log = list(LOG)
+    LOG.clear()
+    got = compiled(torch.ones(2), [1.0, 2.0])
+    assert compare((eager, eager_log), (got, LOG), exact=True) is None
+

@@ -329,7 +329,8 @@ def _float_run_meets_symbol(values: list[Var]) -> bool:
 
 @implements(builtins.map)
 def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    if _has_generator(args[1:]):
+    if _has_generator(args[1:]) or not isinstance(args[0], ConstVar):
+        # a function of the program runs per item as it is consumed (its effects in order)
         return _over_generator(vm, _lazy_map, args, kwargs)
     columns = [ops.iterate(vm.out, a) for a in args[1:]]
     rows = zip(*columns, strict=False)
@@ -341,7 +342,7 @@ def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @implements(builtins.filter)
 def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    if _has_generator(args[1:]):
+    if _has_generator(args[1:]) or not isinstance(args[0], ConstVar):
         return _over_generator(vm, _lazy_filter, args, kwargs)
     kept = []
     for value in ops.iterate(vm.out, args[1]):
