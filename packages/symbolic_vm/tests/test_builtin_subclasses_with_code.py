@@ -175,3 +175,43 @@ def test_such_an_instance_leaving_the_frame_runs_eagerly() -> None:
     compile_api.reset()
     with pytest.raises(Unsupported, match="tuple/set subclass"):
         compile_api.compile(_returns_one, backend="eager", fullgraph=True)(torch.ones(1))
+
+
+def set_copies_of_a_set_subclass_with_its_own_iter(x: torch.Tensor) -> Any:
+    s = IteratesOtherwise([1, 2])
+    t = {5}
+    t.update(s)
+    return x + 1, set(s), frozenset(s), t, {*s}, {3} | s, s.issubset({1, 2, 3}), sorted(s)
+
+
+def test_set_copies_read_the_table_not_the_classs_iter() -> None:
+    # set(s), frozenset(s), {*s}, t.update(s) copy a set's table (CPython never calls the
+    # class's __iter__ there; sorted() does): set(s) gave {100}
+    assert check(set_copies_of_a_set_subclass_with_its_own_iter, torch.ones(1)).graph_count == 1
+
+
+class FrameSet(set):  # type: ignore[type-arg]
+    def first(self) -> Any:
+        return min(self)
+
+
+class FrameList(list):  # type: ignore[type-arg]
+    def first(self) -> Any:
+        return self[0]
+
+
+def _counts(x: torch.Tensor, held: Any) -> Any:
+    return x + (1 if 3 in held else 2), len(held)
+
+
+@pytest.mark.parametrize("cls", [FrameSet, FrameList])
+def test_a_list_or_set_subclass_argument_that_changed_gives_eagers_answer(cls: type) -> None:
+    # Guarded by its class only: its contents folded into the code went stale (3 in s stayed
+    # True after s lost 3). Reading them now runs the statement eagerly.
+    compiled = compile_api.compile(_counts, backend="eager")
+    held = cls([3])
+    for _ in range(2):
+        got, expected = compiled(torch.ones(1), held), _counts(torch.ones(1), held)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1] == expected[1]
+        held.clear()

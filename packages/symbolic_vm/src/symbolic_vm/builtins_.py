@@ -33,7 +33,16 @@ from symbolic_vm.builtin_table import (
 from symbolic_vm.constant_values import MadeObjectId
 from symbolic_vm.errors import Unsupported, folding_error, throw
 from symbolic_vm.methods import tensor_to_scalar
-from symbolic_vm.values import ConstVar, ObjectVar, SliceVar, SymVar, TensorVar, Var
+from symbolic_vm.values import (
+    ConstVar,
+    ObjectVar,
+    SetVar,
+    SliceVar,
+    SymVar,
+    TensorVar,
+    Var,
+    builtin_value,
+)
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -277,6 +286,16 @@ _ONLY_FIRST = frozenset(id(f) for f in (
 _SIZED = frozenset(id(f) for f in (builtins.list, builtins.tuple, builtins.sorted))
 
 
+_SET_READERS = frozenset(id(f) for f in (builtins.set, builtins.frozenset))
+
+
+def _is_set_instance(var: Var) -> bool:
+    value = var.value if isinstance(var, ObjectVar) else builtin_value(var)
+    return isinstance(value, (set, frozenset, SetVar)) or (
+        isinstance(value, ObjectVar) and isinstance(value.value, frozenset)
+    )
+
+
 def _with_user_iterators(vm: Interpreter, fn: object, args: list[Var]) -> list[Var]:
     start = _ITERATING.get(id(fn))
     if start is None or (id(fn) in (id(builtins.min), id(builtins.max)) and len(args) != 1):
@@ -284,6 +303,10 @@ def _with_user_iterators(vm: Interpreter, fn: object, args: list[Var]) -> list[V
     stop = start + 1 if id(fn) in _ONLY_FIRST else len(args)
     converted = list(args)
     for i in range(start, min(stop, len(args))):
+        if id(fn) in _SET_READERS and _is_set_instance(args[i]):
+            # set()/frozenset() of a set subclass's instance copy its table, never calling a
+            # Python __iter__ of the class (sets.set_operand reads it so)
+            continue
         found = object_model.iterate(vm, args[i])
         if found is not None:
             if id(fn) in _SIZED:

@@ -385,6 +385,15 @@ def is_user_instance(value: object) -> bool:
     )
 
 
+def unguarded_contents(value: object) -> bool:
+    """An instance of a user list/set subclass: guarded by its class (is_user_instance), not by
+    what it holds, so a value the trace folds from its contents could go stale."""
+    return (
+        isinstance(value, (list, set, bytearray)) and type(value).__module__ != "builtins"
+        and is_user_instance(value)
+    )
+
+
 def _keyed(table: DimsBySource, source: Source) -> frozenset[int] | None:
     """``table``'s entry for ``source``: keyed by the Source, or by its text (older callers)."""
     by_source = cast(Mapping[object, frozenset[int]], table)

@@ -17,6 +17,7 @@ from symbolic_vm.aliasing import identity_predicate
 from symbolic_vm.constant_values import MadeObjectId, is_constant_value, specialize
 from symbolic_vm.errors import Unsupported, fake_reason, folding_error, throw
 from symbolic_vm.generator_steps import generator_next
+from symbolic_vm.graph_inputs import unguarded_contents
 from symbolic_vm.guard_api import DictCopySource
 from symbolic_vm.module_tables import iterate_module, module_len, submodule_item
 from symbolic_vm.numpy_values import depend_numpy_scalar, numpy_scalar_value
@@ -112,6 +113,9 @@ def const_value(out: Output, var: Var, _made: dict[int, Any] | None = None) -> A
     if isinstance(var, ObjectVar) and numpy_scalar_value(var.value) is not None:
         depend_numpy_scalar(out, var)  # its value, not only its type (a user instance's guard)
         return var.value
+    if isinstance(var, ObjectVar) and var.source is not None and unguarded_contents(var.value):
+        raise Unsupported(f"reading the contents of {var.source.describe()} (a list/set "
+                          "subclass's, not guarded: could go stale); the statement runs eagerly")
     if isinstance(var, (ObjectVar, FunctionVar)):
         out.depend(var)
         return var.value if isinstance(var, ObjectVar) else var.fn

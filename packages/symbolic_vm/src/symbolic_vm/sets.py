@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
-from symbolic_vm.values import ObjectVar, SetVar, Var
+from symbolic_vm.values import ObjectVar, SetVar, Var, builtin_value
 
 if TYPE_CHECKING:
     from symbolic_vm.interpreter import Interpreter
@@ -31,6 +31,7 @@ def set_operand(vm: Interpreter, var: Var) -> Any:
     """What a set operation reads from ``var``, as Python would read it: the set object itself
     for a set or frozenset (CPython copies a set's table slot by slot, so a list of its items
     could land in other slots and iterate in another order), else the iterable's elements."""
+    var = builtin_value(var)  # a set subclass's instance made here: the set it is
     if isinstance(var, SetVar):
         vm.out.depend(var)
         return var.box.items
