@@ -21,6 +21,7 @@ from object_model_harness import run_three_ways, same
 from torch_reference import torch_reference
 
 import compile_api
+from symbolic_vm import Unsupported
 
 
 def update_from_a_proxy(x: torch.Tensor) -> Any:
@@ -101,3 +102,20 @@ def test_membership_in_a_weak_key_dictionary_follows_it_like_torch(states: Any) 
         reference = torch.compile(branch_on_weak_keys, backend=theirs, fullgraph=True)
         torch.testing.assert_close(reference(x, _MOD1), expected[0])
         assert theirs.count == 1
+
+
+def _ref_of(x: torch.Tensor, s: set[int]) -> Any:
+    return x + 1, weakref.ref(s)() is s
+
+
+def test_a_weak_reference_to_a_value_the_vm_copies_runs_eagerly() -> None:
+    # The VM tracks a set argument as a private copy: a reference to that copy would be dead.
+    # Without fullgraph the call runs at a break; the resumed frame called the reference and
+    # tracked its set as a second copy, so ``is s`` was False (eager: True).
+    s = {1}
+    compile_api.reset()
+    got = compile_api.compile(_ref_of, backend="eager")(torch.ones(1), s)
+    assert got[1] is True
+    compile_api.reset()
+    with pytest.raises(Unsupported, match="weakref.ref"):
+        compile_api.compile(_ref_of, backend="eager", fullgraph=True)(torch.ones(1), s)

@@ -207,6 +207,13 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
             # Only a referent the trace already tracks (by identity) can be answered.
             target = value()
             out.depend(fn)
+            if type(target) in (list, dict, set):
+                # the very list/dict/set the trace tracks, never a second copy of it
+                known = out.tracked(target)
+                if known is None:
+                    raise Unsupported("calling a weak reference to a list/dict/set the trace "
+                                      "has not read")
+                return known
             return ConstVar(None) if target is None else out.wrap(target, None)
         if isinstance(value, torch._C.ScriptFunction):
             return _call_script_function(vm, fn, args, kwargs)

@@ -26,10 +26,12 @@ from symbolic_vm.values import (
     DeletedAttrVar,
     DictBox,
     DictVar,
+    FunctionVar,
     IteratorVar,
     IterBox,
     ListBox,
     ListVar,
+    ModuleVar,
     NewObjectVar,
     ObjectVar,
     TupleVar,
@@ -262,8 +264,9 @@ def _weak_reference(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) ->
     if len(args) != 1 or kwargs:
         raise Unsupported("weakref.ref() with a callback")
     (target,) = args
-    if target.source is None or isinstance(target, NewObjectVar):
-        raise Unsupported(f"weakref.ref() of {ops.describe(target)} made in the trace")
+    if target.source is None or not isinstance(target, (ObjectVar, ModuleVar, FunctionVar)):
+        # a value made in the trace, or a list/set/tensor the VM tracks as a copy or a fake
+        raise Unsupported(f"weakref.ref() of {ops.describe(target)}")
     real = ops.const_value(vm.out, target)
     try:
         made = weakref.ref(real)
