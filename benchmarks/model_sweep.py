@@ -413,6 +413,13 @@ SWEEP: dict[str, ZooModel] = {
         ZooModel("timm_densenet", "timm", _timm("densenet121")),
         ZooModel("timm_levit", "timm", _timm("levit_128s", img_size=32)),
         ZooModel("timm_fastvit", "timm", _timm("fastvit_t8")),
+        ZooModel("timm_eva02", "timm", _timm("eva02_tiny_patch14_224", img_size=32,
+                                             patch_size=8)),
+        ZooModel("timm_vit_dynamic_size", "timm", _timm(
+            "vit_tiny_patch16_224", img_size=32, patch_size=8, dynamic_img_size=True)),
+        ZooModel("timm_cait", "timm", _timm("cait_xxs24_224", img_size=32, patch_size=8,
+                                            depth=2)),
+        ZooModel("timm_xcit", "timm", _timm("xcit_nano_12_p16_224", img_size=32, depth=2)),
         # torchvision
         ZooModel("tv_squeezenet", "torchvision", _torchvision("squeezenet1_0")),
         ZooModel("tv_shufflenet", "torchvision", _torchvision("shufflenet_v2_x0_5")),
