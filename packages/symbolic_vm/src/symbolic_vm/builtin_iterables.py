@@ -86,7 +86,7 @@ def _int_arg(vm: Interpreter, var: Var) -> int:
 @implements(builtins.enumerate)
 def _enumerate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if _has_generator(args):
-        return _over_generator(vm, _lazy_enumerate, args, kwargs)
+        return _over_generator(vm, _lazy_enumerate, args, kwargs, slice(0, 1))
     start = _int_arg(vm, args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0)))
     values = ops.iterate(vm.out, args[0])
     box = IterBox([TupleVar((ConstVar(start + i), v)) for i, v in enumerate(values)])
@@ -97,7 +97,7 @@ def _enumerate(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 def _zip(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     strict = bool(ops.const_value(vm.out, kwargs["strict"])) if "strict" in kwargs else False
     if _has_generator(args) and not strict:
-        return _over_generator(vm, _lazy_zip, args, {})
+        return _over_generator(vm, _lazy_zip, args, {}, slice(0, None))
     columns = [ops.iterate(vm.out, a) for a in args]
     if strict and len({len(c) for c in columns}) > 1:
         raise Unsupported("ValueError raised by zip(strict=True)")
@@ -331,7 +331,7 @@ def _float_run_meets_symbol(values: list[Var]) -> bool:
 def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if _has_generator(args[1:]) or not isinstance(args[0], ConstVar):
         # a function of the program runs per item as it is consumed (its effects in order)
-        return _over_generator(vm, _lazy_map, args, kwargs)
+        return _over_generator(vm, _lazy_map, args, kwargs, slice(1, None))
     columns = [ops.iterate(vm.out, a) for a in args[1:]]
     rows = zip(*columns, strict=False)
     box = IterBox([vm.call(args[0], list(row), {}) for row in rows])
@@ -343,7 +343,7 @@ def _map(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
 @implements(builtins.filter)
 def _filter(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if _has_generator(args[1:]) or not isinstance(args[0], ConstVar):
-        return _over_generator(vm, _lazy_filter, args, kwargs)
+        return _over_generator(vm, _lazy_filter, args, kwargs, slice(1, None))
     kept = []
     for value in ops.iterate(vm.out, args[1]):
         test = value if isinstance(args[0], ConstVar) else vm.call(args[0], [value], {})
@@ -420,8 +420,14 @@ def _lazy_filter(fn: Any, iterable: Any) -> Any:
             yield value
 
 
-def _over_generator(vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    return vm.call(FunctionVar(lazy), args, kwargs)
+def _over_generator(
+    vm: Interpreter, lazy: Any, args: list[Var], kwargs: dict[str, Var], iterables: slice
+) -> Var:
+    """``lazy`` run as a generator over ``args``, whose ``iterables`` are made iterators now,
+    as the builtin calls iter() on them when made (a set changed after raises then)."""
+    picked = range(len(args))[iterables]
+    made = [_iter(vm, [a], {}) if k in picked else a for k, a in enumerate(args)]
+    return vm.call(FunctionVar(lazy), made, kwargs)
 
 
 def _has_generator(args: list[Var]) -> bool:
