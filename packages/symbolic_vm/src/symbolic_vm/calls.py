@@ -37,7 +37,7 @@ from symbolic_vm import (
 )
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import TracedException, Unsupported, throw
-from symbolic_vm.guard_api import AttrSource, ItemSource
+from symbolic_vm.guard_api import AttrSource, ItemSource, MethodCallSource
 from symbolic_vm.interpreter import Interpreter
 from symbolic_vm.made_classes import made_classes
 from symbolic_vm.modules import call_module, call_sequential_slice
@@ -69,6 +69,7 @@ from symbolic_vm.values import (
     TensorVar,
     TupleVar,
     Var,
+    WeakRefVar,
 )
 
 _CO_VARARGS = inspect.CO_VARARGS
@@ -206,6 +207,8 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
             # may be unhashable (a hook handle's OrderedDict) or run a user __hash__.
             # Only a referent the trace already tracks (by identity) can be answered.
             target = value()
+            if isinstance(fn, WeakRefVar) and target is not None:
+                return fn.target  # made here: the very var it refers to, source and all
             out.depend(fn)
             if type(target) in (list, dict, set):
                 # the very list/dict/set the trace tracks, never a second copy of it
@@ -214,7 +217,13 @@ def _call(vm: Interpreter, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> 
                     raise Unsupported("calling a weak reference to a list/dict/set the trace "
                                       "has not read")
                 return known
-            return ConstVar(None) if target is None else out.wrap(target, None)
+            # What a reference from the frame answers is guarded at ``r.__call__()`` (a dead
+            # one answers None), so a reference to another object, or to one whose attributes
+            # changed, fails the guards of what the trace read through it
+            source = None if fn.source is None else MethodCallSource(fn.source, "__call__")
+            if source is None and target is not None:
+                raise Unsupported("calling a weak reference the trace cannot guard")
+            return out.wrap(target, source)
         if isinstance(value, torch._C.ScriptFunction):
             return _call_script_function(vm, fn, args, kwargs)
         if higher_order.is_higher_order(value):  # a HigherOrderOperator instance (wrap)

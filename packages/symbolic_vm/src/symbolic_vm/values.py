@@ -373,6 +373,15 @@ class ObjectVar(Var):
 
 
 @attrs.frozen(eq=False)
+class WeakRefVar(ObjectVar):
+    """A callback-free ``weakref.ref(obj)`` made in the trace: ``value`` is the real reference,
+    ``target`` the var of ``obj``. Calling it answers ``target`` itself, so reads through it
+    keep ``obj``'s source and guards."""
+
+    target: Var
+
+
+@attrs.frozen(eq=False)
 class ClassNamespaceVar(ObjectVar):
     """``cls.__dict__`` of a class from the frame: ``value`` is the mappingproxy read, ``owner``
     the class. Each read makes a fresh proxy, so it is never guarded by identity: reads through

@@ -36,6 +36,7 @@ from symbolic_vm.values import (
     ObjectVar,
     TupleVar,
     Var,
+    WeakRefVar,
 )
 
 if TYPE_CHECKING:
@@ -273,4 +274,4 @@ def _weak_reference(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) ->
     except TypeError as exc:  # not weak-referenceable: eager's TypeError
         raise throw(TypeError, *exc.args) from None
     vm.out.request("ID_MATCH", target.source, real)  # the reference is to this object only
-    return ObjectVar(made)
+    return WeakRefVar(made, target=target)
