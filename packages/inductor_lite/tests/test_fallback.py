@@ -60,11 +60,11 @@ def test_integer_division_by_zero_behaves_as_eager(check: Any) -> None:
     assert c.fallback_count == 1
 
 
-def test_other_strides_at_call_time_run_the_original_graph(check: Any) -> None:
+def test_other_strides_at_call_time_are_copied_into_the_compiled_layout(check: Any) -> None:
     c = check(_fn, [torch.randn(4, 6)])
     x = torch.randn(6, 4).t()
     torch.testing.assert_close(c(x), _fn(x))
-    assert c.eager_calls == 1
+    assert c.eager_calls == 0
 
 
 @pytest.mark.parametrize(
@@ -86,14 +86,16 @@ def test_inputs_unlike_the_examples_run_the_original_graph(check: Any, other: An
     assert c.eager_calls == 0
     x = other(args[0], 2)
     torch.testing.assert_close(c(x, args[1], 2), fn(x, args[1], 2))
-    assert c.eager_calls == 1
+    # other strides alone: the input is copied into the compiled layout (test_prechecked_calls)
+    eager = c.eager_calls
+    assert eager == (0 if x.shape == args[0].shape and x.dtype == args[0].dtype else 1)
     # a non-tensor input baked into the code: another value runs the graph as it came
     torch.testing.assert_close(c(args[0], args[1], 3), fn(args[0], args[1], 3))
-    assert c.eager_calls == 2
+    assert c.eager_calls == eager + 1
     # a tensor where a number was: eager's answer
     k = torch.tensor(3.0)
     torch.testing.assert_close(c(args[0], args[1], k), fn(args[0], args[1], k))
-    assert c.eager_calls == 3
+    assert c.eager_calls == eager + 2
 
 
 def test_call_needing_grad_runs_the_original_graph(check: Any) -> None:

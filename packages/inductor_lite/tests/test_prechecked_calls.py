@@ -62,11 +62,14 @@ def _compiled_alone() -> CompiledGraph:
 
 
 def test_a_wrong_promise_on_the_first_prechecked_call_runs_eagerly() -> None:
-    """Were a caller's example inputs ever not the inputs' layout, the first call shows it."""
+    """Were a caller's example inputs ever not the inputs' layout, the first call shows it: the
+    input is copied into the compiled layout, and that call does not prove the caller's."""
     cg = _compiled_alone()
     x, w, xt = torch.randn(8, 16), torch.randn(8, 16), torch.randn(16, 8).t()
     torch.testing.assert_close(cg.call_prechecked(xt, w), _f(xt, w), rtol=1e-5, atol=1e-5)
-    assert cg.eager_calls == 1 and not cg.launched
+    assert not cg.launched
+    torch.testing.assert_close(cg.call_prechecked(xt, w), _f(xt, w), rtol=1e-5, atol=1e-5)
+    assert cg.eager_calls == 0 and not cg.launched
     torch.testing.assert_close(cg.call_prechecked(x, w), _f(x, w), rtol=1e-5, atol=1e-5)
     assert cg.launched
 
@@ -88,9 +91,9 @@ def _scaled(x: torch.Tensor) -> torch.Tensor:
 
 def test_strides_of_one_element_dims_do_not_send_the_graph_to_eager() -> None:
     """A (N, C, 1, 1) input whose strides differ from the example's only on its dims of one
-    element (a pooled channels-last activation saved for the backward) runs the compiled code:
-    such a dim addresses nothing beyond element 0. A stride that differs elsewhere still runs
-    the graph as it came."""
+    element (a pooled channels-last activation saved for the backward) runs the compiled code
+    as it is: such a dim addresses nothing beyond element 0. A stride that differs elsewhere
+    is another layout: the input is copied into the compiled one."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     x = torch.randn(2, 8, 1, 1)  # strides (8, 1, 1, 1)
@@ -103,4 +106,17 @@ def test_strides_of_one_element_dims_do_not_send_the_graph_to_eager() -> None:
     assert cg.eager_calls == 0
     swapped = torch.randn(8, 2, 1, 1).transpose(0, 1)  # strides (1, 2, 1, 1): another layout
     torch.testing.assert_close(cg(swapped), _scaled(swapped))
-    assert cg.eager_calls == 1
+    assert cg.eager_calls == 0
+
+
+def test_an_input_in_another_dense_layout_is_copied_into_the_compiled_one() -> None:
+    """A read-only input whose strides differ from the example's (a backward's saved half of a
+    wider buffer, handed over contiguous) is copied into the compiled layout, not run eagerly."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    half = torch.randn(32, 128)[:, :64]  # strides (128, 1)
+    cg = compile_aten_graph(make_fx(_scaled)(half), [half])
+    assert isinstance(cg, CompiledGraph)
+    for a in (half, torch.randn(32, 64), torch.randn(64, 32).t()):
+        torch.testing.assert_close(cg(a), _scaled(a))
+    assert cg.eager_calls == 0

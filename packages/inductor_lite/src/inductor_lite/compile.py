@@ -120,11 +120,44 @@ class CompiledGraph:
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args
         )
+        if not self.broken and not needs_grad and not self._matches(args):
+            laid = self._laid_out(args)
+            if laid is not args and self._matches(laid) and not self._writes_overlap(laid):
+                launched = self.launched
+                result = self._run(laid)
+                # a call that needed a copy proves nothing of the caller's layout: prechecked
+                # calls keep checking until one passes as it is
+                self.launched = launched
+                return result
         if self.broken or needs_grad or not self._matches(args) or self._writes_overlap(args):
             self.eager_calls += 1
             log.debug("graph run eagerly: inputs outside what it was compiled for")
             return self.gm(*args)
         return self._run(args)
+
+    def _laid_out(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args`` with each tensor that differs from its example only in its strides copied
+        into the example's layout, where that cannot change what the graph does: static sizes,
+        not an input the graph writes, not one an output is a view of. A backward's saved
+        activation can come from our forward in another layout than aot's meta says (mixtral's
+        expert halves: contiguous (32, 64) where the meta has a (32, 128) buffer's view), and
+        running the whole backward eagerly for it cost more than the copy (2-3x the step)."""
+        if self.lowered.symbols or len(args) != len(self.input_keys):
+            return args
+        names = [spec.name for spec in self.lowered.inputs]
+        held = {w.input for w in self.lowered.input_writes}
+        held |= {o.ref.buf for o in self.lowered.outputs if o.ref is not None}
+        out = list(args)
+        for k, (a, key) in enumerate(zip(args, self.input_keys, strict=True)):
+            if not isinstance(a, torch.Tensor) or _meta_key(a) == key:
+                continue
+            if not isinstance(key, tuple) or len(key) != 4:  # a tensor where a number was
+                return args
+            dtype, device, shape, strides = key  # a tensor example's meta_key
+            if names[k] in held or (a.dtype, a.device, tuple(a.shape)) != (dtype, device, shape):
+                return args
+            out[k] = torch.empty_strided(shape, strides, dtype=dtype, device=device).copy_(a)
+        return tuple(out)
 
     def call_prechecked(self, *args: Any) -> Any:
         """A call whose caller (aot's runtime, with static shapes) has checked that the
