@@ -155,3 +155,25 @@ def test_map_and_filter_call_the_function_as_items_are_consumed(fn: Callable[...
     got = compiled(torch.ones(2), [1.0, 2.0])
     assert compare((eager, eager_log), (got, LOG), exact=True) is None
 
+
+def zip_leaves_the_rest_of_an_iterator(x: torch.Tensor, lst: list[float]) -> Any:
+    it = iter(lst + [1.0, 2.0])
+    pairs = list(zip(it, range(1)))
+    return x + 1, pairs, list(it)
+
+
+def enumerate_takes_one_item_of_an_iterator(x: torch.Tensor, lst: list[float]) -> Any:
+    it = iter(lst + [1.0, 2.0])
+    first = next(enumerate(it))
+    return x + 1, first, next(map(float, it)), list(it)
+
+
+@pytest.mark.parametrize(
+    "fn", [zip_leaves_the_rest_of_an_iterator, enumerate_takes_one_item_of_an_iterator]
+)
+def test_builtins_over_an_iterator_take_its_items_one_at_a_time(fn: Callable[..., Any]) -> None:
+    # zip/enumerate/map over an iterator took all its items when made (the rest of it empty)
+    compiled = compile_api.compile(fn, backend="eager")
+    x = torch.ones(2)
+    assert compare(fn(x, [0.5]), compiled(x, [0.5]), exact=True) is None
+

@@ -431,5 +431,7 @@ def _over_generator(
 
 
 def _has_generator(args: list[Var]) -> bool:
-    return any(isinstance(a, GeneratorVar) for a in args)
+    # an iterator argument too: the builtin takes its items one at a time (zip(it, range(1))
+    # leaves the rest of it to the program)
+    return any(isinstance(a, (GeneratorVar, IteratorVar)) for a in args)
 
