@@ -61,6 +61,7 @@ class Spec:
     inductor: bool = False
     frames: int = 0
     channels_last: bool = False
+    dynamic: int = 0  # a second call's image size under dynamic=True (batch 3); 0: none
 
 
 def _timm(name: str, **kwargs: Any) -> Callable[[], nn.Module]:
@@ -153,7 +154,8 @@ SPECS: dict[str, Spec] = {
         Spec("hrnet_w18_small", "timm", _timm("hrnet_w18_small"), image=64),
         Spec("fastvit_t8", "timm", _timm("fastvit_t8"), image=64),
         Spec("coat_lite_tiny", "timm", _timm("coat_lite_tiny", img_size=64), image=64),
-        Spec("eva02_tiny", "timm", _timm("eva02_tiny_patch14_224", img_size=56), image=56),
+        Spec("eva02_tiny", "timm", _timm("eva02_tiny_patch14_224", img_size=56), image=56,
+             inductor=True),
         Spec("xcit_nano", "timm", _timm("xcit_nano_12_p16_224", img_size=64), image=64),
         Spec("pit_ti", "timm", _timm("pit_ti_224", img_size=64), image=64),
         Spec("nf_resnet26", "timm", _timm("nf_resnet26")),
@@ -163,7 +165,7 @@ SPECS: dict[str, Spec] = {
         Spec("gcvit_xxtiny", "timm", _timm("gcvit_xxtiny", img_size=64), image=64),
         Spec("inception_next_tiny", "timm", _timm("inception_next_tiny")),
         Spec("ese_vovnet19b_dw", "timm", _timm("ese_vovnet19b_dw")),
-        Spec("crossvit_tiny", "timm", _timm("crossvit_tiny_240", img_size=(48, 32)), image=48),
+        Spec("efficientvit_b0", "timm", _timm("efficientvit_b0"), image=64),
         # torchvision
         Spec("tv_inception_v3", "torchvision",
              _tv("inception_v3", aux_logits=False, init_weights=True), image=75),
@@ -186,6 +188,14 @@ SPECS: dict[str, Spec] = {
             "vit_tiny_patch16_224", img_size=32, dynamic_img_size=True), image=48),
         Spec("resnet18+autocast_bf16", "timm", _autocast(_timm("resnet18"))),
         Spec("tv_raft_small", "torchvision", _tv_raft, image=128),
+        Spec("vit_tiny+drop_path", "timm", _timm(
+            "vit_tiny_patch16_224", img_size=32, patch_size=8, drop_path_rate=0.2), train=True),
+        Spec("levit_128s+dynamic", "timm", _timm("levit_128s", img_size=64), image=64,
+             dynamic=64),
+        Spec("vit_tiny+dynamic_img_size+dynamic", "timm", _timm(
+            "vit_tiny_patch16_224", img_size=32, dynamic_img_size=True), image=48, dynamic=64),
+        Spec("tv_resnet18+dynamic", "torchvision", _tv("resnet18"), dynamic=48),
+        Spec("tv_swin_v2_t+dynamic", "torchvision", _tv("swin_v2_t"), image=64, dynamic=96),
         Spec("convnext_atto+checkpointing", "timm", _checkpointed(_timm("convnext_atto")),
              train=True),
     ]
@@ -209,11 +219,13 @@ def _built(spec: Spec, train: bool) -> Callable[[], Built]:
         if spec.frames:
             shape = (3, spec.frames, spec.image, spec.image)
         x = torch.randn(BATCH, *shape, generator=_generator())
+        x2 = torch.randn(BATCH + 1, 3, spec.dynamic, spec.dynamic, generator=_generator(1))
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
+            x2 = x2.contiguous(memory_format=torch.channels_last)
         targets = torch.randint(0, CLASSES, (BATCH,), generator=_generator(4))
-        return Built(model, {"x": x}, {"x": x}, targets=targets)
+        return Built(model, {"x": x}, {"x": x2}, targets=targets)
 
     return build
 
@@ -251,6 +263,8 @@ def run_one(spec: Spec) -> dict[str, Any]:
     modes = [("infer", ["eager", "aot_eager"] + (["inductor"] if spec.inductor else []))]
     if spec.train:
         modes.append(("train", ["aot_eager"]))
+    if spec.dynamic:
+        modes.append(("dynamic", ["eager"]))
     for mode, backends in modes:
         case = Case(ZooModel(spec.name, spec.library, _built(spec, mode == "train")), mode)
         start = time.perf_counter()
@@ -308,8 +322,9 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     """The table: torch.compile's graphs/breaks beside Strata's per backend and mode."""
     lines = [
         "| model | library | params | torch eager | Strata eager | Strata aot_eager "
-        "| train: torch | train: Strata aot_eager | Strata inductor | note |",
-        "|---|---|---:|---|---|---|---|---|---|---|",
+        "| train: torch | train: Strata aot_eager | dynamic: torch | dynamic: Strata eager "
+        "| Strata inductor | note |",
+        "|---|---|---:|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
 
@@ -332,6 +347,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['model']} | {r['library']} | {r.get('params', '-')} | {torch_cell('infer')} "
             f"| {_status(r, 'infer', 'eager')} | {_status(r, 'infer', 'aot_eager')} "
             f"| {torch_cell('train')} | {_status(r, 'train', 'aot_eager')} "
+            f"| {torch_cell('dynamic')} | {_status(r, 'dynamic', 'eager')} "
             f"| {_status(r, 'infer', 'inductor')} | {note} |"
         )
     return "\n".join(lines) + "\n"
