@@ -120,7 +120,9 @@ class CompiledGraph:
         needs_grad = torch.is_grad_enabled() and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in args
         )
-        if not self.broken and not needs_grad and not self._matches(args):
+        usable = not self.broken and not needs_grad
+        matched = usable and self._matches(args)  # once: the check is per input, per call
+        if usable and not matched:
             laid = self._laid_out(args)
             if laid is not args and self._matches(laid) and not self._writes_overlap(laid):
                 launched = self.launched
@@ -129,7 +131,7 @@ class CompiledGraph:
                 # calls keep checking until one passes as it is
                 self.launched = launched
                 return result
-        if self.broken or needs_grad or not self._matches(args) or self._writes_overlap(args):
+        if not matched or self._writes_overlap(args):
             self.eager_calls += 1
             log.debug("graph run eagerly: inputs outside what it was compiled for")
             return self.gm(*args)
