@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_bandwidth import wall_seconds as batched_seconds  # noqa: E402
 
 
 class LinearAct(torch.nn.Module):
@@ -75,17 +77,7 @@ def wall_seconds(fn: Callable[[], Any]) -> float:
         fn()
     torch.cuda.synchronize()
     est = max((time.perf_counter() - t0) / 5, 1e-6)
-    reps = int(min(2000, max(10, 0.02 / est)))
-    samples = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3 / reps)
-    return statistics.median(samples)
+    return batched_seconds(fn, int(min(2000, max(10, 0.02 / est))))
 
 
 class ChoiceLog(logging.Handler):

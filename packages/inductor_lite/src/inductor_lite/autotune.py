@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -24,7 +23,7 @@ from types import ModuleType
 
 import torch
 
-from .cache import _atomic_write, _trusted, ensure_private_dir
+from .cache import ensure_private_dir, read_choices, store_choice
 from .choices import choice as choice_log
 from .config import InductorConfig
 from .errors import LoweringError
@@ -84,18 +83,6 @@ def _cuda_timer(label: str, fn: Callable[[], object]) -> float:
     return max(cold, sorted(rounds)[1])
 
 
-def _read(path: Path) -> dict[str, str]:
-    if not _trusted(path):
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)}
-
-
 def select(
     cache_dir: Path,
     key: str,
@@ -117,7 +104,7 @@ def select(
         return _MEMO[memo]
     directory = ensure_private_dir(cache_dir)
     path = directory / _FILE
-    known = _read(path).get(key)
+    known = read_choices(path, lambda _: True).get(key)
     if known is not None and (known == _ATEN or known in candidates):
         _MEMO[memo] = known
         choice_log(what, _label(known), "cached in %s", path)
@@ -143,12 +130,7 @@ def select(
     chosen = best if won and best is not None else _ATEN
     tried = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
     choice_log(what, _label(chosen), "timed, us: %s", tried)
-    known_all = _read(path)  # another process may have added entries meanwhile
-    known_all[key] = chosen
-    try:
-        _atomic_write(directory, path, json.dumps(known_all, indent=0).encode())
-    except OSError as exc:
-        log.debug("matmul choice cache not written: %s", exc)
+    store_choice(directory, path, key, chosen)
     _MEMO[memo] = chosen
     return chosen
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
 import logging
 import math
 import os
 import stat
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,8 @@ __all__ = [
     "ensure_private_dir",
     "libmvec_available",
     "load_library",
+    "read_choices",
+    "store_choice",
 ]
 
 log = logging.getLogger("strata.inductor_lite")
@@ -85,6 +89,31 @@ def ensure_private_dir(path: Path) -> Path:
     fresh = Path(tempfile.mkdtemp(prefix="strata-inductor-"))
     log.warning("kernel cache dir %s is not ours; using %s for this process", path, fresh)
     return fresh
+
+
+def read_choices(path: Path, valid: Callable[[str], bool]) -> dict[str, str]:
+    """A measured-choice file beside the kernels (key -> choice, JSON): empty when it is
+    missing, not ours or unreadable; entries whose choice ``valid`` rejects are dropped."""
+    if not _trusted(path):
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str) and valid(v)}
+
+
+def store_choice(directory: Path, path: Path, key: str, choice: str) -> None:
+    """Add ``key -> choice`` to the file, re-read first (another process may have added
+    entries meanwhile); a write that fails only costs the measurement again next time."""
+    known = read_choices(path, lambda _: True)
+    known[key] = choice
+    try:
+        _atomic_write(directory, path, json.dumps(known, indent=0).encode())
+    except OSError as exc:
+        log.debug("choice cache %s not written: %s", path.name, exc)
 
 
 def _atomic_write(directory: Path, final: Path, data: bytes) -> None:

@@ -13,7 +13,6 @@ logged on ``strata.inductor_lite`` at debug level.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .cache import _atomic_write, _trusted, ensure_private_dir
+from .cache import ensure_private_dir, read_choices, store_choice
 from .choices import choice as choice_log
 
 __all__ = ["measured_layout"]
@@ -48,18 +47,6 @@ def _best_of_pair(a: Callable[[], object], b: Callable[[], object]) -> tuple[flo
             fn()
             best[k] = min(best[k], time.perf_counter() - t0)
     return best[0], best[1]
-
-
-def _read(path: Path) -> dict[str, str]:
-    if not _trusted(path):
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return (
-        {k: v for k, v in data.items() if v in ("nhwc", "nchw")} if isinstance(data, dict) else {}
-    )
 
 
 def measured_layout(  # noqa: PLR0917
@@ -89,7 +76,7 @@ def measured_layout(  # noqa: PLR0917
         return _MEMO[memo]
     directory = ensure_private_dir(cache_dir)
     path = directory / _FILE
-    known = _read(path)
+    known = read_choices(path, lambda v: v in ("nhwc", "nchw"))
     if key in known:
         _MEMO[memo] = known[key]
         return known[key]
@@ -129,11 +116,6 @@ def measured_layout(  # noqa: PLR0917
         t_nchw * 1e6,
         choice,
     )
-    known = _read(path)  # another process may have added entries meanwhile
-    known[key] = choice
-    try:
-        _atomic_write(directory, path, json.dumps(known, indent=0).encode())
-    except OSError as exc:
-        log.debug("conv layout cache not written: %s", exc)
+    store_choice(directory, path, key, choice)
     _MEMO[memo] = choice
     return choice
