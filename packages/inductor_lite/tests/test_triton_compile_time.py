@@ -78,8 +78,9 @@ def test_pointwise_kernels_take_one_block_size_and_reductions_are_timed(
     x, y = torch.randn(64, 48, device=DEV), torch.randn(64, 48, device=DEV)
     check(lambda a, b: torch.sigmoid(a * 2 + b) - b, [x, y], config=cfg, atol=1e-5, rtol=1e-5)
     assert timed == []
-    check(lambda a: torch.softmax(a, -1), [x], config=cfg, atol=1e-5, rtol=1e-5)
-    assert len(timed) > 1
+    rows = torch.randn(64, 1024, device=DEV)  # rows of 1,024: two block sizes worth timing
+    check(lambda a: torch.softmax(a, -1), [rows], config=cfg, atol=1e-5, rtol=1e-5)
+    assert len(timed) == 2
 
 
 def test_pointwise_block_rule_fills_the_gpu_before_taking_larger_blocks() -> None:
@@ -91,4 +92,20 @@ def test_pointwise_block_rule_fills_the_gpu_before_taking_larger_blocks() -> Non
     assert block_candidates(4 << 20, 1, False, pointwise=True) == [(1024, 1)]
     assert block_candidates(4096, 1, False, pointwise=True) == [(128, 1)]
     assert block_candidates(64, 10000, False, pointwise=True) == [(1, 4096)]
-    assert len(block_candidates(4096, 1024, True)) == 4  # reductions: every candidate timed
+
+
+def test_reductions_time_at_most_two_block_candidates_around_a_thousand_elements() -> None:
+    from inductor_lite.triton_codegen import block_candidates
+
+    # persistent rows: XBLOCK rows of the padded row length, 1,024 to 2,048 elements a program
+    assert block_candidates(4096, 1024, True) == [(1, 1024), (2, 1024)]
+    assert block_candidates(8192, 768, True) == [(1, 1024), (2, 1024)]
+    assert block_candidates(16384, 512, True) == [(2, 512), (4, 512)]
+    assert block_candidates(65536, 128, True) == [(8, 128)]
+    assert block_candidates(65536, 32, True) == [(8, 32)]  # short rows: the most a program takes
+    assert block_candidates(1024, 2048, True) == [(1, 2048), (2, 2048)]
+    assert block_candidates(1024, 4096, True) == [(1, 4096), (2, 4096)]
+    # looped rows: the widest chunks
+    assert block_candidates(2048, 8192, False) == [(1, 4096), (4, 512)]
+    for rows, inner, persistent in ((4096, 1024, True), (64, 100, True), (10, 70000, False)):
+        assert 1 <= len(block_candidates(rows, inner, persistent)) <= 2
