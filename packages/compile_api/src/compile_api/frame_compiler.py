@@ -132,10 +132,10 @@ def _site_dirs() -> set[str]:
     return {os.path.realpath(d) for d in dirs}
 
 
-def _library_dirs() -> tuple[str, ...]:
+def _library_dirs(names: tuple[str, ...] = _LIBRARY_PACKAGES) -> tuple[str, ...]:
     """Directories of _LIBRARY_PACKAGES (found without importing)."""
     dirs: set[str] = set()
-    for name in _LIBRARY_PACKAGES:
+    for name in names:
         try:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
@@ -159,6 +159,8 @@ def is_library_file(filename: str) -> bool:
     system install) does not count as stdlib.
     """
     path = os.path.realpath(filename)
+    if path.startswith(_prefixes().traced):
+        return False
     if path.startswith(_prefixes().library):
         return True
     return path.startswith(_prefixes().stdlib) and not path.startswith(_prefixes().site)
@@ -167,6 +169,9 @@ def is_library_file(filename: str) -> bool:
 @attrs.frozen
 class _Prefixes:
     library: tuple[str, ...]
+    # torch's own user-level Python, compiled as torch.compile compiles it: torch.optim
+    # (compile(opt.step), a compiled training step calling opt.step())
+    traced: tuple[str, ...]
     stdlib: tuple[str, ...]
     site: tuple[str, ...]
 
@@ -175,6 +180,7 @@ class _Prefixes:
 def _prefixes() -> _Prefixes:
     return _Prefixes(
         library=_library_dirs(),
+        traced=tuple(d + "optim" + os.sep for d in _library_dirs(("torch",))),
         stdlib=_as_prefixes(_stdlib_dirs()),
         site=_as_prefixes(_site_dirs()),
     )

@@ -173,9 +173,11 @@ def is_torch_function(value: object) -> bool:
         # Python functions of torch that are not ops: module code (traced), utilities,
         # grad-mode helpers and parametrizations (a parametrized weight is a property whose
         # getter calls the parametrization modules: weight_norm in wav2vec2 and HuBERT);
-        # torch.testing's helpers (its TestCase's assert methods) are Python over Python values
+        # torch.testing's helpers (its TestCase's assert methods) are Python over Python values;
+        # torch.optim's step code is traced (run on fake values, its lazy state init wrote
+        # FakeTensors into the real optimizer's state)
         return module.startswith("torch.") and not module.startswith(
-            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode",
+            ("torch.nn.modules", "torch.utils", "torch.autograd.grad_mode", "torch.optim",
              "torch.nn.utils.parametrize", "torch.nn.utils.parametrizations", "torch.testing")
         )
     return False
