@@ -34,6 +34,8 @@ from .wrapper import build_input_check, build_wrapper, ctypes_kernels, kernel_lo
 __all__ = ["CompiledGraph", "EagerFallback", "compile_aten_graph", "compile_fx"]
 
 log = logging.getLogger("strata.inductor_lite")
+# compile_api's perf_hints channel (``set_logs(perf_hints=True)``, ``TORCH_LOGS=perf_hints``)
+hints = logging.getLogger("strata.perf_hints")
 
 
 _meta_key = meta_key
@@ -50,6 +52,24 @@ def unflattener(spec: pytree.TreeSpec) -> Callable[[Sequence[Any]], Any]:
     if spec.type in (tuple, list) and all(c.is_leaf() for c in children):
         return spec.type  # type: ignore[no-any-return]
     return lambda flat: pytree.tree_unflatten(list(flat), spec)
+
+
+def _same_but_unit_strides(got: object, key: object) -> bool:
+    """Two tensors' meta keys that differ only in strides of dims of one element, which the
+    input check accepts (static_input_check)."""
+    if not (isinstance(got, tuple) and isinstance(key, tuple) and len(got) == len(key) == 4):
+        return False
+    if got[:3] != key[:3]:
+        return False
+    return all(n <= 1 or a == b for n, a, b in zip(got[2], got[3], key[3], strict=True))
+
+
+def _describe(key: object) -> str:
+    """An input's meta key in words: dtype, device, sizes and strides of a tensor."""
+    if isinstance(key, tuple) and len(key) == 4:
+        dtype, device, shape, strides = key
+        return f"a {dtype} tensor on {device} of size {list(shape)} and strides {list(strides)}"
+    return repr(key)
 
 
 @dataclass
@@ -133,9 +153,33 @@ class CompiledGraph:
                 return result
         if not matched or self._writes_overlap(args):
             self.eager_calls += 1
-            log.debug("graph run eagerly: inputs outside what it was compiled for")
+            if self.eager_calls == 1:  # said once a graph: a per-call loss of the compiled code
+                hints.debug("%s", self._why_eager(args, usable, matched))
             return self.gm(*args)
         return self._run(args)
+
+    def _why_eager(self, args: Sequence[Any], usable: bool, matched: bool) -> str:
+        """Why this call runs the graph as it came instead of its kernels, in words."""
+        head = "inductor_lite: a compiled graph runs eagerly (and will on every such call): "
+        if self.broken:
+            return head + "its kernels failed before (see the warning then)"
+        if not usable:
+            return head + (
+                "called with grad enabled and an input that requires grad; the graph was "
+                "compiled for inference (compile the training step through aot, the default "
+                "backend's route, or call it under torch.no_grad())"
+            )
+        if matched:
+            return head + "an input it writes in place overlaps another input"
+        if not self.lowered.symbols and len(args) == len(self.input_keys):
+            for k, (a, key) in enumerate(zip(args, self.input_keys, strict=True)):
+                got = _meta_key(a)
+                if got != key and not _same_but_unit_strides(got, key):
+                    return head + (
+                        f"input {k} is {_describe(got)} where it was compiled for "
+                        f"{_describe(key)}"
+                    )
+        return head + "its inputs' sizes, strides or dtypes are not what it was compiled for"
 
     def _laid_out(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """``args`` with each tensor that differs from its example only in its strides copied
