@@ -274,6 +274,10 @@ SWEEP: dict[str, ZooModel] = {
                                              ffn_dim=64, num_layers=2)),
         ZooModel("biogpt", "transformers", _hf("BioGptConfig", "BioGptForCausalLM")),
         ZooModel("ctrl", "transformers", _hf("CTRLConfig", "CTRLLMHeadModel", dff=64)),
+        # (session 13) a state-space model: its scan is torch's associative_scan under compile
+        ZooModel("mamba", "transformers", _hf(
+            "MambaConfig", "MambaForCausalLM", state_size=4, expand=2, conv_kernel=4,
+            drop=("num_attention_heads", "intermediate_size", "max_position_embeddings"))),
         # encoders
         ZooModel("xlm_roberta", "transformers", _hf("XLMRobertaConfig", "XLMRobertaForMaskedLM",
                                                     pad_token_id=1)),

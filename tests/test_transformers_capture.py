@@ -106,6 +106,14 @@ def _whisper_encoder() -> Any:
     )).get_encoder()
 
 
+def _mamba() -> Any:
+    # Under a compiler, Mamba's selective scan (no CUDA kernels) is torch's associative_scan in
+    # its generic mode: torch.vmap of a nested combine function over pytrees of tensors.
+    return tf.MambaModel(tf.MambaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, state_size=4, expand=2,
+        conv_kernel=4))
+
+
 Inputs = Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]
 MODELS: dict[str, tuple[Callable[[], Any], Inputs]] = {
     "gpt2": (_gpt2, _ids),
@@ -116,6 +124,7 @@ MODELS: dict[str, tuple[Callable[[], Any], Inputs]] = {
     "distilbert": (_distilbert, _ids),
     "vit": (_vit, _pixels),
     "whisper_encoder": (_whisper_encoder, _mel),
+    "mamba": (_mamba, _ids),
 }
 # Models Strata does not yet capture in torch.compile's graph count, and why.
 NOT_WHOLE: dict[str, str] = {}

@@ -28,6 +28,7 @@ from symbolic_vm import (
     nonstrict_args,
     numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
     object_model,
+    pytrees,  # noqa: F401  (registers torch.utils._pytree's flatten/unflatten/map)
     runtime_checks,
     slot_calls,
     # for the @implements it and the stdlib models register in builtin_table's tables: imported

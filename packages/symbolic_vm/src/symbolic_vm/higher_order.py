@@ -47,11 +47,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from fxbuild import FakePropagationError, SubgraphBuilder
-from symbolic_vm import controls
+from symbolic_vm import controls, pytrees, torch_calls
 from symbolic_vm import operations as ops
 from symbolic_vm.errors import Unsupported
 from symbolic_vm.mapped_calls import control_flow_map
@@ -78,7 +79,8 @@ if TYPE_CHECKING:
 
 __all__ = ["dispatch", "is_higher_order", "register_hook"]
 
-_Handler = Callable[["Interpreter", list[Var], dict[str, Var]], Var]
+# A handler's result: the traced value, or None for "trace the function's own code".
+_Handler = Callable[["Interpreter", list[Var], dict[str, Var]], Var | None]
 
 # checkpoint's own keywords; the rest go to the checkpointed function (non-reentrant only).
 _CHECKPOINT_OPTIONS = frozenset(
@@ -671,11 +673,14 @@ def _rebuild_plan(vm: Interpreter, fn: Var, lifted: list[TensorVar]) -> Rebuild:
     return rebuild
 
 
-def _transform_node(kind: str, options: dict[str, Any], n_lifted: int, rebuild: Rebuild) -> Any:
+def _transform_node(
+    kind: str, options: dict[str, Any], n_lifted: int, rebuild: Rebuild, args_spec: Any
+) -> Any:
     transform = _TRANSFORMS[kind][0]
 
     def run(*tensors: Any) -> Any:
-        return transform(rebuild(tensors[:n_lifted]), **options)(*tensors[n_lifted:])
+        args = pytree.tree_unflatten(list(tensors[n_lifted:]), args_spec)
+        return transform(rebuild(tensors[:n_lifted]), **options)(*args)
 
     run.__name__ = run.__qualname__ = f"torch_func_{kind}"
     return run
@@ -684,15 +689,30 @@ def _transform_node(kind: str, options: dict[str, Any], n_lifted: int, rebuild: 
 def _apply(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var:
     kind_var, options_var, fn, *call_args = args
     assert isinstance(kind_var, ConstVar) and isinstance(options_var, ConstVar)
-    if kwargs or not all(isinstance(a, TensorVar) for a in call_args):
+    # The arguments may be tuples, lists and dicts of tensors (associative_scan's vmap of a
+    # combine function over pairs): the node takes the leaves and rebuilds them.
+    leaves, args_spec = pytrees.flatten(TupleVar(tuple(call_args)))
+    if kwargs or not all(isinstance(a, TensorVar) for a in leaves):
         raise Unsupported(
             f"torch.func.{kind_var.value} called with keyword or non-tensor arguments is not "
             "traced; it runs eagerly"
         )
     lifted: list[TensorVar] = []
     rebuild = _rebuild_plan(vm, fn, lifted)
-    target = _transform_node(kind_var.value, dict(options_var.value), len(lifted), rebuild)
-    return ops.graph_call(vm.out, target, [*lifted, *call_args], {})
+    options = dict(options_var.value)
+    target = _transform_node(kind_var.value, options, len(lifted), rebuild, args_spec)
+    return ops.graph_call(vm.out, target, [*lifted, *leaves], {})
+
+
+def _associative_scan(vm: Interpreter, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
+    """``associative_scan(combine_fn, xs, dim, reverse, combine_mode)``: the ``generic`` mode is
+    Python over ``torch.vmap(combine_fn)`` (transformers' Mamba takes it on CPU under a
+    compiler), traced as its own code; the ``pointwise`` mode compiles a kernel with torch's
+    compiler (CUDA only) and stays a graph break."""
+    mode = kwargs.get("combine_mode", args[4] if len(args) > 4 else ConstVar("pointwise"))
+    if isinstance(mode, ConstVar) and mode.value == "generic":
+        return None
+    raise Unsupported("associative_scan with combine_mode='pointwise' is not traced")
 
 
 def _table() -> dict[int, tuple[object, _Handler]]:
@@ -707,6 +727,7 @@ def _table() -> dict[int, tuple[object, _Handler]]:
         (_TORCH_COND, _cond),
         (_WRAP, _wrap),
         (_MAP, control_flow_map),
+        (torch_calls.ASSOCIATIVE_SCAN, _associative_scan),
         (torch.func.functional_call, _functional_call),
         (getattr(torch.nn.utils.stateless, "functional_call", None), _functional_call),
     ]
@@ -747,7 +768,8 @@ def is_higher_order(fn: object) -> bool:
 
 
 def dispatch(vm: Interpreter, fn: object, args: list[Var], kwargs: dict[str, Var]) -> Var | None:
-    """The traced result of ``fn(*args, **kwargs)`` if ``fn`` is handled here; None if not."""
+    """The traced result of ``fn(*args, **kwargs)`` if ``fn`` is handled here; None if not (or
+    if its own code is to be traced: ``associative_scan``'s generic mode)."""
     entry = _table().get(id(fn))
     if entry is None or entry[0] is not fn:
         return None

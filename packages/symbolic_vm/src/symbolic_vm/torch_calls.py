@@ -77,6 +77,13 @@ MODE_QUERIES: tuple[Any, ...] = tuple(
     )
     if fn is not None
 )
+# torch's associative_scan: the package re-exports the function over its module of the same
+# name. The module's Python functions are traced (not graph nodes): higher_order lets only the
+# generic mode, Python over torch.vmap, reach them.
+_TRACED_TORCH_MODULES = ("torch._higher_order_ops.associative_scan",)
+ASSOCIATIVE_SCAN: Any = getattr(getattr(torch, "_higher_order_ops", None), "associative_scan", None)
+if isinstance(ASSOCIATIVE_SCAN, types.ModuleType):
+    ASSOCIATIVE_SCAN = getattr(ASSOCIATIVE_SCAN, "associative_scan", None)
 _CONSTANT_CONSTRUCTORS: tuple[Any, ...] = (torch.Size, torch.device, torch.finfo, torch.iinfo)
 _UNSUPPORTED: dict[Any, str] = {
     torch.manual_seed: "torch.manual_seed() changes the global RNG state",
@@ -170,6 +177,8 @@ def is_torch_function(value: object) -> bool:
         return getattr(value, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase)
     if isinstance(value, types.FunctionType):
         module = value.__module__ or ""
+        if module in _TRACED_TORCH_MODULES:
+            return False
         # Python functions of torch that are not ops: module code (traced), utilities,
         # grad-mode helpers and parametrizations (a parametrized weight is a property whose
         # getter calls the parametrization modules: weight_norm in wav2vec2 and HuBERT);
