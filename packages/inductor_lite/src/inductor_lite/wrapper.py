@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import dis
+import math
 import os
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -87,6 +88,9 @@ def _arg_expr(a: object, buffers: dict[str, BufferSpec], consts: list[object]) -
     if isinstance(a, list | tuple):
         inner = ", ".join(_arg_expr(x, buffers, consts) for x in a)
         return f"[{inner}]" if isinstance(a, list) else f"({inner},)"
+    if isinstance(a, float) and not math.isfinite(a):
+        # repr gives `nan`/`inf`, which the wrapper would read as (unbound) size symbols
+        return f"float({str(a)!r})"
     if a is None or isinstance(a, bool | int | float | str):
         return repr(a)
     if isinstance(a, sympy.Expr):
