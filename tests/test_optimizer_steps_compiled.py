@@ -11,6 +11,7 @@ files were never compiled (``compile(opt.step)`` gave 0 graphs; torch: 1 or 2)."
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -109,3 +110,108 @@ def test_compiled_optimizer_step_matches_eager_and_torch_graph_count(
 def test_compiled_optimizer_step_with_a_scheduler_keeps_real_state(kind: str, style: str) -> None:
     """The scheduler wraps ``opt.step``; its state init ran on fake tensors (KeyError next step)."""
     assert _steps(compile_api.compile, kind, False, style, scheduler=True) >= 1
+
+
+# What the parameter update compiles to: the step's own ops are in a graph (before, the loop
+# over ``opt.state[p]`` broke the graph and ran eagerly, the foreach update with it).
+_UPDATE_OPS = {"sgd": ("add_",), "adam": ("addcdiv_",), "adamw": ("addcdiv_",)}
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_the_update_and_the_state_reads_are_traced_into_one_graph(kind: str, foreach: bool) -> None:
+    counter = GraphCounter()
+    run, ref = _Run(kind, foreach, False), _Run(kind, foreach, False)
+    compiled = compile_api.compile(run.opt.step, backend=counter)
+    explained = None
+    x = torch.randn(8, 4)
+    for i in range(3):
+        run.backward(x)
+        if i == 2:
+            explained = compile_api.explain(run.opt.step)()
+        else:
+            compiled()
+        ref.backward(x)
+        ref.opt.step()
+    for p, q in zip(run.model.parameters(), ref.model.parameters(), strict=True):
+        torch.testing.assert_close(p, q)
+    assert any(op in gm.code for gm in counter.graphs for op in _UPDATE_OPS[kind])
+    # torch's _use_grad calls torch._dynamo.graph_break() around the step: that one break only
+    assert explained is not None and explained.graph_break_count <= 1
+    # the trace reads the groups as capturable (as torch.compile's does); the real ones stay
+    assert all(g.get("capturable") is not True for g in run.opt.param_groups)
+
+
+def test_a_parameter_whose_grad_goes_none_recompiles_and_is_skipped_like_eager() -> None:
+    counter = GraphCounter()
+    run, ref = _Run("adam", True, False), _Run("adam", True, False)
+    compiled = compile_api.compile(run.opt.step, backend=counter)
+    x = torch.randn(8, 4)
+    for i in range(4):
+        for r in (run, ref):
+            r.backward(x)
+            if i >= 2:
+                r.model[0].bias.grad = None
+        compiled()
+        ref.opt.step()
+        for p, q in zip(run.model.parameters(), ref.model.parameters(), strict=True):
+            torch.testing.assert_close(p, q)
+    assert counter.count == 2
+
+
+def test_loaded_optimizer_state_is_read_at_call_time() -> None:
+    """The state tensors are graph inputs read from ``opt.state[p][name]`` on each call: a
+    ``load_state_dict`` (new tensors) is what the next compiled step updates."""
+    run, ref = _Run("adam", False, False), _Run("adam", False, False)
+    compiled = compile_api.compile(run.opt.step, backend=GraphCounter())
+    x = torch.randn(8, 4)
+    for i in range(4):
+        run.backward(x)
+        compiled()
+        ref.backward(x)
+        ref.opt.step()
+        if i == 1:
+            saved = ref.opt.state_dict()
+            run.opt.load_state_dict(copy.deepcopy(saved))  # new tensors, not ref's own
+            ref.opt.load_state_dict(copy.deepcopy(saved))
+    for a, b in zip(run.state_tensors(), ref.state_tensors(), strict=True):
+        torch.testing.assert_close(a, b)
+    for p, q in zip(run.model.parameters(), ref.model.parameters(), strict=True):
+        torch.testing.assert_close(p, q)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_a_tensor_lr_under_a_scheduler_compiles_once_as_torch(kind: str) -> None:
+    """torch's advice against a recompile per learning rate: ``lr=torch.tensor(...)`` (the
+    scheduler then fills it in place). One graph over 6 lr values, as torch.compile (SGD: two,
+    its momentum buffers are made by the first step)."""
+
+    def count(compile_fn: Callable[..., Any]) -> int:
+        counter = GraphCounter()
+        made = []
+        for _ in range(2):
+            torch.manual_seed(0)
+            model = torch.nn.Linear(4, 3)
+            opt = OPTIMIZERS[kind](model.parameters(), False)
+            for group in opt.param_groups:
+                group["lr"] = torch.tensor(group["lr"])
+            made.append((model, opt, torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)))
+        (model, opt, sched), (ref_model, ref_opt, ref_sched) = made
+        compiled = compile_fn(opt.step, backend=counter)
+        x = torch.randn(8, 4)
+        for _ in range(6):
+            for m, o in ((model, opt), (ref_model, ref_opt)):
+                o.zero_grad()
+                m(x).square().sum().backward()
+            compiled()
+            ref_opt.step()
+            sched.step()
+            ref_sched.step()
+            for p, q in zip(model.parameters(), ref_model.parameters(), strict=True):
+                torch.testing.assert_close(p, q)
+        return counter.count
+
+    graphs = count(compile_api.compile)
+    assert graphs == (2 if kind == "sgd" else 1)
+    if TORCH_2_13:
+        assert graphs == count(torch.compile)

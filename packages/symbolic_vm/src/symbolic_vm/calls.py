@@ -28,6 +28,7 @@ from symbolic_vm import (
     nonstrict_args,
     numpy_scalars,  # noqa: F401  (registers NumPy's scalar folds)
     object_model,
+    optimizer_state,
     pytrees,  # noqa: F401  (registers torch.utils._pytree's flatten/unflatten/map)
     runtime_checks,
     slot_calls,
@@ -401,6 +402,9 @@ def _call_function(
     # mypy reads a FunctionType attribute through an instance as a bound method.
     func = cast(types.FunctionType, fn.fn)  # type: ignore[redundant-cast]
     out = vm.out
+    handled = optimizer_state.init_group(vm, func, args, kwargs)  # before torch's disable mark
+    if handled is not None:
+        return handled
     if controls.torch_nonstrict(func):
         out.depend(fn)
         return _opaque_call(vm, func, args, kwargs)

@@ -178,6 +178,8 @@ class GraphInputs(GuardRequests):
             dbox = DictBox({})
             var = self._known_early(value, DictVar(dbox, source=source))
             dbox.items.update((k, self.wrap(v, _item(source, k))) for k, v in value.items())
+            if "capturable" in value and self._is_optimizer_group(source):
+                dbox.items["capturable"] = ConstVar(True)
             return var
         if type(value) is set and all(is_guarded_set_element(v) for v in value):
             # A private copy: the trace changes it, the replay writes the difference back.
@@ -208,6 +210,22 @@ class GraphInputs(GuardRequests):
                 source=source,
             )
         return ObjectVar(value, source=source)
+
+    def _is_optimizer_group(self, source: Source | None) -> bool:
+        """Whether ``source`` is ``opt.param_groups[i]`` of a torch optimizer.
+
+        The trace reads such a group's ``capturable`` as True, as torch.compile's does: the
+        optimizer's capturable branches keep step counts and bias corrections as tensors, where
+        the others call ``.item()`` or pass a stacked tensor of scalars to a foreach op (no fake
+        kernel: the foreach step could not be traced). The real group is not changed.
+        """
+        if not isinstance(source, ItemSource):
+            return False
+        groups = source.base_source
+        if not (isinstance(groups, AttrSource) and groups.member == "param_groups"):
+            return False
+        holder = self._by_source.get(groups.base_source)
+        return isinstance(holder, ObjectVar) and isinstance(holder.value, torch.optim.Optimizer)
 
     def _known_early(self, value: object, var: Var) -> Var:
         """Track a list/dict from the frame before its items are wrapped: one that holds itself

@@ -33,7 +33,14 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from symbolic_vm import attributes, eager_errors, object_attrs, sets, slot_calls
+from symbolic_vm import (
+    attributes,
+    eager_errors,
+    object_attrs,
+    optimizer_state,
+    sets,
+    slot_calls,
+)
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup
 from symbolic_vm.errors import Unsupported, throw
@@ -71,6 +78,9 @@ if TYPE_CHECKING:
 
 def getitem(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``obj[key]``."""
+    found = optimizer_state.tensor_keyed_item(vm, obj, key)
+    if found is not None:
+        return found
     tracker = tracker_of(obj)
     found = tracker.getitem(vm, obj, key) if tracker is not None else None
     if found is not None:
