@@ -137,3 +137,22 @@ def test_a_matmul_result_read_only_inside_the_graph_is_written_into_a_kept_buffe
             out = c(x)
         torch.testing.assert_close(out, fn(x), atol=1e-4, rtol=1e-4)
         assert not _shares_kept_memory(c, out)
+
+
+def test_views_of_kept_buffers_handed_to_aten_are_made_once(check: Any) -> None:
+    w = torch.randn(16, 8)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        # sin(x) is a kept (4, 4, 16) buffer; the matmuls read it as (16, 16) and transposed
+        a = torch.sin(x).reshape(16, 16)
+        return torch.relu(a @ w).sum() + (a.t() @ a).cos().sum()
+
+    c = check(fn, [torch.randn(4, 4, 16)], atol=1e-4, rtol=1e-4)
+    assert "_kview" in c.wrapper_source
+    views = [t for name, t in c.run.__globals__.items() if name.startswith("_kview")]
+    assert views and all(_shares_kept_memory(c, v) for v in views)
+    for _ in range(2):  # later calls read the views of the kept memory they refill
+        x = torch.randn(4, 4, 16)
+        with torch.no_grad():
+            out = c(x)
+        torch.testing.assert_close(out, fn(x), atol=1e-4, rtol=1e-4)

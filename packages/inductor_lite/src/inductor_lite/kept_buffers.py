@@ -15,12 +15,13 @@ wrapper holds a non-blocking lock for its whole call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 
 from .ir import BufferSpec
+from .symbolic import Size
 
 __all__ = ["KeptBuffers", "guarded_source"]
 
@@ -48,6 +49,8 @@ class KeptBuffers:
         self.ptrs: dict[str, str] = {}  # buffer name -> global holding its data pointer
         # dead kept buffers by pool key: taken only by buffers that are kept too
         self.pool: dict[tuple[object, ...], list[str]] = {}
+        # (buffer, sizes, strides, offset) -> the global holding that view of a kept buffer
+        self.views: dict[tuple[object, ...], str] = {}
 
     def eligible(self, spec: BufferSpec) -> bool:
         """May ``spec`` live in memory kept between calls?"""
@@ -80,6 +83,20 @@ class KeptBuffers:
         self.ns[f"_pkeep{k}"] = t.data_ptr()
         self.ptrs[spec.name] = f"_pkeep{k}"
         return f"_keep{k}"
+
+    def view(
+        self, name: str, sizes: Sequence[Size], strides: Sequence[Size], offset: Size
+    ) -> str | None:
+        """The global holding a view of kept buffer ``name`` (static layout), made once; None
+        for a buffer that is not kept."""
+        base = self.tensors.get(name)
+        if base is None or not all(type(s) is int for s in (*sizes, *strides, offset)):
+            return None
+        key = (name, tuple(sizes), tuple(strides), offset)
+        if key not in self.views:
+            self.views[key] = glob = f"_kview{len(self.views)}"
+            self.ns[glob] = base.as_strided(sizes, strides, base.storage_offset() + int(offset))
+        return self.views[key]
 
     def ptr(self, name: str) -> str:
         """The data pointer argument of buffer ``name`` in a kernel call."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import builtins
 import ctypes
 import dis
-import math
 import os
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -24,7 +23,6 @@ from .ir import (
     LoweredGraph,
     PointwiseNode,
     ReductionNode,
-    TensorRef,
     VLoad,
     affine,
     contiguous_strides,
@@ -44,59 +42,15 @@ from .scheduler import (
     reads_within_row,
 )
 from .symbolic import Size, pyexpr, pysizes
+from .wrapper_args import arg_expr as _arg_expr
+from .wrapper_args import as_view as _as_view
+from .wrapper_args import ref_expr as _ref_expr
+from .wrapper_args import restride as _restride
 
 __all__ = ["build_input_check", "build_wrapper", "ctypes_kernels", "kernel_local_buffers"]
 
 
 _WRAPPER_FILENAME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<generated wrapper>")
-
-
-def _as_view(
-    t: torch.Tensor, sizes: Sequence[Size], strides: Sequence[Size], offset: Size
-) -> torch.Tensor:
-    return t.as_strided(sizes, strides, t.storage_offset() + offset)
-
-
-def _restride(t: torch.Tensor, sizes: Sequence[Size], strides: Sequence[Size]) -> torch.Tensor:
-    """``t`` laid out with the strides the kernels were generated for.
-
-    A dim of one element addresses nothing beyond its first, whatever its stride: an aten
-    result differing only there (a 1x1 convolution's (1, C, 1, 1) output, strides (C, 1, 1, 1)
-    where its meta said (C, 1, C, C)) is already that layout, and is not copied."""
-    got = t.stride()
-    if got == tuple(strides) or t.numel() <= 1:
-        return t
-    if all(n == 1 or a == b for n, a, b in zip(t.shape, got, strides, strict=True)):
-        return t
-    out = torch.empty_strided(sizes, strides, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
-
-
-def _ref_expr(ref: TensorRef, buffers: dict[str, BufferSpec]) -> str:
-    spec = buffers[ref.buf]
-    if ref.offset == 0 and ref.sizes == spec.sizes and ref.strides == spec.strides:
-        return ref.buf
-    return (
-        f"_as_view({ref.buf}, {pysizes(ref.sizes)}, {pysizes(ref.strides)}, {pyexpr(ref.offset)})"
-    )
-
-
-def _arg_expr(a: object, buffers: dict[str, BufferSpec], consts: list[object]) -> str:
-    if isinstance(a, TensorRef):
-        return _ref_expr(a, buffers)
-    if isinstance(a, list | tuple):
-        inner = ", ".join(_arg_expr(x, buffers, consts) for x in a)
-        return f"[{inner}]" if isinstance(a, list) else f"({inner},)"
-    if isinstance(a, float) and not math.isfinite(a):
-        # repr gives `nan`/`inf`, which the wrapper would read as (unbound) size symbols
-        return f"float({str(a)!r})"
-    if a is None or isinstance(a, bool | int | float | str):
-        return repr(a)
-    if isinstance(a, sympy.Expr):
-        return pyexpr(a)
-    consts.append(a)
-    return f"_c{len(consts) - 1}"
 
 
 def _reads(item: ScheduleItem) -> set[str]:
@@ -356,7 +310,7 @@ def build_wrapper(
                     out_buf = kept.keep(spec0, old)
                 elif free:
                     out_buf = take(free, spec0)
-            lines.extend(_fallback_lines(k, item, buffers, consts, ns, out_buf))
+            lines.extend(_fallback_lines(k, item, buffers, consts, ns, out_buf, kept))
             fresh = [s.name for s in item.outputs if s is not None]
             allocated.update(fresh)
             drops.extend(n for n in fresh if n not in last_use and n in internal)
@@ -576,13 +530,14 @@ def _fallback_lines(  # noqa: PLR0917
     consts: list[object],
     ns: dict[str, object],
     out_buf: str | None = None,
+    kept: KeptBuffers | None = None,
 ) -> list[str]:
     target = node.target if out_buf is None else _OUT_VARIANTS[node.target]
     # an OpOverload's __call__ is one Python frame around its C++ handle ``_op``: bound
     # directly, ~1 us less per aten call (58 per call of mobilenet_v3_small)
     ns[f"_fb{k}"] = target._op if isinstance(target, torch._ops.OpOverload) else target
-    args = ", ".join(_arg_expr(a, buffers, consts) for a in node.args)
-    kwargs = ", ".join(f"{n}={_arg_expr(v, buffers, consts)}" for n, v in node.kwargs)
+    args = ", ".join(_arg_expr(a, buffers, consts, kept) for a in node.args)
+    kwargs = ", ".join(f"{n}={_arg_expr(v, buffers, consts, kept)}" for n, v in node.kwargs)
     if out_buf is not None:
         kwargs = ", ".join(x for x in (kwargs, f"out={out_buf}") if x)
     call = f"_fb{k}({args}{', ' if args and kwargs else ''}{kwargs})"
@@ -611,7 +566,9 @@ def _fallback_lines(  # noqa: PLR0917
         spec = node.outputs[0]
         assert spec is not None
         sizes, strides = pysizes(spec.sizes), pysizes(spec.strides)
-        lines.append(f"    {spec.name} = _restride({call}, {sizes}, {strides})")
+        # an ``out=`` call returns ``out``, made with the result's layout
+        done = call if out_buf is not None else f"_restride({call}, {sizes}, {strides})"
+        lines.append(f"    {spec.name} = {done}")
         if node.binds:
             lines.append(f"    del _r{k}")
     return lines
