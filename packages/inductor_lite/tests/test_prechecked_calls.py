@@ -120,3 +120,13 @@ def test_an_input_in_another_dense_layout_is_copied_into_the_compiled_one() -> N
     for a in (half, torch.randn(32, 64), torch.randn(64, 32).t()):
         torch.testing.assert_close(cg(a), _scaled(a))
     assert cg.eager_calls == 0
+
+
+def test_a_tensor_on_another_device_fails_the_check_of_a_cpu_graph() -> None:
+    cg = _compiled_alone()
+    x, w = torch.randn(8, 16), torch.randn(8, 16)
+    assert cg.input_check is not None
+    assert cg.input_check([x, w])
+    # same dtype, sizes and strides, not on the CPU: the kernels must not read it
+    assert not cg.input_check([x.to("meta"), w])
+    assert not cg.input_check([x, w.to("meta")])
