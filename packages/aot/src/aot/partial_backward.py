@@ -234,3 +234,20 @@ def shapes_of(values: Sequence[Any]) -> list[Any]:
     return [
         (v.shape, v.stride(), v.dtype) if isinstance(v, torch.Tensor) else v for v in values
     ]
+
+
+def static_shapes(bw_gm: torch.fx.GraphModule, num_saved: int) -> list[Any] | None:
+    """``shapes_of`` the saved values, read once from the graph's metadata when every saved
+    value is a tensor of static sizes (the same on every call): a backward through some of the
+    outputs (every step of a ``loss, logits`` model) then reads no shape per call (~1 us per
+    saved tensor, ~80 of them in a small transformer). None otherwise."""
+    placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"][:num_saved]
+    out = []
+    for p in placeholders:
+        val = p.meta.get("val")
+        if not isinstance(val, torch.Tensor) or not all(
+            type(s) is int for s in (*val.shape, *val.stride())
+        ):
+            return None
+        out.append((val.shape, val.stride(), val.dtype))
+    return out

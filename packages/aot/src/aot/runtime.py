@@ -230,6 +230,7 @@ def _partial_backward(
     placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
     num_saved = len(placeholders) - len(diff)
     readers = partial_backward.saved_readers(bw_gm, num_saved)
+    static_shapes = partial_backward.static_shapes(bw_gm, num_saved)
 
     def backward(ctx: Any, grad_outputs: Sequence[Any]) -> tuple[Any, ...]:
         tangents = [grad_outputs[k] for k in diff]
@@ -242,7 +243,7 @@ def _partial_backward(
         freed: frozenset[torch.fx.Node] = getattr(ctx, "freed", frozenset())
         frees = not _keeps_graph()
         if frees:
-            ctx.freed = freed | the_plan.live_set
+            ctx.freed = freed | the_plan.live_set if freed else the_plan.live_set
         device = next(g.device for g in tangents if g is not None)
         try:
             saved = _saved_values(ctx)
@@ -271,7 +272,9 @@ def _partial_backward(
                         i for i in range(num_saved) if readers[i] - the_plan.live_set
                     )
                 kept = first_kept[absent]
-            ctx.saved_shapes = partial_backward.shapes_of(saved)
+            ctx.saved_shapes = (
+                static_shapes if static_shapes is not None else partial_backward.shapes_of(saved)
+            )
             ctx.stash = {
                 i: (saved[i].detach() if isinstance(saved[i], torch.Tensor) else saved[i])
                 for i in kept
