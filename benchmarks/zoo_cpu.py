@@ -15,7 +15,11 @@ against eager, relative to that tensor's largest value; for ``train`` also again
 float64 (eager's own error beside it), which is what "gradients within torch inductor's error"
 compares.
 
-    python benchmarks/zoo_cpu.py --only resnet18,gpt2 [--modes infer,train] [--reps 9]
+    python benchmarks/zoo_cpu.py --only resnet18,gpt2 [--modes infer,train] [--reps 9] [--threads 2]
+
+Both compilers generate kernels for the thread count in force when they compile
+(``torch.set_num_threads``), so each ``--threads`` is its own process; the "load" column is
+the 1-minute load average when the case started (the machine is shared).
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
 
     torch.compiler.reset()
     compile_api.reset()
-    row: dict[str, Any] = {"case": case.name}
+    row: dict[str, Any] = {"case": case.name, "load": os.getloadavg()[0]}
     steps: dict[str, Callable[[], list[torch.Tensor]]] = {}
     results: dict[str, list[torch.Tensor]] = {}
     for who, fn in _compilers().items():
@@ -159,16 +163,17 @@ def main(argv: list[str] | None = None) -> int:
         print(_warm_up(), file=sys.stderr, flush=True)
     modes = set(args.modes.split(","))
     print(
-        "| case | eager ms | Strata x | torch x | compile s Strata / torch "
+        "| case | threads | load | eager ms | Strata x | torch x | compile s Strata / torch "
         "| err vs eager Strata / torch | grad err vs float64 eager / Strata / torch | note |"
     )
-    print("|" + "---|" * 8)
+    print("|" + "---|" * 10)
     for case in iter_cases([n for n in args.only.split(",") if n] or None):
         if case.mode not in modes:
             continue
         r = measure(case, args.reps)
         print(
-            f"| {r['case']} | {_cell(r, 'eager_ms', '.2f')} | {_cell(r, 'strata_x', '.2f')} "
+            f"| {r['case']} | {args.threads} | {r['load']:.1f} "
+            f"| {_cell(r, 'eager_ms', '.2f')} | {_cell(r, 'strata_x', '.2f')} "
             f"| {_cell(r, 'torch_x', '.2f')} "
             f"| {_cell(r, 'strata_compile_s', '.1f')} / {_cell(r, 'torch_compile_s', '.1f')} "
             f"| {_cell(r, 'strata_err', '.1e')} / {_cell(r, 'torch_err', '.1e')} "
