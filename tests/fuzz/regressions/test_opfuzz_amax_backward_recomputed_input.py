@@ -4,13 +4,12 @@
 recomputes it inside the ``amax`` reduction of another; with glibc's vector ``sinf`` in one loop
 and the scalar one in the other, the two differ by an ulp, so ``eq(v0, amax)`` (amax's backward
 mask) finds no maximum in a column, divides by a count of 0 and gives NaN gradients
-(``vector_libm=False`` gives eager's). torch.compile gives eager's gradients.
+(``vector_libm=False`` gives eager's). torch.compile gives eager's gradients. Fixed: a graph
+output's other readers read its store (graph_lowering._maybe_realize).
 """
 
 # ruff: noqa: E501
 from __future__ import annotations
-
-import pytest
 
 from tests.fuzz.op_runner import check_op_source
 
@@ -29,9 +28,6 @@ def fn(a0, a1):
 """
 
 
-@pytest.mark.xfail(
-    strict=True, reason="amax backward: a recomputed input differs from the stored one by an ulp"
-)
 def test_amax_backward_recomputed_input_compiled_matches_eager() -> None:
     failure = check_op_source(SOURCE)
     assert failure is None, str(failure)

@@ -470,6 +470,15 @@ class GraphLowering:
         """Store a lazy value read by several consumers when recomputing it is not cheap."""
         if not isinstance(result, TensorValue) or result.ref is not None:
             return result
+        if len(node.users) > 1 and any(u.op == "output" for u in node.users):
+            # a graph output is stored anyway: its other readers read that store instead of
+            # recomputing the value. Recomputed, it can differ from the stored one by an ulp
+            # (libm's vector sinf in one loop, the scalar one in another), and a backward
+            # that compares the two (amax's and max's gradient mask, eq(x, amax(x))) then
+            # finds no maximum and divides by zero
+            meta = node.meta.get("val")
+            if isinstance(meta, torch.Tensor) and not is_view_op(node):
+                return self.realize(result, tuple(to_size(x) for x in meta.stride()))
         if self._for_cpp() and self._small_and_broadcast(node, result):
             return self.realize(result)
         if self._for_cpp() and (layout := pool_layout(node, result, self.buffers)) is not None:
