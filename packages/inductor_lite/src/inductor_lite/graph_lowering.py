@@ -76,6 +76,11 @@ def _broadcast_by_a_reader(node: torch.fx.Node, result: TensorValue) -> bool:
     )
 
 
+# aten ops whose CPU kernels assume the contiguous layout their composite op made (they fail,
+# or read garbage, given another): group_norm's `X.is_contiguous(memory_format)` check
+_LAYOUT_STRICT = frozenset({torch.ops.aten.native_group_norm.default})
+
+
 class GraphLowering:
     """Walks an aten graph once, building buffers and loop-IR nodes in program order."""
 
@@ -409,7 +414,38 @@ class GraphLowering:
             sym = symbolic_value(val)
             if sym is not None:
                 return sym
-        return self.fallback(node, target, args, kwargs)
+        return self.fallback(node, target, self._traced_layouts(node, args), kwargs)
+
+    def _traced_layouts(self, node: torch.fx.Node, args: Sequence[object]) -> list[object]:
+        """Arguments for an aten call, each in the layout the graph traced for it.
+
+        A clone we elide (``clone`` is the identity here) can leave an argument in another
+        layout than the graph's: ``group_norm`` clones a stride-0 expanded weight to
+        contiguous before ``native_group_norm``, whose CPU kernel reads it as contiguous
+        (garbage for channels past the first, found by the op fuzzer). Where the traced
+        layout is dense and the value's strides differ in a dim of size > 1, copy it: always
+        for ops whose CPU kernels require the layout the graph gave them, elsewhere only for a
+        value that is not dense itself (aten takes a dense transposed view as it is: ``bmm``
+        is handed one on purpose).
+        """
+        strict = node.target in _LAYOUT_STRICT
+        out = list(args)
+        for k, (arg, value) in enumerate(zip(node.args, args, strict=True)):
+            meta = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+            if not isinstance(value, TensorValue) or not isinstance(meta, torch.Tensor):
+                continue
+            ref = value.ref
+            strides = tuple(to_size(x) for x in meta.stride())
+            if ref is None or len(strides) != len(ref.sizes) or not is_dense(ref.sizes, strides):
+                continue
+            if not strict and is_dense(ref.sizes, ref.strides):
+                continue
+            if any(
+                not same(size, 1) and not same(have, want)
+                for size, have, want in zip(ref.sizes, ref.strides, strides, strict=True)
+            ):
+                out[k] = self.realize(value, strides)
+        return out
 
     def _input_write(self, node: torch.fx.Node, args: Sequence[object]) -> object:
         """``copy_(input, value)`` at the end of the graph (aot's kept input mutations).

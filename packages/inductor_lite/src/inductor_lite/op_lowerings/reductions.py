@@ -226,7 +226,11 @@ def _var(  # noqa: PLR0917
         return op(Op.TRUEDIV, dt, m2, denom)
 
     def mean_at(idx: Sequence[Any]) -> VExpr:
-        return op(Op.ADD, dt, m_load(idx), op(Op.TRUEDIV, dt, s1_load(idx), nn))
+        # an infinite first-pass mean is the mean (the correction would be inf - inf = NaN:
+        # batch norm's running mean of a channel holding -inf, found by the op fuzzer)
+        m = m_load(idx)
+        finite = op(Op.LT, torch.bool, op(Op.ABS, dt, m), c(math.inf, dt))
+        return op(Op.WHERE, dt, finite, op(Op.ADD, dt, m, op(Op.TRUEDIV, dt, s1_load(idx), nn)), m)
 
     var = TensorValue(s1.sizes, dt, var_at)
     mean = TensorValue(s1.sizes, dt, mean_at)
