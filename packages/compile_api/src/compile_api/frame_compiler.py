@@ -367,10 +367,10 @@ def _dynamic_ints(
                     value = source.resolve(f_locals, frame.f_globals)
                 except Exception:  # the source no longer resolves: nothing to compare
                     continue
-                if type(value) is int and value != old and source not in auto:
+                if type(value) in (int, float) and value != old and source not in auto:
                     auto.add(source)
                     channel("dynamic").debug(
-                        "%s: %s changed from %d to %d; recompiling it as a SymInt",
+                        "%s: %s changed from %r to %r; recompiling it as a symbol",
                         _where(code),
                         source.name(),
                         old,
@@ -730,7 +730,7 @@ def compile_frame(frame: types.FrameType, cache_size: int, ctx: CompileContext) 
         state.int_values.setdefault((code, ctx.token), []).extend(
             (guard.source, guard.value)
             for guard in check.guards
-            if isinstance(guard, guards.ConstantMatch) and type(guard.value) is int
+            if isinstance(guard, guards.ConstantMatch) and type(guard.value) in (int, float)
         )
     observe.entry_compiled(check.check, record, f_locals)
     _finish(record, ctx)

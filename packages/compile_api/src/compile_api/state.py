@@ -64,9 +64,9 @@ class State:
     )
     # (code object, context token) -> {source: dims made dynamic by automatic dynamic}
     auto_dynamic: dict[CodeKey, dict[Any, frozenset[int]]] = attrs.field(factory=dict)
-    # (code object, context token) -> (source, value) of every int its entries' CONSTANT_MATCH
-    # guards checked, and the int sources automatic dynamic made SymInts
-    int_values: dict[CodeKey, list[tuple[Any, int]]] = attrs.field(factory=dict)
+    # (code object, context token) -> (source, value) of every int or float its CONSTANT_MATCH
+    # guards checked, and the sources automatic dynamic made symbols (floats: optimizer lrs)
+    int_values: dict[CodeKey, list[tuple[Any, object]]] = attrs.field(factory=dict)
     auto_dynamic_ints: dict[CodeKey, set[Any]] = attrs.field(factory=dict)
     # (globals dict, name) pairs this process installed, removed by reset()
     installed: list[tuple[dict[str, Any], str]] = attrs.field(factory=list)

@@ -123,7 +123,8 @@ class GraphBuilder:
         torch.compile does for module parameters and buffers. An int becomes a SymInt when
         ``symbolic`` (default: the builder's ``dynamic``): a fresh symbol of its own (never
         shared with an equal size), any sign, 0 and 1 included (the caller decides which ints
-        to keep constant). Any other value is kept as its own example.
+        to keep constant); a float becomes a SymFloat the same way. Any other value is kept as
+        its own example.
         """
         self._check_open()
         # Placeholders stay first even when added after other nodes (lifted parameters).
@@ -168,6 +169,11 @@ class GraphBuilder:
                 example, source, dynamic_dim=DimDynamic.DYNAMIC
             )
             return self.shape_env.create_symintnode(symbol, hint=example, source=source)
+        if symbolic and type(example) is float:  # a SymFloat (an optimizer's changing lr)
+            symbol = self.shape_env.create_unspecified_symbol(
+                example, source, dynamic_dim=DimDynamic.DYNAMIC
+            )
+            return self.shape_env.create_symfloatnode(symbol, hint=example, source=source)
         return example
 
     # -- operations -------------------------------------------------------------------------

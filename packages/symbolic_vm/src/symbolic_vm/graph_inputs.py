@@ -9,7 +9,7 @@ import re
 import types
 import weakref
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import sympy
 import torch
@@ -107,7 +107,7 @@ class GraphInputs(GuardRequests):
         self._faked_symbols: dict[int, set[Any]] = {}
         # Every graph input in creation order: tensors and SymInt ints (dynamic_ints).
         self._inputs: list[TensorVar | SymVar] = []
-        self._int_inputs: dict[int, int] = {}  # id(placeholder node) -> the real int
+        self._int_inputs: dict[int, float] = {}  # id(placeholder node) -> the real int/float
         # id(placeholder node) -> its symbol, recorded now: specialising (int(n), range(n))
         # later replaces the SymInt's expression by the number.
         self._int_symbols: dict[int, Any] = {}
@@ -187,6 +187,8 @@ class GraphInputs(GuardRequests):
             return SetVar(SetBox(set(value), original=original), source=source)
         if isinstance(value, int) and source is not None and self._is_dynamic_int(value, source):
             return self._wrap_int(value, source)
+        if type(value) is float and self._is_dynamic_option(source):
+            return self._wrap_int(value, source)
         if is_constant_value(value):
             return ConstVar(value, source=source)
         if isinstance(value, torch.nn.Module):
@@ -210,6 +212,16 @@ class GraphInputs(GuardRequests):
                 source=source,
             )
         return ObjectVar(value, source=source)
+
+    def _is_dynamic_option(self, source: Source | None) -> TypeGuard[Source]:
+        """A float option of an optimizer's param group (its ``lr``, which a scheduler changes)
+        that changed since an earlier compile: a SymFloat input, as torch.compile makes it,
+        not one recompile per value. Other floats stay constants."""
+        return (
+            isinstance(source, ItemSource)
+            and source in self.config.dynamic_ints
+            and self._is_optimizer_group(source.base_source)
+        )
 
     def _is_optimizer_group(self, source: Source | None) -> bool:
         """Whether ``source`` is ``opt.param_groups[i]`` of a torch optimizer.
@@ -331,7 +343,7 @@ class GraphInputs(GuardRequests):
         ints: frozenset[object] = self.config.dynamic_ints
         return self.config.dynamic is True or source in ints or source.name() in ints
 
-    def _wrap_int(self, value: int, source: Source) -> SymVar:
+    def _wrap_int(self, value: float, source: Source) -> SymVar:
         node = self.builder.placeholder(_placeholder_name(source), value, symbolic=True)
         node.meta["source"] = source
         example = node.meta["example_value"]
