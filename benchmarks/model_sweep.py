@@ -7,7 +7,8 @@ under ``compile_api.compile`` (``--backend``, default aot_eager) and under ``tor
 model: Strata's graphs/breaks beside torch's, whether Strata's result matches eager, and the
 first break reason. ``--json FILE`` appends the rows to FILE (run the sweep in chunks, then
 ``--report FILE`` prints the Markdown table of every row kept there). ``--mode train`` runs
-the language models' forward with labels and the loss's backward instead, comparing gradients.
+the language models' forward with labels and the loss's backward instead, comparing gradients;
+``--mode dynamic`` calls the model at two sequence lengths (or batches) under ``dynamic=True``.
 ``--mode generate_hf`` / ``generate_static`` runs transformers' ``model.generate`` (greedy, 8 new
 tokens; the default cache / a StaticCache) with ``model.forward`` compiled, on the causal LMs
 (``GENERATE`` by default; zoo models may be named too), comparing the tokens and every step's
@@ -209,7 +210,62 @@ def _zoo_build(name: str, **config: Any) -> Callable[[], Built]:
     return build
 
 
+def _retyped(base: Callable[[], Built], *, bf16: bool = False, batch1: bool = False,
+             cache: bool = False) -> Callable[[], Built]:
+    """A model built another way: bf16 weights, batch 1, or a ``DynamicCache`` passed in with
+    ``use_cache=True`` (a fresh one per call, as a caller starting a generation does)."""
+
+    def build() -> Built:
+        built = base()
+        if bf16:
+            built.model.to(torch.bfloat16)
+        for kwargs in (built.kwargs, built.kwargs2, built.labels, built.labels2):
+            if batch1:
+                kwargs.update({k: v[:1] for k, v in kwargs.items()})
+        if cache:
+            t = import_transformers()
+            for kwargs in (built.kwargs, built.kwargs2):
+                kwargs.update(past_key_values=t.DynamicCache(config=built.model.config),
+                              use_cache=True)
+        return built
+
+    return build
+
+
+def _whisper() -> Built:
+    """The whole Whisper (encoder and decoder, ``decoder_input_ids``); the batch varies."""
+    t = import_transformers()
+    config = t.WhisperConfig(
+        vocab_size=VOCAB, num_mel_bins=16, d_model=32, encoder_layers=2,
+        encoder_attention_heads=2, decoder_layers=2, decoder_attention_heads=2,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
+        max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        decoder_start_token_id=1, **NO_DROPOUT)
+    model = _seeded(lambda: t.WhisperForConditionalGeneration(config))
+    feats = torch.randn(BATCH, 16, 32, generator=_generator(1))
+    feats2 = torch.randn(BATCH + 1, 16, 32, generator=_generator(2))
+    dec, dec2 = _tokens(BATCH, 4, 2), _tokens(BATCH + 1, 6, 3)
+    return Built(model, {"input_features": feats, "decoder_input_ids": dec},
+                 {"input_features": feats2, "decoder_input_ids": dec2},
+                 {"labels": dec.clone()}, {"labels": dec2.clone()})  # fmt: skip
+
+
+def _siglip() -> Built:
+    """SigLIP's text and vision towers with its sigmoid contrastive loss."""
+    t = import_transformers()
+    text = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": 16}
+    vision = {"image_size": 32, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64,
+              "num_hidden_layers": 2, "num_attention_heads": 2}  # fmt: skip
+    model = _seeded(lambda: t.SiglipModel(t.SiglipConfig(text_config=text, vision_config=vision)))
+    ids, ids2 = _tokens(BATCH, SEQ), _tokens(BATCH, SEQ2, 1)
+    return Built(model, {"input_ids": ids, "pixel_values": _images(BATCH)},
+                 {"input_ids": ids2, "pixel_values": _images(BATCH, 1)},
+                 {"return_loss": True}, {"return_loss": True})  # fmt: skip
+
+
 CLASSES_SEG = 5  # segmentation classes (tv_deeplabv3)
+KV2 = {"num_key_value_heads": 2}
 
 WAV2VEC = {
     "vocab_size": 32, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -278,6 +334,27 @@ SWEEP: dict[str, ZooModel] = {
         ZooModel("mamba", "transformers", _hf(
             "MambaConfig", "MambaForCausalLM", state_size=4, expand=2, conv_kernel=4,
             drop=("num_attention_heads", "intermediate_size", "max_position_embeddings"))),
+        ZooModel("recurrent_gemma", "transformers", _hf(
+            "RecurrentGemmaConfig", "RecurrentGemmaForCausalLM", drop=("max_position_embeddings",),
+            num_key_value_heads=1, lru_width=32, attention_window_size=4,
+            block_types=["recurrent", "attention"])),
+        ZooModel("olmo2", "transformers", _hf("Olmo2Config", "Olmo2ForCausalLM", **KV2)),
+        # Llama's rotary scalings (rope_scaling): linear, dynamic NTK (a data-dependent
+        # frequency update past 8 positions), Llama 3's and YaRN
+        ZooModel("llama_rope_linear", "transformers", _hf(
+            "LlamaConfig", "LlamaForCausalLM", rope_scaling={"rope_type": "linear", "factor": 2.0},
+            **KV2)),
+        ZooModel("llama_rope_dynamic", "transformers", _hf(
+            "LlamaConfig", "LlamaForCausalLM", max_position_embeddings=8,
+            rope_scaling={"rope_type": "dynamic", "factor": 2.0}, **KV2)),
+        ZooModel("llama_rope_llama3", "transformers", _hf(
+            "LlamaConfig", "LlamaForCausalLM", rope_scaling={
+                "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}, **KV2)),
+        ZooModel("llama_rope_yarn", "transformers", _hf(
+            "LlamaConfig", "LlamaForCausalLM", rope_scaling={
+                "rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32},
+            **KV2)),
         # encoders
         ZooModel("xlm_roberta", "transformers", _hf("XLMRobertaConfig", "XLMRobertaForMaskedLM",
                                                     pad_token_id=1)),
@@ -307,7 +384,15 @@ SWEEP: dict[str, ZooModel] = {
                                                  attention_type="original_full")),
         ZooModel("xlm", "transformers", _hf("XLMConfig", "XLMWithLMHeadModel", emb_dim=32,
                                             n_layers=2, n_heads=2)),
+        ZooModel("modernbert", "transformers", _hf(
+            "ModernBertConfig", "ModernBertForMaskedLM", global_attn_every_n_layers=2,
+            local_attention=4, pad_token_id=0, embedding_dropout=0.0, mlp_dropout=0.0)),
+        ZooModel("mpnet", "transformers", _hf("MPNetConfig", "MPNetForMaskedLM")),
+        ZooModel("camembert", "transformers", _hf("CamembertConfig", "CamembertForMaskedLM",
+                                                  pad_token_id=1)),
         # encoder-decoders
+        ZooModel("whisper", "transformers", _whisper),
+        ZooModel("siglip", "transformers", _siglip),
         ZooModel("mbart", "transformers", _hf_seq2seq("MBartConfig",
                                                       "MBartForConditionalGeneration")),
         ZooModel("pegasus", "transformers", _hf_seq2seq("PegasusConfig",
@@ -392,6 +477,27 @@ SWEEP: dict[str, ZooModel] = {
             _hf("GPTBigCodeConfig", "GPTBigCodeForCausalLM", n_inner=64, multi_query=True,
                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager"),
             output_hidden_states=True, output_attentions=True)),
+        # (session 13) tuple outputs, hidden states alone, every output of an encoder, bf16
+        # weights, batch 1, a padded mask on ELECTRA, a DynamicCache passed in
+        ZooModel("phi+tuple_out", "transformers", _variant(
+            _hf("PhiConfig", "PhiForCausalLM", partial_rotary_factor=0.5), return_dict=False)),
+        ZooModel("llama+hidden_states", "transformers", _variant(
+            MODELS["llama"].build, output_hidden_states=True)),
+        ZooModel("cohere+hidden_tuple", "transformers", _variant(
+            _hf("CohereConfig", "CohereForCausalLM", **KV2), output_hidden_states=True,
+            return_dict=False)),
+        ZooModel("roberta+all_outputs", "transformers", _variant(
+            _zoo_build("roberta", _attn_implementation="eager"), output_hidden_states=True,
+            output_attentions=True)),
+        ZooModel("llama+bf16", "transformers", _retyped(MODELS["llama"].build, bf16=True)),
+        ZooModel("bert+bf16", "transformers", _retyped(MODELS["bert"].build, bf16=True)),
+        ZooModel("llama+batch1", "transformers", _retyped(MODELS["llama"].build, batch1=True)),
+        ZooModel("electra+padded_mask", "transformers", _variant(
+            _hf("ElectraConfig", "ElectraForMaskedLM", embedding_size=16), pad=True)),
+        ZooModel("llama+dynamic_cache", "transformers", _retyped(MODELS["llama"].build,
+                                                                 cache=True)),
+        ZooModel("qwen2+dynamic_cache", "transformers", _retyped(MODELS["qwen2"].build,
+                                                                 cache=True)),
         # (--mode train) activation checkpointing of every layer
         ZooModel("llama+checkpointing", "transformers", _variant(MODELS["llama"].build,
                                                                  checkpointing=True)),
@@ -559,7 +665,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="models of SWEEP (default: all)")
     parser.add_argument("--backend", default="aot_eager")
-    parser.add_argument("--mode", default="infer", choices=["infer", "train", *GENERATE_MODES[1:]])
+    parser.add_argument(
+        "--mode", default="infer", choices=["infer", "train", "dynamic", *GENERATE_MODES[1:]]
+    )
     parser.add_argument("--json", help="append the rows to this JSON file (replacing a model's)")
     parser.add_argument("--report", help="print the Markdown table of this JSON file and exit")
     parser.add_argument("--list", action="store_true")

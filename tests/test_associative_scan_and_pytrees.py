@@ -122,3 +122,29 @@ def test_pytree_of_a_named_tuple_falls_back_to_eager_correctly() -> None:
     got = compile_api.compile(flat, backend="eager")(x)
     assert type(got) is Pair
     torch.testing.assert_close(tuple(got), tuple(flat(x)))
+
+
+def test_generic_associative_scan_under_dynamic_shapes_is_one_graph_for_two_lengths() -> None:
+    """The scan asks ``result.shape.numel()`` of a size with symbolic entries (Mamba under
+    dynamic=True broke there in every step: 19 graphs where torch.compile has 2)."""
+    ours, theirs = GraphCounter(), GraphCounter()
+    compiled = compile_api.compile(selective_scan, backend=ours, dynamic=True, fullgraph=True)
+    reference = torch.compile(selective_scan, backend=theirs, dynamic=True, fullgraph=True)
+    for length in (5, 8):
+        a, b = torch.rand(2, 3, length, 4), torch.rand(2, 3, length, 4)
+        want = selective_scan(a, b)
+        torch.testing.assert_close(compiled(a, b), want)
+        torch.testing.assert_close(reference(a, b), want)
+    assert ours.count <= theirs.count if TORCH_2_13 else ours.count >= 1
+
+
+def test_numel_of_a_symbolic_size_is_the_product_of_its_entries() -> None:
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return x * x.shape.numel() + x[:, 1:].size().numel()
+
+    counter = GraphCounter()
+    compiled = compile_api.compile(scaled, backend=counter, dynamic=True, fullgraph=True)
+    for n in (3, 5):
+        x = torch.rand(2, n)
+        torch.testing.assert_close(compiled(x), scaled(x))
+    assert counter.count == 1

@@ -86,6 +86,11 @@ def call_method(vm: Interpreter, method: MethodVar, args: list[Var], kwargs: dic
             return ConstVar(getattr(values, name)(*(ops.const_value(out, a) for a in args)))
         except (ValueError, TypeError) as exc:
             raise folding_error(exc, f"tuple.{name}()") from None
+    if isinstance(target, TupleVar) and target.is_size and name == "numel" and not (args or kwargs):
+        total: Var = ConstVar(1)  # a torch.Size with symbolic entries: their product
+        for item in target.items:
+            total = ops.binary(out, "*", total, item)
+        return total
     if isinstance(target, ConstVar) and name in ("__enter__", "__exit__"):
         # A constant used as a manager (``with torch.device("cpu"):`` pushes a torch function
         # mode): calling it here would change the real interpreter state while tracing (and

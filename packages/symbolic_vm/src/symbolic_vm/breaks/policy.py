@@ -17,7 +17,7 @@ import inspect
 import itertools
 import logging
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -51,9 +51,11 @@ from symbolic_vm.values import (
     BoundMethodVar,
     ConstVar,
     ContextExitVar,
+    DictVar,
     FunctionVar,
     GeneratorVar,
     IteratorVar,
+    ListVar,
     MethodVar,
     NestedFunctionVar,
     NewObjectVar,
@@ -61,6 +63,7 @@ from symbolic_vm.values import (
     ObjectVar,
     SymVar,
     TensorVar,
+    TupleVar,
     Var,
 )
 
@@ -107,6 +110,14 @@ def decide(out: Output, vm: Interpreter, stop: Stop) -> Decision:
     statement holding it runs as bytecode instead."""
     if isinstance(stop.error, FrameRunsEagerly):
         return RunEagerly(stop.error)
+    if stop.region is None and _nothing_around_a_loop(out, vm, stop):
+        # torch.compile gives up every frame with a break in a loop; Strata runs the loop as
+        # bytecode and compiles the code around it (a region), unless there is nothing of the
+        # frame's own to compile: no op in its graph yet and no tensor it holds. Then a region
+        # would only make the code after the loop a resume function that breaks again at each
+        # call (transformers' recursively_install_hooks: 2 breaks more than torch's), so the
+        # frame runs eagerly and is not compiled again, as torch does.
+        return RunEagerly(eagerly(stop, cast(str, flow_of(vm.code).dynamo_reason(stop.offset))))
     try:
         decision = _decide(out, vm, stop)
     except ClassEscapes:  # capture() traces again to break at the class statement
@@ -120,6 +131,46 @@ def decide(out: Output, vm: Interpreter, stop: Stop) -> Decision:
     ):
         return _region(vm.code, stop, statement=True)
     return decision
+
+
+def _nothing_around_a_loop(out: Output, vm: Interpreter, stop: Stop) -> bool:
+    """A break inside a loop (TorchDynamo's reading), in a frame whose graph has no op yet and
+    whose locals (read or not yet) and stack hold no tensor or symbolic number."""
+    why = flow_of(vm.code).dynamo_reason(stop.offset)
+    if why is None or "inside a loop" not in why:
+        return False
+    has_ops = any(
+        n.op not in ("placeholder", "output")
+        and not (n.op == "call_function" and n.target is torch._C._set_grad_enabled)
+        for n in out.builder.graph.nodes
+    )
+    unread = (vm.frame_locals or {}).values()  # arguments the trace has not read yet
+    return not has_ops and not any(
+        _holds_tensor(v, set()) for v in (*stop.stack, *stop.local_vars.values())
+    ) and not any(_real_holds_tensor(v, 3) for v in unread)
+
+
+def _real_holds_tensor(value: object, depth: int) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if depth == 0 or type(value) not in (list, tuple, dict):
+        return False
+    items = value.values() if isinstance(value, dict) else value
+    return any(_real_holds_tensor(v, depth - 1) for v in items)  # type: ignore[attr-defined]
+
+
+def _holds_tensor(var: Var, seen: set[int]) -> bool:
+    if isinstance(var, (TensorVar, SymVar)):
+        return True
+    if id(var) in seen:
+        return False
+    seen.add(id(var))
+    if isinstance(var, TupleVar):
+        return any(_holds_tensor(v, seen) for v in var.items)
+    if isinstance(var, (ListVar, DictVar)):
+        items = var.box.items if isinstance(var, ListVar) else list(var.box.items.values())
+        return any(_holds_tensor(v, seen) for v in items)
+    return False
 
 
 def _decide(out: Output, vm: Interpreter, stop: Stop) -> Decision:
