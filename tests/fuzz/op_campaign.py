@@ -118,6 +118,7 @@ def run_op_campaign(
         "op_kinds": dict(kind_counts),
         "graphs_compiled": stats.get("graphs", 0),
         "yardstick_runs": stats.get("yardstick_runs", 0),
+        "declined": stats.get("declined", 0),
         "failure_kinds": dict(Counter(f["signature"] for f in failures)),
         "failures": failures,
         "seconds": round(time.monotonic() - start, 1),

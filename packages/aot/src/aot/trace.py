@@ -44,6 +44,41 @@ log = logging.getLogger("strata.aot")
 _IDENTITY_OPS = (torch.ops.aten.detach_copy.default, torch.ops.aten.alias_copy.default)
 
 
+class _UnfoldWithGapsAsStrided(torch.overrides.TorchFunctionMode):
+    """``x.unfold(d, size, step)`` whose windows leave elements of ``d`` out, as the equal
+    ``as_strided`` view.
+
+    Functionalization replays a write through an unfold view onto its base with
+    ``unfold_backward``, which scatters the windows into zeros: the elements between windows
+    (step > size) or after the last one became 0 (found by the op fuzzer; torch.compile 2.13
+    does the same). ``as_strided``'s inverse, ``as_strided_scatter``, writes into the base.
+    """
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.Tensor.unfold and len(args) == 4 and not kwargs:
+            x, dim, size, step = args
+            if isinstance(x, torch.Tensor) and all(isinstance(v, int) for v in (dim, size, step)):
+                d = dim % max(x.dim(), 1)
+                n = x.shape[d] if x.dim() else 1
+                if isinstance(n, int) and n >= size and (step > size or (n - size) % step):
+                    count = (n - size) // step + 1
+                    if x.dim() == 0:
+                        sizes, strides = [size], [1]
+                    else:
+                        sizes = [*x.shape[:d], count, *x.shape[d + 1 :], size]
+                        strides = list(x.stride())
+                        strides = [*strides[:d], strides[d] * step, *strides[d + 1 :], strides[d]]
+                    return torch.as_strided(x, sizes, strides, x.storage_offset())
+        return func(*args, **kwargs)
+
+
 def traced_outputs_fn(
     flat_fn: FlatFn, meta: FunctionMeta
 ) -> Callable[[list[object]], list[Any]]:
@@ -54,7 +89,8 @@ def traced_outputs_fn(
     in_graph = set(meta.mutations_in_graph)
 
     def run(args: list[object]) -> list[Any]:
-        outs: list[Any] = list(flat_fn(*args))
+        with _UnfoldWithGapsAsStrided():
+            outs: list[Any] = list(flat_fn(*args))
         result: list[Any] = []
         for t in meta.traced:
             if t.kind is TracedKind.MUTATION and t.index in in_graph:
