@@ -173,6 +173,26 @@ def test_a_parameter_whose_grad_goes_none_recompiles_and_is_skipped_like_eager()
     assert counter.count == 2
 
 
+@pytest.mark.parametrize("foreach", [False, True])
+def test_parameters_of_one_shape_get_inputs_of_their_own(foreach: bool) -> None:
+    """Two layers of one shape: their states' graph inputs were named alike (InternalError:
+    duplicate argument in the graph's code)."""
+    torch.manual_seed(0)
+    models = [torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)) for _ in "ab"]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [torch.optim.Adam(m.parameters(), lr=0.01, foreach=foreach) for m in models]
+    compiled = compile_api.compile(opts[0].step, backend=GraphCounter())
+    x = torch.randn(8, 4)
+    for _ in range(3):
+        for m, o in zip(models, opts, strict=True):
+            o.zero_grad()
+            m(x).square().sum().backward()
+        compiled()
+        opts[1].step()
+    for p, q in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        torch.testing.assert_close(p, q)
+
+
 def test_loaded_optimizer_state_is_read_at_call_time() -> None:
     """The state tensors are graph inputs read from ``opt.state[p][name]`` on each call: a
     ``load_state_dict`` (new tensors) is what the next compiled step updates."""

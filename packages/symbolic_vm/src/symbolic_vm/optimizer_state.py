@@ -47,8 +47,9 @@ class SameObject:
         return other is self.obj or (isinstance(other, SameObject) and other.obj is self.obj)
 
     def __repr__(self) -> str:
-        shape = tuple(getattr(self.obj, "shape", ()))
-        return f"<the {type(self.obj).__name__} of shape {shape}>"
+        # unique per object: graph inputs are named from their sources (two parameters of one
+        # shape made two placeholders of one name: a SyntaxError in the graph's code)
+        return f"<the {type(self.obj).__name__} at {id(self.obj):#x}>"
 
 
 def tensor_keyed_item(vm: Interpreter, obj: Var, key: Var) -> Var | None:
