@@ -89,7 +89,7 @@ def _unary(b: Builder) -> str:
                 "{}.pow(3)",
                 "torch.logit({}.sigmoid())",
                 "F.relu6({})",
-                "torch.erfinv({}.tanh())",
+                "torch.erfinv({}.tanh() * 0.9)",
                 "torch.lgamma({})",
                 "torch.digamma({}.abs() + 0.5)",
             )

@@ -98,9 +98,15 @@ def _observe(
     if float64:
         inputs = [t.double() if t.is_floating_point() else t for t in inputs]
     inputs = [t.detach().requires_grad_(True) if i in grads else t for i, t in enumerate(inputs)]
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        obs = _call_and_backward(fn, inputs, grads)
+    saved = torch.get_default_dtype()
+    if float64:  # integers promoted to floats (xlogy of an int64) promote to float64 too
+        torch.set_default_dtype(torch.float64)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            obs = _call_and_backward(fn, inputs, grads)
+    finally:
+        torch.set_default_dtype(saved)
     fallbacks = [str(w.message) for w in seen if str(w.message).startswith("inductor_lite:")]
     if fallbacks:  # a kernel failed at run time and the graph ran eagerly instead
         obs["fallback"] = fallbacks[0]
