@@ -21,7 +21,6 @@ from torch_reference import torch_reference
 from vm_harness import check
 
 import compile_api
-from symbolic_vm import Unsupported
 
 
 class AddsOne(set):  # type: ignore[type-arg]
@@ -166,15 +165,25 @@ def _returns_one(x: torch.Tensor) -> Any:
     return x + 1, AddsOne([1]), WithNew((2,), newarg=3)
 
 
-def test_such_an_instance_leaving_the_frame_runs_eagerly() -> None:
-    compile_api.reset()
-    got = compile_api.compile(_returns_one, backend="eager")(torch.ones(1))
+def test_such_an_instance_leaving_the_frame_is_rebuilt_as_eager_made_it() -> None:
+    """Rebuilt from the tuple/set it is through its C base, then its attributes (before: the
+    frame ran eagerly, and fullgraph=True raised; torch.compile 2.13 compiles it)."""
     expected = _returns_one(torch.ones(1))
-    assert type(got[1]) is AddsOne and got[1] == expected[1]
-    assert type(got[2]) is WithNew and got[2] == expected[2] and got[2].newarg == 3
-    compile_api.reset()
-    with pytest.raises(Unsupported, match="tuple/set subclass"):
-        compile_api.compile(_returns_one, backend="eager", fullgraph=True)(torch.ones(1))
+    for fullgraph in (False, True):
+        compile_api.reset()
+        graphs: list[Any] = []
+
+        def counter(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+            graphs.append(gm)
+            return gm.forward
+
+        compiled = compile_api.compile(_returns_one, backend=counter, fullgraph=fullgraph)
+        for _ in range(2):  # a fresh instance per call, as eager makes one
+            got = compiled(torch.ones(1))
+            assert type(got[1]) is AddsOne and got[1] == expected[1]
+            assert type(got[2]) is WithNew and got[2] == expected[2] and got[2].newarg == 3
+            assert compiled(torch.ones(1))[1] is not got[1]
+        assert len(graphs) == 1
 
 
 def set_copies_of_a_set_subclass_with_its_own_iter(x: torch.Tensor) -> Any:

@@ -69,6 +69,7 @@ from symbolic_vm.side_effects import (
     GlobalWrite,
     HookRegistration,
     advanced_iterator,
+    make_based_object,
     replace_dict_items,
 )
 from symbolic_vm.values import (
@@ -392,9 +393,11 @@ class Rebuilder:
             return emit.name(self.out.install(var.module))
         if isinstance(var, FunctionVar):
             return emit.name(self.out.install(var.fn))
-        if isinstance(var, NewObjectVar) and var.box.base is not None:
-            raise Unsupported(f"returning an instance of {var.box.cls.__name__}, a tuple/set "
-                              "subclass with code of its own, made in the compiled function")
+        if isinstance(var, NewObjectVar) and var.box.base is not None:  # a tuple/set subclass
+            based, base, attrs = var.box, var.box.base, var.box.attrs
+            return self._once(based, lambda: self._call(make_based_object, "made", [
+                emit.name(self.out.install(based.cls, "cls")), self.expr(base),
+                emit.dict_display([(emit.const(k), self.expr(v)) for k, v in attrs.items()])]))
         if isinstance(var, NewObjectVar):
             helper = emit.name(self.out.install(make_object, "make_object"))
             cls = emit.name(self.out.install(var.box.cls, "cls"))

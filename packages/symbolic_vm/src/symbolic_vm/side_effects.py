@@ -73,6 +73,21 @@ def advanced_iterator(seq: list[Any], index: int) -> Any:
     return it
 
 
+def make_based_object(cls: type, base: Any, attributes: dict[str, Any]) -> Any:
+    """Rebuild an instance of a user subclass of tuple/set/frozenset made while tracing: made
+    from the value it is through its C base (the class's own ``__new__``/``__init__`` already
+    ran symbolically), then its attributes."""
+    if issubclass(cls, set):
+        made: Any = set.__new__(cls)
+        set.__init__(made, base)
+    else:
+        kind: Any = frozenset if issubclass(cls, frozenset) else tuple
+        made = kind.__new__(cls, base)
+    for name, value in attributes.items():
+        object.__setattr__(made, name, value)
+    return made
+
+
 def replace_dict_items(obj: dict[Any, Any], items: dict[Any, Any]) -> None:
     """Make ``obj``'s items ``items`` (in order) through its C base class, running no override."""
     base: Any = next(k for k in type(obj).__mro__ if not k.__flags__ & _HEAPTYPE)
