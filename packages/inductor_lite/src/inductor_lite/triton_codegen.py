@@ -188,6 +188,11 @@ class _Body(KernelBody):
         if v.dtype == torch.bool:
             return self.tmp(f"({x} != 0)")
         if v.dtype in (torch.float16, torch.bfloat16):
+            source = getattr(v.x, "dtype", None)
+            if isinstance(source, torch.dtype) and not source.is_floating_point:
+                # an integer through float32 first, as eager converts it; Triton's interpreter
+                # turns an int64 straight into bfloat16 garbage (NaN for -1; the op fuzzer)
+                x = f"({x}).to(tl.float32)"
             return self.tmp(f"({x}).to({_TL[v.dtype]}).to(tl.float32)")
         return self.tmp(f"({x}).to({_compute(v.dtype)})")
 
