@@ -210,8 +210,9 @@ def _zoo_build(name: str, **config: Any) -> Callable[[], Built]:
     return build
 
 
-def _retyped(base: Callable[[], Built], *, bf16: bool = False, batch1: bool = False,
-             cache: bool = False) -> Callable[[], Built]:
+def _retyped(
+    base: Callable[[], Built], *, bf16: bool = False, batch1: bool = False, cache: bool = False
+) -> Callable[[], Built]:
     """A model built another way: bf16 weights, batch 1, or a ``DynamicCache`` passed in with
     ``use_cache=True`` (a fresh one per call, as a caller starting a generation does)."""
 
@@ -225,8 +226,37 @@ def _retyped(base: Callable[[], Built], *, bf16: bool = False, batch1: bool = Fa
         if cache:
             t = import_transformers()
             for kwargs in (built.kwargs, built.kwargs2):
-                kwargs.update(past_key_values=t.DynamicCache(config=built.model.config),
-                              use_cache=True)
+                kwargs.update(
+                    past_key_values=t.DynamicCache(config=built.model.config), use_cache=True
+                )
+        return built
+
+    return build
+
+
+def _inputs_changed(base: Callable[[], Built], how: str) -> Callable[[], Built]:
+    """Other inputs: ``embeds`` (``inputs_embeds`` and ``position_ids`` instead of ids),
+    ``encoder_outputs`` (T5's encoder run first, its output passed in), ``token_types``
+    (BERT's segment ids and explicit positions)."""
+
+    def build() -> Built:
+        built = base()
+        model = built.model
+        for kwargs in (built.kwargs, built.kwargs2):
+            ids = kwargs["input_ids"]
+            positions = torch.arange(ids.shape[1]).expand_as(ids)
+            with torch.no_grad():
+                if how == "embeds":
+                    kwargs.update(inputs_embeds=model.get_input_embeddings()(kwargs.pop(
+                        "input_ids")), position_ids=positions)  # fmt: skip
+                elif how == "encoder_outputs":
+                    encoded = model.get_encoder()(input_ids=kwargs.pop("input_ids"))
+                    kwargs["encoder_outputs"] = (encoded.last_hidden_state,)
+                else:
+                    segments = (positions >= ids.shape[1] // 2).long()
+                    kwargs.update(token_type_ids=segments, position_ids=positions)
+        if how == "embeds":
+            built.labels = built.labels2 = {}
         return built
 
     return build
@@ -240,7 +270,7 @@ def _whisper() -> Built:
         encoder_attention_heads=2, decoder_layers=2, decoder_attention_heads=2,
         encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=16,
         max_target_positions=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-        decoder_start_token_id=1, **NO_DROPOUT)
+        decoder_start_token_id=1, **NO_DROPOUT)  # fmt: skip
     model = _seeded(lambda: t.WhisperForConditionalGeneration(config))
     feats = torch.randn(BATCH, 16, 32, generator=_generator(1))
     feats2 = torch.randn(BATCH + 1, 16, 32, generator=_generator(2))
@@ -253,8 +283,10 @@ def _whisper() -> Built:
 def _siglip() -> Built:
     """SigLIP's text and vision towers with its sigmoid contrastive loss."""
     t = import_transformers()
-    text = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
-            "num_hidden_layers": 2, "num_attention_heads": 2, "max_position_embeddings": 16}
+    text = {
+        "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "max_position_embeddings": 16,
+    }  # fmt: skip
     vision = {"image_size": 32, "patch_size": 8, "hidden_size": 32, "intermediate_size": 64,
               "num_hidden_layers": 2, "num_attention_heads": 2}  # fmt: skip
     model = _seeded(lambda: t.SiglipModel(t.SiglipConfig(text_config=text, vision_config=vision)))
@@ -265,6 +297,9 @@ def _siglip() -> Built:
 
 
 CLASSES_SEG = 5  # segmentation classes (tv_deeplabv3)
+SWEEP_MODERNBERT = _hf(
+    "ModernBertConfig", "ModernBertForMaskedLM", global_attn_every_n_layers=2, local_attention=4,
+    pad_token_id=0, embedding_dropout=0.0, mlp_dropout=0.0)  # fmt: skip
 KV2 = {"num_key_value_heads": 2}
 
 WAV2VEC = {
@@ -384,9 +419,7 @@ SWEEP: dict[str, ZooModel] = {
                                                  attention_type="original_full")),
         ZooModel("xlm", "transformers", _hf("XLMConfig", "XLMWithLMHeadModel", emb_dim=32,
                                             n_layers=2, n_heads=2)),
-        ZooModel("modernbert", "transformers", _hf(
-            "ModernBertConfig", "ModernBertForMaskedLM", global_attn_every_n_layers=2,
-            local_attention=4, pad_token_id=0, embedding_dropout=0.0, mlp_dropout=0.0)),
+        ZooModel("modernbert", "transformers", SWEEP_MODERNBERT),
         ZooModel("mpnet", "transformers", _hf("MPNetConfig", "MPNetForMaskedLM")),
         ZooModel("camembert", "transformers", _hf("CamembertConfig", "CamembertForMaskedLM",
                                                   pad_token_id=1)),
@@ -498,6 +531,31 @@ SWEEP: dict[str, ZooModel] = {
                                                                  cache=True)),
         ZooModel("qwen2+dynamic_cache", "transformers", _retyped(MODELS["qwen2"].build,
                                                                  cache=True)),
+        ZooModel("modernbert+padded_mask", "transformers", _variant(
+            SWEEP_MODERNBERT, pad=True)),
+        ZooModel("llama+inputs_embeds", "transformers", _inputs_changed(MODELS["llama"].build,
+                                                                        "embeds")),
+        ZooModel("t5+encoder_outputs", "transformers", _inputs_changed(MODELS["t5"].build,
+                                                                       "encoder_outputs")),
+        ZooModel("bert+token_types", "transformers", _inputs_changed(MODELS["bert"].build,
+                                                                     "token_types")),
+        ZooModel("qwen2_moe+router_logits", "transformers", _variant(_hf(
+            "Qwen2MoeConfig", "Qwen2MoeForCausalLM", num_key_value_heads=2, num_experts=4,
+            num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32),
+            output_router_logits=True)),
+        ZooModel("mixtral+router_logits", "transformers", _variant(
+            MODELS["mixtral"].build, output_router_logits=True)),
+        ZooModel("gemma2+softcapping", "transformers", _hf(
+            "Gemma2Config", "Gemma2ForCausalLM", num_key_value_heads=2, head_dim=8,
+            sliding_window=4, attn_implementation="eager", attn_logit_softcapping=50.0,
+            final_logit_softcapping=30.0)),
+        ZooModel("whisper+all_outputs", "transformers", _variant(
+            _whisper, output_attentions=True, output_hidden_states=True)),
+        ZooModel("olmo+eager_attn", "transformers", _hf(
+            "OlmoConfig", "OlmoForCausalLM", attn_implementation="eager", **KV2)),
+        ZooModel("gemma3+eager_attn", "transformers", _hf(
+            "Gemma3TextConfig", "Gemma3ForCausalLM", num_key_value_heads=2, head_dim=8,
+            sliding_window=4, attn_implementation="eager")),
         # (--mode train) activation checkpointing of every layer
         ZooModel("llama+checkpointing", "transformers", _variant(MODELS["llama"].build,
                                                                  checkpointing=True)),
