@@ -130,3 +130,50 @@ def test_a_tensor_on_another_device_fails_the_check_of_a_cpu_graph() -> None:
     # same dtype, sizes and strides, not on the CPU: the kernels must not read it
     assert not cg.input_check([x.to("meta"), w])
     assert not cg.input_check([x, w.to("meta")])
+
+
+def _counting_checks(cg: CompiledGraph) -> list[int]:
+    """Replace ``cg``'s input check with one that counts its runs."""
+    count = [0]
+    check = cg.input_check
+    assert check is not None
+
+    def counted(args: Any) -> bool:
+        count[0] += 1
+        return check(args)
+
+    cg.input_check = counted
+    return count
+
+
+def _step_matches_eager(compiled: Any) -> None:
+    x, w = torch.randn(8, 16), torch.randn(8, 16, requires_grad=True)
+    compiled(x, w).square().sum().backward()
+    w_ref = w.detach().clone().requires_grad_()
+    _f(x, w_ref).square().sum().backward()
+    assert w.grad is not None and w_ref.grad is not None
+    # the backward reads the forward's saved values: float32 rounding of a sum of 16 products
+    torch.testing.assert_close(w.grad, w_ref.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_backward_checks_saved_values_of_compiled_forwards_until_one_passes() -> None:
+    compiled, graphs = _compiled_through_aot()
+    _step_matches_eager(compiled)
+    forward, backward = graphs
+    assert isinstance(backward, CompiledGraph) and backward.vouched
+    checks = _counting_checks(backward)
+    for _ in range(3):
+        _step_matches_eager(compiled)
+    assert checks[0] == 0  # the first backward proved the layout every compiled forward gives
+    assert forward.eager_calls == 0 and backward.eager_calls == 0
+
+
+def test_backward_after_a_forward_run_eagerly_checks_its_inputs() -> None:
+    compiled, graphs = _compiled_through_aot()
+    _step_matches_eager(compiled)
+    forward, backward = graphs
+    checks = _counting_checks(backward)
+    forward.broken = True  # the forward now runs as it came: its saved values are eager's
+    _step_matches_eager(compiled)
+    assert forward.eager_calls == 1
+    assert checks[0] == 1

@@ -336,13 +336,26 @@ def make_training_runtime(
     diff = meta.differentiable_traced
     non_diff = tuple(k for k in range(num_fwd_outputs) if k not in diff)
     num_inputs = len(meta.input_requires_grad)
+    # The backward's inputs (saved values, then contiguous output gradients) from a compiled
+    # forward have the same layout on every call: its boxed_call(as_before=True) checks them
+    # until one call passes as they are, and trusts later ones (a graph that counts its eager
+    # runs, ``eager_calls``, as inductor_lite's does, says whether a forward ran compiled).
+    vouch = (
+        prechecked
+        and getattr(compiled_fw, "eager_calls", None) is not None
+        and getattr(compiled_bw, "eager_calls", None) is not None
+    )
 
     class CompiledRegion(torch.autograd.Function):
         """The compiled forward and backward of one traced function."""
 
         @staticmethod
         def forward(ctx: Any, *args: Any) -> Any:
+            eager_calls = getattr(compiled_fw, "eager_calls", None)
             outs = _as_list(call_fw(*args))
+            # saved values from the compiled code (not a run of the graph as it came) on inputs
+            # of the checked static signature: laid out as on every such call (_backward_from)
+            ctx.compiled_saved = vouch and getattr(compiled_fw, "eager_calls", None) == eager_calls
             fw_outs, saved = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
             # A saved value sharing memory with an input that the runtime is about to overwrite
             # (input mutation) is saved as a copy: the backward needs its forward-time value.
@@ -391,7 +404,8 @@ def make_training_runtime(
             clear = getattr(ctx, "maybe_clear_saved_tensors", None)
             if clear is not None:
                 clear()
-            grads = _as_list(boxed(saved))
+            trusted = getattr(ctx, "compiled_saved", False)
+            grads = _as_list(boxed(saved, as_before=True) if trusted else boxed(saved))
         return _scatter(grads)
 
     def _scatter(grads: Sequence[Any]) -> tuple[Any, ...]:

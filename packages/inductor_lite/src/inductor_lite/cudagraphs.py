@@ -263,9 +263,9 @@ class CudaGraphRunner:
         was ever recorded."""
         return self._call(args, None)
 
-    def boxed_call(self, args: list[Any]) -> Any:
+    def boxed_call(self, args: list[Any], *, as_before: bool = False) -> Any:
         """As ``CompiledGraph.boxed_call``: the list is emptied (after the inputs are copied in,
-        on a replay)."""
+        on a replay). ``as_before`` is not used: a replay checks its inputs."""
         return self._call(tuple(args), args)
 
     def _delegate(self, args: Sequence[Any], boxed: list[Any] | None) -> Any:
