@@ -1,7 +1,9 @@
 """Op fuzz find (session 13, seed 4 program 778), open: on inductor_lite's Triton path (run
 under Triton's interpreter here) ``x / -0.0`` has the sign of ``x / 0.0`` (-inf where eager
-gives inf); the C++ path matches eager. The constant -0.0 loses its sign on the way into the
-kernel (not located yet).
+gives inf); the C++ path matches eager. The generated kernel says ``t0 / -0.0``; a hand-written
+Triton kernel divides by ``-0.0`` (a constant, or a negated ``tl.full`` zero) the same wrong
+way under the interpreter, so this is likely Triton's interpreter, not our code generator; not
+checked on a GPU.
 """
 
 # ruff: noqa: E501
