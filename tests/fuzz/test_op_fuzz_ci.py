@@ -82,7 +82,10 @@ def test_op_ci_slice_compiled_matches_eager(first: int) -> None:
         seed=OP_CI_SEED, first=first, programs=OP_CI_BLOCK, shrink_failures=False
     )
     assert summary["programs"] == OP_CI_BLOCK
-    assert summary["graphs_compiled"] >= OP_CI_BLOCK
+    # every program that was not declined (op_runner.DECLINED, or the Triton share on a GPU
+    # machine) compiled at least one graph
+    assert summary["graphs_compiled"] >= OP_CI_BLOCK - summary["declined"]
+    assert summary["declined"] <= OP_CI_BLOCK // 4
     assert summary["failures"] == [], "\n\n".join(
         f"{f['failure']}\n{f.get('source', '')}" for f in summary["failures"]
     )

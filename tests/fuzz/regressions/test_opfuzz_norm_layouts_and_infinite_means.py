@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from tests.fuzz.op_runner import check_op_source
 
@@ -62,8 +63,16 @@ def fn(a0, a1, a2):
 }
 
 
+# torch 2.11's CPU var_mean gives NaN for the mean of a channel holding an infinity, where
+# torch 2.13's (the CI's) gives that infinity, which Strata's two-pass mean follows (seen on
+# the GPU machine's torch 2.11; 2.12 not checked)
+_OLD_TORCH = tuple(int(p) for p in torch.__version__.split(".")[:2]) < (2, 13)
+
+
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_norm_finds_compiled_match_eager(name: str) -> None:
+    if name == "batch_norm_running_mean_of_inf" and _OLD_TORCH:
+        pytest.skip("eager's mean of an infinite channel is NaN before torch 2.13")
     failure = check_op_source(SOURCES[name])
     assert failure is None, str(failure)
 
