@@ -40,6 +40,7 @@ from symbolic_vm import (
     optimizer_state,
     sets,
     slot_calls,
+    tensor_key_stores,
 )
 from symbolic_vm import operations as ops
 from symbolic_vm.class_dicts import MISSING, class_lookup
@@ -78,7 +79,9 @@ if TYPE_CHECKING:
 
 def getitem(vm: Interpreter, obj: Var, key: Var) -> Var:
     """``obj[key]``."""
-    found = optimizer_state.tensor_keyed_item(vm, obj, key)
+    found = tensor_key_stores.stored_item(vm, obj, key)
+    if found is None:
+        found = optimizer_state.tensor_keyed_item(vm, obj, key)
     if found is not None:
         return found
     tracker = tracker_of(obj)
@@ -96,6 +99,8 @@ def getitem(vm: Interpreter, obj: Var, key: Var) -> Var:
 
 def setitem(vm: Interpreter, obj: Var, key: Var, value: Var) -> None:
     """``obj[key] = value``."""
+    if tensor_key_stores.store(vm, obj, key, value):
+        return
     tracker = tracker_of(obj)
     if tracker is None or not tracker.setitem(vm, obj, key, value):
         ops.setitem(vm.out, obj, key, value)
@@ -109,6 +114,9 @@ def delitem(vm: Interpreter, obj: Var, key: Var) -> bool:
 
 def contains(vm: Interpreter, obj: Var, item: Var) -> Var | None:
     """``item in obj`` when the registry handles ``obj``'s type."""
+    found = tensor_key_stores.stored_contains(vm, obj, item)
+    if found is not None:
+        return found
     tracker = tracker_of(obj)
     return tracker.contains(vm, obj, item) if tracker is not None else None
 

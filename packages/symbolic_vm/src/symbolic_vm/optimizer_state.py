@@ -98,6 +98,8 @@ def init_group(
     ):
         return None
     opt: torch.optim.Optimizer = opt_var.value
+    if any(dict_id == id(opt.state) for dict_id, _ in vm.out.tensor_key_overlay):
+        return None  # the trace stored into opt.state (tensor_key_stores): not there for real
     try:
         bound = inspect.signature(func).bind(*args, **kwargs)
     except TypeError:

@@ -57,6 +57,8 @@ class Output(GuardPlan):
         # Attribute writes on real objects, seen by later reads in the same trace.
         self.attr_overlay: dict[tuple[int, str], Var] = {}
         self.global_overlay: dict[str, Var] = {}  # globals rebound by the trace
+        # (id(dict), id(tensor key)) -> (the key, the value): tensor_key_stores
+        self.tensor_key_overlay: dict[tuple[int, int], tuple[object, Var]] = {}
         # Autocast modes entered in the tracer and not yet left (left if the capture fails).
         self.cleanups: list[Any] = []
         self._installs: dict[str, object] = {}
