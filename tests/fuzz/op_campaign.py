@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .campaign import program_seed
 from .op_families import OP_KINDS, generate_op_program
 from .op_runner import OpFailure, check_op_source
 from .shrinker import shrink
@@ -92,7 +93,7 @@ def run_op_campaign(
     for index in range(first + k, first + programs, n):
         if max_seconds is not None and time.monotonic() - start > max_seconds:
             break
-        pseed = seed * 1_000_000 + index
+        pseed = program_seed(seed, index)
         if pseed in OLDER_TORCH_BUGS and TORCH_VERSION < OLDER_TORCH_BUGS[pseed][0]:
             stats["declined"] = stats.get("declined", 0) + 1
             done += 1

@@ -85,8 +85,8 @@ def init_group(
     arguments are not a param group of ``opt`` and fresh lists (it is then traced)."""
     if func.__name__ != "_init_group" or not args:
         return None
-    # torch._dynamo marks every optimizer's _init_group disabled once it has compiled anything
-    # (its own tracer runs it the same way): the function under that wrapper
+    # once torch.compile has run in the process, every optimizer's _init_group is wrapped as
+    # compiler-disabled (torch's own tracer runs it for real too): the function under the wrapper
     func = getattr(func, "_torchdynamo_orig_callable", func)
     if not isinstance(func, types.FunctionType):
         return None
