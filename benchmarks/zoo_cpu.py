@@ -20,13 +20,21 @@ compares.
 Both compilers generate kernels for the thread count in force when they compile
 (``torch.set_num_threads``), so each ``--threads`` is its own process; the "load" column is
 the 1-minute load average when the case started (the machine is shared).
+
+Process CPU time adds up every thread's time (an OpenMP thread spinning at a barrier counts), so
+it measures work, not latency, once ``--threads`` is above 1: there ``--clock wall`` (the wall
+clock) is the measure, on a machine quiet enough for it. On a machine of many idle cores,
+``--jobs N`` runs N cases at once, each in its own process pinned to its own ``--threads`` cores
+(``os.sched_setaffinity``), and prints their rows in the cases' order.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -99,7 +107,9 @@ def _warm_up() -> str:
     return f"one-time setup: Strata {spent[0]:.1f} s, torch {spent[1]:.1f} s"
 
 
-def measure(case: Case, reps: int) -> dict[str, Any]:
+def measure(
+    case: Case, reps: int, clock: Callable[[], float] = time.process_time
+) -> dict[str, Any]:
     import compile_api
 
     torch.compiler.reset()
@@ -133,9 +143,9 @@ def measure(case: Case, reps: int) -> dict[str, Any]:
         step()
     for _ in range(reps):
         for who, step in steps.items():
-            t0 = time.process_time()
+            t0 = clock()
             step()
-            times[who].append(time.process_time() - t0)
+            times[who].append(clock() - t0)
     eager = statistics.median(times["eager"])
     row["eager_ms"] = 1e3 * eager
     for who in ("strata", "torch"):
@@ -156,7 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cold", action="store_true", help="no one-time setup before timing")
+    parser.add_argument("--clock", choices=("process", "wall"), default="process")
+    parser.add_argument(
+        "--jobs", type=int, default=0, help="cases at once, one pinned process each"
+    )
     args = parser.parse_args(argv)
+    if args.jobs:
+        return _run_jobs(args, argv if argv is not None else sys.argv[1:])
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     if not args.cold:
@@ -170,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in iter_cases([n for n in args.only.split(",") if n] or None):
         if case.mode not in modes:
             continue
-        r = measure(case, args.reps)
+        clock = time.process_time if args.clock == "process" else time.perf_counter
+        r = measure(case, args.reps, clock)
         print(
             f"| {r['case']} | {args.threads} | {r['load']:.1f} "
             f"| {_cell(r, 'eager_ms', '.2f')} | {_cell(r, 'strata_x', '.2f')} "
@@ -183,6 +200,66 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     return 0
+
+
+def _run_jobs(args: argparse.Namespace, argv: list[str]) -> int:
+    """Each case in a child process of this script pinned to ``--threads`` cores of its own,
+    ``--jobs`` at a time; the rows come out in the cases' order."""
+    modes = set(args.modes.split(","))
+    only = [n for n in args.only.split(",") if n] or None
+    cases = [c.name for c in iter_cases(only) if c.mode in modes]
+    cores = sorted(os.sched_getaffinity(0))
+    slots = [cores[i * args.threads : (i + 1) * args.threads] for i in range(args.jobs)]
+    if any(len(s) < args.threads for s in slots):
+        raise SystemExit(f"--jobs {args.jobs} x --threads {args.threads}: only {len(cores)} cores")
+    rest = _without(argv, {"--jobs", "--only"})
+    pending = list(enumerate(cases))
+    running: dict[int, tuple[int, subprocess.Popen[str]]] = {}
+    out: dict[int, list[str]] = {}
+    while pending or running:
+        free = [i for i in range(args.jobs) if i not in running]
+        while pending and free:
+            slot = free.pop()
+            index, name = pending.pop(0)
+            cpus = slots[slot]
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--only", name, *rest],
+                stdout=subprocess.PIPE,
+                text=True,
+                preexec_fn=functools.partial(os.sched_setaffinity, 0, cpus),
+            )
+            running[slot] = (index, proc)
+        time.sleep(1)
+        for slot, (index, proc) in list(running.items()):
+            if proc.poll() is not None:
+                text = proc.stdout.read() if proc.stdout else ""
+                rows = [r for r in text.splitlines() if r.startswith("| ") and "---" not in r]
+                out[index] = rows[1:] or [f"| {cases[index]} | exit {proc.returncode} |"]
+                del running[slot]
+    print(
+        "| case | threads | load | eager ms | Strata x | torch x | compile s Strata / torch "
+        "| err vs eager Strata / torch | grad err vs float64 eager / Strata / torch | note |"
+    )
+    print("|" + "---|" * 10)
+    for index in sorted(out):
+        print("\n".join(out[index]), flush=True)
+    return 0
+
+
+def _without(argv: list[str], flags: set[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in flags:
+            skip = True
+            continue
+        if arg.split("=", 1)[0] in flags:
+            continue
+        kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":
