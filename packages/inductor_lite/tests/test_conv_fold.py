@@ -42,7 +42,7 @@ def _channels_last_where_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Where a weight is within 4x of its output the layout is timed on the machine running
     # (conv_select.py): these tests are about what follows the choice, so it is pinned (the
     # measuring test puts the real one back).
-    monkeypatch.setattr(convolutions, "measured_layout", lambda *args: "nhwc")
+    monkeypatch.setattr(convolutions, "measured_conv", lambda *args: conv_select.DEFAULT)
     # these tests' activations are small: the post-op call's and the guard's fixed costs are
     # left out so that their chains fold (the costs themselves are tested below)
     monkeypatch.setattr(conv_fold, "_POST_OP_CALL_ELEMENTS", 0)
@@ -345,22 +345,6 @@ def test_an_affine_chain_a_pointwise_op_absorbs_is_not_folded(check: Any) -> Non
     assert not c.lowered.guards
 
 
-def test_a_convolution_whose_weight_outweighs_its_output_stays_nchw(check: Any) -> None:
-    # batch 1, a late stage: channels-last would copy the 37K-element weight on every call
-    # for a 64x4x4 output; eager's NCHW layout copies nothing
-    torch.manual_seed(0)
-    w = torch.randn(64, 64, 3, 3)
-
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(torch.relu(x), w, padding=1)
-
-    c = check(fn, [torch.randn(1, 64, 4, 4)], atol=1e-4, rtol=1e-4)
-    (conv,) = [n for n in c.lowered.nodes if isinstance(n, FallbackNode)]
-    act, weight = conv.args[0], conv.args[1]
-    assert isinstance(act, TensorRef) and isinstance(weight, TensorRef)
-    assert act.strides == (1024, 16, 4, 1) and weight.strides == (576, 9, 3, 1)
-
-
 def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
     check: Any,
 ) -> None:
@@ -383,16 +367,16 @@ def test_a_squeeze_excitation_pool_reads_the_activation_stored_channels_last(
     assert spec.strides == _nhwc(spec.sizes)
 
 
-def test_a_close_layout_call_is_measured_once_and_cached(
+def test_a_convolution_plan_is_measured_once_and_cached(
     check: Any,
     config: InductorConfig,
     caplog: Any,
     tmp_path: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # weight 16x16x3x3 (2304) against a 16x8x8 output (1024): within 4x, so the two layouts
-    # are timed at compile time; the answer is kept beside the kernels and reused
-    monkeypatch.setattr(convolutions, "measured_layout", conv_select.measured_layout)
+    # the layout and kernel are timed at compile time; the answer is kept beside the kernels
+    # and reused
+    monkeypatch.setattr(convolutions, "measured_conv", conv_select.measured_conv)
     torch.manual_seed(0)
     w = torch.randn(16, 16, 3, 3)
 
@@ -422,7 +406,7 @@ def test_kernel_choices_channel_reports_each_convolution_decision(check: Any, ca
         check(model, [torch.randn(1, 8, 16, 16)], atol=1e-4, rtol=1e-4)
     lines = [r.getMessage() for r in caplog.records if r.name == "strata.kernel_choices"]
     # a folding decision per convolution and the unfolded one's layout, each with its reason
-    assert any("w(16, 1, 3, 3): channels-last" in m for m in lines), lines
+    assert any("w(16, 1, 3, 3): nhwc/aten (timed" in m for m in lines), lines
     assert sum("epilogue" in m and "elements of traffic" in m for m in lines) == 2, lines
 
 

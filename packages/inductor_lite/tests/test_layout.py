@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inductor_lite import CompiledGraph, InductorConfig
+from inductor_lite import CompiledGraph, InductorConfig, conv_select
 from inductor_lite.ir import FallbackNode, PointwiseNode, TensorRef
 from inductor_lite.op_lowerings import convolutions
 
@@ -36,7 +36,7 @@ def _convs(c: CompiledGraph) -> list[FallbackNode]:
 def _channels_last_where_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Where a weight is within 4x of its output the layout is timed on the machine running
     # (conv_select.py); these tests are about the channels-last path, so that choice is pinned.
-    monkeypatch.setattr(convolutions, "measured_layout", lambda *args: "nhwc")
+    monkeypatch.setattr(convolutions, "measured_conv", lambda *args: conv_select.DEFAULT)
 
 class ConvBnRelu(nn.Module):
     def __init__(self) -> None:

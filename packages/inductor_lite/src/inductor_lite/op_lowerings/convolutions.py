@@ -8,7 +8,10 @@ computed value (batch norm + ReLU of the previous convolution) that costs nothin
 kernel that computes it writes it in NHWC order. A stored NCHW input is copied once
 (cheap against the saving: 0.04 ms for the 8x3x64x64 image). oneDNN then returns a
 channels-last result, which the kernels after it read through its strides; a graph output
-keeps eager's layout (the output rule copies it back when it is returned).
+keeps eager's layout (the output rule copies it back when it is returned). At batch 1 neither
+layout nor aten's own kernel choice wins everywhere (a late ResNet stage's weight dwarfs its
+activation), so each convolution's layout and kernel are timed once per shape
+(conv_select.py) and the plan that wins is lowered.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 import torch.fx
 
 from ..choices import choice
-from ..conv_select import measured_layout
+from ..conv_select import DEFAULT, ConvPlan, Layout, call_target, measured_conv
 from ..ir import (
     FallbackNode,
     IConst,
@@ -106,41 +109,18 @@ def _channels_last(L: GraphLowering, tv: TensorValue) -> TensorValue:
     return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, spec.dtype))
 
 
-def _weight_dominates(L: GraphLowering, node: torch.fx.Node, weight: TensorValue) -> bool:
-    """Whether channels-last would cost more in weight copying than it gains.
-
-    oneDNN wants a channels-last weight with a channels-last input (an NCHW one it converts
-    itself, slower still), and a weight is a graph input, so it is copied on every call. For a
-    late ResNet stage at batch 1 the weight dwarfs the activation: 512x512x3x3 (2.4M) against
-    512x5x5 outputs; copying it cost more (~2-3 ms) than the channels-last convolution saved
-    over eager's NCHW one (2.2 ms vs 1.9 ms, one core). A 1x1 or depthwise weight is
-    channels-last already (no copy): those stay channels-last. Within 4x either way the two
-    layouts are timed (conv_select.py).
-    """
-    val = meta(node)
-    if not isinstance(val, torch.Tensor):
-        return False
-    what = f"convolution {node.name} w{tuple(weight.sizes)}"
-    if weight.ref is not None and _is_channels_last(weight):
-        choice(what, "channels-last", "its weight is stored channels-last already")
-        return False
-    _, ci, kh, kw = (int(s) for s in weight.sizes)
-    if ci == 1 or kh * kw == 1:
-        choice(what, "channels-last", "a 1x1 or depthwise weight needs no copy")
-        return False
-    w_numel, out_numel = int(weight.numel), int(val.numel())
+def _plan(L: GraphLowering, node: torch.fx.Node, weight: TensorValue) -> ConvPlan:
+    """The layout and aten kernel for this convolution, timed once per shape
+    (conv_select.py). A channels-last plan copies a stored NCHW weight on every call (a
+    weight is a graph input); that copy is part of what is timed."""
     x_val = meta(node.args[0]) if isinstance(node.args[0], torch.fx.Node) else None
-    if (
-        4 * w_numel <= out_numel
-        or w_numel >= 4 * out_numel
-        or not isinstance(x_val, torch.Tensor)
-        or len(node.args) != 9
-    ):
-        layout = "NCHW" if w_numel > out_numel else "channels-last"
-        choice(what, layout, "weight %d vs output %d elements", w_numel, out_numel)
-        return w_numel > out_numel
+    what = f"convolution {node.name} w{tuple(weight.sizes)}"
+    if not isinstance(x_val, torch.Tensor) or len(node.args) != 9:
+        choice(what, str(DEFAULT), "not timed: unusual arguments")
+        return DEFAULT
     _, _, _, stride, padding, dilation, _, _, groups = node.args
-    layout = measured_layout(
+    weight_copy = weight.ref is not None and not _is_channels_last(weight)
+    plan = measured_conv(
         L.config.cache_dir,
         tuple(int(s) for s in x_val.shape),
         tuple(int(s) for s in weight.sizes),
@@ -148,16 +128,10 @@ def _weight_dominates(L: GraphLowering, node: torch.fx.Node, weight: TensorValue
         padding,  # type: ignore[arg-type]
         dilation,  # type: ignore[arg-type]
         int(groups),  # type: ignore[arg-type]
+        weight_copy,
     )
-    chosen = "NCHW" if layout == "nchw" else "channels-last"
-    choice(
-        what,
-        chosen,
-        "timed once per shape (conv_layouts.json), weight %d vs output %d",
-        w_numel,
-        out_numel,
-    )
-    return layout == "nchw"
+    choice(what, str(plan), "timed once per shape (conv_layouts.json)")
+    return plan
 
 
 def _out_strides(node: torch.fx.Node) -> tuple[int, ...]:
@@ -243,21 +217,30 @@ def _convolution(  # noqa: PLR0917
     if _pointwise_on_one_pixel(x, weight, padding, groups):
         choice(f"convolution {node.name} w{tuple(weight.sizes)}", "kernel", "1x1 on a 1x1 image")
         return _matvec(L, x, weight, bias)
-    if _weight_dominates(L, node, weight):
-        # eager's layout: NCHW input and weight, no per-call weight copy (aten picks its
-        # algorithm); the activations here are small, so converting them costs little
-        log.debug("convolution %s kept NCHW: its weight outweighs its output", node.name)
-        if x.ref is None or x.ref.strides != contiguous_strides(x.sizes):
-            x = L.realize(x, contiguous_strides(x.sizes))
-        args = (x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    plan = _plan(L, node, weight)
+    kernel_size = tuple(int(s) for s in weight.sizes[2:])
+    if plan.layout is Layout.NCHW:
+        # eager's layout: NCHW input and weight, no per-call weight copy; the activations
+        # are converted by the kernel that computes them (or one copy)
+        log.debug("convolution %s kept NCHW (%s)", node.name, plan)
+        contiguous = contiguous_strides(x.sizes)
+        if x.ref is None or x.ref.strides != contiguous:
+            x = L.realize(x, contiguous)
+        if weight.ref is None or weight.ref.strides != contiguous_strides(weight.sizes):
+            weight = L.realize(weight, contiguous_strides(weight.sizes))
+        target, args = call_target(
+            plan, x, weight, bias, stride, padding, dilation, groups, kernel_size
+        )
         val = meta(node)
         assert isinstance(val, torch.Tensor)
-        return L.fallback(node, node.target, args, {}, out_strides=[contiguous_strides(val.shape)])
+        return L.fallback(node, target, args, {}, out_strides=[contiguous_strides(val.shape)])
     # the weight too: oneDNN reorders an NCHW weight on every call (10-20 us each for the
     # small CNN's convolutions), a kernel writing it channels-last costs a few
     x, weight = _channels_last(L, x), _channels_last(L, weight)
-    args = (x, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    return L.fallback(node, node.target, args, {}, out_strides=[_out_strides(node)])
+    target, args = call_target(
+        plan, x, weight, bias, stride, padding, dilation, groups, kernel_size
+    )
+    return L.fallback(node, target, args, {}, out_strides=[_out_strides(node)])
 
 
 if hasattr(torch.ops.mkldnn, "_convolution_pointwise"):
