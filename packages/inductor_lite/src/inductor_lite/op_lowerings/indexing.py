@@ -1,5 +1,5 @@
-"""Indexing: embedding, index_select and gather (bounds-checked index reads), cat and
-slice_scatter."""
+"""Indexing: embedding, index_select, gather and integer `index` (bounds-checked index reads),
+cat and slice_scatter."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..ir import (
 from ..symbolic import is_static
 from ..tensorvalue import (
     TensorValue,
+    broadcast_loader,
     cast,
     index_vars,
     realized,
@@ -99,6 +100,39 @@ def _gather(
         return x.loader(new)
 
     return TensorValue(out_sizes(node), x.dtype, load)
+
+
+@register(aten.index.Tensor)
+def _index(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, indices: Sequence[object]
+) -> object:
+    """``x[i0, i1, ...]`` with integer index tensors for the leading dims (transformers'
+    ``padding_mask[batch_idx, kv_idx]``): a bounds-checked read like gather's, a negative
+    index counting from the end as in eager. Masks and ``None`` entries stay aten calls (a
+    mask's result has a data-dependent size)."""
+    k = len(indices)
+    if not 0 < k <= x.ndim or not all(
+        isinstance(i, TensorValue) and i.dtype in (torch.int64, torch.int32) for i in indices
+    ):
+        return NotImplemented
+    if not all(is_static(n) for n in x.sizes[:k]):
+        return NotImplemented
+    sizes = out_sizes(node)
+    lead = len(sizes) - (x.ndim - k)
+    loaders = [broadcast_loader(i, sizes[:lead]) for i in indices]  # type: ignore[arg-type]
+
+    def wrapped(v: VExpr, n: int) -> IExpr:
+        v = cast(v, torch.int64)
+        negative = VOp(Op.LT, (v, VConst(0, torch.int64)), torch.bool)
+        shifted = VOp(Op.ADD, (v, VConst(n, torch.int64)), torch.int64)
+        return IValue(VOp(Op.WHERE, (negative, shifted, v), torch.int64), n)
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        bounds = x.sizes[:k]
+        picked = [wrapped(ld(idx[:lead]), int(n)) for ld, n in zip(loaders, bounds, strict=True)]
+        return x.loader([*picked, *idx[lead:]])
+
+    return TensorValue(sizes, x.dtype, load)
 
 
 @register(aten.cat.default)

@@ -1,4 +1,4 @@
-"""Reductions: sum, prod, max/min, mean, and var/var_mean in two passes; column-like sums
+"""Reductions: sum, prod, max/min, any/all, mean, and var/var_mean in two passes; column-like sums
 and pooling over channels-last activations stay aten calls (see ``_column_like``)."""
 
 from __future__ import annotations
@@ -132,6 +132,35 @@ def _amax(
     if x.dtype == torch.bool:
         return NotImplemented
     return L.reduce(x, _dims(x, dims), keepdim, kind, x.dtype)
+
+
+@register(aten.any.dim, aten.any.dims, aten.any.default, aten.all.dim, aten.all.dims)
+@register(aten.all.default)
+def _any_all(
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dims: object = None,
+    keepdim: bool = False,
+) -> object:
+    """``any``: a count of the nonzero elements, nonzero; ``all``: a count of the zero ones,
+    zero (a count, not a max: the empty reduction gives eager's False / True)."""
+    is_any = node.target in (aten.any.dim, aten.any.dims, aten.any.default)
+    zero = c(False if x.dtype == torch.bool else 0, x.dtype)
+    test = Op.NE if is_any else Op.EQ
+
+    def hits(idx: Sequence[Any]) -> VExpr:
+        return cast(op(test, torch.bool, x.loader(idx), zero), torch.int64)
+
+    count = L.reduce(x, _dims(x, dims), keepdim, Op.SUM, torch.int64, hits)
+    found = count.loader
+    dt = out_dtype(node)
+
+    def load(idx: Sequence[Any]) -> VExpr:
+        n = op(Op.NE if is_any else Op.EQ, torch.bool, found(idx), c(0, torch.int64))
+        return cast(n, dt)
+
+    return TensorValue(count.sizes, dt, load)
 
 
 def _reduced_numel(x: TensorValue, dims: list[int]) -> Size:

@@ -13,8 +13,11 @@ import torch
 import torch.fx
 
 from ..ir import (
+    IExpr,
     TensorRef,
+    VExpr,
     contiguous_strides,
+    imod,
 )
 from ..symbolic import Size, is_static, same, size_min, to_size
 from ..tensorvalue import (
@@ -64,6 +67,26 @@ def _expand(
     L: GraphLowering, node: torch.fx.Node, x: TensorValue, sizes: Sequence[int], **kw: object
 ) -> object:
     return x.expand(out_sizes(node))
+
+
+@register(aten.repeat.default)
+def _repeat(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, repeats: Sequence[int]
+) -> object:
+    # out[..., i_k, ...] = x[..., i_k mod n_k, ...]: index math its consumer fuses (the aten
+    # call it replaces copies a tensor that is mostly read once, e.g. deberta's position
+    # embeddings tiled over the batch before a bmm)
+    lead = len(repeats) - x.ndim
+    if lead < 0 or not all(isinstance(r, int) for r in repeats) or 0 in x.sizes:
+        return NotImplemented
+    src = x.loader
+    old = x.sizes
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        inner = zip(idx[lead:], old, repeats[lead:], strict=True)
+        return src([i if r == 1 else imod(i, n) for i, n, r in inner])
+
+    return TensorValue(out_sizes(node), x.dtype, load)
 
 
 @register(prims.broadcast_in_dim.default)
