@@ -116,6 +116,11 @@ PARTITIONS: dict[str, dict[str, Any]] = {
         "partition_fn": aot.min_cut_partition,
         "decompositions": aot.core_decompositions(),
     },
+    "cpu": {"partition_fn": aot.cpu_partition},
+    "decomp_cpu": {
+        "partition_fn": aot.cpu_partition,
+        "decompositions": aot.core_decompositions(),
+    },
 }
 
 

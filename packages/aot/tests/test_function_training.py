@@ -48,7 +48,7 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "aliasing": aliasing,
     "non_differentiable": non_differentiable,
 }
-PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut"]
+PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut", "cpu", "decomp_cpu"]
 
 
 def _params() -> Params:

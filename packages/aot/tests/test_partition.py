@@ -108,7 +108,7 @@ def test_partitions_split_a_joint_graph_into_graphs_that_recombine() -> None:
     joint, n = _joint(fn, x, w)
     tangent = torch.randn(4, 5)
     expected = joint(x, w, tangent)
-    for partition in (aot.default_partition, aot.min_cut_partition):
+    for partition in (aot.default_partition, aot.min_cut_partition, aot.cpu_partition):
         fw, bw = partition(joint, [], num_fwd_outputs=n)
         fw_out = fw(x, w)
         saved = fw_out[n:]
@@ -136,7 +136,9 @@ def test_is_recomputable_classifies_ops() -> None:
     }
 
 
-@pytest.mark.parametrize("partition", [aot.default_partition, aot.min_cut_partition])
+@pytest.mark.parametrize(
+    "partition", [aot.default_partition, aot.min_cut_partition, aot.cpu_partition]
+)
 def test_an_unused_random_op_still_draws_in_the_forward(partition: aot.PartitionFn) -> None:
     # eager draws rand_like's numbers though nothing reads them: dropout's mask and the
     # generator state after the call follow from that
@@ -159,3 +161,56 @@ def test_an_unused_random_op_still_draws_in_the_forward(partition: aot.Partition
     assert art is not None and art.bw_gm is not None
     fw_ops = [str(n.target) for n in art.fw_gm.graph.nodes if n.op == "call_function"]
     assert "aten.rand_like.default" in fw_ops and "aten.randn.default" in fw_ops
+
+
+def _recomputed(bw: torch.fx.GraphModule) -> list[str]:
+    """The ops of a backward graph that no tangent reaches: forward values computed again."""
+    dependent = {n for n in bw.graph.nodes if n.op == "placeholder" and "tangents" in n.name}
+    for n in bw.graph.nodes:
+        if any(a in dependent for a in n.all_input_nodes):
+            dependent.add(n)
+    return [str(n.target) for n in bw.graph.nodes
+            if n.op == "call_function" and n not in dependent]
+
+
+def test_cpu_partition_saves_what_a_backward_matmul_reads_instead_of_recomputing_it() -> None:
+    # h's weight gradient is mm(h.t(), g): recomputing gelu(x @ w1) in the backward would
+    # write h again, which saving it avoids; min-cut (bytes only) recomputes it from x @ w1
+    def fn(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(x @ w1)
+        return (h @ w2).sum()
+
+    args = torch.randn(8, 16), torch.randn(16, 4, requires_grad=True), torch.randn(4, 16,
+                                                                               requires_grad=True)
+    joint, n = _joint(fn, *args)
+    _, bw_min_cut = aot.min_cut_partition(joint, [], num_fwd_outputs=n)
+    assert "aten.gelu.default" in _recomputed(bw_min_cut)
+    fw, bw = aot.cpu_partition(joint, [], num_fwd_outputs=n)
+    assert "aten.gelu.default" not in _recomputed(bw)
+    assert "gelu" in aot.partition_stats(fw, n).saved_names
+
+
+def test_cpu_partition_saves_no_view_of_a_computed_value_and_recomputes_fused_pointwise() -> None:
+    # y is read through three views (as a q/k/v projection's input is); one tensor is saved
+    # and the views are rebuilt in the backward. tanh(y) only feeds pointwise ops: recomputed.
+    def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        a, b, c = (y.view(4, 8) @ w[i] for i in range(3))
+        return (torch.tanh(y) * y).sum() + (a * b * c).sum()
+
+    args = torch.randn(2, 2, 8), torch.randn(3, 8, 8, requires_grad=True)
+    joint, n = _joint(fn, *args)
+    fw, bw = aot.cpu_partition(joint, [], num_fwd_outputs=n)
+    saved = [node for node in next(iter(reversed(fw.graph.nodes))).args[0][n:]]
+    views = [s.name for s in saved if "view" in str(s.target) or "slice" in str(s.target)]
+    assert views == []
+    _, bw_default = aot.default_partition(joint, [], num_fwd_outputs=n)
+    assert aot.partition_stats(fw, n).num_saved < sum(
+        1 for p in bw_default.graph.nodes if p.op == "placeholder" and "tangents" not in p.name
+    )
+    x, w = args
+    tangent = torch.ones(())
+    expected = joint(x, w, tangent)
+    out = fw(x, w)
+    grads = bw(*out[n:], tangent)
+    torch.testing.assert_close(grads[-1], expected[-1])

@@ -10,7 +10,7 @@ import torch
 import aot
 
 MODEL_NAMES = ["mlp", "transformer_block", "cnn_batchnorm_dropout"]
-PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut"]
+PARTITION_NAMES = ["default", "min_cut", "decomp_min_cut", "cpu", "decomp_cpu"]
 
 
 COMPILERS = {"identity": aot.identity_compiler, "eager": aot.eager_compiler}

@@ -29,6 +29,7 @@ from aot.errors import (
 )
 from aot.partition import (
     PartitionStats,
+    cpu_partition,
     default_partition,
     is_recomputable,
     min_cut_partition,
@@ -50,6 +51,7 @@ __all__ = [
     # partitioners and their helpers
     "default_partition",
     "min_cut_partition",
+    "cpu_partition",
     "is_recomputable",
     "node_bytes",
     "partition_stats",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -27,6 +27,7 @@ from aot.rng_replay import RNG_REPLAY_OPS
 
 __all__ = [
     "PartitionStats",
+    "cpu_partition",
     "default_partition",
     "is_recomputable",
     "min_cut_partition",
@@ -424,25 +425,43 @@ def min_cut_partition(
     only n_in -> n_out edges: those n are saved, and every node on the sink side that the backward
     needs is recomputed there from saved values.
     """
+    del joint_inputs
+    parts = _classify(joint_gm, num_fwd_outputs)
+
+    def capacity(n: torch.fx.Node) -> float:
+        # The +1 breaks ties toward saving a graph input over an equally large copy of it.
+        saveable = _is_saveable(n) and not _checkpointed(n)  # checkpointed: recomputed
+        return node_bytes(n) + (n.op != "placeholder") if saveable else _INF
+
+    def pinned(n: torch.fx.Node) -> bool:
+        return n.op == "placeholder" or (
+            n in parts.forward_nodes and not is_recomputable(n) and not _checkpointed(n)
+        )
+
+    saved = _min_cut(parts, capacity, pinned)
+    if saved is None:
+        return default_partition(joint_gm, (), num_fwd_outputs=num_fwd_outputs)
+    return _split(joint_gm, parts, _in_order(joint_gm, saved))
+
+
+def _min_cut(
+    parts: _JointParts,
+    capacity: Callable[[torch.fx.Node], float],
+    pinned: Callable[[torch.fx.Node], bool],
+) -> set[torch.fx.Node] | None:
+    """The tangent-free nodes a minimum cut saves (see `min_cut_partition`), or None when no
+    finite cut exists."""
     # networkx loads in about half a second: imported here, inference never pays for it
     import networkx as nx
 
-    del joint_inputs
-    parts = _classify(joint_gm, num_fwd_outputs)
     candidates = parts.tangent_free
     g = nx.DiGraph()
     g.add_node("source")
     g.add_node("sink")
     bwd_outputs = {o for o in parts.bwd_outputs if o is not None}
     for n in candidates:
-        # The +1 breaks ties toward saving a graph input over an equally large copy of it.
-        saveable = _is_saveable(n) and not _checkpointed(n)  # checkpointed: recomputed
-        cap: float = node_bytes(n) + (n.op != "placeholder") if saveable else _INF
-        g.add_edge(f"{n.name}_in", f"{n.name}_out", capacity=cap)
-        pinned = n.op == "placeholder" or (
-            n in parts.forward_nodes and not is_recomputable(n) and not _checkpointed(n)
-        )
-        if pinned:
+        g.add_edge(f"{n.name}_in", f"{n.name}_out", capacity=capacity(n))
+        if pinned(n):
             g.add_edge("source", f"{n.name}_in", capacity=_INF)
         for user in n.users:
             if user in candidates:
@@ -457,12 +476,109 @@ def min_cut_partition(
         cut_value = _INF
     if cut_value == _INF:
         log.warning("min-cut found no finite cut; falling back to the default partition")
-        return default_partition(joint_gm, (), num_fwd_outputs=num_fwd_outputs)
-    saved = {
+        return None
+    return {
         n for n in candidates
         if f"{n.name}_in" in reachable and f"{n.name}_out" not in reachable
     }
+
+
+# Ops a fusing compiler reads its inputs inside a kernel for (index arithmetic and loads): a
+# value only such ops read in the backward need not exist in memory there. Anything else (a
+# matmul, an attention or embedding backward, a scatter) reads a materialized tensor.
+_FUSIBLE_READERS = _CHEAP_NAMES | {
+    "sum", "mean", "amax", "amin", "var", "var_mean", "prod", "max", "min", "cat", "gather",
+    "index_select", "embedding", "slice_scatter", "where", "masked_fill", "copy",
+    "split_copy", "split_with_sizes_copy", "unbind_copy",
+}  # fmt: skip
+
+
+# Functional forms of the views that return several tensors: their pieces are views too.
+_SPLITTING_VIEWS = frozenset({"split_copy", "split_with_sizes_copy", "unbind_copy"})
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """A view copy, or a piece of a splitting one (a compiler may hand either out as a view
+    or as a copy: saving its base leaves no doubt about the layout the backward gets)."""
+    if _view_name(node) in _VIEW_COPIES:
+        return True
+    base = node.args[0] if _is_getitem(node) else None
+    return isinstance(base, torch.fx.Node) and _view_name(base) in _SPLITTING_VIEWS
+
+
+def _reads_fused(node: torch.fx.Node) -> bool:
+    tags = getattr(node.target, "tags", ())
+    return node.op == "call_function" and (
+        torch.Tag.pointwise in tags or _view_name(node) in _FUSIBLE_READERS
+    )
+
+
+def _materialized_in_backward(node: torch.fx.Node, forward: frozenset[torch.fx.Node]) -> bool:
+    """Whether a backward op that does not fuse its reads (a matmul, an attention backward)
+    reads ``node``, directly or through views: recomputing it there would cost a kernel and a
+    buffer of its own, the very things saving it costs, and the forward's work again."""
+    stack, seen = [node], {node}
+    while stack:
+        cur = stack.pop()
+        for user in cur.users:
+            if user in seen or user.op == "output":
+                continue
+            if _is_view(user) or _view_name(user) in _SPLITTING_VIEWS:
+                seen.add(user)
+                stack.append(user)
+            elif user not in forward and not _reads_fused(user):
+                return True
+    return False
+
+
+def cpu_partition(
+    joint_gm: torch.fx.GraphModule, joint_inputs: Sequence[object], *, num_fwd_outputs: int
+) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    """The min-cut of `min_cut_partition`, restricted so that the backward recomputes only what
+    fuses into its kernels: for a compiler whose per-tensor costs (an allocation in the forward,
+    an argument to unpack in the backward) weigh as much as the bytes, as on a CPU.
+
+    * A view is never saved unless it is a view of a graph input: its base is, and the backward
+      rebuilds the view (no memory, no kernel).
+    * A value an unfused backward op reads (a matmul's operand, an attention backward's query)
+      is never recomputed: the backward would materialize it again.
+    * Each saved value costs its bytes plus `_PER_TENSOR` bytes, and a fusible value every
+      reader of which fuses costs its bytes twice: saving it makes the forward write what it
+      could have kept in registers (a matmul's result is in memory anyway). Matmuls,
+      reductions and random ops are never recomputed.
+    """
+    del joint_inputs
+    parts = _classify(joint_gm, num_fwd_outputs)
+    forward = parts.forward_nodes
+
+    def capacity(n: torch.fx.Node) -> float:
+        if not _is_saveable(n) or _checkpointed(n):
+            return _INF
+        if n.op == "placeholder":
+            return node_bytes(n)
+        if _is_view(n):
+            return _INF
+        # a matmul's result, or a value some reader needs in memory, is written anyway
+        fused = _reads_fused(n) and all(_reads_fused(u) for u in n.users if u.op != "output")
+        return node_bytes(n) * (2 if fused else 1) + _PER_TENSOR
+
+    def pinned(n: torch.fx.Node) -> bool:
+        if n.op == "placeholder":
+            return True
+        if n not in forward or _checkpointed(n) or _is_view(n):
+            return False
+        if _view_name(n) in _SPLITTING_VIEWS:
+            return False
+        return not is_recomputable(n) or _materialized_in_backward(n, forward)
+
+    saved = _min_cut(parts, capacity, pinned)
+    if saved is None:
+        return default_partition(joint_gm, (), num_fwd_outputs=num_fwd_outputs)
     return _split(joint_gm, parts, _in_order(joint_gm, saved))
+
+
+# What one saved tensor costs beyond its bytes, in bytes (an allocation, a handle to unpack).
+_PER_TENSOR = 8192
 
 
 @attrs.frozen

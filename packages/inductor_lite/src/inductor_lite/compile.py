@@ -550,15 +550,16 @@ def _compile_with_aot(
     # computing the new value can store it straight into the input (input_writes.py)
     # min-cut on CUDA: the forward saves the cheapest set of values the backward can rebuild
     # the rest from with pointwise ops (a GELU's output is recomputed from its input inside
-    # the backward's fused kernel instead of living in memory between the passes); the CPU
-    # route keeps the default partition until it is measured there
+    # the backward's fused kernel instead of living in memory between the passes); on CPU
+    # aot's cpu_partition, a min-cut that recomputes only what fuses into the backward's
+    # kernels and counts each saved tensor's fixed cost (docs/saved-2026-11-27.md)
     cuda = any(isinstance(x, torch.Tensor) and x.is_cuda for x in example_inputs)
     return aot.aot_module_simplified(
         gm,
         example_inputs,
         backend,
         backend,
-        partition_fn=aot.min_cut_partition if cuda else aot.default_partition,
+        partition_fn=aot.min_cut_partition if cuda else aot.cpu_partition,
         decompositions=table,
         keep_input_mutations=True,
     )
