@@ -214,3 +214,19 @@ def test_cpu_partition_saves_no_view_of_a_computed_value_and_recomputes_fused_po
     out = fw(x, w)
     grads = bw(*out[n:], tangent)
     torch.testing.assert_close(grads[-1], expected[-1])
+
+
+def test_arange_is_recomputed_not_saved() -> None:
+    # positions built from sizes alone: the backward rebuilds them (index arithmetic in its
+    # kernels) instead of taking one more saved tensor from the forward
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(x.shape[0], dtype=x.dtype)
+        return (torch.sin(x * pos[:, None]) * x).sum()
+
+    x = torch.randn(8, 4, requires_grad=True)
+    joint, n = _joint(fn, x)
+    for partition in (aot.min_cut_partition, aot.cpu_partition):
+        fw, bw = partition(joint, [], num_fwd_outputs=n)
+        assert not any("arange" in name for name in aot.partition_stats(fw, n).saved_names)
+        tangent = torch.ones(())
+        torch.testing.assert_close(bw(*fw(x)[n:], tangent)[-1], joint(x, tangent)[-1])

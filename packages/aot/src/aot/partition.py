@@ -71,6 +71,7 @@ _CHEAP_NAMES = frozenset(
         "alias_copy", "detach_copy", "clone", "_to_copy", "view", "reshape", "t", "transpose",
         "permute", "expand", "unsqueeze", "squeeze", "slice", "select",
         "full", "zeros", "ones", "scalar_tensor", "full_like", "zeros_like", "ones_like",
+        "arange", "iota",
     }
 )
 
