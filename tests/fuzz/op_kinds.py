@@ -354,6 +354,13 @@ def _indexing(b: Builder) -> str:
         )
         sl = ", ".join([":"] * d + [idx])
         return b.emit(f"{x}[{sl}]", "advanced_index")
+    if r < 0.62 and rng.random() < 0.4:
+        # one index per row along d: lowered as a bounds-checked where (cross-entropy's backward)
+        shape = tuple(1 if i == d else s for i, s in enumerate(t.shape))
+        idx = b.add_input(shape, "int64", fill=f"index:0:{size}", layout="contig")
+        src = b.add_input(shape, dtype_name(t.dtype), grad=b.grad)
+        op = rng.choice(("torch.scatter({x}, {d}, {i}, {s})", "{x}.scatter({d}, {i}, -1.0)"))
+        return b.emit(op.format(x=x, d=d, i=idx, s=src), "scatter")
     if r < 0.62:
         idx = b.add_input(tuple(t.shape), "int64", fill=f"perm:{d}", layout="contig")
         src = b.add_input(tuple(t.shape), dtype_name(t.dtype), grad=b.grad)

@@ -54,6 +54,16 @@ def test_layer_norm_softmax_rows(width: int, tcheck: Any) -> None:
     assert c.kernel_count == 1
 
 
+def test_scatter_one_index_per_row(tcheck: Any) -> None:
+    # cross-entropy's backward: a where over the row's checked target, fused
+    def fn(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return torch.full_like(x, 0).scatter(1, t, -1.0) * x.exp()
+
+    x, t = torch.randn(6, 10, device=DEV), torch.randint(0, 10, (6, 1), device=DEV)
+    c = tcheck(fn, [x, t], atol=1e-5, rtol=1e-5)
+    assert c.kernel_count == 1
+
+
 def test_column_reduction_views_and_cat(tcheck: Any) -> None:
     def fn(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (

@@ -13,9 +13,9 @@ import torch
 
 from .cascade import chunked_reduction, reduction_setup, wants_chunks
 from .column_sum import column_lines, column_step
-from .cpp_expr import Body, store_expr
+from .cpp_expr import Body, load_expr, store_expr
 from .cpp_prelude import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS, PRELUDE, STORAGE, compute_type
-from .ir import BufferSpec, Op, PointwiseNode, ReductionNode, VExpr
+from .ir import BufferSpec, Op, PointwiseNode, ReductionNode, VExpr, VIndex
 from .kernel_body import flat_digits
 from .row_scratch import MAX_ROW, canonical_step, plan_scratch
 from .scheduler import Kernel, Step, iter_loads, kernel_symbols
@@ -56,7 +56,7 @@ def _kernel(
     written: set[str] = set()
     for step in kernel.steps:
         written.add(step.node.buf)
-        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
+        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node))]:
             if name not in used:
                 used.append(name)
     params = {name: f"p_{name}" for name in used}
@@ -79,6 +79,10 @@ def _kernel(
         parallel_outer = not is_static(rows) or rows >= 4  # type: ignore[operator]
         parallel_inner = not parallel_outer
         when = f" if({cexpr(work)} >= {threshold}LL)"
+    if any(isinstance(s.node, PointwiseNode) and s.node.accumulate for s in kernel.steps):
+        # a scatter's rows may add into one element: they run in order, on one thread
+        parallel_inner = parallel_inner or parallel_outer
+        parallel_outer = False
     lines = [f'extern "C" void {kernel.name}({sig}) {{']
     steps = list(enumerate(kernel.steps))
     column = column_step(kernel)
@@ -167,7 +171,7 @@ def _joins(group: Sequence[tuple[int, Step]], step: Step) -> bool:
     if (node.out_sizes, node.red_sizes) != (first.out_sizes, first.red_sizes):
         return False
     written = {s.node.buf for _, s in group}
-    return not any(ld.buf in written for ld in iter_loads(node.body))
+    return not any(ld.buf in written for ld in iter_loads(node))
 
 
 def _reduction_group(  # noqa: PLR0917
@@ -270,12 +274,23 @@ def _step(  # noqa: PLR0917
             [cexpr(node.offset)]
             + [f"{v} * {cexpr(s)}" for v, s in zip(names, node.strides, strict=True) if s != 0]
         )
+        conflicts = False
+        if node.store_index is not None:
+            store_idx += f" + {body.value(VIndex(node.store_index, torch.int64))}"
+            # iterations of an inner loop the index varies along may name one element
+            conflicts = node.accumulate and body.depends(VIndex(node.store_index, torch.int64))
         val = body.value(node.body)
+        dest = f"{params[node.buf]}[{store_idx}]"
+        if node.accumulate:
+            ct = compute_type(dtypes[node.buf])
+            val = f"static_cast<{ct}>({load_expr(dtypes[node.buf], dest)} + {val})"
         stored = store_expr(dtypes[node.buf], val)
-        store = f"{body.indent}{params[node.buf]}[{store_idx}] = {stored};"
+        store = f"{body.indent}{dest} = {stored};"
         lines += body.pre
         if has_inner:
             pragma = "#pragma omp parallel for simd" if parallel else "#pragma omp simd"
+            if conflicts:
+                pragma, parallel = "// in order: iterations may add into one element", False
             lines.append(f"{ind}    {pragma}{when if parallel else ''}")
             lines.append(f"{ind}    for (int64_t ri = 0; ri < {cexpr(inner)}; ++ri) {{")
             lines += _var_defs(names[step.split :], step.inner_sizes, "ri", ind + "        ")

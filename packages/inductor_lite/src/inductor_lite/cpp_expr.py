@@ -29,7 +29,8 @@ from .ir import (
 from .kernel_body import KernelBody, OpRenderer, template
 from .symbolic import cexpr
 
-__all__ = ["Body", "store_expr"]
+__all__ = ["Body", "load_expr", "store_expr"]
+
 
 def _float_literal(value: float, ctype: str) -> str:
     if math.isnan(value):
@@ -199,13 +200,7 @@ class Body(KernelBody):
 
     def load(self, v: VLoad) -> str:
         raw = f"{self.params[v.buf]}[{self.index(v.index)}]"
-        if v.dtype == torch.bfloat16:
-            raw = f"bf16_load({raw})"
-        elif v.dtype == torch.float16:
-            raw = f"static_cast<float>({raw})"
-        elif v.dtype == torch.bool:
-            raw = f"({raw} != 0)"
-        return self._hoisted_tmp(v, raw)
+        return self._hoisted_tmp(v, load_expr(v.dtype, raw))
 
     def cast(self, v: VCast, x: str) -> str:
         if v.dtype == torch.bool:
@@ -273,6 +268,17 @@ class Body(KernelBody):
 
     def op_bitwise_not(self, v: VOp, a: list[str], ct: str) -> str:
         return f"(!{a[0]})" if v.dtype == torch.bool else f"static_cast<{ct}>(~{a[0]})"
+
+
+def load_expr(dtype: torch.dtype, raw: str) -> str:
+    """``raw`` (an element in storage) as its compute type."""
+    if dtype == torch.bfloat16:
+        return f"bf16_load({raw})"
+    if dtype == torch.float16:
+        return f"static_cast<float>({raw})"
+    if dtype == torch.bool:
+        return f"({raw} != 0)"
+    return raw
 
 
 def store_expr(dtype: torch.dtype, value: str) -> str:

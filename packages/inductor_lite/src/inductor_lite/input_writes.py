@@ -55,16 +55,14 @@ def _loads_only_at_store(node: PointwiseNode, buf: str, writer: PointwiseNode) -
         for v, size, st in zip(names, writer.sizes, writer.strides, strict=True)
         if size != 1 and not same(st, 0)
     }
-    for ld in iter_loads(node.body):
+    for ld in iter_loads(node):
         if ld.buf != buf:
             continue
         form = affine(ld.index)
         if form is None or not set(form[0]) <= set(names):
             return False
         coefs = {
-            v: c
-            for v, c in form[0].items()
-            if not same(c, 0) and node.sizes[names.index(v)] != 1
+            v: c for v, c in form[0].items() if not same(c, 0) and node.sizes[names.index(v)] != 1
         }
         if set(coefs) != set(store) or not all(same(coefs[v], store[v]) for v in store):
             return False
@@ -75,7 +73,7 @@ def _loads_only_at_store(node: PointwiseNode, buf: str, writer: PointwiseNode) -
 
 def _reads(item: ScheduleItem) -> set[str]:
     if isinstance(item, Kernel):
-        return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)}
+        return {ld.buf for s in item.steps for ld in iter_loads(s.node)}
     names: set[str] = set()
     stack: list[object] = [*item.args, *(v for _, v in item.kwargs)]
     while stack:
@@ -103,12 +101,13 @@ def _kernel_reads_before_store(kernel: Kernel, j: int, buf: str) -> bool:
         return False
     for n, step in enumerate(kernel.steps):
         node = step.node
-        if not any(ld.buf == buf for ld in iter_loads(node.body)):
+        if not any(ld.buf == buf for ld in iter_loads(node)):
             continue
         if n > j or not isinstance(node, PointwiseNode):
             return False
-        if n < j and (step.split != writer_step.split
-                      or not _same_geometry(node.sizes, writer.sizes)):
+        if n < j and (
+            step.split != writer_step.split or not _same_geometry(node.sizes, writer.sizes)
+        ):
             return False
         if not _loads_only_at_store(node, buf, writer):
             return False

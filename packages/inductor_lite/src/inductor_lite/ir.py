@@ -318,7 +318,11 @@ class Op(enum.StrEnum):
     infix: str
 
     def __new__(
-        cls, value: str, arity: int = 1, rule: DtypeRule = _ANY, infix: str = "",
+        cls,
+        value: str,
+        arity: int = 1,
+        rule: DtypeRule = _ANY,
+        infix: str = "",
         kind: OpKind = OpKind.POINTWISE,
     ) -> Op:
         member = str.__new__(cls, value)
@@ -434,7 +438,8 @@ def index_values(x: IExpr) -> list[VExpr]:
 
 def subexpressions(v: VExpr, *, into_indices: bool = False) -> Iterator[VExpr]:
     """Each distinct subexpression of ``v`` once (shared subtrees by identity), depth first,
-    last argument first. ``into_indices``: also those a load's data-dependent index reads."""
+    last argument first. ``into_indices``: also those a data-dependent index reads (of a load,
+    or of an index used as a value: scatter's checked target)."""
     stack: list[VExpr] = [v]
     seen: set[int] = set()
     while stack:
@@ -447,7 +452,7 @@ def subexpressions(v: VExpr, *, into_indices: bool = False) -> Iterator[VExpr]:
             stack.extend(e.args)
         elif isinstance(e, VCast):
             stack.append(e.x)
-        elif into_indices and isinstance(e, VLoad):
+        elif into_indices and isinstance(e, VLoad | VIndex):
             stack.extend(index_values(e.index))
 
 
@@ -495,6 +500,10 @@ class PointwiseNode:
 
     The element lands at ``offset + sum(i_k * strides[k])``. ``full_store`` is true when
     the node writes the whole buffer contiguously (the case fusion can reason about).
+    A scatter (``index_put`` with ``accumulate``) adds ``store_index``, an index that reads a
+    tensor (``IValue``), to that position, and ``accumulate`` adds the value to the element
+    there instead of replacing it: several indices may name one element, so such a node never
+    runs its rows (or an inner loop its index depends on) in parallel.
     """
 
     buf: str
@@ -503,6 +512,8 @@ class PointwiseNode:
     strides: tuple[Size, ...]
     offset: Size
     full_store: bool
+    store_index: IExpr | None = None
+    accumulate: bool = False
 
 
 @dataclass(frozen=True)

@@ -79,9 +79,11 @@ def canonical_step(step: Step) -> tuple[Step, list[str]]:
     if not isinstance(node, PointwiseNode) or not step.inner_sizes:
         return step, names
     mapping = {names[k]: f"r{k - step.split}" for k in range(step.split, len(names))}
-    body = _rename(node.body, mapping, {})
+    memo: dict[int, object] = {}
+    body = _rename(node.body, mapping, memo)
+    at = None if node.store_index is None else _rename_index(node.store_index, mapping, memo)
     new_names = names[: step.split] + [mapping[n] for n in names[step.split :]]
-    return Step(dataclasses.replace(node, body=body), step.split), new_names
+    return Step(dataclasses.replace(node, body=body, store_index=at), step.split), new_names
 
 
 def _index_vars(x: IExpr, out: set[str]) -> None:

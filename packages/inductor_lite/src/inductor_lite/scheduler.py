@@ -117,8 +117,14 @@ class Kernel:
 ScheduleItem = Kernel | FallbackNode
 
 
-def iter_loads(v: VExpr) -> Iterator[VLoad]:
-    """Every load in ``v``, including loads inside data-dependent indices."""
+def iter_loads(v: VExpr | PointwiseNode | ReductionNode) -> Iterator[VLoad]:
+    """Every load in ``v`` (a value, or a node's body and scatter index), including loads
+    inside data-dependent indices."""
+    if isinstance(v, PointwiseNode | ReductionNode):
+        roots = [v.body]
+        if isinstance(v, PointwiseNode) and v.store_index is not None:
+            roots += index_values(v.store_index)
+        return (ld for root in roots for ld in iter_loads(root))
     return (e for e in subexpressions(v, into_indices=True) if isinstance(e, VLoad))
 
 
@@ -131,6 +137,8 @@ def kernel_symbols(kernel: Kernel) -> tuple[str, ...]:
         extra: list[object] = [*sizes, kernel.outer_numel]
         if isinstance(node, PointwiseNode):
             extra += [*node.strides, node.offset]
+            if node.store_index is not None:
+                found |= _index_symbols(node.store_index)
         found |= expr_symbols(extra)
         found |= _body_symbols(node.body)
     return tuple(sorted(str(s) for s in found))
@@ -158,16 +166,27 @@ def _body_symbols(v: VExpr) -> set[object]:
 
 def _node_symbols(node: PointwiseNode | ReductionNode) -> set[str]:
     """The names of the size symbols a node's loops, layout and body use."""
+    found = _body_symbols(node.body)
     if isinstance(node, PointwiseNode):
         extra: list[object] = [*node.sizes, *node.strides, node.offset]
+        if node.store_index is not None:
+            found |= _index_symbols(node.store_index)
     else:
         extra = [*node.out_sizes, *node.red_sizes]
-    return {str(s) for s in expr_symbols(extra) | _body_symbols(node.body)}
+    return {str(s) for s in expr_symbols(extra) | found}
 
 
 def has_indirect_index(kernel: Kernel) -> bool:
-    """True when some load of ``kernel`` is indexed by a value read from a tensor."""
-    return any(index_values(ld.index) for s in kernel.steps for ld in iter_loads(s.node.body))
+    """True when some load or index value of ``kernel`` is indexed by a value read from a
+    tensor (the wrapper then checks the kernel's out-of-range flag)."""
+    for s in kernel.steps:
+        node = s.node
+        if isinstance(node, PointwiseNode) and node.store_index is not None:
+            return True
+        for e in subexpressions(node.body, into_indices=True):
+            if isinstance(e, VLoad | VIndex) and index_values(e.index):
+                return True
+    return False
 
 
 def _default_step(node: PointwiseNode | ReductionNode) -> Step:
@@ -247,7 +266,7 @@ def _stores_little(node: PointwiseNode | ReductionNode) -> bool:
 
 
 def _reads_from(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> bool:
-    return any(load.buf in group.produced for load in iter_loads(node.body))
+    return any(load.buf in group.produced for load in iter_loads(node))
 
 
 def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
@@ -264,7 +283,7 @@ def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step |
         # a per-channel vector (one row) followed by a whole activation: fused, the
         # activation's channels-last copy took 3x as long as alone
         return None
-    for load in iter_loads(node.body):
+    for load in iter_loads(node):
         producer = group.produced.get(load.buf)
         if producer is not None and not reads_within_row(step, producer, load):
             return None
@@ -290,7 +309,7 @@ def fallback_reads(node: FallbackNode) -> set[str]:
 def _item_reads(item: _OpenKernel | FallbackNode) -> set[str]:
     if isinstance(item, FallbackNode):
         return fallback_reads(item)
-    return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)}
+    return {ld.buf for s in item.steps for ld in iter_loads(s.node)}
 
 
 class _LastReads:
@@ -312,7 +331,7 @@ class _LastReads:
                 if may_alias_arguments(node.target):
                     kept |= reads  # a view's base lives as long as the view
             else:
-                reads = {ld.buf for ld in iter_loads(node.body)}
+                reads = {ld.buf for ld in iter_loads(node)}
             for name in reads:
                 last[name] = i
         self.by_node: dict[int, list[str]] = {}
@@ -380,13 +399,14 @@ def schedule(graph: LoweredGraph) -> list[ScheduleItem]:
                     writer[spec.name] = len(items) - 1
             binder.update((name, len(items) - 1) for name, _ in node.binds)
             continue
-        deps = [writer[ld.buf] for ld in iter_loads(node.body) if ld.buf in writer]
+        deps = [writer[ld.buf] for ld in iter_loads(node) if ld.buf in writer]
         if binder:
             deps += [binder[s] for s in _node_symbols(node) if s in binder]
         if node.buf in writer:
-            deps.append(
-                writer[node.buf]
-            )  # a second writer of one buffer (cat) stays after the first
+            # a second writer of one buffer (cat) stays after the first; a scatter adding
+            # into it, after the first's whole item (its index may name any row)
+            accumulates = isinstance(node, PointwiseNode) and node.accumulate
+            deps.append(writer[node.buf] + int(accumulates))
         first = max(deps, default=0)
         placed = -1
         step: Step | None = None

@@ -393,7 +393,8 @@ def block_candidates(
     if persistent:
         top = max(2048, 2 * full)
         band = [
-            (x, full) for x in (1, 2, 4, 8)
+            (x, full)
+            for x in (1, 2, 4, 8)
             if 1024 <= x * full <= top and (x == 1 or x * full <= 8192)
         ]
         return band or [(8, full)]
@@ -458,9 +459,11 @@ def _kernel(
     them, and each of this kernel's reads is served from registers): their stores and
     pointers are left out, so they need no memory at all.
     """
+    if any(isinstance(s.node, PointwiseNode) and s.node.store_index for s in kernel.steps):
+        raise LoweringError("no Triton scatter (index_put's lowering is for C++ only)")
     used: list[str] = []
     for step in kernel.steps:
-        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
+        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node))]:
             if name not in used and name not in elide:
                 used.append(name)
     memory_reads: set[str] = set()
@@ -577,16 +580,22 @@ def _kernel(
         memory_reads |= body.memory_reads
         if body.memory_reads & written_before:  # a read of this program's own stores
             lines.insert(barrier_at, "    tl.debug_barrier()")
-    return "\n".join(lines), TritonKernelSource(
-        kernel.name,
-        tuple(used),
-        kernel.outer_numel,
-        max_inner,
-        persistent,
-        symbols,
-        tuple(dict.fromkeys(step.node.buf for step in kernel.steps if step.node.buf not in elide)),
-        pointwise=all(isinstance(step.node, PointwiseNode) for step in kernel.steps),
-    ), memory_reads
+    return (
+        "\n".join(lines),
+        TritonKernelSource(
+            kernel.name,
+            tuple(used),
+            kernel.outer_numel,
+            max_inner,
+            persistent,
+            symbols,
+            tuple(
+                dict.fromkeys(step.node.buf for step in kernel.steps if step.node.buf not in elide)
+            ),
+            pointwise=all(isinstance(step.node, PointwiseNode) for step in kernel.steps),
+        ),
+        memory_reads,
+    )
 
 
 def _canonical(text: str, kernel: Kernel) -> str:
@@ -594,7 +603,7 @@ def _canonical(text: str, kernel: Kernel) -> str:
     first use: equal for two kernels running the same program over other buffers."""
     names: list[str] = []
     for step in kernel.steps:
-        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node.body))]:
+        for name in [step.node.buf, *(ld.buf for ld in iter_loads(step.node))]:
             if name not in names:
                 names.append(name)
     text = text.replace(f"def {kernel.name}(", "def KERNEL(", 1)

@@ -157,7 +157,7 @@ def _results(graph: LoweredGraph) -> set[str]:
 
 def _item_reads(item: ScheduleItem) -> set[str]:
     if isinstance(item, Kernel):
-        return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)}
+        return {ld.buf for s in item.steps for ld in iter_loads(s.node)}
     return fallback_reads(item)
 
 
@@ -213,7 +213,7 @@ def _epilogue_fits(node: PointwiseNode, p: MatmulProblem) -> bool:
         return False
     if int(sizes[-1]) != p.n or math.prod(int(s) for s in sizes[:-1]) != p.batch * p.m:
         return False
-    for ld in iter_loads(node.body):
+    for ld in iter_loads(node):
         if ld.buf != p.mm_buf:
             continue
         form = affine(ld.index)
@@ -269,9 +269,7 @@ def find_matmuls(
             and _contiguous_result(graph.buffers[consumer.steps[0].node.buf], p)
         ):
             node = consumer.steps[0].node
-            extra = tuple(
-                dict.fromkeys(ld.buf for ld in iter_loads(node.body) if ld.buf != p.mm_buf)
-            )
+            extra = tuple(dict.fromkeys(ld.buf for ld in iter_loads(node) if ld.buf != p.mm_buf))
             specs = [graph.buffers[name] for name in extra]
             refs = tuple(TensorRef(s.name, s.sizes, s.strides, 0, s.dtype) for s in specs)
             p = MatmulProblem(

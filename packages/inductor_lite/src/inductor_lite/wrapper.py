@@ -55,7 +55,7 @@ _WRAPPER_FILENAME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "<g
 
 def _reads(item: ScheduleItem) -> set[str]:
     if isinstance(item, Kernel):
-        return {ld.buf for s in item.steps for ld in iter_loads(s.node.body)} | {
+        return {ld.buf for s in item.steps for ld in iter_loads(s.node)} | {
             s.node.buf for s in item.steps
         }
     return fallback_reads(item)
@@ -287,8 +287,8 @@ def build_wrapper(
             if index_check is not None and has_indirect_index(item):
                 lines.append("    if _index_error():")
                 lines.append(
-                    "        raise IndexError('index out of range in embedding, gather or "
-                    "index_select')"
+                    "        raise IndexError('index out of range in embedding, gather, "
+                    "index_select or scatter')"
                 )
         else:
             out_buf = None
@@ -410,28 +410,29 @@ def _in_place_rows(
         # the kernel's values step p depends on, directly or through earlier steps
         produced = {s.node.buf: s for s in steps[:p]}
         needed: set[str] = set()
-        stack = [ld.buf for ld in iter_loads(node.body) if ld.buf in produced]
+        stack = [ld.buf for ld in iter_loads(node) if ld.buf in produced]
         while stack:
             b = stack.pop()
             if b not in needed:
                 needed.add(b)
-                body = produced[b].node.body
-                stack.extend(ld.buf for ld in iter_loads(body) if ld.buf in produced)
-        own = {ld.buf for ld in iter_loads(node.body)}
+                stack.extend(ld.buf for ld in iter_loads(produced[b].node) if ld.buf in produced)
+        own = {ld.buf for ld in iter_loads(node)}
         same = {b for _, b in _same_address_inputs(node, buffers, set(produced))}
         out = node.buf
         spec = buffers[out]
-        candidates = {ld.buf for s in steps[:p] for ld in iter_loads(s.node.body)} | own
+        candidates = {ld.buf for s in steps[:p] for ld in iter_loads(s.node)} | own
         for src in sorted(candidates - set(produced) - {out}):
             if buffers[src].dtype != spec.dtype or buffers[src].numel != spec.numel:
                 continue
-            later = any(
-                ld.buf == src for s in steps[p + 1 :] for ld in iter_loads(s.node.body)
-            )
-            if later or (src in own and src not in same) or any(
-                ld.buf == src and not _read_before_store(s, step, ld, needed, src, buffers)
-                for s in steps[:p]
-                for ld in iter_loads(s.node.body)
+            later = any(ld.buf == src for s in steps[p + 1 :] for ld in iter_loads(s.node))
+            if (
+                later
+                or (src in own and src not in same)
+                or any(
+                    ld.buf == src and not _read_before_store(s, step, ld, needed, src, buffers)
+                    for s in steps[:p]
+                    for ld in iter_loads(s.node)
+                )
             ):
                 continue
             found.append((out, src))
@@ -473,13 +474,15 @@ def _same_address_inputs(
     dtype and size that ``node`` loads only at the address it stores to (``loose``: any
     dtype, only at the element it computes)."""
     out = buffers[node.buf]
-    if not all(isinstance(x, int) for x in (*node.sizes, *node.strides, node.offset)):
-        return []
+    if node.store_index is not None or not all(
+        isinstance(x, int) for x in (*node.sizes, *node.strides, node.offset)
+    ):
+        return []  # a scatter stores where its index says
     found: list[tuple[str, str]] = []
     dims = {f"i{k}": k for k in range(len(node.sizes))}
     store = {v: node.strides[k] for v, k in dims.items() if node.sizes[k] != 1}
     store = {v: st for v, st in store.items() if st != 0}
-    loads = list(iter_loads(node.body))
+    loads = list(iter_loads(node))
     for src in sorted({ld.buf for ld in loads}):
         spec = buffers[src]
         if src == node.buf or src in skip:
@@ -669,9 +672,7 @@ def _has_unbacked(sizes: Sequence[Size]) -> bool:
     )
 
 
-def _strides_agree(
-    shape: Sequence[int], strides: Sequence[int], expected: Sequence[int]
-) -> bool:
+def _strides_agree(shape: Sequence[int], strides: Sequence[int], expected: Sequence[int]) -> bool:
     """Strides equal on every dim of more than one element (the others address nothing
     beyond element 0, whatever their stride)."""
     return all(n <= 1 or a == b for n, a, b in zip(shape, strides, expected, strict=True))

@@ -1,9 +1,10 @@
 """Indexing: embedding, index_select, gather and integer `index` (bounds-checked index reads),
-cat and slice_scatter."""
+scatter with one index per row (a bounds-checked compare), index_put with accumulate (a
+scatter-add into a copy: the embedding backward), cat and slice_scatter."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -22,8 +23,9 @@ from ..ir import (
     VOp,
     iadd,
     imod,
+    imul,
 )
-from ..symbolic import is_static
+from ..symbolic import Size, is_static, same
 from ..tensorvalue import (
     TensorValue,
     broadcast_loader,
@@ -33,10 +35,12 @@ from ..tensorvalue import (
 )
 from .registry import (
     aten,
+    meta,
     out_dtype,
     out_sizes,
     pointwise,
     register,
+    size_value,
 )
 
 if TYPE_CHECKING:
@@ -50,6 +54,15 @@ __all__: list[str] = []
 
 def _index_value(index: TensorValue, idx: Sequence[IExpr], bound: int) -> IExpr:
     return IValue(cast(index.loader(idx), torch.int64), bound)
+
+
+def _wrapped_index(raw: VExpr, size: Size) -> IExpr:
+    """An index read from a tensor as advanced indexing takes it: a negative one counts from
+    the end; checked against ``size`` after that."""
+    v = cast(raw, torch.int64)
+    negative = VOp(Op.LT, (v, VConst(0, torch.int64)), torch.bool)
+    wrapped = VOp(Op.ADD, (v, size_value(size, torch.int64)), torch.int64)
+    return IValue(VOp(Op.WHERE, (negative, wrapped, v), torch.int64), size)
 
 
 @register(aten.embedding.default)
@@ -121,18 +134,123 @@ def _index(
     lead = len(sizes) - (x.ndim - k)
     loaders = [broadcast_loader(i, sizes[:lead]) for i in indices]  # type: ignore[arg-type]
 
-    def wrapped(v: VExpr, n: int) -> IExpr:
-        v = cast(v, torch.int64)
-        negative = VOp(Op.LT, (v, VConst(0, torch.int64)), torch.bool)
-        shifted = VOp(Op.ADD, (v, VConst(n, torch.int64)), torch.int64)
-        return IValue(VOp(Op.WHERE, (negative, shifted, v), torch.int64), n)
-
     def load(idx: Sequence[IExpr]) -> VExpr:
         bounds = x.sizes[:k]
-        picked = [wrapped(ld(idx[:lead]), int(n)) for ld, n in zip(loaders, bounds, strict=True)]
+        picked = [_wrapped_index(ld(idx[:lead]), n) for ld, n in zip(loaders, bounds, strict=True)]
         return x.loader([*picked, *idx[lead:]])
 
     return TensorValue(sizes, x.dtype, load)
+
+
+def _scatter_one(
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: int,
+    index: TensorValue,
+    value: Callable[[Sequence[IExpr]], VExpr],
+) -> object:
+    """``x`` with ``value`` at ``index`` along ``dim``, where ``index`` holds one position per
+    row (its ``dim`` extent is 1, its other extents ``x``'s): the lazy
+    ``where(i_dim == index[row], value, x)``, which a consumer fuses (cross-entropy's backward
+    scatters -1 into a zero tensor at the targets). ``index`` is read through a checked index,
+    so an out-of-range target raises IndexError after the kernel as eager's scatter raises."""
+    if x.ndim == 0 or index.ndim != x.ndim or not same(index.sizes[dim], 1):
+        return NotImplemented
+    if not all(same(index.sizes[d], x.sizes[d]) for d in range(x.ndim) if d != dim):
+        return NotImplemented
+    dt = out_dtype(node)
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        row = list(idx)
+        row[dim] = IConst(0)
+        target = VIndex(_index_value(index, row, x.sizes[dim]), torch.int64)
+        hit = VOp(Op.EQ, (VIndex(idx[dim], torch.int64), target), torch.bool)
+        return VOp(Op.WHERE, (hit, cast(value(row), dt), cast(x.loader(idx), dt)), dt)
+
+    return TensorValue(out_sizes(node), dt, load)
+
+
+@register(aten.scatter.value)
+def _scatter_value(  # noqa: PLR0917
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: int,
+    index: TensorValue,
+    value: object,
+) -> object:
+    if not isinstance(value, bool | int | float) or x.ndim == 0:
+        return NotImplemented
+    v = VConst(value, out_dtype(node))
+    return _scatter_one(node, x, dim % x.ndim, index, lambda row: v)
+
+
+@register(aten.scatter.src)
+def _scatter_src(  # noqa: PLR0917
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    dim: int,
+    index: TensorValue,
+    src: TensorValue,
+) -> object:
+    if x.ndim == 0 or src.ndim != x.ndim:
+        return NotImplemented
+    return _scatter_one(node, x, dim % x.ndim, index, src.loader)
+
+
+@register(aten.index_put.default)
+def _index_put(  # noqa: PLR0917
+    L: GraphLowering,
+    node: torch.fx.Node,
+    x: TensorValue,
+    indices: Sequence[TensorValue | None],
+    values: TensorValue,
+    accumulate: bool = False,
+) -> object:
+    """``x`` with ``values`` added at the rows one integer index tensor names along dim 0
+    (``embedding_dense_backward``'s decomposition: zeros, then each token's gradient added
+    to its row). Two nodes write one fresh buffer: a copy of ``x``, then the scatter-add, its
+    rows in order on one thread (scheduler.py and cpp.py keep it so: rows may repeat), each
+    row's elements vectorised. A negative index counts from the end; one still out of range
+    raises IndexError after the kernel (eager raises too). C++ only: Triton keeps aten's."""
+    dt = out_dtype(node)
+    if (
+        not accumulate
+        or len(indices) != 1
+        or indices[0] is None
+        or indices[0].dtype not in (torch.int64, torch.int32)
+        or x.ndim == 0
+        or dt == torch.bool
+        or L.config.codegen == "triton"
+        or meta(node).device.type != "cpu"
+    ):
+        return NotImplemented
+    index = indices[0]
+    k = index.ndim
+    rows = x.sizes[0]
+    spec = L.new_buffer(out_sizes(node), dt)
+    L.nodes.append(
+        PointwiseNode(
+            spec.name, x.sizes, cast(x.loader(index_vars(x.ndim)), dt), spec.strides, 0, False
+        )
+    )
+    sizes = (*index.sizes, *x.sizes[1:])
+    load_values = broadcast_loader(values, sizes)
+    ivars = index_vars(len(sizes))
+    L.nodes.append(
+        PointwiseNode(
+            spec.name,
+            sizes,
+            cast(load_values(ivars), dt),
+            (0,) * k + spec.strides[1:],
+            0,
+            False,
+            store_index=imul(_wrapped_index(index.loader(ivars[:k]), rows), spec.strides[0]),
+            accumulate=True,
+        )
+    )
+    return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, dt))
 
 
 @register(aten.cat.default)

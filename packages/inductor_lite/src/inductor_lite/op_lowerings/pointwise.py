@@ -378,6 +378,19 @@ def _full(
     return TensorValue(out_sizes(node), dt, lambda idx: v)
 
 
+@register(aten.full_like.default)
+def _full_like(
+    L: GraphLowering, node: torch.fx.Node, x: object, value: object, **kw: object
+) -> object:
+    """A constant of ``x``'s shape; lazy, so a scatter into it (cross-entropy's backward) or
+    its consumer never reads memory for it. Realized, it takes the layout of the node."""
+    dt = out_dtype(node)
+    if not isinstance(value, bool | int | float):
+        return NotImplemented
+    v = VConst(value, dt)
+    return TensorValue(out_sizes(node), dt, lambda idx: v)
+
+
 @register(aten.scalar_tensor.default)
 def _scalar_tensor(L: GraphLowering, node: torch.fx.Node, value: object, **kw: object) -> object:
     dt = out_dtype(node)
