@@ -25,7 +25,7 @@ Process CPU time adds up every thread's time (an OpenMP thread spinning at a bar
 it measures work, not latency, once ``--threads`` is above 1: there ``--clock wall`` (the wall
 clock) is the measure, on a machine quiet enough for it. On a machine of many idle cores,
 ``--jobs N`` runs N cases at once, each in its own process pinned to its own ``--threads`` cores
-(``os.sched_setaffinity``), and prints their rows in the cases' order.
+(``os.sched_setaffinity``), and prints each row when its case ends.
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_jobs(args: argparse.Namespace, argv: list[str]) -> int:
     """Each case in a child process of this script pinned to ``--threads`` cores of its own,
-    ``--jobs`` at a time; the rows come out in the cases' order."""
+    ``--jobs`` at a time; each row is printed when its case ends (a run cut short keeps the
+    rows it finished)."""
     modes = set(args.modes.split(","))
     only = [n for n in args.only.split(",") if n] or None
     cases = [c.name for c in iter_cases(only) if c.mode in modes]
@@ -213,36 +214,32 @@ def _run_jobs(args: argparse.Namespace, argv: list[str]) -> int:
     if any(len(s) < args.threads for s in slots):
         raise SystemExit(f"--jobs {args.jobs} x --threads {args.threads}: only {len(cores)} cores")
     rest = _without(argv, {"--jobs", "--only"})
-    pending = list(enumerate(cases))
-    running: dict[int, tuple[int, subprocess.Popen[str]]] = {}
-    out: dict[int, list[str]] = {}
-    while pending or running:
-        free = [i for i in range(args.jobs) if i not in running]
-        while pending and free:
-            slot = free.pop()
-            index, name = pending.pop(0)
-            cpus = slots[slot]
-            proc = subprocess.Popen(
-                [sys.executable, __file__, "--only", name, *rest],
-                stdout=subprocess.PIPE,
-                text=True,
-                preexec_fn=functools.partial(os.sched_setaffinity, 0, cpus),
-            )
-            running[slot] = (index, proc)
-        time.sleep(1)
-        for slot, (index, proc) in list(running.items()):
-            if proc.poll() is not None:
-                text = proc.stdout.read() if proc.stdout else ""
-                rows = [r for r in text.splitlines() if r.startswith("| ") and "---" not in r]
-                out[index] = rows[1:] or [f"| {cases[index]} | exit {proc.returncode} |"]
-                del running[slot]
+    pending = list(cases)
+    running: dict[int, tuple[str, subprocess.Popen[str]]] = {}
     print(
         "| case | threads | load | eager ms | Strata x | torch x | compile s Strata / torch "
         "| err vs eager Strata / torch | grad err vs float64 eager / Strata / torch | note |"
     )
-    print("|" + "---|" * 10)
-    for index in sorted(out):
-        print("\n".join(out[index]), flush=True)
+    print("|" + "---|" * 10, flush=True)
+    while pending or running:
+        free = [i for i in range(args.jobs) if i not in running]
+        while pending and free:
+            slot = free.pop()
+            name = pending.pop(0)
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--only", name, *rest],
+                stdout=subprocess.PIPE,
+                text=True,
+                preexec_fn=functools.partial(os.sched_setaffinity, 0, slots[slot]),
+            )
+            running[slot] = (name, proc)
+        time.sleep(1)
+        for slot, (name, proc) in list(running.items()):
+            if proc.poll() is not None:
+                text = proc.stdout.read() if proc.stdout else ""
+                rows = [r for r in text.splitlines() if r.startswith("| ") and "---" not in r]
+                print("\n".join(rows[1:]) or f"| {name} | exit {proc.returncode} |", flush=True)
+                del running[slot]
     return 0
 
 

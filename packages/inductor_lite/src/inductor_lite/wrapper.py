@@ -16,6 +16,7 @@ from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from .cpp import KernelSource
 from .errors import UnsupportedGraph
+from .fast_alloc import fast_alloc_module
 from .input_writes import memory_extent
 from .ir import (
     BufferSpec,
@@ -132,11 +133,13 @@ def build_wrapper(
     if in_place and safe is None:
         raise ValueError("in-place input writes need the copying wrapper as a fallback")
     buffers = graph.buffers
+    # CPU: buffers and views made in C++, without the dispatcher (fast_alloc.py)
+    fast = fast_alloc_module() if graph.device.type == "cpu" else None
     ns: dict[str, object] = {
         "torch": torch,
-        "_as_view": _as_view,
+        "_as_view": fast.view if fast is not None else _as_view,
         "_restride": _restride,
-        "_empty": torch.empty_strided,
+        "_empty": fast.empty if fast is not None else torch.empty_strided,
         "_dev": graph.device,
         "_index_error": index_check,
         "_safe": safe,
@@ -223,7 +226,8 @@ def build_wrapper(
         else:
             dtype = str(spec.dtype).split(".")[-1]
             shape = f"{pysizes(spec.sizes)}, {pysizes(spec.strides)}"
-            lines.append(f"    {spec.name} = _empty({shape}, dtype=torch.{dtype}, device=_dev)")
+            how = f"torch.{dtype}" if fast is not None else f"dtype=torch.{dtype}, device=_dev"
+            lines.append(f"    {spec.name} = _empty({shape}, {how})")
 
     def reusable(name: str) -> bool:
         return name in owned and name not in pinned and name not in output_bufs
