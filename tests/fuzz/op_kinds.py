@@ -290,6 +290,7 @@ def _view(b: Builder) -> str:
             "{x}.contiguous()",
             "{x}.clone()",
             "torch.as_strided({x}.contiguous(), ({half},), ({step},), {off})",
+            "torch.nn.functional.pad({x}, ({k}, {step}), value=1)",
         ]
         if 1 in t.shape:
             forms.append(

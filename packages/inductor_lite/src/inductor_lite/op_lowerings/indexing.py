@@ -1,6 +1,6 @@
 """Indexing: embedding, index_select, gather and integer `index` (bounds-checked index reads),
 scatter with one index per row (a bounds-checked compare), index_put with accumulate (a
-scatter-add into a copy: the embedding backward), cat and slice_scatter."""
+scatter-add into a copy: the embedding backward), constant_pad_nd, cat and slice_scatter."""
 
 from __future__ import annotations
 
@@ -251,6 +251,59 @@ def _index_put(  # noqa: PLR0917
         )
     )
     return realized(TensorRef(spec.name, spec.sizes, spec.strides, 0, dt))
+
+
+@register(aten.constant_pad_nd.default)
+def _constant_pad_nd(
+    L: GraphLowering, node: torch.fx.Node, x: TensorValue, pad: Sequence[object], value: object = 0
+) -> object:
+    """``x`` padded with ``value`` (negative pads crop), a lazy ``where`` its consumer fuses:
+    the causal-LM loss's ``pad(labels, (0, 1), value=-100)``. A padded dim reads ``x`` at
+    ``(i - lo) mod n`` (as slice_scatter does): inside, its element; outside, some element
+    the ``where`` drops, never an address beyond ``x``. Static sizes of padded dims only."""
+    if (
+        len(pad) % 2
+        or len(pad) // 2 > x.ndim
+        or not all(isinstance(p, int) for p in pad)
+        or not isinstance(value, bool | int | float)
+    ):
+        return NotImplemented
+    dt = out_dtype(node)
+    kind = bool if dt == torch.bool else float if dt.is_floating_point else int
+    fill = VConst(kind(value), dt)
+    bounds: dict[int, tuple[int, int, int]] = {}  # dim -> (lo, hi, size)
+    for j in range(len(pad) // 2):
+        d = x.ndim - 1 - j
+        lo, hi = int(pad[2 * j]), int(pad[2 * j + 1])  # type: ignore[call-overload]
+        if lo == 0 and hi == 0:
+            continue
+        n = x.sizes[d]
+        if not is_static(n) or int(n) == 0:
+            return NotImplemented
+        bounds[d] = (lo, hi, int(n))
+
+    def load(idx: Sequence[IExpr]) -> VExpr:
+        src = list(idx)
+        checks: list[VExpr] = []
+        for d, (lo, hi, n) in bounds.items():
+            if lo <= 0 and hi <= 0:
+                src[d] = iadd(idx[d], IConst(-lo))  # a crop: always inside
+                continue
+            src[d] = imod(iadd(idx[d], IConst(-lo % n)), n)
+            pos = VIndex(idx[d], torch.int64)
+            if lo > 0:
+                checks.append(VOp(Op.GE, (pos, VConst(lo, torch.int64)), torch.bool))
+            if hi > 0:
+                checks.append(VOp(Op.LT, (pos, VConst(lo + n, torch.int64)), torch.bool))
+        got = cast(x.loader(src), dt)
+        if not checks:
+            return got
+        inside = checks[0]
+        for c in checks[1:]:
+            inside = VOp(Op.LOGICAL_AND, (inside, c), torch.bool)
+        return VOp(Op.WHERE, (inside, got, fill), dt)
+
+    return TensorValue(out_sizes(node), dt, load)
 
 
 @register(aten.cat.default)
