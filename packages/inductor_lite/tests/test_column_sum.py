@@ -34,3 +34,34 @@ def test_column_pool_error_against_float64_is_small(check: Any) -> None:
     ours = (compiled(x).double() - exact).abs().max().item()
     eager = (x.mean((2, 3)).double() - exact).abs().max().item()
     assert ours <= max(4 * eager, 1e-6)
+
+
+def _column_kernels(graph: Any) -> list[int]:
+    """The number of column sums in each kernel of ``graph`` that starts with one."""
+    from inductor_lite.column_sum import column_steps
+    from inductor_lite.scheduler import Kernel
+
+    return [len(column_steps(k)) for k in graph.items if isinstance(k, Kernel) and column_steps(k)]
+
+
+def test_backward_column_sums_share_a_kernel_and_gradients_match_eager(recorder: Any) -> None:
+    # a transformer block's backward: the layer norm's weight and bias gradients and the
+    # linear's bias gradient are three sums over the rows; one kernel computes them
+    import compile_api
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.LayerNorm(32))
+    ref = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.LayerNorm(32))
+    ref.load_state_dict(block.state_dict())
+    x = torch.randn(2, 8, 32)
+    compiled = compile_api.compile(lambda x: (block(x) ** 2).sum(), backend=recorder)
+    for _ in range(2):
+        block.zero_grad()
+        ref.zero_grad()
+        compiled(x).backward()
+        (ref(x) ** 2).sum().backward()
+        for p, q in zip(block.parameters(), ref.parameters(), strict=True):
+            assert p.grad is not None and q.grad is not None
+            torch.testing.assert_close(p.grad, q.grad, atol=1e-4, rtol=1e-4)
+    backward = recorder.compiled()[-1]
+    assert max(_column_kernels(backward), default=0) >= 2, backward.kernel_source

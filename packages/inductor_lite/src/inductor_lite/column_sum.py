@@ -25,27 +25,32 @@ from .cpp_prelude import compute_type
 from .ir import ReductionNode
 from .scheduler import Kernel, Step, is_column_sum
 
-__all__ = ["OUT_BLOCK", "ROW_CHUNK", "column_lines", "column_step"]
+__all__ = ["OUT_BLOCK", "ROW_CHUNK", "column_lines", "column_steps"]
 
 # outputs per block: the block's accumulators (float and double) stay in L1
 OUT_BLOCK = 512
 # terms per output added in float before they go into the double total
 ROW_CHUNK = 64
-def column_step(kernel: Kernel) -> Step | None:
-    """The kernel's first step when it is a column sum (``is_column_sum``)."""
-    if not kernel.steps:
-        return None
-    step = kernel.steps[0]
-    node = step.node
-    if not isinstance(node, ReductionNode) or step.split != len(node.out_sizes):
-        return None
-    return step if is_column_sum(node) else None
+
+
+def column_steps(kernel: Kernel) -> list[Step]:
+    """The kernel's leading steps that are column sums (``is_column_sum``): the first, and
+    the column sums that joined it (scheduler.py)."""
+    out: list[Step] = []
+    for step in kernel.steps:
+        node = step.node
+        if not isinstance(node, ReductionNode) or step.split != len(node.out_sizes):
+            break
+        if not is_column_sum(node):
+            break
+        out.append(step)
+    return out
 
 
 def column_lines(
     step: Step, params: dict[str, str], dtypes: dict[str, torch.dtype], n: int, parallel: bool
 ) -> list[str]:
-    """Statements computing ``step`` (a ``column_step``) for all its outputs; ``n`` numbers
+    """Statements computing ``step`` (one of ``column_steps``) for all its outputs; ``n`` numbers
     the step, ``parallel`` spreads the images (or the output blocks) over OpenMP threads.
 
     The innermost output dim of more than one element (the channels) is the vector lane;

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .cascade import chunked_reduction, reduction_setup, wants_chunks
-from .column_sum import column_lines, column_step
+from .column_sum import column_lines, column_steps
 from .cpp_expr import Body, load_expr, store_expr
 from .cpp_prelude import LIBMVEC_DECLS, LIBMVEC_FUNCTIONS, PRELUDE, STORAGE, compute_type
 from .ir import BufferSpec, Op, PointwiseNode, ReductionNode, VExpr, VIndex
@@ -85,13 +85,14 @@ def _kernel(
         parallel_outer = False
     lines = [f'extern "C" void {kernel.name}({sig}) {{']
     steps = list(enumerate(kernel.steps))
-    column = column_step(kernel)
-    if column is not None:
+    columns = column_steps(kernel)
+    if columns:
         # a channels-last pool: the reduction loop outside, the outputs vectorised inside;
         # the steps after it (its division, ...) run in the row loop below
         parallel = not is_static(work) or work >= threshold  # type: ignore[operator]
-        lines += column_lines(column, params, dtypes, 0, parallel)
-        steps = steps[1:]
+        for n, column in enumerate(columns):
+            lines += column_lines(column, params, dtypes, n, parallel)
+        steps = steps[len(columns) :]
         if not steps:
             return "\n".join([*lines, "}"]), KernelSource(kernel.name, tuple(used), symbols)
     if parallel_outer:

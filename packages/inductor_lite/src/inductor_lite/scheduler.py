@@ -271,9 +271,15 @@ def _reads_from(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> bool
 
 def _try_join(group: _OpenKernel, node: PointwiseNode | ReductionNode) -> Step | None:
     step = _step_for_rows(node, group.rows)
-    if step is None or is_column_sum(node):
-        # a column sum starts its kernel, where the C++ generator interchanges its loops
+    if step is None:
         return None
+    if is_column_sum(node):
+        # a column sum starts its kernel, where the C++ generator interchanges its loops, or
+        # joins one of column sums only (each its own loop nest): a backward's layer-norm
+        # weight and bias gradients and the bias gradient of the linear beside them in one
+        # launch, where there were three
+        joins = all(is_column_sum(s.node) for s in group.steps) and not _reads_from(group, node)
+        return step if joins and same(group.steps[0].inner_numel, step.inner_numel) else None
     if (
         step.split == 0
         and _default_step(node).split > 0
