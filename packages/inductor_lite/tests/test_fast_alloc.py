@@ -21,7 +21,7 @@ def fa() -> ModuleType:
     if os.environ.get("STRATA_FAST_ALLOC") == "0":
         pytest.skip("STRATA_FAST_ALLOC=0")
     module = fast_alloc_module()
-    assert module is not None, "the extension did not build (a C++ compiler and ninja?)"
+    assert module is not None, "the extension did not build (no C++ compiler? see fast_alloc.py)"
     return module
 
 

@@ -1,10 +1,9 @@
-"""Op fuzz find (session 13, seed 4 program 778), open: on inductor_lite's Triton path (run
-under Triton's interpreter here) ``x / -0.0`` has the sign of ``x / 0.0`` (-inf where eager
-gives inf); the C++ path matches eager. The generated kernel says ``t0 / -0.0``; a hand-written
-Triton kernel divides by ``-0.0`` (a constant, or a negated ``tl.full`` zero) the same wrong
-way under the interpreter, so this is likely Triton's interpreter, not our code generator.
-On a GPU machine the runner's Triton share is declined (its inputs are CPU tensors), so there
-the second test compiles the same division for CUDA tensors and checks it against eager.
+"""Op fuzz find (session 13, seed 4 program 778): on inductor_lite's Triton path ``x / -0.0``
+had the sign of ``x / 0.0`` (-inf where eager gives inf), under Triton's interpreter and on an
+H200 alike; the C++ path matched eager. Triton makes a ``-0.0`` constant (a literal, or a
+negated zero) +0.0; the code generator now writes a negative zero as its sign bit bitcast to the
+float type. On a GPU machine the runner's Triton share is declined (its inputs are CPU
+tensors), so there the second test compiles the same division for CUDA tensors.
 """
 
 # ruff: noqa: E501
@@ -30,7 +29,6 @@ def fn(a0):
 
 
 @pytest.mark.skipif(not TRITON_SHARE_RUNS, reason="Triton's interpreter is off (a GPU machine)")
-@pytest.mark.xfail(strict=True, reason="Triton's interpreter divides by -0.0 as by 0.0")
 def test_triton_division_by_negative_zero_matches_eager() -> None:
     failure = check_op_source(SOURCE, yardstick=False)
     assert failure is None, str(failure)

@@ -15,9 +15,10 @@ The extension does the same two things in C++:
   ``as_strided``. The view is a plain ``torch.Tensor`` (a ``Parameter``'s view is too, as
   ``as_strided`` gives).
 
-It is built at first use with ``torch.utils.cpp_extension.load`` (a C++ compiler and ninja;
-~30 s) into ``$STRATA_CACHE_DIR/fast_alloc`` (else ``~/.cache/strata/fast_alloc``), one folder
-per torch version, Python ABI and source hash, and loaded from there by later processes.
+It is built at first use (the C++ compiler ``$CXX``, else ``c++``, against torch's headers and
+libraries; ~30 s) into ``$STRATA_CACHE_DIR/fast_alloc`` (else ``~/.cache/strata/fast_alloc``),
+one folder per torch version, Python ABI and source hash, and loaded from there by later
+processes.
 ``STRATA_FAST_ALLOC=0`` turns it off; where it cannot be built the wrapper keeps
 ``torch.empty_strided`` and ``as_strided`` (one DEBUG line on ``strata.inductor`` says why).
 """
@@ -25,10 +26,15 @@ per torch version, Python ABI and source hash, and loaded from there by later pr
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
+import importlib.util
 import logging
 import os
+import shutil
+import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -157,24 +163,42 @@ def _folder() -> Path:
     return root / "fast_alloc" / f"torch-{torch.__version__}-{tag}-{digest}"
 
 
+def _compiler() -> str:
+    found = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not found:
+        raise RuntimeError("no C++ compiler (set CXX)")
+    return found
+
+
 def _build() -> ModuleType:
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import include_paths, library_paths
 
     folder = _folder()
     folder.mkdir(parents=True, exist_ok=True)
-    source = folder / "fast_alloc.cpp"
-    if not source.exists():
-        tmp = folder / f"fast_alloc.{os.getpid()}.tmp"
-        tmp.write_text(SOURCE)
-        os.replace(tmp, source)  # atomic: another process may write the same file
-    module = load(
-        name=_MODULE,
-        sources=[str(source)],
-        extra_cflags=["-O2", "-g0"],
-        build_directory=str(folder),
-        verbose=False,
+    lib = folder / f"{_MODULE}.so"
+    if not lib.exists():
+        with tempfile.TemporaryDirectory(dir=folder) as tmp:
+            src = Path(tmp) / "fast_alloc.cpp"
+            src.write_text(SOURCE)
+            out = Path(tmp) / f"{_MODULE}.so"
+            libs = library_paths()
+            cmd = [
+                _compiler(), "-O2", "-g0", "-shared", "-fPIC", "-std=c++17",
+                f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
+                *(f"-I{p}" for p in include_paths()),
+                f"-I{sysconfig.get_paths()['include']}",
+                str(src), "-o", str(out),
+                *(f"-L{p}" for p in libs), *(f"-Wl,-rpath,{p}" for p in libs),
+                "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
+            ]  # fmt: skip
+            subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+            os.replace(out, lib)  # atomic: another process may build the same file
+    spec = importlib.util.spec_from_file_location(
+        _MODULE, lib, loader=importlib.machinery.ExtensionFileLoader(_MODULE, str(lib))
     )
-    assert isinstance(module, ModuleType)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     return module
 
 

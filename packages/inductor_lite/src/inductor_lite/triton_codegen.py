@@ -75,8 +75,21 @@ def _literal(value: object, dtype: torch.dtype) -> str:
             return "float('nan')"
         if math.isinf(v):
             return "float('inf')" if v > 0 else "float('-inf')"
+        if v == 0 and math.copysign(1.0, v) < 0 and dtype in _NEGATIVE_ZERO_BITS:
+            # Triton makes a -0.0 constant (literal or negated zero) +0.0 (x / -0.0 then has
+            # the wrong sign): the sign bit alone, bitcast to the float type
+            bits, ints = _NEGATIVE_ZERO_BITS[dtype]
+            return f"tl.full([1], {bits}, {ints}).to({_TL[dtype]}, bitcast=True)"
         return repr(v)
     return str(int(value))  # type: ignore[call-overload]
+
+
+_NEGATIVE_ZERO_BITS = {
+    torch.float16: (-(2**15), "tl.int16"),
+    torch.bfloat16: (-(2**15), "tl.int16"),
+    torch.float32: (-(2**31), "tl.int32"),
+    torch.float64: (-(2**63), "tl.int64"),
+}
 
 
 def _extremum(fn: str) -> OpRenderer:
