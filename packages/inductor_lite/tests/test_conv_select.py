@@ -21,6 +21,11 @@ _TARGETS = {
     Algorithm.ONEDNN: aten.mkldnn_convolution.default,
     Algorithm.THNN: aten._slow_conv2d_forward.default,
 }
+_FAST = {
+    Algorithm.ATEN: torch.convolution,
+    Algorithm.ONEDNN: torch.mkldnn_convolution,
+    Algorithm.THNN: torch._C._nn.thnn_conv2d,
+}
 
 
 def _nhwc(sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -57,6 +62,8 @@ def test_every_plan_matches_eager_with_operands_in_its_layout(
         assert weight.strides == want(weight.sizes)
     out = convs[0].outputs[0]
     assert out is not None and out.strides == want(out.sizes)
+    # the wrapper calls the convolution through its torch function (a cheaper binding)
+    assert _FAST[plan.algorithm] in c.run.__globals__.values()
 
 
 @pytest.mark.parametrize("plan", conv_select.candidates(2, (2, 2)), ids=str)
@@ -129,4 +136,33 @@ def test_the_timed_plan_runs_in_the_graph_and_matches_eager(
     assert (
         "nhwc/" in (tmp_path / "conv_layouts.json").read_text()
         or "nchw/" in (tmp_path / "conv_layouts.json").read_text()
+    )
+
+
+@pytest.mark.parametrize(("cin", "hoisted"), [(8, True), (64, False)])
+def test_a_large_weight_copy_runs_next_to_its_convolution(
+    cin: int, hoisted: bool, check: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each channels-last weight copy of 32 x cin x 3x3: small ones (2304 elements) run
+    # together in front of the convolutions; large ones (18432) each just before its own
+    # convolution, where the copy is still in cache when the convolution reads it
+    monkeypatch.setattr(convolutions, "measured_conv", lambda *args: conv_select.DEFAULT)
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(cin, cin, 3, 3) * 0.1, torch.randn(cin, cin, 3, 3) * 0.1
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(F.conv2d(torch.relu(x), w1, padding=1))
+        return F.conv2d(y, w2, padding=1)
+
+    c = check(fn, [torch.randn(1, cin, 6, 6)], atol=1e-4, rtol=1e-4)
+    from inductor_lite.scheduler import Kernel
+
+    order = [
+        "conv" if isinstance(item, FallbackNode) else "copy"
+        for item in c.items
+        for step in (item.steps if isinstance(item, Kernel) else [None])
+        if step is None or tuple(step.node.sizes) == (cin, 3, 3, cin)
+    ]
+    assert order == (
+        ["copy", "copy", "conv", "conv"] if hoisted else ["copy", "conv", "copy", "conv"]
     )
