@@ -537,7 +537,7 @@ _OUT_VARIANTS: dict[object, object] = {
 _TORCH_FUNCTIONS: dict[object, Callable[..., Any]] = {
     torch.ops.aten.convolution.default: torch.convolution,
     torch.ops.aten.mkldnn_convolution.default: torch.mkldnn_convolution,
-    torch.ops.aten._slow_conv2d_forward.default: torch._C._nn.thnn_conv2d,
+    torch.ops.aten._slow_conv2d_forward.default: torch._C._nn.thnn_conv2d,  # type: ignore[attr-defined]
 }
 
 
