@@ -90,7 +90,10 @@ def test_thnn_is_offered_only_without_groups_and_dilation() -> None:
 def test_an_nchw_plan_must_win_by_the_margin() -> None:
     nhwc, nchw = conv_select.DEFAULT, ConvPlan(Layout.NCHW, Algorithm.ONEDNN)
     assert conv_select._pick({nhwc: 1.0, nchw: 0.97}) == nhwc
-    assert conv_select._pick({nhwc: 1.0, nchw: 0.85}) == nhwc
+    assert conv_select._pick({nhwc: 1.0, nchw: 0.85}) == nchw
+    # a grouped convolution's NCHW plan must win by more (its activations' reorders)
+    assert conv_select._pick({nhwc: 1.0, nchw: 0.85}, groups=4) == nhwc
+    assert conv_select._pick({nhwc: 1.0, nchw: 0.7}, groups=4) == nchw
     assert conv_select._pick({nhwc: 1.0, nchw: 0.5}) == nchw
     assert conv_select._pick({nhwc: 0.5, nchw: 1.0}) == nhwc
     assert conv_select._pick({}) == conv_select.DEFAULT

@@ -16,7 +16,8 @@ from inductor_lite.ir import FallbackNode
 
 def _aten_convolutions(compiled: Any) -> int:
     return sum(
-        isinstance(item, FallbackNode) and "convolution" in str(item.target)
+        isinstance(item, FallbackNode)
+        and any(k in str(item.target) for k in ("convolution", "conv2d"))
         for item in compiled.items
     )
 
