@@ -31,12 +31,12 @@ def _convs(c: CompiledGraph) -> list[FallbackNode]:
     return [n for n in c.lowered.nodes if isinstance(n, FallbackNode) and n.target in _CONV_TARGETS]
 
 
-
 @pytest.fixture(autouse=True)
 def _channels_last_where_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     # Where a weight is within 4x of its output the layout is timed on the machine running
     # (conv_select.py); these tests are about the channels-last path, so that choice is pinned.
     monkeypatch.setattr(convolutions, "measured_conv", lambda *args: conv_select.DEFAULT)
+
 
 class ConvBnRelu(nn.Module):
     def __init__(self) -> None:
