@@ -21,7 +21,7 @@ def fa() -> ModuleType:
     if os.environ.get("STRATA_FAST_ALLOC") == "0":
         pytest.skip("STRATA_FAST_ALLOC=0")
     module = fast_alloc_module()
-    assert module is not None, "the extension did not build (no C++ compiler? see fast_alloc.py)"
+    assert module is not None, f"the extension did not build: {fast_alloc.build_error[0]}"
     return module
 
 
@@ -124,7 +124,7 @@ def test_a_cpu_graph_gives_eager_results_with_and_without_the_extension(
 ) -> None:
     if fast:
         if fast_alloc_module() is None:
-            pytest.fail("the extension did not build")
+            pytest.fail(f"the extension did not build: {fast_alloc.build_error[0]}")
     else:
         monkeypatch.setattr(fast_alloc, "_loaded", [None])
     x, w = torch.randn(4, 6, 8), torch.randn(8, 5)

@@ -40,7 +40,7 @@ from types import ModuleType
 
 import torch
 
-__all__ = ["SOURCE", "fast_alloc_module"]
+__all__ = ["SOURCE", "build_error", "fast_alloc_module"]
 
 log = logging.getLogger("strata.inductor")
 
@@ -191,7 +191,9 @@ def _build() -> ModuleType:
                 *(f"-L{p}" for p in libs), *(f"-Wl,-rpath,{p}" for p in libs),
                 "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
             ]  # fmt: skip
-            subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+            done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
+            if done.returncode:
+                raise RuntimeError(f"{cmd[0]} failed: {done.stderr.strip()[-2000:]}")
             os.replace(out, lib)  # atomic: another process may build the same file
     spec = importlib.util.spec_from_file_location(
         _MODULE, lib, loader=importlib.machinery.ExtensionFileLoader(_MODULE, str(lib))
@@ -203,6 +205,8 @@ def _build() -> ModuleType:
 
 
 _loaded: list[ModuleType | None] = []
+#: why the extension is not loaded, where it is not ("" where it is)
+build_error: list[str] = [""]
 
 
 def fast_alloc_module() -> ModuleType | None:
@@ -214,6 +218,7 @@ def fast_alloc_module() -> ModuleType | None:
             try:
                 module = _build()
             except Exception as exc:
+                build_error[0] = f"{type(exc).__name__}: {exc}"
                 log.debug("the CPU wrapper keeps torch.empty_strided and as_strided: %s", exc)
         _loaded.append(module)
     return _loaded[0]
