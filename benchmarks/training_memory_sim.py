@@ -41,6 +41,7 @@ from inductor_lite import InductorConfig, compile_aten_graph  # noqa: E402
 from inductor_lite.compile import CompiledGraph  # noqa: E402
 from inductor_lite.triton_codegen import generate_triton  # noqa: E402
 from inductor_lite.wrapper import build_wrapper, kernel_local_buffers  # noqa: E402
+from inductor_lite.wrapper_args import as_view  # noqa: E402
 
 _WRAPPER = "<generated wrapper>"
 
@@ -109,7 +110,16 @@ def meta_wrapper(compiled: CompiledGraph, boxed: bool) -> tuple[Callable[..., An
     fns = {s.name: (noop, s.params) for s in sources}
     run, source = build_wrapper(lowered, items, fns, pass_pointers=False, boxed=boxed)
     run.__globals__["_dev"] = torch.device("meta")
+    # the CPU wrapper's C++ allocation (inductor_lite/fast_alloc.py) names no device
+    run.__globals__["_empty"] = _meta_empty
+    run.__globals__["_as_view"] = as_view
     return run, source
+
+
+def _meta_empty(
+    sizes: Sequence[int], strides: Sequence[int], dtype: torch.dtype | None = None, **_: object
+) -> torch.Tensor:
+    return torch.empty_strided(sizes, strides, dtype=dtype, device="meta")
 
 
 def step_timeline(name: str, quick: bool) -> Timeline:
@@ -137,8 +147,13 @@ def _run(name: str, quick: bool) -> tuple[Timeline, int, int, int, str]:
         return c
 
     aot.aot_module_simplified(
-        gm, inputs, backend, backend, partition_fn=aot.min_cut_partition,
-        decompositions=inductor_lite_table(), keep_input_mutations=True,
+        gm,
+        inputs,
+        backend,
+        backend,
+        partition_fn=aot.min_cut_partition,
+        decompositions=inductor_lite_table(),
+        keep_input_mutations=True,
     )
     fw, bw = graphs
     fw_run, _ = meta_wrapper(fw, boxed=False)
@@ -152,8 +167,10 @@ def _run(name: str, quick: bool) -> tuple[Timeline, int, int, int, str]:
         loss, saved = outs[0], outs[1:]
         del outs
         saved_bytes = sum(
-            t.untyped_storage().nbytes() for t in {
-                s.untyped_storage()._cdata: s for s in saved
+            t.untyped_storage().nbytes()
+            for t in {
+                s.untyped_storage()._cdata: s
+                for s in saved
                 if isinstance(s, torch.Tensor) and not any(s is i for i in meta_inputs)
             }.values()
         )
@@ -168,11 +185,13 @@ def _run(name: str, quick: bool) -> tuple[Timeline, int, int, int, str]:
 
 def simulate(name: str, quick: bool, top: int) -> None:
     timeline, n_saved, saved_bytes, after_forward, bw_source = _run(name, quick)
-    print(f"{name} ({'quick' if quick else 'full'} sizes): forward saves {n_saved} values "
-          f"({saved_bytes / 2**20:.2f} MiB of storages not inputs); alive after the forward "
-          f"{after_forward / 2**20:.2f} MiB; peak {timeline.peak / 2**20:.2f} MiB at "
-          f"{timeline.peak_at}; backward peak "
-          f"{timeline.phase_peak.get('backward', 0) / 2**20:.2f} MiB")
+    print(
+        f"{name} ({'quick' if quick else 'full'} sizes): forward saves {n_saved} values "
+        f"({saved_bytes / 2**20:.2f} MiB of storages not inputs); alive after the forward "
+        f"{after_forward / 2**20:.2f} MiB; peak {timeline.peak / 2**20:.2f} MiB at "
+        f"{timeline.peak_at}; backward peak "
+        f"{timeline.phase_peak.get('backward', 0) / 2**20:.2f} MiB"
+    )
     for size, where in sorted(timeline.at_peak, key=lambda e: -e[0])[:top]:
         print(f"    {size / 2**20:8.3f} MiB  {where}")
     if timeline.peak_at.startswith("backward"):

@@ -137,3 +137,26 @@ def test_a_cpu_graph_gives_eager_results_with_and_without_the_extension(
     kept = [t.clone() for t in first]
     c(torch.randn(4, 6, 8), w)
     assert all(torch.equal(a, b) for a, b in zip(first, kept, strict=True))
+
+
+def test_a_dispatch_mode_sees_the_allocations_and_views(fa: ModuleType) -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Seen(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    base = torch.arange(12.0)
+    with Seen() as seen:
+        t = fa.empty((2, 3), (3, 1), torch.float32)
+        v = fa.view(base, (3, 4), (4, 1), 0)
+    assert any("empty_strided" in op for op in seen.ops), seen.ops
+    assert any("as_strided" in op for op in seen.ops), seen.ops
+    assert t.shape == (2, 3) and torch.equal(v, base.view(3, 4))

@@ -11,7 +11,8 @@ The extension does the same two things in C++:
 - ``view(t, sizes, strides, offset)``: a tensor on ``t``'s storage at ``t``'s storage offset
   plus ``offset``, sharing ``t``'s version counter. Where that shortcut could differ from
   ``t.as_strided`` (``t`` needs autograd here, is a tensor subclass or functional wrapper, is
-  not strided, or the view would not fit its storage: ``as_strided`` raises then) it calls
+  not strided, a ``TorchDispatchMode`` is active (it sees ``empty_strided`` then too), or the view
+  would not fit its storage: ``as_strided`` raises then) it calls
   ``as_strided``. The view is a plain ``torch.Tensor`` (a ``Parameter``'s view is too, as
   ``as_strided`` gives).
 
@@ -51,6 +52,7 @@ SOURCE = r"""
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -88,6 +90,10 @@ PyObject* empty(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   HANDLE_TH_ERRORS
   const auto dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) {  // a mode sees every allocation
+    return THPVariable_Wrap(
+        at::empty_strided(sizes, strides, at::TensorOptions().dtype(dtype).device(at::kCPU)));
+  }
   return THPVariable_Wrap(at::detail::empty_strided_cpu(sizes, strides, dtype));
   END_HANDLE_TH_ERRORS
 }
@@ -120,7 +126,8 @@ PyObject* view(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     const bool plain =
         t.layout() == at::kStrided && t.has_storage() && sizes.size() == strides.size() &&
         !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) &&
-        !(t.requires_grad() && at::GradMode::is_enabled()) && start >= 0;
+        !(t.requires_grad() && at::GradMode::is_enabled()) && start >= 0 &&
+        c10::impl::TorchDispatchModeTLS::stack_len() == 0;
     if (plain) {
       const int64_t need = extent(sizes, strides, start, t.element_size());
       if (need >= 0 && static_cast<size_t>(need) <= t.storage().nbytes()) {

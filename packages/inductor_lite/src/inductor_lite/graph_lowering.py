@@ -79,6 +79,11 @@ def _broadcast_by_a_reader(node: torch.fx.Node, result: TensorValue) -> bool:
 # aten ops whose CPU kernels assume the contiguous layout their composite op made (they fail,
 # or read garbage, given another): group_norm's `X.is_contiguous(memory_format)` check
 _LAYOUT_STRICT = frozenset({torch.ops.aten.native_group_norm.default})
+_EQUALITY_TESTS = frozenset({torch.ops.aten.eq, torch.ops.aten.ne})
+
+
+def _tests_equality(node: torch.fx.Node) -> bool:
+    return getattr(node.target, "overloadpacket", None) in _EQUALITY_TESTS
 
 
 class GraphLowering:
@@ -506,12 +511,13 @@ class GraphLowering:
         """Store a lazy value read by several consumers when recomputing it is not cheap."""
         if not isinstance(result, TensorValue) or result.ref is not None:
             return result
-        if len(node.users) > 1 and any(u.op == "output" for u in node.users):
+        if len(node.users) > 1 and any(u.op == "output" or _tests_equality(u) for u in node.users):
             # a graph output is stored anyway: its other readers read that store instead of
             # recomputing the value. Recomputed, it can differ from the stored one by an ulp
             # (libm's vector sinf in one loop, the scalar one in another), and a backward
             # that compares the two (amax's and max's gradient mask, eq(x, amax(x))) then
-            # finds no maximum and divides by zero
+            # finds no maximum and divides by zero; so is a value tested for equality in this
+            # graph (the mask computed in the forward, as aot's CPU partition saves it)
             meta = node.meta.get("val")
             if isinstance(meta, torch.Tensor) and not is_view_op(node):
                 return self.realize(result, tuple(to_size(x) for x in meta.stride()))
