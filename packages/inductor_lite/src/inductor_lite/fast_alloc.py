@@ -27,8 +27,6 @@ processes.
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
-import importlib.util
 import logging
 import os
 import shutil
@@ -40,6 +38,8 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
+
+from .kernel_call import load_extension
 
 __all__ = ["SOURCE", "build_error", "fast_alloc_module"]
 
@@ -202,13 +202,7 @@ def _build() -> ModuleType:
             if done.returncode:
                 raise RuntimeError(f"{cmd[0]} failed: {done.stderr.strip()[-2000:]}")
             os.replace(out, lib)  # atomic: another process may build the same file
-    spec = importlib.util.spec_from_file_location(
-        _MODULE, lib, loader=importlib.machinery.ExtensionFileLoader(_MODULE, str(lib))
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_extension(_MODULE, lib)
 
 
 _loaded: list[ModuleType | None] = []

@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-__all__ = ["MAX_ARGS", "fast_kernel", "kernel_call_module"]
+__all__ = ["MAX_ARGS", "fast_kernel", "kernel_call_module", "load_extension"]
 
 log = logging.getLogger("strata.inductor")
 
@@ -189,8 +189,13 @@ def _build(cache_dir: Path, cc: str) -> ModuleType:
             cmd = [cc, "-O2", "-shared", "-fPIC", f"-I{include}", "-o", str(out), str(src)]
             subprocess.run(cmd, check=True, capture_output=True, timeout=120)
             os.replace(out, lib)  # atomic: another process may build the same file
+    return load_extension(_MODULE, lib)
+
+
+def load_extension(name: str, lib: Path) -> ModuleType:
+    """The CPython extension module ``name`` built into the shared library ``lib``."""
     spec = importlib.util.spec_from_file_location(
-        _MODULE, lib, loader=importlib.machinery.ExtensionFileLoader(_MODULE, str(lib))
+        name, lib, loader=importlib.machinery.ExtensionFileLoader(name, str(lib))
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
