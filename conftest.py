@@ -9,8 +9,22 @@ machine without a GPU is chosen here, before collection, not in those test files
 from __future__ import annotations
 
 import os
+import random
+import zlib
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _seed_per_test(request: pytest.FixtureRequest) -> None:
+    """Each test draws its random inputs from a seed of its own: a run does not depend on which
+    worker ran which files before (CI's outcome is repeatable), and a failure reproduces with
+    ``pytest <its id>``. STRATA_TEST_SEED=N draws other inputs: a tolerance that holds only for
+    the default draw shows up as a failure under a few values of N (see README, Testing)."""
+    seed = zlib.crc32(request.node.nodeid.encode()) ^ int(os.environ.get("STRATA_TEST_SEED", "0"))
+    torch.manual_seed(seed)
+    random.seed(seed)
