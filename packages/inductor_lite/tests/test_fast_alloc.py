@@ -6,6 +6,7 @@ eager's results with the extension and without it."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -160,3 +161,51 @@ def test_a_dispatch_mode_sees_the_allocations_and_views(fa: ModuleType) -> None:
     assert any("empty_strided" in op for op in seen.ops), seen.ops
     assert any("as_strided" in op for op in seen.ops), seen.ops
     assert t.shape == (2, 3) and torch.equal(v, base.view(3, 4))
+
+
+def _fake_compiler(folder: Path, script: str) -> str:
+    path = folder / "fake-c++"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_compiler_whose_library_does_not_load_gives_way_to_the_next(
+    fa: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a compiler newer than the process's libstdc++ builds a library that fails at load: the
+    # fake one "builds" a file that is no library at all
+    fake = _fake_compiler(
+        tmp_path, 'for a; do [ "$prev" = -o ] && echo junk > "$a"; prev=$a; done; exit 0\n'
+    )
+    real_folder = fast_alloc._folder
+    monkeypatch.setattr(
+        fast_alloc, "_folder", lambda c: tmp_path / "fake" if c == fake else real_folder(c)
+    )
+    monkeypatch.setenv("CXX", fake)
+    monkeypatch.setattr(fast_alloc, "_loaded", [])
+    monkeypatch.setattr(fast_alloc, "build_error", [""])
+    module = fast_alloc_module()
+    assert (tmp_path / "fake" / "_strata_fast_alloc.so").read_text() == "junk\n"  # tried first
+    assert module is not None and fast_alloc.build_error[0] == ""
+    t = module.empty((2, 3), (3, 1), torch.float32)
+    assert t.shape == (2, 3) and t.stride() == (3, 1)
+
+
+def test_without_a_working_compiler_the_wrapper_keeps_torch_calls_and_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: InductorConfig, check: Any
+) -> None:
+    fake = _fake_compiler(tmp_path, "echo 'fatal error: no such header' >&2; exit 1\n")
+    monkeypatch.setattr(fast_alloc, "_compilers", lambda: [fake])
+    monkeypatch.setattr(fast_alloc, "_folder", lambda c: tmp_path / "fake")
+    monkeypatch.setattr(fast_alloc, "_loaded", [])
+    monkeypatch.setattr(fast_alloc, "build_error", [""])
+    assert fast_alloc_module() is None
+    assert fake in fast_alloc.build_error[0] and "no such header" in fast_alloc.build_error[0]
+    # the wrapper then allocates through torch, with eager's results
+    c = check(_graph, [torch.randn(4, 6, 8), torch.randn(8, 5)], atol=1e-5, rtol=1e-5)
+    allocs = [line for line in c.wrapper_source.splitlines() if "= _empty(" in line]
+    assert allocs and all("device=_dev" in line for line in allocs), allocs
+    monkeypatch.setattr(fast_alloc, "_compilers", list)
+    monkeypatch.setattr(fast_alloc, "_loaded", [])
+    assert fast_alloc_module() is None and "no C++ compiler" in fast_alloc.build_error[0]

@@ -16,12 +16,14 @@ The extension does the same two things in C++:
   ``as_strided``. The view is a plain ``torch.Tensor`` (a ``Parameter``'s view is too, as
   ``as_strided`` gives).
 
-It is built at first use (the C++ compiler ``$CXX``, else ``c++``, against torch's headers and
-libraries; ~30 s) into ``$STRATA_CACHE_DIR/fast_alloc`` (else ``~/.cache/strata/fast_alloc``),
-one folder per torch version, Python ABI and source hash, and loaded from there by later
-processes.
-``STRATA_FAST_ALLOC=0`` turns it off; where it cannot be built the wrapper keeps
-``torch.empty_strided`` and ``as_strided`` (one DEBUG line on ``strata.inductor`` says why).
+It is built at first use (against torch's headers and libraries; ~30 s) into
+``$STRATA_CACHE_DIR/fast_alloc`` (else ``~/.cache/strata/fast_alloc``), one folder per torch
+version, Python ABI, compiler and source hash, and loaded from there by later processes. The
+compilers tried, in order: ``$CXX``, ``c++``, ``g++``, ``clang++``; the first whose library builds
+*and loads* is kept (a compiler newer than the process's libstdc++ builds a library that does not
+load). ``STRATA_FAST_ALLOC=0`` turns it off; where no compiler gives a library the wrapper keeps
+``torch.empty_strided`` and ``as_strided``, ``build_error[0]`` holds each compiler's failure and
+one DEBUG line on ``strata.inductor`` says it.
 """
 
 from __future__ import annotations
@@ -158,7 +160,7 @@ PyMODINIT_FUNC PyInit__strata_fast_alloc(void) { return PyModule_Create(&module_
 """
 
 
-def _folder() -> Path:
+def _folder(compiler: str) -> Path:
     explicit = os.environ.get("STRATA_CACHE_DIR")
     root = (
         Path(explicit)
@@ -166,21 +168,24 @@ def _folder() -> Path:
         else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "strata"
     )
     tag = sysconfig.get_config_var("SOABI") or f"py{sys.version_info[0]}{sys.version_info[1]}"
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{compiler}\n{SOURCE}".encode()).hexdigest()[:16]
     return root / "fast_alloc" / f"torch-{torch.__version__}-{tag}-{digest}"
 
 
-def _compiler() -> str:
-    found = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-    if not found:
-        raise RuntimeError("no C++ compiler (set CXX)")
+def _compilers() -> list[str]:
+    """The C++ compilers to try, in order, each once: ``$CXX``, then those on the PATH."""
+    found: list[str] = []
+    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        path = shutil.which(name) if name else None
+        if path and path not in found:
+            found.append(path)
     return found
 
 
-def _build() -> ModuleType:
+def _build(compiler: str) -> ModuleType:
     from torch.utils.cpp_extension import include_paths, library_paths
 
-    folder = _folder()
+    folder = _folder(compiler)
     folder.mkdir(parents=True, exist_ok=True)
     lib = folder / f"{_MODULE}.so"
     if not lib.exists():
@@ -190,7 +195,7 @@ def _build() -> ModuleType:
             out = Path(tmp) / f"{_MODULE}.so"
             libs = library_paths()
             cmd = [
-                _compiler(), "-O2", "-g0", "-shared", "-fPIC", "-std=c++17",
+                compiler, "-O2", "-g0", "-shared", "-fPIC", "-std=c++17",
                 f"-D_GLIBCXX_USE_CXX11_ABI={int(torch.compiled_with_cxx11_abi())}",
                 *(f"-I{p}" for p in include_paths()),
                 f"-I{sysconfig.get_paths()['include']}",
@@ -200,9 +205,24 @@ def _build() -> ModuleType:
             ]  # fmt: skip
             done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
             if done.returncode:
-                raise RuntimeError(f"{cmd[0]} failed: {done.stderr.strip()[-2000:]}")
+                raise RuntimeError(f"the build failed: {done.stderr.strip()[-2000:]}")
             os.replace(out, lib)  # atomic: another process may build the same file
     return load_extension(_MODULE, lib)
+
+
+def _first_that_loads() -> ModuleType | None:
+    failures = []
+    for compiler in _compilers():
+        try:
+            module = _build(compiler)
+        except Exception as exc:  # a compiler error, or a library that does not load
+            failures.append(f"{compiler}: {type(exc).__name__}: {exc}")
+            continue
+        build_error[0] = ""
+        return module
+    build_error[0] = "; ".join(failures) or "no C++ compiler found (set CXX)"
+    log.debug("the CPU wrapper keeps torch.empty_strided and as_strided: %s", build_error[0])
+    return None
 
 
 _loaded: list[ModuleType | None] = []
@@ -216,10 +236,6 @@ def fast_alloc_module() -> ModuleType | None:
     if not _loaded:
         module = None
         if os.environ.get("STRATA_FAST_ALLOC") != "0":
-            try:
-                module = _build()
-            except Exception as exc:
-                build_error[0] = f"{type(exc).__name__}: {exc}"
-                log.debug("the CPU wrapper keeps torch.empty_strided and as_strided: %s", exc)
+            module = _first_that_loads()
         _loaded.append(module)
     return _loaded[0]
