@@ -17,6 +17,9 @@ compares.
 
     python benchmarks/zoo_cpu.py --only resnet18,gpt2 [--modes infer,train] [--reps 9] [--threads 2]
 
+``--outside`` measures, instead of the zoo, the models of ``model_sweep.py`` (outside the zoo,
+never tuned against; see ``benchmarks/zoo/outside.py``).
+
 Both compilers generate kernels for the thread count in force when they compile
 (``torch.set_num_threads``), so each ``--threads`` is its own process; the "load" column is
 the 1-minute load average when the case started (the machine is shared).
@@ -51,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from benchmarks.zoo.models import Built, Case, iter_cases, make_step  # noqa: E402
+from benchmarks.zoo.outside import outside_cases  # noqa: E402
 
 
 def _worst(got: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
@@ -154,6 +158,18 @@ def measure(
     return row
 
 
+def _cases(args: argparse.Namespace) -> list[Case]:
+    """The cases asked for: the zoo's, or with ``--outside`` the models outside it."""
+    only = [n for n in args.only.split(",") if n]
+    modes = set(args.modes.split(","))
+    pool = (
+        [c for c in outside_cases() if not only or c.name in only or c.model.name in only]
+        if args.outside
+        else list(iter_cases(only or None))
+    )
+    return [c for c in pool if c.mode in modes]
+
+
 def _cell(row: dict[str, Any], key: str, fmt: str) -> str:
     value = row.get(key)
     return "-" if value is None else format(value, fmt)
@@ -166,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cold", action="store_true", help="no one-time setup before timing")
+    parser.add_argument(
+        "--outside", action="store_true", help="models outside the zoo (model_sweep.py's)"
+    )
     parser.add_argument("--clock", choices=("process", "wall"), default="process")
     parser.add_argument(
         "--jobs", type=int, default=0, help="cases at once, one pinned process each"
@@ -177,15 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
     if not args.cold:
         print(_warm_up(), file=sys.stderr, flush=True)
-    modes = set(args.modes.split(","))
     print(
         "| case | threads | load | eager ms | Strata x | torch x | compile s Strata / torch "
         "| err vs eager Strata / torch | grad err vs float64 eager / Strata / torch | note |"
     )
     print("|" + "---|" * 10)
-    for case in iter_cases([n for n in args.only.split(",") if n] or None):
-        if case.mode not in modes:
-            continue
+    for case in _cases(args):
         clock = time.process_time if args.clock == "process" else time.perf_counter
         r = measure(case, args.reps, clock)
         print(
@@ -206,9 +222,7 @@ def _run_jobs(args: argparse.Namespace, argv: list[str]) -> int:
     """Each case in a child process of this script pinned to ``--threads`` cores of its own,
     ``--jobs`` at a time; each row is printed when its case ends (a run cut short keeps the
     rows it finished)."""
-    modes = set(args.modes.split(","))
-    only = [n for n in args.only.split(",") if n] or None
-    cases = [c.name for c in iter_cases(only) if c.mode in modes]
+    cases = [c.name for c in _cases(args)]
     cores = sorted(os.sched_getaffinity(0))
     slots = [cores[i * args.threads : (i + 1) * args.threads] for i in range(args.jobs)]
     if any(len(s) < args.threads for s in slots):
