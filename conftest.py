@@ -24,7 +24,8 @@ def _seed_per_test(request: pytest.FixtureRequest) -> None:
     """Each test draws its random inputs from a seed of its own: a run does not depend on which
     worker ran which files before (CI's outcome is repeatable), and a failure reproduces with
     ``pytest <its id>``. STRATA_TEST_SEED=N draws other inputs: a tolerance that holds only for
-    the default draw shows up as a failure under a few values of N (see README, Testing)."""
+    the default draw shows up as a failure under a few values of N (README.md, "The two
+    commands")."""
     seed = zlib.crc32(request.node.nodeid.encode()) ^ int(os.environ.get("STRATA_TEST_SEED", "0"))
     torch.manual_seed(seed)
     random.seed(seed)
